@@ -1,0 +1,33 @@
+// What the adprof subcommands share: exit codes, one-line errors, option parsing helpers.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace adprof::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+// Thrown for bad arguments or unreadable input; main prints "adprof: error: WHAT" and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+namespace po = boost::program_options;
+
+// Parses `args` against `options` (+ positionals); converts Boost's errors to UsageError.
+po::variables_map parse(const std::vector<std::string> &args, const po::options_description &options,
+                        const po::positional_options_description &positional = {});
+
+// Progress on stderr (only when it is a terminal): "  analysing 42%".
+void show_progress(const char *what, double fraction);
+void end_progress();
+
+int command_run(const std::vector<std::string> &args);
+int command_report(const std::vector<std::string> &args);
+
+}  // namespace adprof::cli

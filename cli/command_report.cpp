@@ -1,0 +1,41 @@
+// adprof report TRACE [--json] [--top N]
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "adprof/report.h"
+#include "cli_common.h"
+
+namespace adprof::cli {
+
+int command_report(const std::vector<std::string> &args) {
+  po::options_description options(
+      "usage: adprof report TRACE [--json] [--top N]\n\n"
+      "The memory report of a trace: peak live memory and what it is made of (forward caches,\n"
+      "adjoint buffers, duplicated intermediates and the other roles), findings with the\n"
+      "switch that fixes each, allocations by phase, op and step, allocator overhead.\n\n"
+      "Options");
+  options.add_options()("help,h", "show this help")(
+      "json", "print the report as JSON (schema: docs/REPORT_SCHEMA.md)")(
+      "top", po::value<size_t>()->default_value(10), "rows in each table")(
+      "trace", po::value<std::string>(), "the trace file");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  auto vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  if (!vm.count("trace")) throw UsageError("report needs a TRACE file (see adprof report --help)");
+  AnalyzeOptions analyze_options;
+  analyze_options.progress = [](double f) { show_progress("analysing", f); };
+  Report report = analyze(vm["trace"].as<std::string>(), analyze_options);
+  end_progress();
+  if (vm.count("json"))
+    std::cout << to_json(report).dump(2) << '\n';
+  else
+    std::cout << render_text(report, vm["top"].as<size_t>());
+  return kExitOk;
+}
+
+}  // namespace adprof::cli

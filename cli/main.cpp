@@ -1,0 +1,61 @@
+// adprof: memory profiling for automatic-differentiation programs.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "adprof/trace_reader.h"
+#include "cli_common.h"
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: adprof COMMAND [ARGS...]
+
+Memory profiling for automatic-differentiation programs: what the peak is made of
+(forward caches, adjoint buffers, duplicated intermediates, ...) and what to change.
+
+Commands:
+  run [-o TRACE] [--] PROGRAM [ARGS...]   profile a program, write a trace, print the report
+  report TRACE [--json] [--top N]         the memory report of a trace
+
+Run `adprof COMMAND --help` for a command's options.
+Exit codes: 0 ok, 1 a check failed, 2 usage or input error; `run` exits with the program's
+status (128+N when it was ended by signal N).
+)";
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  using namespace adprof::cli;
+  if (argc < 2) {
+    fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (command == "--version") {
+    puts("adprof 0.1.0 (trace format 1, report schema 1)");
+    return kExitOk;
+  }
+  try {
+    if (command == "run") return command_run(args);
+    if (command == "report") return command_report(args);
+    fprintf(stderr, "adprof: error: unknown command '%s' (see adprof --help)\n", command.c_str());
+    return kExitUsage;
+  } catch (const UsageError &e) {
+    end_progress();
+    fprintf(stderr, "adprof: error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const adprof::TraceError &e) {
+    end_progress();
+    fprintf(stderr, "adprof: error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception &e) {
+    end_progress();
+    fprintf(stderr, "adprof: error: %s\n", e.what());
+    return kExitUsage;
+  }
+}

@@ -1,0 +1,236 @@
+// analyze(): the two replays behind a report.
+//   pass 1: totals by phase, op and step, temporaries, peaks, and the index of the event at
+//           which host live bytes peaked;
+//   pass 2: replay again up to that event and describe every block live there.
+// Memory is bounded by live blocks and distinct ops, never by the number of events.
+#include <algorithm>
+#include <unordered_map>
+
+#include "adprof/findings.h"
+#include "adprof/report.h"
+
+namespace adprof {
+
+namespace {
+
+const char *dtype_name(uint8_t dtype) {
+  switch (dtype) {
+    case ADPROF_DTYPE_F32: return "f32";
+    case ADPROF_DTYPE_F64: return "f64";
+    case ADPROF_DTYPE_I32: return "i32";
+    case ADPROF_DTYPE_I64: return "i64";
+    case ADPROF_DTYPE_BOOL: return "bool";
+    default: return "";
+  }
+}
+
+struct OpTotals {
+  uint64_t calls = 0, allocations = 0, bytes = 0, temporaries = 0, temporary_bytes = 0;
+};
+
+std::string op_kind_name(const Replay &replay, uint32_t id) {
+  if (id == 0) return "(no op)";
+  const std::string &n = replay.name(id);
+  return n.empty() ? "op" + std::to_string(id) : n;
+}
+
+}  // namespace
+
+Report analyze(const std::string &trace_path, const AnalyzeOptions &options) {
+  TraceReader reader(trace_path);
+  return analyze(reader, trace_path, options);
+}
+
+Report analyze(TraceReader &reader, const std::string &trace_path, const AnalyzeOptions &options) {
+  Report r;
+  r.trace = trace_path;
+  r.pid = reader.header().pid;
+  for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
+
+  // ---- pass 1 ----
+  Replay replay;
+  std::unordered_map<uint32_t, OpTotals> ops;
+  Event e;
+  uint64_t index = 0;
+  uint64_t last_ticks = reader.header().start_ticks;
+  std::array<uint64_t, format::kCounterKindCount> counters_at_peak{};
+  std::array<bool, format::kCounterKindCount> have_at_peak{};
+  bool in_step = false;
+  StepSummary step;
+  auto close_step = [&](uint64_t ticks) {
+    if (!in_step) return;
+    step.end = reader.seconds(ticks);
+    r.steps.push_back(step);
+  };
+  while (reader.next(e)) {
+    ++index;
+    last_ticks = e.ticks;
+    if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress() * 0.5);
+    bool changed = replay.apply(e);
+    if (e.type == format::EventType::kOpBegin) {
+      ++ops[static_cast<uint32_t>(e.a)].calls;
+    } else if (e.type == format::EventType::kStep) {
+      close_step(e.ticks);
+      in_step = true;
+      step = StepSummary{};
+      step.step = e.a;
+      step.start = reader.seconds(e.ticks);
+      step.peak = replay.host_live();
+    } else if (e.type == format::EventType::kCounter && e.operand == 1) {
+      r.max_rss = std::max(r.max_rss, e.a);
+    }
+    if (!changed) continue;
+    const Replay::LastChange &c = replay.last();
+    const Block &b = c.block;
+    bool host = is_host_space(b.space);
+    if (c.alloc && host) {
+      ++r.allocations;
+      r.bytes_allocated += b.size;
+      PhaseSummary &ph = r.phases[b.phase];
+      ++ph.allocations;
+      ph.bytes += b.size;
+      OpTotals &op = ops[b.op_name];
+      ++op.allocations;
+      op.bytes += b.size;
+      if (in_step) {
+        ++step.allocations;
+        step.bytes += b.size;
+      }
+    } else if (c.free && host && e.type == format::EventType::kFree) {
+      ++r.frees;
+      ++r.phases[replay.thread_phase(e.thread)].frees;
+      if (c.temporary) {
+        ++r.temporaries;
+        r.temporary_bytes += b.size;
+        OpTotals &op = ops[b.op_name];
+        ++op.temporaries;
+        op.temporary_bytes += b.size;
+      }
+    }
+    uint64_t live = replay.host_live();
+    if (live > r.peak) {
+      r.peak = live;
+      r.peak_event = index;
+      r.peak_time = reader.seconds(e.ticks);
+      r.peak_phase = phase_name(replay.thread_phase(e.thread));
+      counters_at_peak = replay.counters();
+      have_at_peak = replay.have_counters();
+    }
+    PhaseSummary &ph = r.phases[replay.thread_phase(e.thread)];
+    if (live > ph.peak) {
+      ph.peak = live;
+      ph.peak_time = reader.seconds(e.ticks);
+    }
+    if (in_step) step.peak = std::max(step.peak, live);
+    if (replay.device_live() > r.device_peak) {
+      r.device_peak = replay.device_live();
+      r.device_peak_time = reader.seconds(e.ticks);
+      r.device_peak_by_role = replay.device_by_role();
+    }
+    r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
+  }
+  close_step(last_ticks);
+  r.events = reader.stats().events;
+  r.duration = reader.seconds(last_ticks);
+  r.threads = reader.thread_count();
+  r.thread_names = replay.thread_names();
+  r.complete = reader.end().complete;
+  r.end_reason = reader.end().reason;
+  r.corrupt_chunks = reader.stats().corrupt_chunks;
+  r.missing_chunks = reader.stats().missing_chunks;
+  r.unmatched_frees = replay.unmatched_frees();
+  r.live_at_end = replay.host_live();
+  r.rss_at_peak = have_at_peak[1] ? counters_at_peak[1] : 0;
+  r.have_allocator_stats = have_at_peak[2];
+  r.jemalloc_allocated_at_peak = counters_at_peak[2];
+  r.jemalloc_active_at_peak = counters_at_peak[3];
+  r.jemalloc_resident_at_peak = counters_at_peak[4];
+  r.jemalloc_retained_at_peak = counters_at_peak[5];
+  if (r.steps.size() >= 2) {
+    std::vector<uint64_t> counts;
+    for (size_t i = 1; i < r.steps.size(); ++i) counts.push_back(r.steps[i].allocations);
+    std::nth_element(counts.begin(), counts.begin() + counts.size() / 2, counts.end());
+    r.steady_allocations_per_step = static_cast<double>(counts[counts.size() / 2]);
+  }
+
+  // ---- pass 2: the live set at the peak ----
+  reader.rewind();
+  Replay at_peak;
+  index = 0;
+  while (index < r.peak_event && reader.next(e)) {
+    ++index;
+    if ((index & 0xFFFFF) == 0 && options.progress)
+      options.progress(0.5 + 0.5 * static_cast<double>(index) / static_cast<double>(r.peak_event));
+    at_peak.apply(e);
+  }
+  r.peak_by_role = at_peak.host_by_role();
+  r.peak_by_phase = at_peak.host_by_phase();
+  r.peak_slack = at_peak.host_slack();
+  std::unordered_map<uint32_t, uint64_t> op_bytes_at_peak;
+  std::unordered_map<uint64_t, const Block *> by_addr;
+  auto visit = [&](uint64_t addr, const Block &b) {
+    if (!is_host_space(b.space)) return;
+    op_bytes_at_peak[b.op_name] += b.size;
+    by_addr[addr] = &b;
+  };
+  for (const auto &[addr, b] : at_peak.blocks()) visit(addr, b);
+  for (const auto &[addr, b] : at_peak.mmap_blocks()) visit(addr, b);
+  std::vector<std::pair<uint64_t, const Block *>> live(by_addr.begin(), by_addr.end());
+  std::sort(live.begin(), live.end(), [](const auto &a, const auto &b) {
+    return a.second->size != b.second->size ? a.second->size > b.second->size : a.first < b.first;
+  });
+  if (live.size() > options.max_live_buffers) live.resize(options.max_live_buffers);
+  auto describe_block = [&](const Block &b) {
+    if (b.label) return at_peak.name(b.label);
+    return at_peak.op_label(b.op_name, b.op_instance);
+  };
+  for (const auto &[addr, b] : live) {
+    LiveBuffer lb;
+    lb.addr = addr;
+    lb.size = b->size;
+    lb.slack = b->slack;
+    lb.role = role_name(b->role);
+    lb.phase = phase_name(b->phase);
+    lb.space = space_name(b->space);
+    lb.device = b->device;
+    lb.thread = b->thread;
+    lb.op = at_peak.op_label(b->op_name, b->op_instance);
+    lb.alloc_time = reader.seconds(b->alloc_ticks);
+    lb.label = b->label ? at_peak.name(b->label) : "";
+    lb.dtype = dtype_name(b->dtype);
+    if (const auto *shape = at_peak.shape_of(*b)) lb.shape = *shape;
+    lb.source = b->source;
+    if (b->source) {
+      auto src = by_addr.find(b->source);
+      if (src != by_addr.end()) lb.source_label = describe_block(*src->second);
+    }
+    lb.content_hash = b->content_hash;
+    r.live_at_peak.push_back(std::move(lb));
+  }
+  for (const auto &[id, bytes] : op_bytes_at_peak)
+    r.peak_by_op.push_back({op_kind_name(at_peak, id), bytes});
+  std::sort(r.peak_by_op.begin(), r.peak_by_op.end(), [](const auto &a, const auto &b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+  });
+
+  for (const auto &[id, t] : ops) {
+    OpSummary s;
+    s.name = op_kind_name(replay, id);
+    s.calls = t.calls;
+    s.allocations = t.allocations;
+    s.bytes = t.bytes;
+    s.temporaries = t.temporaries;
+    s.temporary_bytes = t.temporary_bytes;
+    auto it = op_bytes_at_peak.find(id);
+    s.live_at_peak = it != op_bytes_at_peak.end() ? it->second : 0;
+    r.ops.push_back(std::move(s));
+  }
+  std::sort(r.ops.begin(), r.ops.end(), [](const OpSummary &a, const OpSummary &b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+  });
+  r.findings = find_findings(r);
+  if (options.progress) options.progress(1.0);
+  return r;
+}
+
+}  // namespace adprof

@@ -1,0 +1,150 @@
+#include "adprof/findings.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace adprof {
+
+namespace {
+
+std::string percent(uint64_t part, uint64_t whole) {
+  char text[32];
+  snprintf(text, sizeof text, "%.0f%%", whole ? 100.0 * part / whole : 0.0);
+  return text;
+}
+
+std::string share(uint64_t bytes, uint64_t peak) {
+  return format_bytes(bytes) + " (" + percent(bytes, peak) + " of peak)";
+}
+
+
+void duplicates(const Report &r, std::vector<Finding> &out) {
+  for (const LiveBuffer &b : r.live_at_peak) {
+    if (b.role != "duplicate") continue;
+    Finding f;
+    f.kind = "duplicate";
+    f.bytes = b.size;
+    std::string what = b.dtype.empty() ? "copy" : b.dtype + " copy";
+    std::string of = b.source_label.empty() ? "a buffer no longer live" : b.source_label;
+    f.message = share(b.size, r.peak) + ": duplicate - " + what + " of " + of + " made by " + b.op;
+    f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
+                 std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
+    if (b.dtype == "i64")
+      f.fix = "keep indices in their original width: adcore gathers and scatters with i32 "
+              "indices natively (drop --widen-indices)";
+    else
+      f.fix = "operate on the source directly instead of materialising a copy";
+    out.push_back(std::move(f));
+  }
+}
+
+void accumulation(const Report &r, std::vector<Finding> &out) {
+  uint64_t bytes = r.peak_by_role[ADPROF_ROLE_ACCUMULATION];
+  if (bytes == 0) return;
+  std::map<std::string, std::pair<int, uint64_t>> by_target;  // label -> count, bytes
+  int count = 0;
+  for (const LiveBuffer &b : r.live_at_peak) {
+    if (b.role != "accumulation") continue;
+    ++count;
+    auto &slot = by_target[b.label.empty() ? b.op : b.label];
+    ++slot.first;
+    slot.second += b.size;
+  }
+  Finding f;
+  f.kind = "non_inplace_accumulation";
+  f.bytes = bytes;
+  f.message = share(bytes, r.peak) + ": " + std::to_string(count) +
+              " gradient contributions were held until all had arrived, then summed";
+  std::string ev;
+  int shown = 0;
+  for (const auto &[target, cb] : by_target) {
+    if (shown++ == 4) break;
+    if (!ev.empty()) ev += "; ";
+    ev += target + ": " + std::to_string(cb.first) + " x " +
+          format_bytes(cb.second / std::max(1, cb.first));
+  }
+  f.evidence = ev;
+  f.fix = "in-place gradient accumulation adds each contribution as it arrives and keeps one "
+          "buffer per gradient (drop --no-inplace-accumulation)";
+  out.push_back(std::move(f));
+}
+
+void forward_caches(const Report &r, std::vector<Finding> &out) {
+  uint64_t bytes = r.peak_by_role[ADPROF_ROLE_FORWARD_CACHE];
+  if (bytes == 0 || bytes * 10 < r.peak) return;
+  int count = 0;
+  for (const LiveBuffer &b : r.live_at_peak) count += b.role == "forward_cache";
+  Finding f;
+  f.kind = "forward_caches";
+  f.bytes = bytes;
+  f.message = share(bytes, r.peak) + ": forward caches - " + std::to_string(count) +
+              " buffers saved by the tape for the backward pass were live at the peak";
+  f.evidence = "the peak was reached in the " + r.peak_phase + " phase";
+  f.fix = r.peak_phase == "backward"
+              ? "release each cache at its last backward use (early release) or checkpoint the "
+                "longest chain"
+              : "checkpoint the longest chain (recompute its caches in backward)";
+  out.push_back(std::move(f));
+}
+
+void gradients_alive(const Report &r, std::vector<Finding> &out) {
+  uint64_t adjoint = r.peak_by_role[ADPROF_ROLE_ADJOINT];
+  uint64_t params = r.peak_by_role[ADPROF_ROLE_PARAMETER];
+  if (adjoint == 0 || params == 0 || adjoint * 2 < params) return;
+  if (r.peak_phase != "optimizer" && r.peak_phase != "backward") return;
+  Finding f;
+  f.kind = "gradients_held_for_optimizer";
+  f.bytes = adjoint;
+  f.message = share(adjoint, r.peak) + ": adjoint buffers - gradients were alive together (" +
+              format_bytes(adjoint) + " beside " + format_bytes(params) + " of parameters)";
+  f.evidence = "peak in the " + r.peak_phase + " phase";
+  f.fix = "a fused optimizer step applies and frees each gradient as soon as it is complete "
+          "(drop --no-fused-optimizer)";
+  out.push_back(std::move(f));
+}
+
+void steady_allocations(const Report &r, std::vector<Finding> &out) {
+  if (r.steady_allocations_per_step <= 0) return;
+  Finding f;
+  f.kind = "allocations_per_step";
+  f.message = "every repeated step allocates: " +
+              std::to_string(static_cast<uint64_t>(r.steady_allocations_per_step)) +
+              " heap allocations per step after the first";
+  f.evidence = std::to_string(r.steps.size()) + " steps recorded";
+  f.fix = "a reusable tape and arena serves repeated evaluations from the buffers of the first "
+          "(drop --no-reuse-tape)";
+  out.push_back(std::move(f));
+}
+
+void allocator_overhead(const Report &r, std::vector<Finding> &out) {
+  if (!r.have_allocator_stats || r.jemalloc_resident_at_peak <= r.peak) return;
+  uint64_t over = r.jemalloc_resident_at_peak - r.peak;
+  if (over * 4 < r.peak) return;
+  Finding f;
+  f.kind = "allocator_overhead";
+  f.bytes = over;
+  f.message = format_bytes(over) + " held by the allocator beyond the requested bytes at the peak";
+  f.evidence = "jemalloc resident " + format_bytes(r.jemalloc_resident_at_peak) +
+               ", requested " + format_bytes(r.peak) + ", size-class rounding " +
+               format_bytes(r.peak_slack);
+  f.fix = "fewer, larger and longer-lived buffers; a reusable arena";
+  out.push_back(std::move(f));
+}
+
+}  // namespace
+
+std::vector<Finding> find_findings(const Report &report) {
+  std::vector<Finding> out;
+  duplicates(report, out);
+  accumulation(report, out);
+  forward_caches(report, out);
+  gradients_alive(report, out);
+  steady_allocations(report, out);
+  allocator_overhead(report, out);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Finding &a, const Finding &b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+}  // namespace adprof

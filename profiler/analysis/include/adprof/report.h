@@ -1,0 +1,147 @@
+// The memory report: what a trace says about where memory went and what made the peak.
+// `analyze` computes it (two passes over the trace: totals and the peak's time, then the live
+// set at the peak); `to_json`/`from_json` are its versioned machine form (docs/REPORT_SCHEMA.md);
+// `render_text` is the CLI's view. Nothing here knows about Qt or the terminal.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
+
+namespace adprof {
+
+inline constexpr int kReportSchemaVersion = 1;
+
+struct LiveBuffer {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t slack = 0;
+  std::string role;
+  std::string phase;  // phase at allocation
+  std::string space;
+  uint32_t device = 0;
+  uint32_t thread = 0;
+  std::string op;     // "matmul#12", or "(no op)"
+  double alloc_time = 0;  // seconds since start
+  std::string label;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t source = 0;          // duplicate: address of its source
+  std::string source_label;     // the source's label or op, when it was live at the peak
+  uint64_t content_hash = 0;
+};
+
+struct OpSummary {
+  std::string name;  // op kind ("matmul"), all its calls together
+  uint64_t calls = 0;
+  uint64_t allocations = 0;
+  uint64_t bytes = 0;
+  uint64_t temporaries = 0;  // blocks freed inside the call that made them
+  uint64_t temporary_bytes = 0;
+  uint64_t live_at_peak = 0;  // bytes of its blocks live at the peak
+};
+
+struct PhaseSummary {
+  std::string name;
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t bytes = 0;
+  uint64_t peak = 0;  // highest live host bytes while a thread was in this phase
+  double peak_time = 0;
+};
+
+struct StepSummary {
+  uint64_t step = 0;
+  double start = 0;
+  double end = 0;
+  uint64_t allocations = 0;
+  uint64_t bytes = 0;
+  uint64_t peak = 0;
+};
+
+struct NamedBytes {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+struct Finding {
+  std::string kind;      // stable identifier, e.g. "duplicate", "non_inplace_accumulation"
+  std::string message;   // plain words, first line of the report
+  std::string evidence;  // the numbers it rests on
+  std::string fix;       // the switch or change that removes it
+  uint64_t bytes = 0;    // bytes at the peak it explains
+};
+
+struct Report {
+  int schema_version = kReportSchemaVersion;
+  std::string trace;
+  // trace
+  uint64_t pid = 0;
+  double duration = 0;
+  uint64_t events = 0;
+  uint32_t threads = 0;
+  std::vector<std::string> thread_names;
+  bool complete = false;
+  std::string end_reason;
+  uint64_t corrupt_chunks = 0;
+  uint64_t missing_chunks = 0;
+  // totals
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t bytes_allocated = 0;
+  uint64_t unmatched_frees = 0;
+  uint64_t live_at_end = 0;
+  // the host peak
+  uint64_t peak = 0;
+  double peak_time = 0;
+  uint64_t peak_event = 0;  // index of the event that reached it
+  std::string peak_phase;   // phase of the thread that reached it
+  std::array<uint64_t, kRoleCount> peak_by_role{};
+  std::array<uint64_t, kPhaseCount> peak_by_phase{};
+  std::vector<NamedBytes> peak_by_op;  // descending
+  std::vector<LiveBuffer> live_at_peak;  // descending by size
+  uint64_t peak_slack = 0;               // usable - requested of the blocks live at the peak
+  // jemalloc statistics sampled nearest before the peak and at the end
+  bool have_allocator_stats = false;
+  uint64_t jemalloc_allocated_at_peak = 0, jemalloc_resident_at_peak = 0;
+  uint64_t jemalloc_active_at_peak = 0, jemalloc_retained_at_peak = 0;
+  uint64_t rss_at_peak = 0, max_rss = 0;
+  // device
+  uint64_t device_peak = 0;
+  double device_peak_time = 0;
+  uint64_t device_reserved_peak = 0;
+  std::array<uint64_t, kRoleCount> device_peak_by_role{};
+  // breakdowns
+  std::array<PhaseSummary, kPhaseCount> phases;
+  std::vector<OpSummary> ops;  // descending by bytes
+  std::vector<StepSummary> steps;
+  double steady_allocations_per_step = -1;  // median over steps after the first; -1: < 2 steps
+  uint64_t temporaries = 0;
+  uint64_t temporary_bytes = 0;
+  std::vector<Finding> findings;
+};
+
+struct AnalyzeOptions {
+  std::function<void(double)> progress;  // fraction done, called now and then
+  size_t max_live_buffers = 100000;      // live_at_peak keeps the largest this many
+};
+
+// Throws TraceError for unreadable traces.
+Report analyze(const std::string &trace_path, const AnalyzeOptions &options = {});
+Report analyze(TraceReader &reader, const std::string &trace_path,
+               const AnalyzeOptions &options = {});
+
+nlohmann::json to_json(const Report &report);
+Report report_from_json(const nlohmann::json &j);  // throws std::runtime_error on bad input
+
+std::string render_text(const Report &report, size_t top = 10);
+std::string format_bytes(uint64_t bytes);  // "48.0 MiB"
+
+}  // namespace adprof

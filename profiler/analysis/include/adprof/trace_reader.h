@@ -1,0 +1,99 @@
+// Reads an adprof trace (format: profiler/format/trace_format.h) as one stream of events
+// merged across threads by time.
+//
+// Memory is bounded by the chunks of the threads active at the read position, never by the
+// file's size; every length and count read from the file is checked before it is used.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "adprof/context.h"
+#include "trace_format.h"
+
+namespace adprof {
+
+// A file that is not a trace, or whose header is damaged: the caller prints what() and exits 2.
+struct TraceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TraceHeader {
+  uint32_t version = 0;
+  uint64_t pid = 0;
+  uint64_t start_ticks = 0;
+  uint64_t start_wall_ns = 0;
+  uint64_t ticks_per_second = 0;
+  uint32_t page_size = 0;
+  uint32_t flags = 0;
+};
+
+struct Event {
+  format::EventType type{};
+  uint8_t operand = 0;  // space, phase, role or counter kind (see trace_format.h)
+  uint32_t thread = 0;
+  uint64_t ticks = 0;   // absolute timestamp
+  uint64_t addr = 0;    // alloc, free, retag, label, describe, content hash
+  uint64_t a = 0;       // alloc: size; free: mmap length; op_begin: name id; step; counter value;
+                        // name: id; label: name id; describe: dtype; hash; annotate: kind id
+  uint64_t b = 0;       // alloc: slack (usable - size); op_begin: instance; retag: source
+  uint32_t device = 0;
+  std::string_view text;              // name, thread name (valid until the next call)
+  std::span<const uint64_t> values;   // annotate values, describe dims (same)
+};
+
+// How the recording ended, from the footer (or its absence).
+struct TraceEnd {
+  bool complete = false;        // footer present, normal exit
+  bool cut = true;              // no footer, or footer says signal / write error
+  bool exec = false;            // the process exec'd: TRACE.1 (or .N+1) holds the new image
+  std::string reason;           // plain words: "cut: no footer (killed?)", "ended by signal 6"
+  uint64_t footer_events = 0;
+  uint64_t footer_dropped = 0;
+  uint64_t cut_at_offset = 0;   // where reading stopped, for a cut or damaged file
+};
+
+struct ReadStats {
+  uint64_t chunks = 0;
+  uint64_t events = 0;
+  uint64_t corrupt_chunks = 0;  // failed checksum/decompression/decoding: skipped
+  uint64_t missing_chunks = 0;  // gaps in a thread's chunk sequence
+  uint64_t bytes = 0;           // file size
+};
+
+class TraceReader {
+ public:
+  // Throws TraceError for a missing, empty, foreign or damaged-header file.
+  explicit TraceReader(const std::string &path);
+  ~TraceReader();
+  TraceReader(const TraceReader &) = delete;
+  TraceReader &operator=(const TraceReader &) = delete;
+
+  const TraceHeader &header() const { return header_; }
+  const TraceEnd &end() const { return end_; }
+  const ReadStats &stats() const { return stats_; }
+  uint32_t thread_count() const;
+
+  // Next event in time order; false at the end.
+  bool next(Event &event);
+  // Back to the first event (for a second pass).
+  void rewind();
+
+  double seconds(uint64_t ticks) const;  // since the start of the recording
+  // Fraction of the file's chunks consumed so far (progress display).
+  double progress() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  TraceHeader header_;
+  TraceEnd end_;
+  ReadStats stats_;
+};
+
+}  // namespace adprof

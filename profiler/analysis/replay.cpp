@@ -1,0 +1,256 @@
+#include "adprof/replay.h"
+
+#include <cstring>
+
+namespace adprof {
+
+namespace {
+constexpr const char *kRoleNames[kRoleCount] = {
+    "foreign", "parameter", "input",     "activation",      "forward_cache",
+    "adjoint", "accumulation", "duplicate", "optimizer_state", "workspace"};
+constexpr const char *kPhaseNames[kPhaseCount] = {"other", "forward", "backward", "optimizer"};
+constexpr const char *kSpaceNames[kSpaceCount] = {"heap",          "mmap",       "device_block",
+                                                  "device_segment", "device_raw", "host_pinned"};
+const std::string kEmpty;
+const std::vector<OpFrame> kNoOps;
+}  // namespace
+
+const char *role_name(int role) { return role >= 0 && role < kRoleCount ? kRoleNames[role] : "?"; }
+const char *phase_name(int phase) {
+  return phase >= 0 && phase < kPhaseCount ? kPhaseNames[phase] : "?";
+}
+const char *space_name(int space) {
+  return space >= 0 && space < kSpaceCount ? kSpaceNames[space] : "?";
+}
+int role_from_name(const std::string &name) {
+  for (int i = 0; i < kRoleCount; ++i)
+    if (name == kRoleNames[i]) return i;
+  return -1;
+}
+
+Replay::Replay() { names_.emplace_back(); }
+
+Replay::ThreadContext &Replay::context(uint32_t thread) {
+  if (thread >= threads_.size()) {
+    threads_.resize(thread + 1);
+    thread_names_.resize(thread + 1);
+  }
+  return threads_[thread];
+}
+
+int Replay::thread_phase(uint32_t thread) const {
+  return thread < threads_.size() ? threads_[thread].phase : static_cast<int>(ADPROF_PHASE_OTHER);
+}
+
+const std::vector<OpFrame> &Replay::op_stack(uint32_t thread) const {
+  return thread < threads_.size() ? threads_[thread].ops : kNoOps;
+}
+
+const std::string &Replay::name(uint32_t id) const { return id < names_.size() ? names_[id] : kEmpty; }
+
+std::string Replay::op_label(uint32_t name_id, uint64_t instance) const {
+  if (name_id == 0) return "(no op)";
+  std::string n = name(name_id);
+  if (n.empty()) n = "op" + std::to_string(name_id);
+  return n + "#" + std::to_string(instance);
+}
+
+const std::vector<int64_t> *Replay::shape_of(const Block &b) const {
+  return b.describe_index ? &shapes_[b.describe_index - 1] : nullptr;
+}
+
+void Replay::add(const Block &b, int sign) {
+  uint64_t delta = b.size;
+  auto apply = [sign, delta](uint64_t &v) { v = sign > 0 ? v + delta : v - delta; };
+  apply(by_space_[b.space]);
+  if (is_host_space(b.space)) {
+    apply(host_live_);
+    apply(host_by_role_[b.role]);
+    apply(host_by_phase_[b.phase]);
+    host_slack_ = sign > 0 ? host_slack_ + b.slack : host_slack_ - b.slack;
+  } else if (is_device_space(b.space)) {
+    apply(device_live_);
+    apply(device_by_role_[b.role]);
+  } else {
+    apply(device_reserved_);
+  }
+}
+
+Block *Replay::find(uint64_t addr) {
+  auto it = blocks_.find(addr);
+  if (it != blocks_.end()) return &it->second;
+  auto m = mmap_.find(addr);
+  return m != mmap_.end() ? &m->second : nullptr;
+}
+
+void Replay::unmap_range(uint64_t start, uint64_t length) {
+  if (length == 0 || mmap_.empty()) return;
+  uint64_t end = start + length;
+  auto it = mmap_.upper_bound(start);
+  if (it != mmap_.begin()) --it;
+  while (it != mmap_.end() && it->first < end) {
+    uint64_t b_start = it->first, b_end = it->first + it->second.size;
+    if (b_end <= start) {
+      ++it;
+      continue;
+    }
+    Block b = it->second;
+    add(b, -1);
+    it = mmap_.erase(it);
+    last_.free = true;
+    last_.block = b;
+    if (b_start < start) {  // keep the part before the hole
+      Block head = b;
+      head.size = start - b_start;
+      head.slack = 0;
+      add(head, +1);
+      mmap_.emplace(b_start, head);
+    }
+    if (b_end > end) {  // and the part after it
+      Block tail = b;
+      tail.size = b_end - end;
+      tail.slack = 0;
+      add(tail, +1);
+      it = mmap_.emplace(end, tail).first;
+      ++it;
+    }
+  }
+}
+
+void Replay::on_alloc(const Event &e) {
+  ThreadContext &ctx = context(e.thread);
+  Block b;
+  b.size = e.a;
+  b.slack = e.b;
+  b.alloc_ticks = e.ticks;
+  b.thread = e.thread;
+  b.device = e.device;
+  b.role = ctx.role;
+  b.phase = ctx.phase;
+  b.space = e.operand;
+  if (!ctx.ops.empty()) {
+    b.op_name = ctx.ops.back().name;
+    b.op_instance = ctx.ops.back().instance;
+  }
+  if (b.space == ADPROF_SPACE_MMAP) {
+    unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it
+    mmap_[e.addr] = b;
+  } else {
+    auto [it, inserted] = blocks_.try_emplace(e.addr, b);
+    if (!inserted) {  // the free was lost (cut chunk): the old block is gone
+      add(it->second, -1);
+      if (it->second.describe_index) free_shapes_.push_back(it->second.describe_index - 1);
+      it->second = b;
+    }
+  }
+  add(b, +1);
+  last_.alloc = true;
+  last_.block = b;
+}
+
+void Replay::on_free(const Event &e) {
+  if (e.operand == ADPROF_SPACE_MMAP) {
+    unmap_range(e.addr, e.a);
+    return;
+  }
+  auto it = blocks_.find(e.addr);
+  if (it == blocks_.end() || it->second.space != e.operand) {
+    ++unmatched_frees_;  // allocated before recording started, or lost with a cut chunk
+    return;
+  }
+  Block b = it->second;
+  blocks_.erase(it);
+  if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
+  add(b, -1);
+  last_.free = true;
+  last_.block = b;
+  if (b.op_instance != 0) {
+    for (const OpFrame &f : context(e.thread).ops)
+      if (f.instance == b.op_instance && f.name == b.op_name) last_.temporary = true;
+  }
+}
+
+bool Replay::apply(const Event &e) {
+  last_ = LastChange{};
+  namespace fmt = format;
+  switch (e.type) {
+    case fmt::EventType::kAlloc:
+      on_alloc(e);
+      return true;
+    case fmt::EventType::kFree:
+      on_free(e);
+      return last_.free;
+    case fmt::EventType::kRetag: {
+      Block *b = find(e.addr);
+      if (!b) {
+        ++unknown_retags_;
+        return false;
+      }
+      last_.old_role = b->role;
+      add(*b, -1);
+      b->role = e.operand;
+      b->source = e.b;
+      add(*b, +1);
+      last_.retag = true;
+      last_.block = *b;
+      return true;
+    }
+    case fmt::EventType::kOpBegin:
+      context(e.thread).ops.push_back({static_cast<uint32_t>(e.a), e.b});
+      return false;
+    case fmt::EventType::kOpEnd: {
+      auto &ops = context(e.thread).ops;
+      if (!ops.empty()) ops.pop_back();
+      return false;
+    }
+    case fmt::EventType::kPhase:
+      context(e.thread).phase = e.operand;
+      return false;
+    case fmt::EventType::kRole:
+      context(e.thread).role = e.operand;
+      return false;
+    case fmt::EventType::kName:
+      if (e.a < (1u << 24)) {  // ids are dense and small; bound what a damaged file can ask
+        if (e.a >= names_.size()) names_.resize(e.a + 1);
+        names_[e.a] = std::string(e.text);
+      }
+      return false;
+    case fmt::EventType::kThreadName:
+      context(e.thread);
+      thread_names_[e.thread] = std::string(e.text);
+      return false;
+    case fmt::EventType::kCounter:
+      counters_[e.operand] = e.a;
+      have_counter_[e.operand] = true;
+      return false;
+    case fmt::EventType::kLabel:
+      if (Block *b = find(e.addr)) b->label = static_cast<uint32_t>(e.a);
+      return false;
+    case fmt::EventType::kContentHash:
+      if (Block *b = find(e.addr)) b->content_hash = e.a;
+      return false;
+    case fmt::EventType::kDescribe:
+      if (Block *b = find(e.addr)) {
+        b->dtype = static_cast<uint8_t>(e.a);
+        uint32_t index;
+        if (b->describe_index) {
+          index = b->describe_index - 1;
+        } else if (!free_shapes_.empty()) {
+          index = free_shapes_.back();
+          free_shapes_.pop_back();
+        } else {
+          index = static_cast<uint32_t>(shapes_.size());
+          shapes_.emplace_back();
+        }
+        shapes_[index].assign(e.values.begin(), e.values.end());
+        b->describe_index = index + 1;
+      }
+      return false;
+    case fmt::EventType::kStep:
+    case fmt::EventType::kAnnotate:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace adprof

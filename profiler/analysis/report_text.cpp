@@ -1,0 +1,174 @@
+// The report as the terminal shows it: what AD added at the peak first, then the findings,
+// then the breakdowns.
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+
+#include "adprof/report.h"
+
+namespace adprof {
+
+namespace {
+
+void add(std::string &out, const char *format, ...) __attribute__((format(printf, 2, 3)));
+void add(std::string &out, const char *format, ...) {
+  char line[2048];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(line, sizeof line, format, ap);
+  va_end(ap);
+  out += line;
+}
+
+double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * part / whole : 0.0; }
+
+std::string count(uint64_t n) {  // 1234567 -> "1,234,567"
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char text[32];
+  if (u == 0)
+    snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    snprintf(text, sizeof text, "%.1f %s", v, units[u]);
+  return text;
+}
+
+std::string render_text(const Report &r, size_t top) {
+  std::string o;
+  add(o, "adprof report: %s\n", r.trace.c_str());
+  add(o, "  pid %llu, %.3f s, %s events, %u thread%s\n", static_cast<unsigned long long>(r.pid),
+      r.duration, count(r.events).c_str(), r.threads, r.threads == 1 ? "" : "s");
+  if (!r.complete) add(o, "  WARNING: %s\n", r.end_reason.c_str());
+  if (r.corrupt_chunks)
+    add(o, "  WARNING: %llu damaged chunk(s) failed their checksum and were skipped\n",
+        static_cast<unsigned long long>(r.corrupt_chunks));
+  if (r.missing_chunks)
+    add(o, "  WARNING: %llu chunk(s) missing from thread streams\n",
+        static_cast<unsigned long long>(r.missing_chunks));
+
+  add(o, "\nPeak: %s of host memory live at %.3f s (%s phase)\n", format_bytes(r.peak).c_str(),
+      r.peak_time, r.peak_phase.c_str());
+  add(o, "  What AD added at the peak:\n");
+  const int ad_roles[] = {ADPROF_ROLE_FORWARD_CACHE, ADPROF_ROLE_ADJOINT, ADPROF_ROLE_DUPLICATE,
+                          ADPROF_ROLE_ACCUMULATION};
+  const char *ad_titles[] = {"forward caches", "adjoint buffers", "duplicated intermediates",
+                             "pending gradient sums"};
+  for (int i = 0; i < 4; ++i) {
+    uint64_t b = r.peak_by_role[ad_roles[i]];
+    add(o, "    %-26s %12s  %5.1f%%\n", ad_titles[i], format_bytes(b).c_str(), pct(b, r.peak));
+  }
+  add(o, "  Other roles at the peak:\n");
+  std::vector<int> others;
+  for (int role = 0; role < kRoleCount; ++role)
+    if (std::find(std::begin(ad_roles), std::end(ad_roles), role) == std::end(ad_roles))
+      others.push_back(role);
+  std::sort(others.begin(), others.end(),
+            [&](int a, int b) { return r.peak_by_role[a] > r.peak_by_role[b]; });
+  for (int role : others)
+    if (r.peak_by_role[role])
+      add(o, "    %-26s %12s  %5.1f%%\n", role_name(role),
+          format_bytes(r.peak_by_role[role]).c_str(), pct(r.peak_by_role[role], r.peak));
+  add(o, "  Allocator overhead: size-class rounding %s",
+      format_bytes(r.peak_slack).c_str());
+  if (r.have_allocator_stats) {
+    uint64_t over = r.jemalloc_resident_at_peak > r.jemalloc_allocated_at_peak
+                        ? r.jemalloc_resident_at_peak - r.jemalloc_allocated_at_peak
+                        : 0;
+    add(o, "; jemalloc resident %s, allocated %s (resident - allocated %s), retained %s",
+        format_bytes(r.jemalloc_resident_at_peak).c_str(),
+        format_bytes(r.jemalloc_allocated_at_peak).c_str(), format_bytes(over).c_str(),
+        format_bytes(r.jemalloc_retained_at_peak).c_str());
+  }
+  add(o, "\n");
+  if (r.rss_at_peak || r.max_rss)
+    add(o, "  RSS at the peak %s, highest RSS %s\n", format_bytes(r.rss_at_peak).c_str(),
+        format_bytes(r.max_rss).c_str());
+  if (r.device_peak || r.device_reserved_peak)
+    add(o, "  Device: peak %s at %.3f s, reserved peak %s\n", format_bytes(r.device_peak).c_str(),
+        r.device_peak_time, format_bytes(r.device_reserved_peak).c_str());
+
+  if (!r.findings.empty()) {
+    add(o, "\nFindings:\n");
+    int i = 0;
+    for (const Finding &f : r.findings) {
+      add(o, "  %d. %s\n", ++i, f.message.c_str());
+      if (!f.evidence.empty()) add(o, "     evidence: %s\n", f.evidence.c_str());
+      if (!f.fix.empty()) add(o, "     fix: %s\n", f.fix.c_str());
+    }
+  } else {
+    add(o, "\nFindings: none\n");
+  }
+
+  add(o, "\nLive at the peak by phase of allocation:");
+  for (int p = 0; p < kPhaseCount; ++p)
+    if (r.peak_by_phase[p])
+      add(o, "  %s %s", phase_name(p), format_bytes(r.peak_by_phase[p]).c_str());
+  add(o, "\nLive at the peak by op (top %zu):\n", top);
+  for (size_t i = 0; i < r.peak_by_op.size() && i < top; ++i)
+    add(o, "    %-28s %12s  %5.1f%%\n", r.peak_by_op[i].name.c_str(),
+        format_bytes(r.peak_by_op[i].bytes).c_str(), pct(r.peak_by_op[i].bytes, r.peak));
+  add(o, "Largest buffers live at the peak (top %zu of %zu):\n", top, r.live_at_peak.size());
+  add(o, "    %12s  %-15s %-24s %-20s %s\n", "size", "role", "op", "label", "type");
+  for (size_t i = 0; i < r.live_at_peak.size() && i < top; ++i) {
+    const LiveBuffer &b = r.live_at_peak[i];
+    std::string type = b.dtype.empty() ? "" : b.dtype + shape_text(b.shape);
+    if (b.space != "heap") type += (type.empty() ? "" : " ") + b.space;
+    add(o, "    %12s  %-15s %-24s %-20s %s\n", format_bytes(b.size).c_str(), b.role.c_str(),
+        b.op.c_str(), b.label.c_str(), type.c_str());
+  }
+
+  add(o, "\nBy phase:        %14s %14s %12s %12s\n", "allocations", "frees", "bytes",
+      "peak");
+  for (const PhaseSummary &p : r.phases)
+    if (p.allocations || p.frees || p.peak)
+      add(o, "    %-12s %14s %14s %12s %12s\n", p.name.c_str(), count(p.allocations).c_str(),
+          count(p.frees).c_str(), format_bytes(p.bytes).c_str(), format_bytes(p.peak).c_str());
+  add(o, "\nOps that allocate most (top %zu):\n", top);
+  add(o, "    %-24s %10s %12s %12s %12s %12s\n", "op", "calls", "allocations", "bytes",
+      "temporaries", "at peak");
+  for (size_t i = 0; i < r.ops.size() && i < top; ++i) {
+    const OpSummary &s = r.ops[i];
+    add(o, "    %-24s %10s %12s %12s %12s %12s\n", s.name.c_str(), count(s.calls).c_str(),
+        count(s.allocations).c_str(), format_bytes(s.bytes).c_str(),
+        count(s.temporaries).c_str(), format_bytes(s.live_at_peak).c_str());
+  }
+  add(o, "\nTotals: %s allocations (%s), %s frees, %s temporaries (%s), %s live at exit",
+      count(r.allocations).c_str(), format_bytes(r.bytes_allocated).c_str(),
+      count(r.frees).c_str(), count(r.temporaries).c_str(),
+      format_bytes(r.temporary_bytes).c_str(), format_bytes(r.live_at_end).c_str());
+  if (r.unmatched_frees)
+    add(o, ", %s frees of blocks allocated before recording", count(r.unmatched_frees).c_str());
+  add(o, "\n");
+  if (!r.steps.empty()) {
+    add(o, "Steps: %zu", r.steps.size());
+    if (r.steady_allocations_per_step >= 0)
+      add(o, ", %s allocations per step after the first (median)",
+          count(static_cast<uint64_t>(r.steady_allocations_per_step)).c_str());
+    add(o, "\n");
+  }
+  return o;
+}
+
+}  // namespace adprof

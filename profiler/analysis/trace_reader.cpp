@@ -1,0 +1,409 @@
+#include "adprof/trace_reader.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <queue>
+#include <unordered_map>
+
+namespace adprof {
+
+namespace fmt = format;
+
+namespace {
+
+struct ChunkRef {
+  uint64_t offset;  // of the chunk header
+  uint64_t base_ts;
+  uint32_t flags;
+  uint32_t stored;
+  uint32_t raw;
+  uint32_t events;
+  uint32_t seq;
+};
+
+std::string signal_name(int sig) {
+  const char *abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace
+
+struct TraceReader::Impl {
+  struct Thread {
+    uint32_t tid = 0;
+    std::vector<ChunkRef> chunks;
+    size_t next_chunk = 0;
+    std::vector<uint8_t> data;
+    fmt::Cursor cur{nullptr, nullptr};
+    uint64_t ticks = 0;
+    uint64_t last_addr = 0;
+    bool have_pending = false;
+    bool started = false;
+    Event pending;
+    std::string text;
+    std::vector<uint64_t> values;
+    uint32_t expected_seq = 0;
+  };
+
+  int fd = -1;
+  uint64_t file_size = 0;
+  std::vector<Thread> threads;
+  uint64_t chunks_total = 0;
+  uint64_t chunks_consumed = 0;
+  // Min-heap of (key ticks, thread index). A thread not yet started is keyed by its next
+  // chunk's base timestamp, which no event of that chunk precedes.
+  using Entry = std::pair<uint64_t, uint32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  std::vector<uint8_t> stored_buf;
+  std::string out_text;
+  std::vector<uint64_t> out_values;
+  ReadStats *stats = nullptr;
+
+  ~Impl() {
+    if (fd >= 0) close(fd);
+  }
+
+  bool read_at(uint64_t offset, void *dst, size_t n) const {
+    auto *p = static_cast<uint8_t *>(dst);
+    while (n > 0) {
+      ssize_t r = pread(fd, p, n, static_cast<off_t>(offset));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<size_t>(r);
+      offset += static_cast<uint64_t>(r);
+    }
+    return true;
+  }
+
+  void reset() {
+    heap = {};
+    chunks_consumed = 0;
+    for (uint32_t i = 0; i < threads.size(); ++i) {
+      Thread &t = threads[i];
+      t.next_chunk = 0;
+      t.data.clear();
+      t.cur = {nullptr, nullptr};
+      t.have_pending = false;
+      t.started = false;
+      t.expected_seq = t.chunks.empty() ? 0 : t.chunks.front().seq;
+      if (!t.chunks.empty()) heap.push({t.chunks.front().base_ts, i});
+    }
+  }
+
+  // Loads the thread's next chunk that passes its checks; false when none is left.
+  bool load_chunk(Thread &t) {
+    while (t.next_chunk < t.chunks.size()) {
+      const ChunkRef &c = t.chunks[t.next_chunk++];
+      ++chunks_consumed;
+      if (c.seq != t.expected_seq) stats->missing_chunks += c.seq - t.expected_seq;
+      t.expected_seq = c.seq + 1;
+      uint8_t header[fmt::kChunkHeaderSize];
+      stored_buf.resize(c.stored);
+      if (!read_at(c.offset, header, sizeof header) ||
+          !read_at(c.offset + sizeof header, stored_buf.data(), c.stored)) {
+        ++stats->corrupt_chunks;
+        continue;
+      }
+      uLong crc = crc32(0L, header + 8, fmt::kChunkHeaderSize - 8);
+      crc = crc32(crc, stored_buf.data(), c.stored);
+      if (static_cast<uint32_t>(crc) != fmt::get_u32(header + 4)) {
+        ++stats->corrupt_chunks;
+        continue;
+      }
+      if (c.flags & fmt::kChunkFlagZstd) {
+        t.data.resize(c.raw);
+        size_t n = ZSTD_decompress(t.data.data(), c.raw, stored_buf.data(), c.stored);
+        if (ZSTD_isError(n) || n != c.raw) {
+          ++stats->corrupt_chunks;
+          continue;
+        }
+      } else {
+        t.data.assign(stored_buf.begin(), stored_buf.end());
+      }
+      t.cur = {t.data.data(), t.data.data() + t.data.size()};
+      t.ticks = c.base_ts;
+      t.last_addr = 0;
+      ++stats->chunks;
+      return true;
+    }
+    return false;
+  }
+
+  uint64_t addr(Thread &t) {
+    t.last_addr += static_cast<uint64_t>(fmt::unzigzag(t.cur.varint()));
+    return t.last_addr;
+  }
+
+  // Decodes one event at the thread's cursor into t.pending. False on malformed bytes.
+  bool decode(Thread &t) {
+    fmt::Cursor &c = t.cur;
+    Event &e = t.pending;
+    e = Event{};
+    uint8_t tag = c.byte();
+    uint8_t type = tag & 0x0F;
+    e.operand = tag >> 4;
+    e.thread = t.tid;
+    t.ticks += c.varint();
+    e.ticks = t.ticks;
+    if (type >= fmt::kEventTypeCount) return false;
+    e.type = static_cast<fmt::EventType>(type);
+    switch (e.type) {
+      case fmt::EventType::kAlloc:
+        if (e.operand >= ADPROF_SPACE_COUNT) return false;
+        e.addr = addr(t);
+        e.a = c.varint();
+        e.b = c.varint();
+        if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
+        break;
+      case fmt::EventType::kFree:
+        if (e.operand >= ADPROF_SPACE_COUNT) return false;
+        e.addr = addr(t);
+        if (e.operand == ADPROF_SPACE_MMAP) e.a = c.varint();
+        if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
+        break;
+      case fmt::EventType::kOpBegin:
+        e.a = c.varint();
+        e.b = c.varint();
+        break;
+      case fmt::EventType::kOpEnd:
+        break;
+      case fmt::EventType::kPhase:
+        if (e.operand >= ADPROF_PHASE_COUNT) return false;
+        break;
+      case fmt::EventType::kRole:
+      case fmt::EventType::kRetag:
+        if (e.operand >= ADPROF_ROLE_COUNT) return false;
+        if (e.type == fmt::EventType::kRetag) {
+          e.addr = addr(t);
+          e.b = c.varint();
+        }
+        break;
+      case fmt::EventType::kStep:
+        e.a = c.varint();
+        break;
+      case fmt::EventType::kCounter:
+        if (e.operand >= fmt::kCounterKindCount) return false;
+        e.a = c.varint();
+        break;
+      case fmt::EventType::kName:
+      case fmt::EventType::kThreadName: {
+        if (e.type == fmt::EventType::kName) e.a = c.varint();
+        uint64_t n = c.varint();
+        if (n > fmt::kMaxNameBytes) return false;
+        const uint8_t *s = c.bytes(n);
+        if (!s) return false;
+        t.text.assign(reinterpret_cast<const char *>(s), n);
+        e.text = t.text;
+        break;
+      }
+      case fmt::EventType::kAnnotate:
+      case fmt::EventType::kDescribe: {
+        uint64_t limit = fmt::kMaxAnnotateValues;
+        if (e.type == fmt::EventType::kDescribe) {
+          e.addr = addr(t);
+          limit = fmt::kMaxRank;
+        }
+        e.a = c.varint();
+        uint64_t n = c.varint();
+        if (n > limit) return false;
+        t.values.resize(n);
+        for (uint64_t i = 0; i < n; ++i) t.values[i] = c.varint();
+        e.values = t.values;
+        break;
+      }
+      case fmt::EventType::kLabel:
+      case fmt::EventType::kContentHash:
+        e.addr = addr(t);
+        e.a = c.varint();
+        break;
+    }
+    return !c.bad;
+  }
+
+  // Puts the thread's next event in t.pending; false when the thread has no more.
+  bool advance(Thread &t) {
+    for (;;) {
+      if (t.cur.p && !t.cur.done()) {
+        if (decode(t)) {
+          t.have_pending = true;
+          return true;
+        }
+        ++stats->corrupt_chunks;  // undecodable bytes (checksum passed: a writer bug)
+        t.cur.p = t.cur.end;
+      }
+      if (!load_chunk(t)) return false;
+    }
+  }
+};
+
+TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>()) {
+  Impl &m = *impl_;
+  m.stats = &stats_;
+  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m.fd < 0) throw TraceError("cannot open '" + path + "': " + strerror(errno));
+  struct stat st;
+  if (fstat(m.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw TraceError("'" + path + "' is not a regular file");
+  m.file_size = static_cast<uint64_t>(st.st_size);
+  stats_.bytes = m.file_size;
+  if (m.file_size == 0) throw TraceError("'" + path + "' is empty: not an adprof trace");
+  uint8_t h[fmt::kFileHeaderSize];
+  if (m.file_size < sizeof h || !m.read_at(0, h, sizeof h) ||
+      memcmp(h, fmt::kFileMagic, sizeof fmt::kFileMagic) != 0)
+    throw TraceError("'" + path + "' is not an adprof trace");
+  header_.version = fmt::get_u32(h + 8);
+  if (header_.version != fmt::kVersion)
+    throw TraceError("'" + path + "' is an adprof trace of version " +
+                     std::to_string(header_.version) + "; this adprof reads version " +
+                     std::to_string(fmt::kVersion));
+  if (fmt::get_u32(h + 60) != static_cast<uint32_t>(crc32(0L, h, 60)))
+    throw TraceError("'" + path + "': the trace header is damaged (checksum mismatch)");
+  header_.pid = fmt::get_u64(h + 16);
+  header_.start_ticks = fmt::get_u64(h + 24);
+  header_.start_wall_ns = fmt::get_u64(h + 32);
+  header_.ticks_per_second = fmt::get_u64(h + 40);
+  header_.page_size = fmt::get_u32(h + 48);
+  header_.flags = fmt::get_u32(h + 52);
+  if (header_.ticks_per_second == 0)
+    throw TraceError("'" + path + "': the trace header has no clock rate");
+
+  // Index the chunks (headers only). A header that fails its checks ends the readable part.
+  std::unordered_map<uint32_t, uint32_t> thread_index;
+  uint64_t offset = fmt::kFileHeaderSize;
+  bool footer = false;
+  std::string damage;
+  while (offset < m.file_size) {
+    uint8_t c[fmt::kChunkHeaderSize];
+    if (m.file_size - offset < sizeof c || !m.read_at(offset, c, sizeof c)) {
+      damage = "a partial chunk header";
+      break;
+    }
+    ChunkRef ref{offset,           fmt::get_u64(c + 24), fmt::get_u32(c + 12),
+                 fmt::get_u32(c + 16), fmt::get_u32(c + 20), fmt::get_u32(c + 32),
+                 fmt::get_u32(c + 36)};
+    uint32_t tid = fmt::get_u32(c + 8);
+    if (fmt::get_u32(c) != fmt::kChunkMagic || ref.stored > fmt::kMaxChunkBytes ||
+        ref.raw > fmt::kMaxChunkBytes || (ref.flags & ~fmt::kChunkFlagZstd) != 0 ||
+        (!(ref.flags & fmt::kChunkFlagZstd) && ref.stored != ref.raw)) {
+      damage = "a damaged chunk header";
+      break;
+    }
+    if (m.file_size - offset - sizeof c < ref.stored) {
+      damage = "a partial chunk";
+      break;
+    }
+    if (tid == fmt::kFooterThread) {
+      std::vector<uint8_t> body(ref.stored);
+      uLong crc = crc32(0L, c + 8, fmt::kChunkHeaderSize - 8);
+      if (m.read_at(offset + sizeof c, body.data(), body.size()) &&
+          static_cast<uint32_t>(crc32(crc, body.data(), ref.stored)) == fmt::get_u32(c + 4)) {
+        fmt::Cursor cur{body.data(), body.data() + body.size()};
+        end_.footer_events = cur.varint();
+        cur.varint();  // chunks
+        end_.footer_dropped = cur.varint();
+        uint64_t reason = cur.varint();
+        uint64_t sig = cur.varint();
+        if (!cur.bad) {
+          footer = true;
+          if (reason == static_cast<uint64_t>(fmt::EndReason::kExit)) {
+            end_.complete = true;
+            end_.cut = false;
+            end_.reason = "complete";
+          } else if (reason == static_cast<uint64_t>(fmt::EndReason::kSignal)) {
+            end_.reason = "the program was ended by " + signal_name(static_cast<int>(sig)) +
+                          "; events of other threads since their last chunk are missing";
+          } else if (reason == static_cast<uint64_t>(fmt::EndReason::kExec)) {
+            end_.complete = true;
+            end_.cut = false;
+            end_.exec = true;
+            end_.reason = "the process replaced itself with exec; its new image has its own trace";
+          } else {
+            end_.reason = "recording stopped early (trace write error)";
+          }
+        }
+      }
+    } else {
+      auto [it, inserted] =
+          thread_index.try_emplace(tid, static_cast<uint32_t>(m.threads.size()));
+      if (inserted) {
+        m.threads.emplace_back();
+        m.threads.back().tid = tid;
+      }
+      m.threads[it->second].chunks.push_back(ref);
+      ++m.chunks_total;
+    }
+    offset += sizeof c + ref.stored;
+  }
+  if (!damage.empty()) {
+    end_.cut = true;
+    end_.complete = false;
+    end_.cut_at_offset = offset;
+    end_.reason = "cut: " + damage + " at byte " + std::to_string(offset) +
+                  "; read up to the last complete chunk";
+  } else if (!footer) {
+    end_.cut = true;
+    end_.cut_at_offset = offset;
+    end_.reason =
+        "cut: the trace has no end record (the program was killed, or is still running); read "
+        "up to the last complete chunk";
+  }
+  for (auto &t : m.threads)
+    std::stable_sort(t.chunks.begin(), t.chunks.end(),
+                     [](const ChunkRef &a, const ChunkRef &b) { return a.seq < b.seq; });
+  m.reset();
+}
+
+TraceReader::~TraceReader() = default;
+
+uint32_t TraceReader::thread_count() const { return static_cast<uint32_t>(impl_->threads.size()); }
+
+void TraceReader::rewind() {
+  stats_.chunks = stats_.events = stats_.corrupt_chunks = stats_.missing_chunks = 0;
+  impl_->reset();
+}
+
+bool TraceReader::next(Event &event) {
+  Impl &m = *impl_;
+  while (!m.heap.empty()) {
+    auto [key, index] = m.heap.top();
+    m.heap.pop();
+    Impl::Thread &t = m.threads[index];
+    if (!t.have_pending) {
+      if (m.advance(t)) m.heap.push({t.pending.ticks, index});
+      continue;
+    }
+    event = t.pending;
+    m.out_text.assign(t.pending.text);
+    m.out_values.assign(t.pending.values.begin(), t.pending.values.end());
+    event.text = m.out_text;
+    event.values = m.out_values;
+    t.have_pending = false;
+    if (m.advance(t)) m.heap.push({t.pending.ticks, index});
+    ++stats_.events;
+    return true;
+  }
+  return false;
+}
+
+double TraceReader::seconds(uint64_t ticks) const {
+  if (ticks < header_.start_ticks) return 0.0;
+  return static_cast<double>(ticks - header_.start_ticks) /
+         static_cast<double>(header_.ticks_per_second);
+}
+
+double TraceReader::progress() const {
+  return impl_->chunks_total ? static_cast<double>(impl_->chunks_consumed) /
+                                   static_cast<double>(impl_->chunks_total)
+                             : 1.0;
+}
+
+}  // namespace adprof

@@ -1,0 +1,186 @@
+// The adprof trace file format, version 1. The writer (preload/recorder.cpp, preload/writer.cpp)
+// and the reader (analysis/trace_reader.cpp) both include this file; the layout documented here
+// is the one they implement, and tests/profiler/trace_reader_test.cpp checks the reader against
+// hand-packed bytes.
+//
+// File  := FileHeader Chunk*                       (all integers little-endian)
+//
+// FileHeader (64 bytes)
+//   0  char[8]  magic "ADPROFTR"
+//   8  u32      version (1)
+//  12  u32      header size (64)
+//  16  u64      pid of the recorded process
+//  24  u64      start timestamp (ticks, same clock as events)
+//  32  u64      start wall clock (ns since the Unix epoch)
+//  40  u64      estimated ticks per second at start (refined by CLOCK counters)
+//  48  u32      page size
+//  52  u32      flags (bit 0: timestamps are TSC ticks; else nanoseconds)
+//  56  u32      reserved (0)
+//  60  u32      CRC-32 (zlib) of bytes 0..59
+//
+// Chunk := ChunkHeader payload[stored_size]
+// ChunkHeader (40 bytes)
+//   0  u32  magic "ADPC"
+//   4  u32  CRC-32 of header bytes 8..39 followed by the payload
+//   8  u32  thread index (0-based, in order of first event; kFooterThread for the footer)
+//  12  u32  flags (bit 0: payload is a zstd frame; else raw event bytes)
+//  16  u32  stored_size (payload bytes in the file)        <= kMaxChunkBytes
+//  20  u32  raw_size (event bytes after decompression)      <= kMaxChunkBytes
+//  24  u64  base timestamp: the first event's delta is relative to it
+//  32  u32  event count
+//  36  u32  chunk sequence number (per thread, from 0: a gap means lost chunks)
+//
+// A thread's events are written in its own chunks, each decodable alone: the delta bases
+// (timestamp, address) restart at the chunk's first-event timestamp and at 0. The reader
+// merges the threads' chunk streams by timestamp.
+//
+// Event := tag:u8 delta_ticks:varint body
+//   tag low 4 bits: EventType; high 4 bits: a small operand (space, phase, role, counter kind).
+//   varint: LEB128 unsigned; zz(x): zigzag-encoded signed varint.
+//   Addresses are coded as zz(addr - previous address of this chunk).
+//
+//   kAlloc    hi=space  zz(addr) size:varint slack:varint [device:varint if space >= 2]
+//             slack = usable size - requested size (jemalloc's size class rounding)
+//   kFree     hi=space  zz(addr) [length:varint if space == mmap] [device if space >= 2]
+//   kOpBegin           name_id:varint instance:varint
+//   kOpEnd
+//   kPhase    hi=phase
+//   kRole     hi=role  (role of the allocations that follow on this thread)
+//   kRetag    hi=role  zz(addr) source:varint (absolute address, 0 = none)
+//   kStep              step:varint
+//   kCounter  hi=kind  value:varint            (CounterKind below)
+//   kName              id:varint length:varint bytes      (interned string)
+//   kThreadName        length:varint bytes
+//   kAnnotate          kind_name_id:varint count:varint value:varint*count
+//   kLabel             zz(addr) name_id:varint
+//   kDescribe          zz(addr) dtype:varint rank:varint dim:varint*rank
+//   kContentHash       zz(addr) hash:varint
+//
+// The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
+// dropped_events:varint end_reason:varint end_signal:varint. A trace without it was cut.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace adprof::format {
+
+inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kFileHeaderSize = 64;
+inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
+inline constexpr uint32_t kChunkHeaderSize = 40;
+inline constexpr uint32_t kMaxChunkBytes = 4u << 20;
+inline constexpr uint32_t kFooterThread = 0xFFFFFFFFu;
+inline constexpr uint32_t kChunkFlagZstd = 1;
+inline constexpr uint32_t kFileFlagTsc = 1;
+inline constexpr uint32_t kMaxNameBytes = 4096;
+inline constexpr uint32_t kMaxAnnotateValues = 32;
+inline constexpr uint32_t kMaxRank = 16;
+
+enum class EventType : uint8_t {
+  kAlloc = 0,
+  kFree = 1,
+  kOpBegin = 2,
+  kOpEnd = 3,
+  kPhase = 4,
+  kRole = 5,
+  kRetag = 6,
+  kStep = 7,
+  kCounter = 8,
+  kName = 9,
+  kThreadName = 10,
+  kAnnotate = 11,
+  kLabel = 12,
+  kDescribe = 13,
+  kContentHash = 14,
+};
+inline constexpr uint8_t kEventTypeCount = 15;
+
+enum class CounterKind : uint8_t {
+  kClockNs = 0,          // monotonic ns since start: calibrates ticks
+  kRss = 1,              // resident set size, bytes
+  kJemallocAllocated = 2,
+  kJemallocActive = 3,
+  kJemallocResident = 4,
+  kJemallocRetained = 5,
+  kJemallocMapped = 6,
+};
+inline constexpr uint8_t kCounterKindCount = 7;
+
+enum class EndReason : uint8_t { kExit = 0, kSignal = 1, kWriteError = 2, kExec = 3 };
+
+// ---- little-endian fixed-width helpers --------------------------------------------------------
+inline void put_u32(uint8_t *p, uint32_t v) { std::memcpy(p, &v, 4); }
+inline void put_u64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
+inline uint32_t get_u32(const uint8_t *p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t get_u64(const uint8_t *p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// ---- varints ----------------------------------------------------------------------------------
+inline constexpr size_t kMaxVarintBytes = 10;
+
+inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v) | 0x80;
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+inline uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t unzigzag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+// Bounds-checked decoding cursor: every read past the end sets `bad` and yields 0.
+struct Cursor {
+  const uint8_t *p;
+  const uint8_t *end;
+  bool bad = false;
+
+  bool done() const { return p >= end; }
+  uint8_t byte() {
+    if (p >= end) {
+      bad = true;
+      return 0;
+    }
+    return *p++;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p >= end) {
+        bad = true;
+        return 0;
+      }
+      uint8_t b = *p++;
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    bad = true;  // more than 10 bytes
+    return 0;
+  }
+  const uint8_t *bytes(uint64_t n) {
+    if (n > static_cast<uint64_t>(end - p)) {
+      bad = true;
+      p = end;
+      return nullptr;
+    }
+    const uint8_t *r = p;
+    p += n;
+    return r;
+  }
+};
+
+}  // namespace adprof::format

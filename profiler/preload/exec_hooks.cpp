@@ -1,0 +1,90 @@
+// exec family: the trace of the current image is closed (footer "exec") before the image is
+// replaced, since no destructor runs then. glibc's execvp & co. reach execve internally, not
+// through the PLT, so each entry point is hooked. If exec fails, this image stays unrecorded.
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "recorder.h"
+
+#define ADPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr int kMaxListArgs = 4096;
+
+template <typename F>
+F next_symbol(const char *name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+using Execve = int (*)(const char *, char *const[], char *const[]);
+using Execv = int (*)(const char *, char *const[]);
+
+int exec_with(auto &&call) {
+  adprof::preload::finish_before_exec();
+  return call();
+}
+
+}  // namespace
+
+ADPROF_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<Execve>("execve");
+  return exec_with([&] { return real(path, argv, envp); });
+}
+
+ADPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  static auto real = next_symbol<Execve>("execvpe");
+  return exec_with([&] { return real(file, argv, envp); });
+}
+
+ADPROF_EXPORT int execv(const char *path, char *const argv[]) {
+  static auto real = next_symbol<Execv>("execv");
+  return exec_with([&] { return real(path, argv); });
+}
+
+ADPROF_EXPORT int execvp(const char *file, char *const argv[]) {
+  static auto real = next_symbol<Execv>("execvp");
+  return exec_with([&] { return real(file, argv); });
+}
+
+ADPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  using Fexecve = int (*)(int, char *const[], char *const[]);
+  static auto real = next_symbol<Fexecve>("fexecve");
+  return exec_with([&] { return real(fd, argv, envp); });
+}
+
+// execl, execlp, execle: the variadic forms, collected into an argv on the stack.
+#define ADPROF_COLLECT_ARGS(first, last_named, envp_out)                 \
+  char *argv[kMaxListArgs + 1];                                          \
+  int argc = 0;                                                          \
+  va_list ap;                                                            \
+  va_start(ap, last_named);                                              \
+  argv[argc++] = const_cast<char *>(first);                              \
+  while (argv[argc - 1] != nullptr) {                                    \
+    if (argc == kMaxListArgs) {                                          \
+      va_end(ap);                                                        \
+      errno = E2BIG;                                                     \
+      return -1;                                                         \
+    }                                                                    \
+    argv[argc++] = va_arg(ap, char *);                                   \
+  }                                                                      \
+  envp_out;                                                              \
+  va_end(ap)
+
+ADPROF_EXPORT int execl(const char *path, const char *arg, ...) {
+  ADPROF_COLLECT_ARGS(arg, arg, (void)0);
+  return execv(path, argv);
+}
+
+ADPROF_EXPORT int execlp(const char *file, const char *arg, ...) {
+  ADPROF_COLLECT_ARGS(arg, arg, (void)0);
+  return execvp(file, argv);
+}
+
+ADPROF_EXPORT int execle(const char *path, const char *arg, ...) {
+  char *const *envp = nullptr;
+  ADPROF_COLLECT_ARGS(arg, arg, envp = va_arg(ap, char *const *));
+  return execve(path, argv, envp);
+}

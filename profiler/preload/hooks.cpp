@@ -1,0 +1,251 @@
+// libadprof_preload.so's allocation hooks: the C allocation family and anonymous mmap.
+//
+// Every hook reads top to bottom: forward to jemalloc (with the thread's guard raised, so the
+// mmaps jemalloc makes for itself are not taken for the program's), then record. A free is
+// recorded before the memory goes back and an allocation after it was obtained, so that across
+// threads an address is never seen reused before it was freed.
+//
+// operator new/delete are not hooked: libstdc++ implements every form (sized, aligned,
+// nothrow, array) on malloc, aligned_alloc and free, which are; tests/profiler checks it.
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "preload_internal.h"
+#include "recorder.h"
+
+// jemalloc's non-standard API: distinct names, so no lookup is needed to reach it.
+extern "C" {
+void *mallocx(size_t size, int flags);
+void *rallocx(void *ptr, size_t size, int flags);
+void dallocx(void *ptr, int flags);
+size_t sallocx(const void *ptr, int flags);
+}
+
+namespace adprof::preload {
+
+RealAllocator g_real;
+
+void resolve_allocator() {
+  if (g_real.malloc) return;
+  void *jemalloc = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (!jemalloc) return;  // keep using the *allocx API
+  RealAllocator r;
+  r.malloc = reinterpret_cast<decltype(r.malloc)>(dlsym(jemalloc, "malloc"));
+  r.free = reinterpret_cast<decltype(r.free)>(dlsym(jemalloc, "free"));
+  r.calloc = reinterpret_cast<decltype(r.calloc)>(dlsym(jemalloc, "calloc"));
+  r.realloc = reinterpret_cast<decltype(r.realloc)>(dlsym(jemalloc, "realloc"));
+  r.posix_memalign = reinterpret_cast<decltype(r.posix_memalign)>(dlsym(jemalloc, "posix_memalign"));
+  r.aligned_alloc = reinterpret_cast<decltype(r.aligned_alloc)>(dlsym(jemalloc, "aligned_alloc"));
+  r.memalign = reinterpret_cast<decltype(r.memalign)>(dlsym(jemalloc, "memalign"));
+  if (r.malloc && r.free && r.calloc && r.realloc && r.posix_memalign && r.aligned_alloc &&
+      r.memalign)
+    g_real = r;
+}
+
+}  // namespace adprof::preload
+
+using namespace adprof::preload;
+
+#define ADPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr int kMallocxZero = 0x40;
+inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  // lg(align)
+inline bool power_of_two(size_t x) { return x && !(x & (x - 1)); }
+
+// RAII guard: allocations and mmaps made while it is up are jemalloc's or ours.
+struct Guard {
+  ThreadState &ts;
+  explicit Guard(ThreadState &s) : ts(s) { ++ts.guard; }
+  ~Guard() { --ts.guard; }
+};
+
+ADPROF_HOT void note_alloc(ThreadState &ts, void *p, size_t size, int je_flags = 0) {
+  if (ADPROF_LIKELY(p != nullptr) && ts.guard == 0)
+    record_alloc(ts, p, size, ADPROF_SPACE_HEAP, 0, je_flags);
+}
+
+ADPROF_HOT void note_free(ThreadState &ts, void *p) {
+  if (ts.guard == 0) record_free(ts, p, ADPROF_SPACE_HEAP, 0, 0);
+}
+
+void *aligned_impl(size_t alignment, size_t size) {
+  ThreadState &ts = t_state;
+  void *p;
+  {
+    Guard g(ts);
+    if (g_real.memalign)
+      p = g_real.memalign(alignment, size);
+    else
+      p = mallocx(size ? size : 1, align_flags(alignment));
+  }
+  note_alloc(ts, p, size, align_flags(alignment));
+  return p;
+}
+
+void *realloc_impl(void *old, size_t size) {
+  ThreadState &ts = t_state;
+  note_free(ts, old);
+  void *p;
+  {
+    Guard g(ts);
+    if (g_real.realloc)
+      p = g_real.realloc(old, size);
+    else
+      p = size ? rallocx(old, size, 0) : (dallocx(old, 0), nullptr);
+  }
+  if (p)
+    note_alloc(ts, p, size);
+  else if (size != 0)
+    note_alloc(ts, old, sallocx(old, 0));  // failed: the old block is still live
+  return p;
+}
+
+}  // namespace
+
+ADPROF_EXPORT void *malloc(size_t size) noexcept {
+  ThreadState &ts = t_state;
+  void *p;
+  {
+    Guard g(ts);
+    p = g_real.malloc ? g_real.malloc(size) : mallocx(size ? size : 1, 0);
+  }
+  note_alloc(ts, p, size);
+  return p;
+}
+
+ADPROF_EXPORT void free(void *p) noexcept {
+  if (!p) return;
+  ThreadState &ts = t_state;
+  note_free(ts, p);
+  Guard g(ts);
+  if (g_real.free)
+    g_real.free(p);
+  else
+    dallocx(p, 0);
+}
+
+ADPROF_EXPORT void *calloc(size_t count, size_t size) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ThreadState &ts = t_state;
+  void *p;
+  {
+    Guard g(ts);
+    p = g_real.calloc ? g_real.calloc(count, size) : mallocx(total ? total : 1, kMallocxZero);
+  }
+  note_alloc(ts, p, total);
+  return p;
+}
+
+ADPROF_EXPORT void *realloc(void *old, size_t size) noexcept {
+  if (!old) return malloc(size);
+  return realloc_impl(old, size);
+}
+
+ADPROF_EXPORT void *reallocarray(void *old, size_t count, size_t size) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(old, total);
+}
+
+ADPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) noexcept {
+  if (!power_of_two(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
+  void *p = aligned_impl(alignment, size);
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+ADPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size) noexcept {
+  if (!power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned_impl(alignment, size);
+}
+
+ADPROF_EXPORT void *memalign(size_t alignment, size_t size) noexcept {
+  if (!power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned_impl(alignment, size);
+}
+
+ADPROF_EXPORT void *valloc(size_t size) noexcept {
+  return aligned_impl(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
+}
+
+ADPROF_EXPORT void *pvalloc(size_t size) noexcept {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t rounded = size ? (size + page - 1) & ~(page - 1) : page;
+  if (rounded < size) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return aligned_impl(page, rounded);
+}
+
+ADPROF_EXPORT size_t malloc_usable_size(void *p) noexcept { return p ? sallocx(p, 0) : 0; }
+
+// ---- anonymous mappings (BLAS and other libraries map their buffers) --------------------------
+
+namespace {
+void *mmap_impl(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  void *r = reinterpret_cast<void *>(syscall(SYS_mmap, addr, length, prot, flags, fd, offset));
+  ThreadState &ts = t_state;
+  if (r != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE && ts.guard == 0)
+    record_alloc(ts, r, length, ADPROF_SPACE_MMAP, 0);
+  return r;
+}
+}  // namespace
+
+ADPROF_EXPORT void *mmap(void *addr, size_t length, int prot, int flags, int fd,
+                         off_t offset) noexcept {
+  return mmap_impl(addr, length, prot, flags, fd, offset);
+}
+
+ADPROF_EXPORT void *mmap64(void *addr, size_t length, int prot, int flags, int fd,
+                           off_t offset) noexcept {
+  return mmap_impl(addr, length, prot, flags, fd, offset);
+}
+
+ADPROF_EXPORT int munmap(void *addr, size_t length) noexcept {
+  ThreadState &ts = t_state;
+  if (ts.guard == 0) record_free(ts, addr, ADPROF_SPACE_MMAP, length, 0);
+  return static_cast<int>(syscall(SYS_munmap, addr, length));
+}
+
+ADPROF_EXPORT void *mremap(void *old, size_t old_length, size_t new_length, int flags,
+                           ...) noexcept {
+  void *wanted = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    wanted = va_arg(ap, void *);
+    va_end(ap);
+  }
+  ThreadState &ts = t_state;
+  bool record = ts.guard == 0;
+  void *r =
+      reinterpret_cast<void *>(syscall(SYS_mremap, old, old_length, new_length, flags, wanted));
+  if (record && r != MAP_FAILED) {
+    record_free(ts, old, ADPROF_SPACE_MMAP, old_length, 0);
+    record_alloc(ts, r, new_length, ADPROF_SPACE_MMAP, 0);
+  }
+  return r;
+}

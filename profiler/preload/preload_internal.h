@@ -1,0 +1,23 @@
+// What the hooks and the recorder share beyond the event encoders.
+#pragma once
+
+#include <cstddef>
+
+namespace adprof::preload {
+
+// jemalloc's own entry points, resolved once at start-up (dlsym on libjemalloc's handle). Until
+// then the hooks call jemalloc's non-standard API (mallocx & co.), which needs no resolution.
+struct RealAllocator {
+  void *(*malloc)(size_t) = nullptr;
+  void (*free)(void *) = nullptr;
+  void *(*calloc)(size_t, size_t) = nullptr;
+  void *(*realloc)(void *, size_t) = nullptr;
+  int (*posix_memalign)(void **, size_t, size_t) = nullptr;
+  void *(*aligned_alloc)(size_t, size_t) = nullptr;
+  void *(*memalign)(size_t, size_t) = nullptr;
+};
+extern RealAllocator g_real;
+
+void resolve_allocator();
+
+}  // namespace adprof::preload

@@ -1,0 +1,623 @@
+// The recorder's slow paths and life cycle: settings, the trace file, the buffer pool, the
+// background writer, thread exit, fork, fatal signals and normal exit.
+//
+// Life cycle (documented in docs/ARCHITECTURE.md, "Recording"):
+//   - ADPROF_OUTPUT unset or malformed settings: inert; hooks only forward to jemalloc.
+//   - The process whose pid is ADPROF_ROOT_PID (or any process when it is unset) writes
+//     ADPROF_OUTPUT; other processes that inherit the environment through exec write
+//     ADPROF_OUTPUT.<pid>. The file is created exclusively (never over an existing file, never
+//     through a symlink) with the user's umask.
+//   - fork: the child is not traced (it runs on jemalloc, records nothing, writes nothing);
+//     a child that execs is traced into its own file as above.
+//   - exec: the trace is closed with an "exec" footer before the image is replaced; the new
+//     image (same pid) writes the first free name of <its file>.1, .2, ... so that
+//     `adprof run` can follow a wrapper script to the program it execs.
+//   - SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT/SIGTERM/SIGINT (when their disposition is the
+//     default): the faulting thread's buffer and the queued chunks are written uncompressed
+//     with a footer naming the signal, then the signal is re-raised with its default action.
+//   - SIGKILL or _exit: chunks already written stay readable; every thread starts a new chunk
+//     at least every kFlushIntervalMs, so little more than that is lost.
+//   - A write error (disk full): one message on stderr, recording stops, the program goes on;
+//     the trace reads up to its last complete chunk.
+#include "recorder.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jemalloc/jemalloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "preload_internal.h"
+
+namespace adprof::preload {
+
+thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+std::atomic<uint32_t> g_flush_epoch{0};
+
+namespace {
+
+enum State : int { kInert = 0, kRecording = 1, kStopped = 2, kForkChild = 3, kFinished = 4 };
+
+constexpr int kFlushIntervalMs = 100;
+constexpr size_t kMaxQueuedBuffers = 512;  // 128 MiB of raw events waiting for the writer
+
+std::atomic<int> g_state{kInert};
+int g_fd = -1;
+int g_statm_fd = -1;
+int g_zstd_level = 1;
+int g_sample_ms = 10;
+pthread_key_t g_thread_key;
+pthread_t g_writer;
+std::atomic<uint32_t> g_next_tid{0};
+uint64_t g_start_ns = 0;
+uint64_t g_start_ticks = 0;
+size_t g_page_size = 4096;
+
+pthread_mutex_t g_queue_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_work_cond = PTHREAD_COND_INITIALIZER;   // writer waits for buffers
+pthread_cond_t g_space_cond = PTHREAD_COND_INITIALIZER;  // producers wait when it lags
+Buffer *g_full_head = nullptr;
+Buffer *g_full_tail = nullptr;
+size_t g_full_count = 0;
+Buffer *g_free_list = nullptr;
+bool g_stop_writer = false;
+
+std::atomic<uint64_t> g_events_written{0};
+std::atomic<uint64_t> g_chunks_written{0};
+std::atomic<uint64_t> g_events_dropped{0};
+
+struct sigaction g_old_actions[NSIG];
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT};
+
+void say(const char *a, const char *b = "", const char *c = "") {
+  // One line on stderr without allocating.
+  char line[1024];
+  snprintf(line, sizeof line, "adprof: %s%s%s\n", a, b, c);
+  ssize_t ignored = write(2, line, strlen(line));
+  (void)ignored;
+}
+
+void *raw_mmap(size_t length) {
+  long r = syscall(SYS_mmap, nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  return r == -1 ? nullptr : reinterpret_cast<void *>(r);
+}
+
+// ---- chunk writing ---------------------------------------------------------------------------
+
+bool write_all(const iovec *iov_in, int count) {
+  iovec iov[2];
+  memcpy(iov, iov_in, sizeof(iovec) * count);
+  int first = 0;
+  while (first < count) {
+    ssize_t n = writev(g_fd, iov + first, count - first);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    while (n > 0 && first < count) {
+      if (static_cast<size_t>(n) >= iov[first].iov_len) {
+        n -= iov[first].iov_len;
+        ++first;
+      } else {
+        iov[first].iov_base = static_cast<uint8_t *>(iov[first].iov_base) + n;
+        iov[first].iov_len -= n;
+        n = 0;
+      }
+    }
+  }
+  return true;
+}
+
+void stop_on_write_error(int err) {
+  int expected = kRecording;
+  if (g_state.compare_exchange_strong(expected, kStopped)) {
+    say("trace write failed (", strerror(err),
+        "); recording stopped, the trace ends at its last complete chunk");
+    g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+    pthread_cond_broadcast(&g_space_cond);
+  }
+}
+
+// Packs the chunk header documented in trace_format.h and writes header + payload in one
+// writev, so chunks from the writer and from a signal handler never interleave (O_APPEND).
+bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, uint32_t flags,
+                 const uint8_t *payload, uint32_t stored, uint32_t raw) {
+  uint8_t header[fmt::kChunkHeaderSize];
+  fmt::put_u32(header + 0, fmt::kChunkMagic);
+  fmt::put_u32(header + 8, tid);
+  fmt::put_u32(header + 12, flags);
+  fmt::put_u32(header + 16, stored);
+  fmt::put_u32(header + 20, raw);
+  fmt::put_u64(header + 24, base_ts);
+  fmt::put_u32(header + 32, events);
+  fmt::put_u32(header + 36, seq);
+  uLong crc = crc32(0L, header + 8, fmt::kChunkHeaderSize - 8);
+  crc = crc32(crc, payload, stored);
+  fmt::put_u32(header + 4, static_cast<uint32_t>(crc));
+  iovec iov[2] = {{header, sizeof header}, {const_cast<uint8_t *>(payload), stored}};
+  if (!write_all(iov, 2)) {
+    stop_on_write_error(errno);
+    return false;
+  }
+  g_events_written.fetch_add(events, std::memory_order_relaxed);
+  g_chunks_written.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void write_buffer(Buffer *b, ZSTD_CCtx *cctx, uint8_t *zbuf, size_t zcap) {
+  if (g_state.load() != kRecording && g_state.load() != kFinished) {
+    g_events_dropped.fetch_add(b->events, std::memory_order_relaxed);
+    return;
+  }
+  if (cctx) {
+    size_t n = ZSTD_compressCCtx(cctx, zbuf, zcap, b->data, b->used, g_zstd_level);
+    if (!ZSTD_isError(n) && n < b->used) {
+      write_chunk(b->tid, b->seq, b->base_ts, b->events, fmt::kChunkFlagZstd, zbuf,
+                  static_cast<uint32_t>(n), b->used);
+      return;
+    }
+  }
+  write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->data, b->used, b->used);
+}
+
+void write_footer(fmt::EndReason reason, int sig) {
+  uint8_t body[64];
+  uint8_t *p = body;
+  p = fmt::put_varint(p, g_events_written.load());
+  p = fmt::put_varint(p, g_chunks_written.load());
+  p = fmt::put_varint(p, g_events_dropped.load());
+  p = fmt::put_varint(p, static_cast<uint64_t>(reason));
+  p = fmt::put_varint(p, static_cast<uint64_t>(sig));
+  uint32_t n = static_cast<uint32_t>(p - body);
+  write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n);
+}
+
+// ---- buffer pool -----------------------------------------------------------------------------
+
+Buffer *take_free_buffer_locked() {
+  Buffer *b = g_free_list;
+  if (b) {
+    g_free_list = b->next;
+    return b;
+  }
+  return static_cast<Buffer *>(raw_mmap(sizeof(Buffer)));
+}
+
+void hand_off(ThreadState &ts) {
+  Buffer *b = ts.buf;
+  b->events = ts.events;
+  b->used = static_cast<uint32_t>(ts.cursor - b->data);
+  b->next = nullptr;
+  pthread_mutex_lock(&g_queue_mutex);
+  if (g_full_tail)
+    g_full_tail->next = b;
+  else
+    g_full_head = b;
+  g_full_tail = b;
+  ++g_full_count;
+  pthread_cond_signal(&g_work_cond);
+  pthread_mutex_unlock(&g_queue_mutex);
+  ts.buf = nullptr;
+  ts.cursor = ts.end = nullptr;
+}
+
+void start_buffer(ThreadState &ts, Buffer *b) {
+  ts.buf = b;
+  b->tid = ts.tid;
+  b->seq = ts.next_seq++;
+  b->base_ts = now_ticks();
+  ts.last_ts = b->base_ts;
+  ts.last_addr = 0;
+  ts.events = 0;
+  ts.cursor = b->data;
+  ts.end = b->data + kBufferBytes;
+  ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
+  // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.
+  uint8_t *p = begin_event(ts, fmt::EventType::kPhase, ts.phase, b->base_ts);
+  end_event(ts, p);
+  ts.emitted_role = 0xFF;
+}
+
+void record_thread_name(ThreadState &ts) {
+  char name[17] = {};
+  prctl(PR_GET_NAME, name, 0, 0, 0);
+  size_t n = strnlen(name, 16);
+  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, 0, now_ticks());
+  p = fmt::put_varint(p, n);
+  memcpy(p, name, n);
+  end_event(ts, p + n);
+}
+
+void on_thread_exit(void *arg) {
+  auto *ts = static_cast<ThreadState *>(arg);
+  if (ts->buf && ts->events > 0 && g_state.load() == kRecording) {
+    ++ts->guard;
+    hand_off(*ts);
+    --ts->guard;
+  }
+}
+
+// ---- the writer thread -----------------------------------------------------------------------
+
+// `final`: the writer's last sample after recording was closed; writes only what still fits.
+void sample_counters(ThreadState &ts, bool final) {
+  uint64_t values[fmt::kCounterKindCount];
+  bool have[fmt::kCounterKindCount] = {};
+  values[0] = now_ns() - g_start_ns;
+  have[0] = true;
+  if (g_statm_fd >= 0) {
+    char text[128];
+    ssize_t n = pread(g_statm_fd, text, sizeof text - 1, 0);
+    if (n > 0) {
+      text[n] = 0;
+      unsigned long long size_pages = 0, resident_pages = 0;
+      if (sscanf(text, "%llu %llu", &size_pages, &resident_pages) == 2) {
+        values[1] = resident_pages * g_page_size;
+        have[1] = true;
+      }
+    }
+  }
+  uint64_t epoch = 1;
+  size_t esz = sizeof epoch;
+  if (mallctl("epoch", &epoch, &esz, &epoch, esz) == 0) {
+    const char *names[] = {"stats.allocated", "stats.active", "stats.resident", "stats.retained",
+                           "stats.mapped"};
+    for (int i = 0; i < 5; ++i) {
+      size_t v = 0, vsz = sizeof v;
+      if (mallctl(names[i], &v, &vsz, nullptr, 0) == 0) {
+        values[2 + i] = v;
+        have[2 + i] = true;
+      }
+    }
+  }
+  uint64_t t = now_ticks();
+  for (uint8_t k = 0; k < fmt::kCounterKindCount; ++k) {
+    if (!have[k]) continue;
+    if (final ? static_cast<size_t>(ts.end - ts.cursor) < kMaxFixedEvent
+              : !reserve(ts, kMaxFixedEvent))
+      continue;
+    uint8_t *p = begin_event(ts, fmt::EventType::kCounter, k, t);
+    end_event(ts, fmt::put_varint(p, values[k]));
+  }
+}
+
+void *writer_main(void *) {
+  ThreadState &ts = t_state;
+  ts.guard = 1;  // what the writer allocates (zstd) is the profiler's, not the program's
+  prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
+  ZSTD_CCtx *cctx = g_zstd_level > -100 ? ZSTD_createCCtx() : nullptr;
+  size_t zcap = ZSTD_compressBound(kBufferBytes);
+  auto *zbuf = static_cast<uint8_t *>(raw_mmap(zcap));
+  if (!zbuf) cctx = nullptr;
+  uint64_t last_flush = now_ns();
+  uint64_t last_sample = 0;
+  for (;;) {
+    pthread_mutex_lock(&g_queue_mutex);
+    if (!g_full_head && !g_stop_writer) {
+      timespec deadline;
+      clock_gettime(CLOCK_REALTIME, &deadline);
+      deadline.tv_nsec += static_cast<long>(g_sample_ms) * 1000000L;
+      deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+      deadline.tv_nsec %= 1000000000L;
+      pthread_cond_timedwait(&g_work_cond, &g_queue_mutex, &deadline);
+    }
+    Buffer *list = g_full_head;
+    g_full_head = g_full_tail = nullptr;
+    g_full_count = 0;
+    bool stop = g_stop_writer;
+    pthread_cond_broadcast(&g_space_cond);
+    pthread_mutex_unlock(&g_queue_mutex);
+
+    while (list) {
+      Buffer *next = list->next;
+      write_buffer(list, cctx, zbuf, zcap);
+      pthread_mutex_lock(&g_queue_mutex);
+      list->next = g_free_list;
+      g_free_list = list;
+      pthread_mutex_unlock(&g_queue_mutex);
+      list = next;
+    }
+    if (stop) break;
+
+    uint64_t now = now_ns();
+    if (now - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u) {
+      last_sample = now;
+      if (g_state.load() == kRecording) sample_counters(ts, false);
+    }
+    if (now - last_flush >= kFlushIntervalMs * 1000000ull) {
+      last_flush = now;
+      g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // Final counters and the writer's own buffer.
+  if (ts.buf && g_state.load() == kFinished) {
+    sample_counters(ts, true);
+    ts.buf->events = ts.events;
+    ts.buf->used = static_cast<uint32_t>(ts.cursor - ts.buf->data);
+    write_buffer(ts.buf, cctx, zbuf, zcap);
+  }
+  ZSTD_freeCCtx(cctx);
+  return nullptr;
+}
+
+// ---- signals, fork, exit ---------------------------------------------------------------------
+
+void on_fatal_signal(int sig, siginfo_t *, void *) {
+  int expected = kRecording;
+  if (g_state.compare_exchange_strong(expected, kFinished)) {
+    ThreadState &ts = t_state;
+    ++ts.guard;
+    if (ts.buf && ts.events > 0) {
+      uint32_t used = static_cast<uint32_t>(ts.cursor - ts.buf->data);
+      write_chunk(ts.tid, ts.buf->seq, ts.buf->base_ts, ts.events, 0, ts.buf->data, used, used);
+      ts.events = 0;
+    }
+    // Complete chunks still queued: written raw (compression is not async-signal-safe).
+    if (pthread_mutex_trylock(&g_queue_mutex) == 0) {
+      for (Buffer *b = g_full_head; b; b = b->next)
+        write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->data, b->used, b->used);
+      g_full_head = g_full_tail = nullptr;
+      pthread_mutex_unlock(&g_queue_mutex);
+    }
+    write_footer(fmt::EndReason::kSignal, sig);
+  }
+  sigaction(sig, &g_old_actions[sig], nullptr);
+  raise(sig);
+}
+
+void install_signal_handlers() {
+  for (int sig : kFatalSignals) {
+    struct sigaction old;
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    g_old_actions[sig] = old;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fatal_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+void on_fork_child() {
+  if (g_state.load() == kRecording) {
+    g_state.store(kForkChild);
+    ThreadState &ts = t_state;
+    ts.buf = nullptr;
+    ts.cursor = ts.end = nullptr;
+    if (g_fd >= 0) close(g_fd);
+    g_fd = -1;
+  }
+}
+
+bool parse_int(const char *text, long lo, long hi, long *out) {
+  if (!text || !*text) return false;
+  char *end = nullptr;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || *end != 0 || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool read_settings(char *path, size_t path_size) {
+  const char *output = getenv("ADPROF_OUTPUT");
+  if (!output || !*output) return false;
+  long v;
+  if (const char *s = getenv("ADPROF_SAMPLE_MS")) {
+    if (!parse_int(s, 1, 60000, &v)) {
+      say("ADPROF_SAMPLE_MS must be an integer from 1 to 60000; not recording");
+      return false;
+    }
+    g_sample_ms = static_cast<int>(v);
+  }
+  if (const char *s = getenv("ADPROF_ZSTD_LEVEL")) {
+    if (!parse_int(s, -7, 19, &v)) {
+      say("ADPROF_ZSTD_LEVEL must be an integer from -7 to 19; not recording");
+      return false;
+    }
+    g_zstd_level = static_cast<int>(v);
+  }
+  long root = 0;
+  const char *root_text = getenv("ADPROF_ROOT_PID");
+  if (root_text && !parse_int(root_text, 1, 1L << 30, &root)) {
+    say("ADPROF_ROOT_PID is not a pid; not recording");
+    return false;
+  }
+  int n;
+  if (root_text && root != getpid())
+    n = snprintf(path, path_size, "%s.%ld", output, static_cast<long>(getpid()));
+  else
+    n = snprintf(path, path_size, "%s", output);
+  if (n <= 0 || static_cast<size_t>(n) >= path_size) {
+    say("ADPROF_OUTPUT is too long; not recording");
+    return false;
+  }
+  return true;
+}
+
+// Creates the trace exclusively. When the name is taken by an earlier image of this same
+// process (it exec'd), the first free of NAME.1, NAME.2, ... is used.
+int create_trace_file(char *path, size_t path_size) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND;
+  int fd = open(path, kFlags, 0666);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  uint8_t h[fmt::kFileHeaderSize];
+  bool same_process = in >= 0 && pread(in, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                      memcmp(h, fmt::kFileMagic, 8) == 0 &&
+                      fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid());
+  if (in >= 0) close(in);
+  if (!same_process) {
+    errno = EEXIST;
+    return -1;
+  }
+  size_t base = strlen(path);
+  for (int image = 1; image < 1000; ++image) {
+    if (snprintf(path + base, path_size - base, ".%d", image) >= static_cast<int>(path_size - base))
+      break;
+    fd = open(path, kFlags, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  path[base] = 0;
+  errno = EEXIST;
+  return -1;
+}
+
+uint64_t calibrate_ticks_per_second() {
+  uint64_t n0 = now_ns(), t0 = now_ticks();
+  uint64_t n1 = n0, t1 = t0;
+  while (n1 - n0 < 2000000) {  // 2 ms; CLOCK counters refine it over the whole run
+    n1 = now_ns();
+    t1 = now_ticks();
+  }
+  return static_cast<uint64_t>(static_cast<double>(t1 - t0) * 1e9 / static_cast<double>(n1 - n0));
+}
+
+bool write_file_header(uint64_t ticks_per_second) {
+  uint8_t h[fmt::kFileHeaderSize] = {};
+  memcpy(h, fmt::kFileMagic, 8);
+  fmt::put_u32(h + 8, fmt::kVersion);
+  fmt::put_u32(h + 12, fmt::kFileHeaderSize);
+  fmt::put_u64(h + 16, static_cast<uint64_t>(getpid()));
+  fmt::put_u64(h + 24, g_start_ticks);
+  timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  fmt::put_u64(h + 32, static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + wall.tv_nsec);
+  fmt::put_u64(h + 40, ticks_per_second);
+  fmt::put_u32(h + 48, static_cast<uint32_t>(g_page_size));
+#if defined(__x86_64__) || defined(__i386__)
+  fmt::put_u32(h + 52, fmt::kFileFlagTsc);
+#endif
+  fmt::put_u32(h + 60, static_cast<uint32_t>(crc32(0L, h, 60)));
+  iovec iov[1] = {{h, sizeof h}};
+  return write_all(iov, 1);
+}
+
+__attribute__((constructor(101))) void start_recording() {
+  resolve_allocator();
+  char path[4096];
+  if (!read_settings(path, sizeof path)) return;
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  g_page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  g_start_ns = now_ns();
+  g_start_ticks = now_ticks();
+  g_fd = create_trace_file(path, sizeof path);
+  if (g_fd < 0) {
+    say("cannot create trace '", path, errno == EEXIST ? "': file exists; not recording"
+                                                         : "'; not recording");
+    --ts.guard;
+    return;
+  }
+  if (!write_file_header(calibrate_ticks_per_second())) {
+    say("cannot write trace '", path, "'; not recording");
+    close(g_fd);
+    g_fd = -1;
+    --ts.guard;
+    return;
+  }
+  g_statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  pthread_key_create(&g_thread_key, on_thread_exit);
+  pthread_atfork(nullptr, nullptr, on_fork_child);
+  g_state.store(kRecording);
+  if (pthread_create(&g_writer, nullptr, writer_main, nullptr) != 0) {
+    say("cannot start the trace writer thread; not recording");
+    g_state.store(kStopped);
+  }
+  install_signal_handlers();
+  --ts.guard;
+}
+
+void finish(fmt::EndReason reason) {
+  int expected = kRecording;
+  if (!g_state.compare_exchange_strong(expected, kFinished)) return;
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  g_flush_epoch.fetch_add(1, std::memory_order_relaxed);  // other threads stop appending
+  if (ts.buf && ts.events > 0) hand_off(ts);
+  pthread_mutex_lock(&g_queue_mutex);
+  g_stop_writer = true;
+  pthread_cond_signal(&g_work_cond);
+  pthread_mutex_unlock(&g_queue_mutex);
+  pthread_join(g_writer, nullptr);
+  write_footer(reason, 0);
+  close(g_fd);
+  g_fd = -1;
+  --ts.guard;
+}
+
+__attribute__((destructor(101))) void finish_recording() { finish(fmt::EndReason::kExit); }
+
+}  // namespace
+
+bool recording() { return g_state.load(std::memory_order_relaxed) == kRecording; }
+
+void finish_before_exec() { finish(fmt::EndReason::kExec); }
+
+bool refill(ThreadState &ts, size_t bytes) {
+  if (bytes > kBufferBytes / 2) return false;
+  if (g_state.load(std::memory_order_relaxed) != kRecording) {
+    if (ts.buf) ts.end = ts.cursor;  // recording never resumes: keep failing fast
+    return false;
+  }
+  ++ts.guard;
+  bool fresh_thread = !ts.has_tid;
+  if (fresh_thread) {
+    ts.tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
+    ts.has_tid = true;
+  }
+  Buffer *reuse = nullptr;
+  if (ts.buf) {
+    if (ts.events > 1) {
+      hand_off(ts);
+    } else {
+      reuse = ts.buf;  // nothing but the restated phase: keep the buffer, refresh the epoch
+      --ts.next_seq;
+    }
+  } else {
+    pthread_setspecific(g_thread_key, &ts);  // flush at thread exit
+  }
+  Buffer *b = reuse;
+  if (!b) {
+    pthread_mutex_lock(&g_queue_mutex);
+    while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording)
+      pthread_cond_wait(&g_space_cond, &g_queue_mutex);
+    b = take_free_buffer_locked();
+    pthread_mutex_unlock(&g_queue_mutex);
+  }
+  if (!b) {
+    stop_on_write_error(ENOMEM);
+    --ts.guard;
+    return false;
+  }
+  start_buffer(ts, b);
+  if (fresh_thread) record_thread_name(ts);
+  --ts.guard;
+  return true;
+}
+
+void record_name(ThreadState &ts, uint32_t id, const char *name, size_t length) {
+  if (length > fmt::kMaxNameBytes) length = fmt::kMaxNameBytes;
+  if (!reserve(ts, length + 32)) return;
+  uint8_t *p = begin_event(ts, fmt::EventType::kName, 0, now_ticks());
+  p = fmt::put_varint(p, id);
+  p = fmt::put_varint(p, length);
+  memcpy(p, name, length);
+  end_event(ts, p + length);
+}
+
+}  // namespace adprof::preload
