@@ -8,21 +8,11 @@
 
 #include "adprof/findings.h"
 #include "adprof/report.h"
+#include "adprof/snapshot.h"
 
 namespace adprof {
 
 namespace {
-
-const char *dtype_name(uint8_t dtype) {
-  switch (dtype) {
-    case ADPROF_DTYPE_F32: return "f32";
-    case ADPROF_DTYPE_F64: return "f64";
-    case ADPROF_DTYPE_I32: return "i32";
-    case ADPROF_DTYPE_I64: return "i64";
-    case ADPROF_DTYPE_BOOL: return "bool";
-    default: return "";
-  }
-}
 
 struct OpTotals {
   uint64_t calls = 0, allocations = 0, bytes = 0, temporaries = 0, temporary_bytes = 0;
@@ -163,55 +153,14 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       options.progress(0.5 + 0.5 * static_cast<double>(index) / static_cast<double>(r.peak_event));
     at_peak.apply(e);
   }
-  r.peak_by_role = at_peak.host_by_role();
-  r.peak_by_phase = at_peak.host_by_phase();
-  r.peak_slack = at_peak.host_slack();
-  std::unordered_map<uint32_t, uint64_t> op_bytes_at_peak;
-  std::unordered_map<uint64_t, const Block *> by_addr;
-  auto visit = [&](uint64_t addr, const Block &b) {
-    if (!is_host_space(b.space)) return;
-    op_bytes_at_peak[b.op_name] += b.size;
-    by_addr[addr] = &b;
-  };
-  for (const auto &[addr, b] : at_peak.blocks()) visit(addr, b);
-  for (const auto &[addr, b] : at_peak.mmap_blocks()) visit(addr, b);
-  std::vector<std::pair<uint64_t, const Block *>> live(by_addr.begin(), by_addr.end());
-  std::sort(live.begin(), live.end(), [](const auto &a, const auto &b) {
-    return a.second->size != b.second->size ? a.second->size > b.second->size : a.first < b.first;
-  });
-  if (live.size() > options.max_live_buffers) live.resize(options.max_live_buffers);
-  auto describe_block = [&](const Block &b) {
-    if (b.label) return at_peak.name(b.label);
-    return at_peak.op_label(b.op_name, b.op_instance);
-  };
-  for (const auto &[addr, b] : live) {
-    LiveBuffer lb;
-    lb.addr = addr;
-    lb.size = b->size;
-    lb.slack = b->slack;
-    lb.role = role_name(b->role);
-    lb.phase = phase_name(b->phase);
-    lb.space = space_name(b->space);
-    lb.device = b->device;
-    lb.thread = b->thread;
-    lb.op = at_peak.op_label(b->op_name, b->op_instance);
-    lb.alloc_time = reader.seconds(b->alloc_ticks);
-    lb.label = b->label ? at_peak.name(b->label) : "";
-    lb.dtype = dtype_name(b->dtype);
-    if (const auto *shape = at_peak.shape_of(*b)) lb.shape = *shape;
-    lb.source = b->source;
-    if (b->source) {
-      auto src = by_addr.find(b->source);
-      if (src != by_addr.end()) lb.source_label = describe_block(*src->second);
-    }
-    lb.content_hash = b->content_hash;
-    r.live_at_peak.push_back(std::move(lb));
-  }
-  for (const auto &[id, bytes] : op_bytes_at_peak)
-    r.peak_by_op.push_back({op_kind_name(at_peak, id), bytes});
-  std::sort(r.peak_by_op.begin(), r.peak_by_op.end(), [](const auto &a, const auto &b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
-  });
+  Snapshot snap = take_snapshot(at_peak, reader, options.max_live_buffers);
+  r.peak_by_role = snap.by_role;
+  r.peak_by_phase = snap.by_phase;
+  r.peak_slack = snap.slack;
+  r.live_at_peak = std::move(snap.buffers);
+  r.peak_by_op = snap.by_op;
+  std::unordered_map<std::string, uint64_t> op_bytes_at_peak;
+  for (const NamedBytes &o : r.peak_by_op) op_bytes_at_peak[o.name] = o.bytes;
 
   for (const auto &[id, t] : ops) {
     OpSummary s;
@@ -221,7 +170,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     s.bytes = t.bytes;
     s.temporaries = t.temporaries;
     s.temporary_bytes = t.temporary_bytes;
-    auto it = op_bytes_at_peak.find(id);
+    auto it = op_bytes_at_peak.find(s.name);
     s.live_at_peak = it != op_bytes_at_peak.end() ? it->second : 0;
     r.ops.push_back(std::move(s));
   }

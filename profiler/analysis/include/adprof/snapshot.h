@@ -1,0 +1,33 @@
+// The live set at one instant: every live buffer with its role, op, phase, label, dtype, shape
+// and (for a duplicate) its source. The report's "live at the peak" and the GUI's "at an
+// instant" view are both this.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "adprof/replay.h"
+#include "adprof/report.h"
+#include "adprof/trace_reader.h"
+
+namespace adprof {
+
+struct Snapshot {
+  double time = 0;
+  uint64_t host = 0;
+  std::array<uint64_t, kRoleCount> by_role{};
+  std::array<uint64_t, kPhaseCount> by_phase{};
+  std::vector<NamedBytes> by_op;   // op kinds, descending
+  std::vector<LiveBuffer> buffers;  // host buffers, descending by size (at most max_buffers)
+  uint64_t slack = 0;
+};
+
+// Describes the host buffers live in `replay` now.
+Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers);
+
+// Replays `reader` from its start up to `time` (seconds) or up to event number `event` (1-based,
+// 0: use time), and describes what is live there.
+Snapshot snapshot_at(TraceReader &reader, double time, uint64_t event = 0,
+                     size_t max_buffers = 100000);
+
+}  // namespace adprof

@@ -1,0 +1,64 @@
+// Live memory over time, for `adprof timeline`, the GUI's chart and the Perfetto export.
+// Samples are taken at every change and thinned on the fly (adjacent pairs merge keeping the
+// higher one), so the series stays within max_samples and still shows every peak's height.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
+
+namespace adprof {
+
+struct TimelineSample {
+  double time = 0;
+  uint64_t host = 0;
+  std::array<uint64_t, kRoleCount> by_role{};
+  std::array<uint64_t, kPhaseCount> by_phase{};  // by phase of allocation
+  std::vector<uint64_t> by_op;                   // tracked ops, then "other ops"
+  uint64_t device = 0;
+  uint64_t device_reserved = 0;
+};
+
+struct PhaseBand {
+  double start = 0;
+  double end = 0;
+  int phase = 0;
+};
+
+struct StepMark {
+  double time = 0;
+  uint64_t step = 0;
+};
+
+struct Timeline {
+  std::vector<TimelineSample> samples;
+  std::vector<PhaseBand> phases;  // phase of the thread that last changed phase
+  std::vector<StepMark> steps;
+  std::vector<std::string> op_names;  // names of the by_op series (last: "other ops")
+  double start = 0;  // the window, seconds since the start of the recording
+  double end = 0;
+  uint64_t peak = 0;
+  double peak_time = 0;
+  uint64_t device_peak = 0;
+  uint64_t events = 0;
+};
+
+struct TimelineOptions {
+  size_t max_samples = 4096;
+  double from = 0;       // window in seconds; samples outside it are not kept
+  double to = 1e300;
+  std::vector<std::string> tracked_ops;  // op kinds to give their own by_op series
+  std::function<void(double)> progress;
+  std::function<bool()> cancelled;       // polled now and then; true stops early
+};
+
+Timeline build_timeline(TraceReader &reader, const TimelineOptions &options = {});
+
+// Writes the timeline as CSV (time_s, host, one column per role, phase and op, device).
+std::string timeline_csv(const Timeline &t);
+
+}  // namespace adprof

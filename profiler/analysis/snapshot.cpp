@@ -1,0 +1,102 @@
+#include "adprof/snapshot.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace adprof {
+
+namespace {
+
+const char *dtype_name(uint8_t dtype) {
+  switch (dtype) {
+    case ADPROF_DTYPE_F32: return "f32";
+    case ADPROF_DTYPE_F64: return "f64";
+    case ADPROF_DTYPE_I32: return "i32";
+    case ADPROF_DTYPE_I64: return "i64";
+    case ADPROF_DTYPE_BOOL: return "bool";
+    default: return "";
+  }
+}
+
+std::string op_kind_name(const Replay &replay, uint32_t id) {
+  if (id == 0) return "(no op)";
+  const std::string &n = replay.name(id);
+  return n.empty() ? "op" + std::to_string(id) : n;
+}
+
+}  // namespace
+
+Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers) {
+  Snapshot s;
+  s.host = replay.host_live();
+  s.by_role = replay.host_by_role();
+  s.by_phase = replay.host_by_phase();
+  s.slack = replay.host_slack();
+  std::unordered_map<uint32_t, uint64_t> op_bytes;
+  std::unordered_map<uint64_t, const Block *> by_addr;
+  auto visit = [&](uint64_t addr, const Block &b) {
+    if (!is_host_space(b.space)) return;
+    op_bytes[b.op_name] += b.size;
+    by_addr[addr] = &b;
+  };
+  for (const auto &[addr, b] : replay.blocks()) visit(addr, b);
+  for (const auto &[addr, b] : replay.mmap_blocks()) visit(addr, b);
+  std::vector<std::pair<uint64_t, const Block *>> live(by_addr.begin(), by_addr.end());
+  std::sort(live.begin(), live.end(), [](const auto &a, const auto &b) {
+    return a.second->size != b.second->size ? a.second->size > b.second->size : a.first < b.first;
+  });
+  if (live.size() > max_buffers) live.resize(max_buffers);
+  auto describe_block = [&](const Block &b) {
+    return b.label ? replay.name(b.label) : replay.op_label(b.op_name, b.op_instance);
+  };
+  for (const auto &[addr, b] : live) {
+    LiveBuffer lb;
+    lb.addr = addr;
+    lb.size = b->size;
+    lb.slack = b->slack;
+    lb.role = role_name(b->role);
+    lb.phase = phase_name(b->phase);
+    lb.space = space_name(b->space);
+    lb.device = b->device;
+    lb.thread = b->thread;
+    lb.op = replay.op_label(b->op_name, b->op_instance);
+    lb.alloc_time = reader.seconds(b->alloc_ticks);
+    lb.label = b->label ? replay.name(b->label) : "";
+    lb.dtype = dtype_name(b->dtype);
+    if (const auto *shape = replay.shape_of(*b)) lb.shape = *shape;
+    lb.source = b->source;
+    if (b->source) {
+      auto src = by_addr.find(b->source);
+      if (src != by_addr.end()) lb.source_label = describe_block(*src->second);
+    }
+    lb.content_hash = b->content_hash;
+    s.buffers.push_back(std::move(lb));
+  }
+  for (const auto &[id, bytes] : op_bytes) s.by_op.push_back({op_kind_name(replay, id), bytes});
+  std::sort(s.by_op.begin(), s.by_op.end(), [](const auto &a, const auto &b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+  });
+  return s;
+}
+
+Snapshot snapshot_at(TraceReader &reader, double time, uint64_t event, size_t max_buffers) {
+  reader.rewind();
+  Replay replay;
+  Event e;
+  uint64_t index = 0;
+  double now = 0;
+  while (true) {
+    if (event ? index >= event : false) break;
+    if (!reader.next(e)) break;
+    double t = reader.seconds(e.ticks);
+    if (!event && t > time) break;  // that event is after the instant: not applied
+    ++index;
+    now = t;
+    replay.apply(e);
+  }
+  Snapshot s = take_snapshot(replay, reader, max_buffers);
+  s.time = event ? now : time;
+  return s;
+}
+
+}  // namespace adprof

@@ -1,0 +1,117 @@
+#include "adprof/timeline.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+
+namespace adprof {
+
+namespace {
+
+// Keeps the higher of each adjacent pair: halves the series, keeps every peak's height.
+void thin(std::vector<TimelineSample> &s) {
+  size_t out = 0;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) s[out++] = s[i].host >= s[i + 1].host ? s[i] : s[i + 1];
+  if (s.size() % 2) s[out++] = s.back();
+  s.resize(out);
+}
+
+}  // namespace
+
+Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
+  Timeline t;
+  t.start = options.from;
+  t.op_names = options.tracked_ops;
+  t.op_names.push_back("other ops");
+  Replay replay;
+  std::unordered_map<uint32_t, size_t> op_series;  // name id -> series index
+  std::vector<uint64_t> op_live(t.op_names.size(), 0);
+  size_t max_samples = std::max<size_t>(options.max_samples, 16);
+  Event e;
+  uint64_t index = 0;
+  double now = 0;
+  int band_phase = -1;
+  auto sample = [&](double time) {
+    TimelineSample s;
+    s.time = time;
+    s.host = replay.host_live();
+    s.by_role = replay.host_by_role();
+    s.by_phase = replay.host_by_phase();
+    s.by_op = op_live;
+    s.device = replay.device_live();
+    s.device_reserved = replay.device_reserved();
+    t.samples.push_back(std::move(s));
+    if (t.samples.size() >= 2 * max_samples) thin(t.samples);
+  };
+  auto series_of = [&](uint32_t name_id) -> size_t {
+    auto it = op_series.find(name_id);
+    if (it != op_series.end()) return it->second;
+    size_t index = t.op_names.size() - 1;  // "other ops"
+    const std::string &n = replay.name(name_id);
+    for (size_t i = 0; i + 1 < t.op_names.size(); ++i)
+      if (t.op_names[i] == n) index = i;
+    op_series.emplace(name_id, index);
+    return index;
+  };
+  while (reader.next(e)) {
+    ++index;
+    if ((index & 0xFFFF) == 0) {
+      if (options.progress) options.progress(reader.progress());
+      if (options.cancelled && options.cancelled()) break;
+    }
+    now = reader.seconds(e.ticks);
+    bool changed = replay.apply(e);
+    if (e.type == format::EventType::kPhase && e.operand != band_phase) {
+      if (!t.phases.empty()) t.phases.back().end = now;
+      if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
+        t.phases.push_back({now, now, e.operand});
+      band_phase = e.operand;
+      continue;
+    }
+    if (e.type == format::EventType::kStep) {
+      t.steps.push_back({now, e.a});
+      continue;
+    }
+    if (!changed) continue;
+    const Replay::LastChange &c = replay.last();
+    if (is_host_space(c.block.space)) {
+      uint64_t &live = op_live[series_of(c.block.op_name)];
+      if (c.alloc) live += c.block.size;
+      if (c.free) live -= std::min(live, c.block.size);
+    }
+    if (replay.host_live() > t.peak) {
+      t.peak = replay.host_live();
+      t.peak_time = now;
+    }
+    t.device_peak = std::max(t.device_peak, replay.device_live());
+    if (now >= options.from && now <= options.to) sample(now);
+  }
+  t.events = index;
+  t.end = std::min(options.to, now);
+  if (!t.phases.empty()) t.phases.back().end = now;
+  // Drop the "other" bands: what is not forward, backward or optimizer is outside AD.
+  std::erase_if(t.phases, [](const PhaseBand &b) { return b.phase == ADPROF_PHASE_OTHER; });
+  if (options.progress) options.progress(1.0);
+  return t;
+}
+
+std::string timeline_csv(const Timeline &t) {
+  std::string out = "time_s,host";
+  for (int r = 0; r < kRoleCount; ++r) out += std::string(",role.") + role_name(r);
+  for (int p = 0; p < kPhaseCount; ++p) out += std::string(",phase.") + phase_name(p);
+  for (const auto &n : t.op_names) out += ",op." + n;
+  out += ",device,device_reserved\n";
+  char cell[48];
+  for (const TimelineSample &s : t.samples) {
+    snprintf(cell, sizeof cell, "%.9f", s.time);
+    out += cell;
+    out += "," + std::to_string(s.host);
+    for (uint64_t v : s.by_role) out += "," + std::to_string(v);
+    for (uint64_t v : s.by_phase) out += "," + std::to_string(v);
+    for (uint64_t v : s.by_op) out += "," + std::to_string(v);
+    out += "," + std::to_string(s.device) + "," + std::to_string(s.device_reserved) + "\n";
+  }
+  return out;
+}
+
+}  // namespace adprof
