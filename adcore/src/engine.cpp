@@ -1,0 +1,614 @@
+// The tape, the dispatcher and reverse mode. See engine.h and docs/ADCORE.md (annotation kinds).
+#include "adcore/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "adcore/optim.h"
+#include "internal.h"
+
+namespace adcore {
+namespace {
+
+thread_local bool g_grad_enabled = true;
+thread_local Tape *g_current = nullptr;
+thread_local adprof_phase g_phase = ADPROF_PHASE_OTHER;
+thread_local adprof_role g_out_role = ADPROF_ROLE_ACTIVATION;
+thread_local uint64_t g_untaped_instance = 0;
+uint32_t g_next_tape_id = 1;
+
+constexpr uint64_t kNoNode = ~0ULL;
+
+// Annotation kinds (documented in docs/ADCORE.md); interned once.
+struct Kinds {
+  uint32_t begin, node, save, release, backward_begin, backward_node, contribution, complete,
+      optimizer_step, checkpoint, end;
+  Kinds()
+      : begin(intern("adcore.tape.begin")),
+        node(intern("adcore.tape.node")),
+        save(intern("adcore.tape.save")),
+        release(intern("adcore.tape.release")),
+        backward_begin(intern("adcore.tape.backward_begin")),
+        backward_node(intern("adcore.tape.backward_node")),
+        contribution(intern("adcore.tape.grad_contribution")),
+        complete(intern("adcore.tape.adjoint_complete")),
+        optimizer_step(intern("adcore.tape.optimizer_step")),
+        checkpoint(intern("adcore.tape.checkpoint")),
+        end(intern("adcore.tape.end")) {}
+};
+const Kinds &kinds() {
+  static const Kinds k;
+  return k;
+}
+template <size_t N>
+void annotate(uint32_t kind, const uint64_t (&v)[N]) {
+  adprof_annotate(kind, v, static_cast<uint32_t>(N));
+}
+uint64_t addr(const void *p) { return reinterpret_cast<uint64_t>(p); }
+
+bool unique(const Tensor &t) { return t.impl()->refs == 1 && t.impl()->storage->refs == 1; }
+
+// A tensor the caller may own: contiguous, covering its whole storage, held by nobody else.
+Tensor owned(Tensor g) {
+  if (unique(g) && g.is_contiguous() && g.impl()->offset == 0 &&
+      g.nbytes() == g.impl()->storage->bytes)
+    return g;
+  return copy(g);
+}
+
+}  // namespace
+
+// ---------------- grad mode, phase, output role ----------------
+bool grad_enabled() { return g_grad_enabled; }
+NoGrad::NoGrad() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGrad::~NoGrad() { g_grad_enabled = prev_; }
+
+adprof_phase current_phase() { return g_phase; }
+Phase::Phase(adprof_phase p) : prev_(g_phase) {
+  g_phase = p;
+  adprof_set_phase(p);
+}
+Phase::~Phase() {
+  g_phase = prev_;
+  adprof_set_phase(prev_);
+}
+adprof_role output_role() { return g_out_role; }
+OutputRole::OutputRole(adprof_role r) : prev_(g_out_role) { g_out_role = r; }
+OutputRole::~OutputRole() { g_out_role = prev_; }
+
+namespace {
+// Grad mode on again inside a NoGrad region (checkpoint recomputation).
+class EnableGrad {
+ public:
+  EnableGrad() : prev_(g_grad_enabled) { g_grad_enabled = true; }
+  ~EnableGrad() { g_grad_enabled = prev_; }
+  EnableGrad(const EnableGrad &) = delete;
+  EnableGrad &operator=(const EnableGrad &) = delete;
+
+ private:
+  bool prev_;
+};
+}  // namespace
+
+// ---------------- dispatcher ----------------
+namespace detail {
+
+Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &shape, DType dt) {
+  Device &dev = ins.empty() ? cpu() : ins[0].device();
+  KernelFn k = dev.kernel(op);
+  if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " +
+                                   dev.name());
+  Tape &tape = Tape::current();
+  bool rec = false;
+  if (g_grad_enabled && op_def(op).backward) {
+    for (const Tensor &t : ins)
+      if (tape.active(t)) {
+        rec = true;
+        break;
+      }
+  }
+  const bool other = g_phase == ADPROF_PHASE_OTHER;
+  if (other) adprof_set_phase(ADPROF_PHASE_FORWARD);
+  Tensor out;
+  {
+    adprof::OpScope scope(op_name_id(op), rec ? tape.size() : (1ULL << 63) | ++g_untaped_instance);
+    adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+    out = empty(shape, dt, g_out_role, dev);
+    if (op_def(op).duplicates_input) retag_storage(*out.impl()->storage, ADPROF_ROLE_DUPLICATE,
+                                                   ins[0].storage_ptr());
+    KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
+    k(args);
+    if (rec) tape.record(op, ins, a, out);
+    if (tape.options().hash_contents && profiled())
+      adprof_content_hash(out.storage_ptr(), content_hash(out));
+  }
+  if (other) adprof_set_phase(ADPROF_PHASE_OTHER);
+  return out;
+}
+
+Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view) {
+  Tape &tape = Tape::current();
+  if (g_grad_enabled && tape.active(in)) {
+    adprof::OpScope scope(op_name_id(op), tape.size());
+    tape.record(op, std::span<const Tensor>(&in, 1), a, view);
+  }
+  return view;
+}
+
+void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
+  Device &dev = ins[0].device();
+  KernelFn k = dev.kernel(op);
+  if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported");
+  adprof::OpScope scope(op_name_id(op), (1ULL << 63) | ++g_untaped_instance);
+  adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+  Tensor out = ins[0];
+  KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
+  k(args);
+}
+
+}  // namespace detail
+
+// ---------------- Node, Tape ----------------
+void Node::clear() {
+  in_node.clear();
+  in_meta.clear();
+  saved.clear();
+  saved_out = Tensor();
+  leaf = Tensor();
+  segment = nullptr;
+  requested = false;
+  released = false;
+  attrs = Attrs{};
+}
+
+Tape::Tape(Options opts) : opts_(opts), id_(g_next_tape_id++) {
+  if (opts_.reuse_tape) arena_ = Ref<Arena>(new Arena(cpu()));
+}
+
+Tape::~Tape() {
+  reset();
+  for (Node *n : nodes_) delete n;
+  if (arena_) arena_->set_open(false);
+  if (g_current == this) g_current = nullptr;
+}
+
+void Tape::set_options(const Options &o) {
+  reset();
+  opts_ = o;
+  if (opts_.reuse_tape && !arena_) arena_ = Ref<Arena>(new Arena(cpu()));
+  if (!opts_.reuse_tape && arena_) {
+    arena_->set_open(false);
+    arena_.reset();
+  }
+}
+
+Tape &Tape::thread_default() {
+  thread_local Tape t;
+  return t;
+}
+Tape &Tape::current() { return g_current ? *g_current : thread_default(); }
+
+TapeScope::TapeScope(Tape &t) : prev_(g_current) { g_current = &t; }
+TapeScope::~TapeScope() { g_current = prev_; }
+
+const Options &current_options() { return Tape::current().options(); }
+void set_default_options(const Options &o) { Tape::thread_default().set_options(o); }
+
+bool Tape::active(const Tensor &t) const {
+  const TensorImpl *i = t.impl();
+  if (i->tape == this && i->tape_gen == gen_ && i->node >= 0) return true;
+  if (i->requires_grad) return true;
+  return !opts_.activity_analysis && is_floating(i->dtype);
+}
+
+Node &Tape::new_node(OpId op) {
+  if (n_ == nodes_.size()) nodes_.push_back(new Node());
+  Node &n = *nodes_[n_];
+  n.id = static_cast<int32_t>(n_);
+  n.op = op;
+  ++n_;
+  if (n_ == 1 && profiled()) annotate(kinds().begin, {id_, gen_, opts_.bits()});
+  return n;
+}
+
+int32_t Tape::leaf_node(const Tensor &t) {
+  TensorImpl *i = t.impl();
+  if (i->tape == this && i->tape_gen == gen_ && i->node >= 0) return i->node;
+  Node &n = new_node(OpId::leaf);
+  n.leaf = t;
+  n.out_meta = {t.shape(), t.dtype()};
+  i->tape = this;
+  i->tape_gen = gen_;
+  i->node = n.id;
+  if (profiled())
+    annotate(kinds().node, {static_cast<uint64_t>(n.id), op_name_id(OpId::leaf),
+                            addr(t.storage_ptr()), t.nbytes(), 0, t.requires_grad() ? 1u : 0u});
+  return n.id;
+}
+
+namespace {
+void save_tensor(Node &n, Tensor &slot, const Tensor &t, uint64_t which) {
+  slot = t;
+  StorageImpl &s = *t.impl()->storage;
+  if (s.role == ADPROF_ROLE_ACTIVATION || s.role == ADPROF_ROLE_FORWARD_CACHE) {
+    if (s.saved++ == 0) retag_storage(s, ADPROF_ROLE_FORWARD_CACHE);
+  }
+  if (profiled())
+    annotate(kinds().save, {static_cast<uint64_t>(n.id), addr(s.data), s.bytes, which});
+}
+void unsave_tensor(Node &n, Tensor &slot) {
+  if (!slot.defined()) return;
+  StorageImpl &s = *slot.impl()->storage;
+  if (profiled()) annotate(kinds().release, {static_cast<uint64_t>(n.id), addr(s.data)});
+  if (s.role == ADPROF_ROLE_FORWARD_CACHE && s.saved > 0 && --s.saved == 0) {
+    const bool dies = s.refs == 1 && slot.impl()->refs == 1;
+    if (!dies) retag_storage(s, ADPROF_ROLE_ACTIVATION);
+  }
+  slot = Tensor();
+}
+}  // namespace
+
+void Tape::record(OpId op, std::span<const Tensor> ins, const Attrs &a, Tensor &out) {
+  // Leaves first, so that every input's node id is below this node's.
+  for (const Tensor &t : ins)
+    if (active(t)) leaf_node(t);
+  Node &n = new_node(op);
+  n.attrs = a;
+  const OpDef &d = op_def(op);
+  const size_t k = ins.size();
+  n.in_node.resize(k);
+  n.in_meta.resize(k);
+  n.saved.resize(k);
+  uint8_t need = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const bool act = active(ins[i]);
+    n.in_node[i] = act ? ins[i].impl()->node : -1;
+    n.in_meta[i] = {ins[i].shape(), ins[i].dtype()};
+    if (act || !opts_.activity_analysis) need |= d.save_for_grad[std::min<size_t>(i, 3)];
+  }
+  if (op == OpId::checkpoint) need = 0x0f;
+  for (size_t i = 0; i < k; ++i)
+    if ((need >> std::min<size_t>(i, 3)) & 1u) save_tensor(n, n.saved[i], ins[i], i);
+  if (need & kSaveOut) save_tensor(n, n.saved_out, out, 31);
+  n.out_meta = {out.shape(), out.dtype()};
+  TensorImpl *oi = out.impl();
+  oi->tape = this;
+  oi->tape_gen = gen_;
+  oi->node = n.id;
+  if (profiled()) {
+    uint64_t v[32];
+    uint32_t c = 0;
+    v[c++] = static_cast<uint64_t>(n.id);
+    v[c++] = op_name_id(op);
+    v[c++] = addr(out.storage_ptr());
+    v[c++] = out.nbytes();
+    v[c++] = k;
+    for (size_t i = 0; i < k && c < 32; ++i)
+      v[c++] = n.in_node[i] >= 0 ? static_cast<uint64_t>(n.in_node[i]) : kNoNode;
+    adprof_annotate(kinds().node, v, c);
+  }
+}
+
+void Tape::record_checkpoint(SegmentFn fn, std::span<const Tensor> ins, Tensor &out) {
+  {
+    adprof::OpScope scope(op_name_id(OpId::checkpoint), size());
+    record(OpId::checkpoint, ins, Attrs{}, out);
+  }
+  Node &n = *nodes_[n_ - 1];
+  n.segment = std::move(fn);
+  if (profiled())
+    annotate(kinds().checkpoint, {static_cast<uint64_t>(n.id), ins.size(), addr(out.storage_ptr())});
+}
+
+void Tape::release_node(Node &n) {
+  if (n.released) return;
+  n.released = true;
+  for (Tensor &s : n.saved) unsave_tensor(n, s);
+  unsave_tensor(n, n.saved_out);
+}
+
+void Tape::reset() {
+  for (size_t i = 0; i < n_; ++i) {
+    release_node(*nodes_[i]);
+    nodes_[i]->clear();
+  }
+  if (n_ && profiled()) annotate(kinds().end, {id_, gen_});
+  n_ = 0;
+  ++gen_;
+  if (!opts_.reuse_tape) {
+    for (Node *n : nodes_) delete n;
+    nodes_.clear();
+    nodes_.shrink_to_fit();
+    adj_.clear();
+    adj_.shrink_to_fit();
+    pending_.clear();
+    pending_.shrink_to_fit();
+  }
+}
+
+// ---------------- accumulation: the ONE place gradients meet ----------------
+void Tape::accumulate(int32_t target, int32_t from, Tensor c) {
+  const size_t t = static_cast<size_t>(target);
+  if (!opts_.inplace_accumulation) {
+    // Naive: every contribution is materialised as its own accumulation buffer; all are summed
+    // when the adjoint is needed (finish_adjoint).
+    Tensor m;
+    {
+      OutputRole role(ADPROF_ROLE_ACCUMULATION);
+      m = copy(c);
+    }
+    if (profiled())
+      annotate(kinds().contribution, {static_cast<uint64_t>(target), static_cast<uint64_t>(from),
+                                      addr(m.storage_ptr()), m.nbytes(), 3});
+    pending_[t].push_back(std::move(m));
+    return;
+  }
+  Tensor &cur = adj_[t];
+  uint64_t mode;
+  if (!cur.defined()) {
+    cur = std::move(c);  // adopt (it may be shared: then the next contribution copies)
+    mode = 0;
+  } else if (unique(cur) && cur.is_contiguous() && cur.shape() == c.shape()) {
+    add_inplace(cur, c);
+    mode = 1;
+  } else {
+    cur = add(cur, c);
+    mode = 2;
+  }
+  if (profiled())
+    annotate(kinds().contribution, {static_cast<uint64_t>(target), static_cast<uint64_t>(from),
+                                    addr(cur.storage_ptr()), cur.nbytes(), mode});
+}
+
+void Tape::finish_adjoint(int32_t id) {
+  auto &p = pending_[static_cast<size_t>(id)];
+  if (p.empty()) return;
+  Tensor &cur = adj_[static_cast<size_t>(id)];
+  if (cur.defined()) p.push_back(std::move(cur));
+  if (p.size() == 1) {
+    cur = std::move(p[0]);
+    retag_storage(*cur.impl()->storage, ADPROF_ROLE_ADJOINT);
+  } else {
+    cur = add_n(std::span<const Tensor>(p.data(), p.size()));
+  }
+  p.clear();
+}
+
+// ---------------- reverse sweep ----------------
+void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
+  Node &n = *nodes_[static_cast<size_t>(id)];
+  finish_adjoint(id);
+  Tensor g = std::move(adj_[static_cast<size_t>(id)]);
+  if (!g.defined()) return;
+  if (profiled())
+    annotate(kinds().complete, {static_cast<uint64_t>(id), addr(g.storage_ptr()), g.nbytes()});
+  if (n.requested) {
+    for (size_t k = 0; k < result_node_.size(); ++k)
+      if (result_node_[k] == id) results_[k] = owned(g);
+    return;
+  }
+  if (!to_leaf_grads || n.op != OpId::leaf || !n.leaf.requires_grad()) return;
+  if (opt && opts_.fused_optimizer) {
+    const int k = opt->find(n.leaf);
+    if (k >= 0) {
+      if (profiled())
+        annotate(kinds().optimizer_step, {static_cast<uint64_t>(id), addr(n.leaf.storage_ptr())});
+      opt->update(static_cast<size_t>(k), g);
+      return;  // the gradient dies here
+    }
+  }
+  TensorImpl *li = n.leaf.impl();
+  if (!li->grad) {
+    Tensor o = owned(g);
+    li->grad = Ref<TensorImpl>(o.impl());
+  } else {
+    Tensor cur(li->grad);
+    add_inplace(cur, g);
+  }
+}
+
+void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
+                        const Tensor *seed) {
+  if (!seed && root.numel() != 1)
+    throw std::invalid_argument("backward: root must have one element");
+  if (!active(root)) throw std::invalid_argument("backward: root does not depend on the tape");
+  Phase phase(ADPROF_PHASE_BACKWARD);
+  ArenaScope arena(arena_ ? arena_.get() : current_arena());
+  NoGrad ng;
+  OutputRole orole(ADPROF_ROLE_ADJOINT);
+  const int32_t r = root.impl()->tape == this && root.impl()->tape_gen == gen_
+                        ? root.impl()->node
+                        : leaf_node(root);
+  const size_t n = n_;
+  adj_.resize(n);
+  if (pending_.size() < n) pending_.resize(n);
+  deps_.assign(n, 0);
+  useful_.assign(n, 1);
+  reach_.assign(n, 0);
+  // Activity: only nodes on a path to a requested gradient get adjoints and run backward.
+  if (opts_.activity_analysis) {
+    for (size_t i = 0; i <= static_cast<size_t>(r); ++i) {
+      Node &nd = *nodes_[i];
+      bool u = nd.requested || (to_leaf_grads && nd.op == OpId::leaf && nd.leaf.requires_grad());
+      for (int32_t j : nd.in_node)
+        if (j >= 0 && useful_[static_cast<size_t>(j)]) u = true;
+      useful_[i] = u ? 1 : 0;
+    }
+  }
+  // Reachability from the root and dependency counts (consumers still to run).
+  reach_[static_cast<size_t>(r)] = 1;
+  for (int32_t i = r; i >= 0; --i) {
+    if (!reach_[static_cast<size_t>(i)] || !useful_[static_cast<size_t>(i)]) continue;
+    for (int32_t j : nodes_[static_cast<size_t>(i)]->in_node) {
+      if (j < 0 || !useful_[static_cast<size_t>(j)]) continue;
+      reach_[static_cast<size_t>(j)] = 1;
+      ++deps_[static_cast<size_t>(j)];
+    }
+  }
+  if (profiled()) annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, opts_.bits()});
+  adj_[static_cast<size_t>(r)] =
+      seed ? *seed : full(root.shape(), 1.0, root.dtype(), ADPROF_ROLE_ADJOINT);
+  if (nodes_[static_cast<size_t>(r)]->op == OpId::leaf) deliver(r, opt, to_leaf_grads);
+
+  for (int32_t i = r; i >= 0; --i) {
+    const size_t ui = static_cast<size_t>(i);
+    Node &nd = *nodes_[ui];
+    if (nd.op == OpId::leaf || !reach_[ui] || !useful_[ui]) continue;
+    finish_adjoint(i);
+    Tensor g = std::move(adj_[ui]);
+    if (nd.requested && g.defined()) {
+      for (size_t k = 0; k < result_node_.size(); ++k)
+        if (result_node_[k] == i) results_[k] = owned(g);
+    }
+    const size_t k = nd.in_node.size();
+    gin_.resize(k);
+    needs_.resize(k);
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t in = nd.in_node[j];
+      needs_[j] = in >= 0 && useful_[static_cast<size_t>(in)] ? 1 : 0;
+    }
+    if (g.defined()) {
+      adprof::OpScope scope(op_name_id(nd.op), static_cast<uint64_t>(i));
+      adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+      if (profiled()) annotate(kinds().backward_node, {static_cast<uint64_t>(i)});
+      std::span<Tensor> gin(gin_.data(), k);
+      std::span<const uint8_t> needs(needs_.data(), k);
+      if (nd.op == OpId::checkpoint) {
+        run_checkpoint_backward(nd, g, gin, needs);
+      } else {
+        BackwardCtx ctx{nd, g, gin, needs};
+        op_def(nd.op).backward(ctx);
+      }
+    }
+    g = Tensor();
+    if (opts_.early_release) release_node(nd);
+    for (size_t j = 0; j < k; ++j) {
+      if (!needs_[j]) {
+        gin_[j] = Tensor();
+        continue;
+      }
+      const int32_t in = nd.in_node[j];
+      if (gin_[j].defined()) accumulate(in, i, std::move(gin_[j]));
+      gin_[j] = Tensor();
+      if (--deps_[static_cast<size_t>(in)] == 0 && nodes_[static_cast<size_t>(in)]->op == OpId::leaf)
+        deliver(in, opt, to_leaf_grads);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) adj_[i] = Tensor();
+}
+
+void Tape::run_checkpoint_backward(Node &n, const Tensor &g, std::span<Tensor> gin,
+                                   std::span<const uint8_t> needs) {
+  // Recompute the segment on a nested tape (same policies, no arena of its own) in the backward
+  // phase; the recomputed values are activations / forward caches again. Then differentiate
+  // the nested tape with `g` as the seed.
+  Options o = opts_;
+  o.reuse_tape = false;
+  Tape inner(o);
+  std::vector<Tensor> args(n.saved.size()), wrt, grads;
+  std::vector<size_t> slot;
+  TapeScope ts(inner);
+  Tensor y;
+  {
+    EnableGrad eg;
+    OutputRole role(ADPROF_ROLE_ACTIVATION);
+    for (size_t i = 0; i < args.size(); ++i) {
+      args[i] = n.saved[i].detach();
+      if (needs[i]) {
+        args[i].set_requires_grad(true);
+        wrt.push_back(args[i]);
+        slot.push_back(i);
+      }
+    }
+    y = n.segment(std::span<const Tensor>(args.data(), args.size()));
+  }
+  if (wrt.empty() || !inner.active(y)) return;
+  grads.resize(wrt.size());
+  inner.gradients_impl(y, &g, wrt, grads);
+  for (size_t k = 0; k < slot.size(); ++k) gin[slot[k]] = std::move(grads[k]);
+}
+
+void Tape::gradients(const Tensor &root, std::span<const Tensor> wrt, std::span<Tensor> out) {
+  gradients_impl(root, nullptr, wrt, out);
+}
+
+void Tape::gradients_impl(const Tensor &root, const Tensor *seed, std::span<const Tensor> wrt,
+                          std::span<Tensor> out) {
+  if (wrt.size() != out.size()) throw std::invalid_argument("gradients: wrt/out size mismatch");
+  result_node_.resize(wrt.size());
+  results_ = out;
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    out[k] = Tensor();
+    const Tensor &t = wrt[k];
+    int32_t id = -1;
+    if (t.impl()->tape == this && t.impl()->tape_gen == gen_ && t.impl()->node >= 0)
+      id = t.impl()->node;
+    if (id >= 0) nodes_[static_cast<size_t>(id)]->requested = true;
+    result_node_[k] = id;
+  }
+  run_backward(root, nullptr, false, seed);
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    if (!out[k].defined()) {
+      OutputRole role(ADPROF_ROLE_ADJOINT);
+      out[k] = zeros(wrt[k].shape(), wrt[k].dtype(), ADPROF_ROLE_ADJOINT);
+    }
+  }
+  results_ = {};
+  result_node_.clear();
+  reset();
+}
+
+void Tape::backward(const Tensor &root, Optimizer *opt) {
+  result_node_.clear();
+  run_backward(root, opt, true, nullptr);
+  reset();
+  if (opt && !opts_.fused_optimizer) opt->step();
+}
+
+std::vector<Tensor> grad(const Tensor &root, std::span<const Tensor> wrt) {
+  std::vector<Tensor> out(wrt.size());
+  Tape::current().gradients(root, wrt, out);
+  return out;
+}
+
+// ---------------- value_and_grad ----------------
+Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<const size_t> wrt,
+                           std::span<Tensor> grads_out)
+    : t_(t), wrt_(wrt), out_(grads_out), prev_tape_(g_current), arena_(t.arena_.get()),
+      prev_phase_(g_phase) {
+  if (wrt.size() != grads_out.size())
+    throw std::invalid_argument("value_and_grad: wrt/grads_out size mismatch");
+  for (Tensor &g : grads_out) g = Tensor();  // their buffers go back to the arena
+  t.reset();
+  g_current = &t;
+  t.call_args_.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool act = !t.opts_.activity_analysis && is_floating(args[i].dtype());
+    for (size_t w : wrt)
+      if (w == i) act = true;
+    Tensor a = args[i].detach();
+    if (act) a.set_requires_grad(true);
+    t.call_args_[i] = std::move(a);
+  }
+  g_phase = ADPROF_PHASE_FORWARD;
+  adprof_set_phase(ADPROF_PHASE_FORWARD);
+}
+
+Tape::CallScope::~CallScope() {
+  t_.call_args_.clear();
+  t_.reset();
+  g_current = prev_tape_;
+  g_phase = prev_phase_;
+  adprof_set_phase(prev_phase_);
+}
+
+void Tape::CallScope::finish(const Tensor &loss) {
+  // Leaves for every wrt argument (an argument f did not use gets zeros).
+  t_.wrt_args_.resize(wrt_.size());
+  for (size_t k = 0; k < wrt_.size(); ++k) t_.wrt_args_[k] = t_.call_args_[wrt_[k]];
+  t_.gradients(loss, std::span<const Tensor>(t_.wrt_args_.data(), t_.wrt_args_.size()), out_);
+  for (Tensor &w : t_.wrt_args_) w = Tensor();
+}
+
+}  // namespace adcore

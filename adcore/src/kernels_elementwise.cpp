@@ -1,0 +1,241 @@
+// CPU kernels: elementwise ops, copies and casts (numpy broadcasting through strides).
+#include <cmath>
+#include <cstring>
+
+#include "internal.h"
+
+namespace adcore::detail {
+namespace {
+
+template <class T, class F>
+void binary(const KernelArgs &a, F f) {
+  const Tensor &x = a.in[0], &y = a.in[1];
+  Tensor &o = *a.out;
+  T *po = static_cast<T *>(o.raw());
+  const T *px = static_cast<const T *>(x.raw());
+  const T *py = static_cast<const T *>(y.raw());
+  const int64_t n = o.numel();
+  const bool xc = x.numel() == n && x.is_contiguous(), yc = y.numel() == n && y.is_contiguous();
+  auto scalar_like = [](const Tensor &t) {
+    for (int i = 0; i < t.rank(); ++i)
+      if (t.strides()[i] != 0 && t.shape()[i] != 1) return false;
+    return true;
+  };
+  if (xc && yc) {
+    for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
+    return;
+  }
+  if (xc && scalar_like(y)) {
+    const T v = *py;
+    for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], v);
+    return;
+  }
+  if (yc && scalar_like(x)) {
+    const T v = *px;
+    for (int64_t i = 0; i < n; ++i) po[i] = f(v, py[i]);
+    return;
+  }
+  const Shape sx = bstrides(x, o.shape()), sy = bstrides(y, o.shape());
+  iterate2(o.shape(), sx.d, sy.d,
+           [&](int64_t oi, int64_t i, int64_t j) { po[oi] = f(px[i], py[j]); });
+}
+
+template <class T, class F>
+void unary(const KernelArgs &a, F f) {
+  const Tensor &x = a.in[0];
+  Tensor &o = *a.out;
+  T *po = static_cast<T *>(o.raw());
+  const T *px = static_cast<const T *>(x.raw());
+  const int64_t n = o.numel();
+  if (x.is_contiguous()) {
+    for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+    return;
+  }
+  const Shape zero{};
+  const Shape sx = bstrides(x, o.shape());
+  int64_t z[kMaxRank] = {};
+  (void)zero;
+  iterate2(o.shape(), sx.d, z, [&](int64_t oi, int64_t i, int64_t) { po[oi] = f(px[i]); });
+}
+
+#define BINARY_KERNEL(name, expr)                                           \
+  void k_##name##_impl(const KernelArgs &a) {                               \
+    dispatch_float(a.out->dtype(), [&](auto tag) {                          \
+      using T = decltype(tag);                                              \
+      binary<T>(a, [](T x, T y) -> T { return expr; });                     \
+    });                                                                     \
+  }
+#define UNARY_KERNEL(name, expr)                                            \
+  void k_##name##_impl(const KernelArgs &a) {                               \
+    dispatch_float(a.out->dtype(), [&](auto tag) {                          \
+      using T = decltype(tag);                                              \
+      unary<T>(a, [](T x) -> T { return expr; });                           \
+    });                                                                     \
+  }
+
+BINARY_KERNEL(add, x + y)
+BINARY_KERNEL(sub, x - y)
+BINARY_KERNEL(mul, x *y)
+BINARY_KERNEL(div, x / y)
+BINARY_KERNEL(pow, std::pow(x, y))
+UNARY_KERNEL(neg, -x)
+UNARY_KERNEL(exp, std::exp(x))
+UNARY_KERNEL(log, std::log(x))
+UNARY_KERNEL(sqrt, std::sqrt(x))
+UNARY_KERNEL(abs, std::abs(x))
+UNARY_KERNEL(sign, static_cast<T>((x > T(0)) - (x < T(0))))
+UNARY_KERNEL(tanh, std::tanh(x))
+UNARY_KERNEL(sigmoid, T(1) / (T(1) + std::exp(-x)))
+UNARY_KERNEL(relu, x > T(0) ? x : T(0))
+UNARY_KERNEL(step, x > T(0) ? T(1) : T(0))
+
+// Loads/stores of any dtype, for cast.
+template <class F>
+void dispatch_any(DType t, F f) {
+  switch (t) {
+    case DType::F32:
+      f(float{});
+      break;
+    case DType::F64:
+      f(double{});
+      break;
+    case DType::I32:
+      f(int32_t{});
+      break;
+    case DType::I64:
+      f(int64_t{});
+      break;
+    case DType::Bool:
+      f(bool{});
+      break;
+  }
+}
+
+}  // namespace
+
+void k_add(const KernelArgs &a) { k_add_impl(a); }
+void k_sub(const KernelArgs &a) { k_sub_impl(a); }
+void k_mul(const KernelArgs &a) { k_mul_impl(a); }
+void k_div(const KernelArgs &a) { k_div_impl(a); }
+void k_pow(const KernelArgs &a) { k_pow_impl(a); }
+void k_neg(const KernelArgs &a) { k_neg_impl(a); }
+void k_exp(const KernelArgs &a) { k_exp_impl(a); }
+void k_log(const KernelArgs &a) { k_log_impl(a); }
+void k_sqrt(const KernelArgs &a) { k_sqrt_impl(a); }
+void k_abs(const KernelArgs &a) { k_abs_impl(a); }
+void k_sign(const KernelArgs &a) { k_sign_impl(a); }
+void k_tanh(const KernelArgs &a) { k_tanh_impl(a); }
+void k_sigmoid(const KernelArgs &a) { k_sigmoid_impl(a); }
+void k_relu(const KernelArgs &a) { k_relu_impl(a); }
+void k_step(const KernelArgs &a) { k_step_impl(a); }
+
+void k_affine(const KernelArgs &a) {
+  dispatch_float(a.out->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T al = static_cast<T>(a.attrs->s[0]), be = static_cast<T>(a.attrs->s[1]);
+    unary<T>(a, [al, be](T x) -> T { return al * x + be; });
+  });
+}
+
+void k_pow_scalar(const KernelArgs &a) {
+  dispatch_float(a.out->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const double p = a.attrs->s[0];
+    if (p == 2.0)
+      unary<T>(a, [](T x) -> T { return x * x; });
+    else if (p == 3.0)
+      unary<T>(a, [](T x) -> T { return x * x * x; });
+    else if (p == 4.0)
+      unary<T>(a, [](T x) -> T { return (x * x) * (x * x); });
+    else if (p == 1.0)
+      unary<T>(a, [](T x) -> T { return x; });
+    else if (p == 0.0)
+      unary<T>(a, [](T) -> T { return T(1); });
+    else {
+      const T pt = static_cast<T>(p);
+      unary<T>(a, [pt](T x) -> T { return std::pow(x, pt); });
+    }
+  });
+}
+
+void k_copy(const KernelArgs &a) {
+  const Tensor &x = a.in[0];
+  Tensor &o = *a.out;
+  if (x.is_contiguous()) {
+    std::memcpy(o.raw(), x.raw(), o.nbytes());
+    return;
+  }
+  dispatch_any(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T *po = static_cast<T *>(o.raw());
+    const T *px = static_cast<const T *>(x.raw());
+    int64_t z[kMaxRank] = {};
+    iterate2(o.shape(), x.strides().d, z, [&](int64_t oi, int64_t i, int64_t) { po[oi] = px[i]; });
+  });
+}
+
+void k_cast(const KernelArgs &a) {
+  const Tensor &x = a.in[0];
+  Tensor &o = *a.out;
+  dispatch_any(x.dtype(), [&](auto stag) {
+    using S = decltype(stag);
+    dispatch_any(o.dtype(), [&](auto dtag) {
+      using D = decltype(dtag);
+      D *po = static_cast<D *>(o.raw());
+      const S *px = static_cast<const S *>(x.raw());
+      if (x.is_contiguous()) {
+        for (int64_t i = 0, n = o.numel(); i < n; ++i) po[i] = static_cast<D>(px[i]);
+      } else {
+        int64_t z[kMaxRank] = {};
+        iterate2(o.shape(), x.strides().d, z,
+                 [&](int64_t oi, int64_t i, int64_t) { po[oi] = static_cast<D>(px[i]); });
+      }
+    });
+  });
+}
+
+void k_add_n(const KernelArgs &a) {
+  Tensor &o = *a.out;
+  dispatch_float(o.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T *po = static_cast<T *>(o.raw());
+    const int64_t n = o.numel();
+    for (int k = 0; k < a.nin; ++k) {
+      const Tensor &x = a.in[k];
+      const T *px = static_cast<const T *>(x.raw());
+      if (x.is_contiguous() && x.numel() == n) {
+        if (k == 0)
+          std::memcpy(po, px, o.nbytes());
+        else
+          for (int64_t i = 0; i < n; ++i) po[i] += px[i];
+      } else {
+        const Shape sx = bstrides(x, o.shape());
+        int64_t z[kMaxRank] = {};
+        if (k == 0)
+          iterate2(o.shape(), sx.d, z, [&](int64_t oi, int64_t i, int64_t) { po[oi] = px[i]; });
+        else
+          iterate2(o.shape(), sx.d, z, [&](int64_t oi, int64_t i, int64_t) { po[oi] += px[i]; });
+      }
+    }
+  });
+}
+
+void k_add_inplace(const KernelArgs &a) {
+  Tensor &o = *a.out;  // == in[0], contiguous
+  const Tensor &y = a.in[1];
+  dispatch_float(o.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T *po = static_cast<T *>(o.raw());
+    const T *py = static_cast<const T *>(y.raw());
+    const int64_t n = o.numel();
+    if (y.is_contiguous() && y.numel() == n) {
+      for (int64_t i = 0; i < n; ++i) po[i] += py[i];
+    } else {
+      const Shape sy = bstrides(y, o.shape());
+      int64_t z[kMaxRank] = {};
+      iterate2(o.shape(), sy.d, z, [&](int64_t oi, int64_t j, int64_t) { po[oi] += py[j]; });
+    }
+  });
+}
+
+}  // namespace adcore::detail
