@@ -29,5 +29,9 @@ void end_progress();
 
 int command_run(const std::vector<std::string> &args);
 int command_report(const std::vector<std::string> &args);
+int command_diff(const std::vector<std::string> &args);
+int command_check(const std::vector<std::string> &args);
+int command_timeline(const std::vector<std::string> &args);
+int command_export(const std::vector<std::string> &args);
 
 }  // namespace adprof::cli

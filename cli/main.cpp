@@ -16,6 +16,10 @@ Memory profiling for automatic-differentiation programs: what the peak is made o
 Commands:
   run [-o TRACE] [--] PROGRAM [ARGS...]   profile a program, write a trace, print the report
   report TRACE [--json] [--top N]         the memory report of a trace
+  timeline TRACE [--csv F] [--svg F]      live bytes over time, stacked by role
+  diff BASE NEW [--fail-if GATE]...       compare two runs; exit 1 when a gate fails
+  check RUN [--max-peak SIZE] ...         absolute memory budgets; exit 1 when exceeded
+  export TRACE --perfetto F | --folded F  Chrome/Perfetto trace JSON, folded stacks
 
 Run `adprof COMMAND --help` for a command's options.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error; `run` exits with the program's
@@ -43,6 +47,10 @@ int main(int argc, char **argv) {
   try {
     if (command == "run") return command_run(args);
     if (command == "report") return command_report(args);
+    if (command == "diff") return command_diff(args);
+    if (command == "check") return command_check(args);
+    if (command == "timeline") return command_timeline(args);
+    if (command == "export") return command_export(args);
     fprintf(stderr, "adprof: error: unknown command '%s' (see adprof --help)\n", command.c_str());
     return kExitUsage;
   } catch (const UsageError &e) {

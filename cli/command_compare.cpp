@@ -1,0 +1,202 @@
+// adprof diff BASE NEW [--fail-if GATE]... [--markdown|--json]
+// adprof check TRACE|REPORT [--max-peak SIZE] [--max-allocs-per-step N] [--max-role ROLE=SIZE]...
+//              [--max-device-peak SIZE] [--fail-if GATE]...
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "adprof/compare.h"
+#include "cli_common.h"
+
+namespace adprof::cli {
+
+namespace {
+
+Report load(const std::string &path) {
+  AnalyzeOptions options;
+  options.progress = [](double f) { show_progress("analysing", f); };
+  Report r = load_report(path, options);
+  end_progress();
+  return r;
+}
+
+std::vector<Gate> gates_from(const po::variables_map &vm) {
+  std::vector<Gate> gates;
+  if (vm.count("fail-if"))
+    for (const auto &text : vm["fail-if"].as<std::vector<std::string>>()) {
+      try {
+        gates.push_back(parse_gate(text));
+      } catch (const std::invalid_argument &e) {
+        throw UsageError(e.what());
+      }
+    }
+  return gates;
+}
+
+std::vector<GateResult> run_gates(const std::vector<Gate> &gates,
+                                  const std::map<std::string, double> *base,
+                                  const std::map<std::string, double> &current) {
+  std::vector<GateResult> results;
+  for (const Gate &g : gates) {
+    try {
+      results.push_back(evaluate(g, base, current));
+    } catch (const std::invalid_argument &e) {
+      throw UsageError(e.what());
+    }
+  }
+  return results;
+}
+
+nlohmann::json gates_json(const std::vector<GateResult> &results) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto &g : results)
+    j.push_back({{"gate", g.gate.text},
+                 {"metric", g.gate.metric},
+                 {"failed", g.failed},
+                 {"base", g.base},
+                 {"value", g.current},
+                 {"explanation", g.explanation}});
+  return j;
+}
+
+bool any_failed(const std::vector<GateResult> &results) {
+  for (const auto &g : results)
+    if (g.failed) return true;
+  return false;
+}
+
+constexpr const char *kMetricsHelp =
+    "Metrics: peak, allocations, bytes_allocated, temporaries, allocations_per_step,\n"
+    "device.peak, device.reserved_peak, role.ROLE (bytes at the peak: role.duplicate,\n"
+    "role.forward_cache, role.adjoint, role.accumulation, ...), phase.PHASE (peak while in\n"
+    "forward/backward/optimizer), op.OP (bytes at the peak), op_allocations.OP.\n"
+    "A gate reads METRIC OP VALUE with OP one of > >= < <= ==; a signed VALUE (+5%, +1MiB,\n"
+    "-10) is the change from BASE, an unsigned one (0, 64MiB) the new value itself.\n";
+
+}  // namespace
+
+int command_diff(const std::vector<std::string> &args) {
+  po::options_description options(
+      std::string("usage: adprof diff BASE NEW [--fail-if GATE]... [--markdown | --json]\n\n"
+                  "Compares two runs (each a trace or an `adprof report --json` file): peak,\n"
+                  "allocations, bytes at the peak by role, op and phase, and what appeared or\n"
+                  "vanished at the peak. Exit 0 when every gate passes, 1 when one fails, 2 on\n"
+                  "bad input.\n\n") +
+      kMetricsHelp + "\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "fail-if", po::value<std::vector<std::string>>()->composing(),
+      "gate, e.g. 'peak > +5%' or 'role.duplicate > 0' (repeatable)")(
+      "markdown", "print a Markdown table (for a pull-request comment)")(
+      "json", "print the diff as JSON")("base", po::value<std::string>(), "base run")(
+      "new", po::value<std::string>(), "new run");
+  po::positional_options_description positional;
+  positional.add("base", 1).add("new", 1);
+  auto vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  if (!vm.count("base") || !vm.count("new"))
+    throw UsageError("diff needs BASE and NEW (see adprof diff --help)");
+  std::vector<Gate> gates = gates_from(vm);
+  Report base = load(vm["base"].as<std::string>());
+  Report current = load(vm["new"].as<std::string>());
+  auto mb = report_metrics(base), mc = report_metrics(current);
+  std::vector<GateResult> results = run_gates(gates, &mb, mc);
+  ReportDiff d = diff_reports(base, current);
+  if (vm.count("json")) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto &r : d.rows)
+      rows.push_back({{"metric", r.metric}, {"base", r.base}, {"new", r.current}});
+    std::cout << nlohmann::json{{"schema", "adprof.diff"},
+                                {"schema_version", 1},
+                                {"metrics", rows},
+                                {"appeared", d.appeared},
+                                {"vanished", d.vanished},
+                                {"gates", gates_json(results)},
+                                {"failed", any_failed(results)}}
+                     .dump(2)
+              << '\n';
+  } else if (vm.count("markdown")) {
+    std::cout << render_diff_markdown(d, results);
+  } else {
+    std::cout << render_diff_text(d, results);
+  }
+  return any_failed(results) ? kExitCheckFailed : kExitOk;
+}
+
+int command_check(const std::vector<std::string> &args) {
+  po::options_description options(
+      std::string("usage: adprof check RUN [--max-peak SIZE] [--max-allocs-per-step N]\n"
+                  "                    [--max-role ROLE=SIZE]... [--max-device-peak SIZE]\n"
+                  "                    [--fail-if GATE]... [--json]\n\n"
+                  "Checks one run (a trace or a report JSON) against absolute budgets. Exit 0\n"
+                  "when all hold, 1 when one is exceeded, 2 on bad input.\n\n") +
+      kMetricsHelp + "\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "max-peak", po::value<std::string>(), "budget for peak host bytes, e.g. 64MiB")(
+      "max-allocs-per-step", po::value<double>(),
+      "budget for heap allocations per step after the first (median)")(
+      "max-role", po::value<std::vector<std::string>>()->composing(),
+      "budget for one role's bytes at the peak, e.g. duplicate=0 (repeatable)")(
+      "max-device-peak", po::value<std::string>(), "budget for peak device bytes")(
+      "fail-if", po::value<std::vector<std::string>>()->composing(),
+      "any other gate with an unsigned value, e.g. 'op.cast > 1MiB'")(
+      "json", "print the results as JSON")("run", po::value<std::string>(), "trace or report");
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  auto vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  if (!vm.count("run")) throw UsageError("check needs a trace or report (see adprof check --help)");
+  std::vector<Gate> gates = gates_from(vm);
+  auto budget = [&](const std::string &metric, const std::string &value) {
+    try {
+      gates.push_back(parse_gate(metric + " > " + value));
+    } catch (const std::invalid_argument &e) {
+      throw UsageError(e.what());
+    }
+  };
+  auto size_budget = [&](const std::string &metric, const std::string &value) {
+    try {
+      parse_bytes(value);  // validates: a size, not a percentage
+      budget(metric, value);
+    } catch (const std::invalid_argument &e) {
+      throw UsageError(e.what());
+    }
+  };
+  if (vm.count("max-peak")) size_budget("peak", vm["max-peak"].as<std::string>());
+  if (vm.count("max-device-peak"))
+    size_budget("device.peak", vm["max-device-peak"].as<std::string>());
+  if (vm.count("max-allocs-per-step"))
+    budget("allocations_per_step", std::to_string(vm["max-allocs-per-step"].as<double>()));
+  if (vm.count("max-role"))
+    for (const auto &spec : vm["max-role"].as<std::vector<std::string>>()) {
+      size_t eq = spec.find('=');
+      if (eq == std::string::npos)
+        throw UsageError("--max-role takes ROLE=SIZE, e.g. duplicate=0 (got '" + spec + "')");
+      std::string role = spec.substr(0, eq);
+      if (role_from_name(role) < 0) throw UsageError("unknown role '" + role + "'");
+      size_budget("role." + role, spec.substr(eq + 1));
+    }
+  for (const Gate &g : gates)
+    if (g.change) throw UsageError("'" + g.text + "' compares with a base run: use adprof diff");
+  if (gates.empty()) throw UsageError("check needs at least one budget (see adprof check --help)");
+  Report r = load(vm["run"].as<std::string>());
+  std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(r));
+  if (vm.count("json")) {
+    std::cout << nlohmann::json{{"schema", "adprof.check"},
+                                {"schema_version", 1},
+                                {"gates", gates_json(results)},
+                                {"failed", any_failed(results)}}
+                     .dump(2)
+              << '\n';
+  } else {
+    for (const auto &g : results)
+      std::cout << (g.failed ? "FAIL " : "ok   ") << g.explanation << '\n';
+  }
+  return any_failed(results) ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace adprof::cli

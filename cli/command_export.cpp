@@ -1,0 +1,158 @@
+// adprof export TRACE --perfetto FILE | --folded FILE
+//   --perfetto: Chrome trace event JSON (opens in ui.perfetto.dev and chrome://tracing): a counter
+//               track of live bytes per role, op slices per thread, phase slices.
+//   --folded:   folded stacks of live bytes at the peak, "phase;op;role bytes" per line, the
+//               input of flamegraph.pl, inferno and speedscope.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "adprof/report.h"
+#include "adprof/timeline.h"
+#include "cli_common.h"
+
+namespace adprof::cli {
+
+namespace {
+
+std::string json_escape(const std::string &s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+void export_perfetto(const std::string &trace, const std::string &path) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw UsageError("cannot write '" + path + "'");
+  TraceReader reader(trace);
+  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const std::string &event) {
+    out << (first ? "" : ",\n") << event;
+    first = false;
+  };
+  char buf[512];
+  // Op and phase slices, per thread, in one pass.
+  Replay replay;
+  Event e;
+  std::vector<int> phase_open;
+  while (reader.next(e)) {
+    replay.apply(e);
+    double us = reader.seconds(e.ticks) * 1e6;
+    if (e.type == format::EventType::kOpBegin) {
+      snprintf(buf, sizeof buf, "{\"ph\":\"B\",\"pid\":1,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\",\"args\":{\"instance\":%llu}}",
+               e.thread, us, json_escape(replay.op_label(static_cast<uint32_t>(e.a), e.b)).c_str(),
+               static_cast<unsigned long long>(e.b));
+      emit(buf);
+    } else if (e.type == format::EventType::kOpEnd) {
+      snprintf(buf, sizeof buf, "{\"ph\":\"E\",\"pid\":1,\"tid\":%u,\"ts\":%.3f}", e.thread, us);
+      emit(buf);
+    } else if (e.type == format::EventType::kPhase) {
+      if (e.thread >= phase_open.size()) phase_open.resize(e.thread + 1, 0);
+      if (phase_open[e.thread]) {
+        snprintf(buf, sizeof buf, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,\"ts\":%.3f}", e.thread, us);
+        emit(buf);
+        phase_open[e.thread] = 0;
+      }
+      if (e.operand != ADPROF_PHASE_OTHER) {
+        snprintf(buf, sizeof buf, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}",
+                 e.thread, us, phase_name(e.operand));
+        emit(buf);
+        phase_open[e.thread] = 1;
+      }
+    } else if (e.type == format::EventType::kStep) {
+      snprintf(buf, sizeof buf, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"name\":\"step %llu\"}",
+               us, static_cast<unsigned long long>(e.a));
+      emit(buf);
+    }
+  }
+  // Close what is still open at the end of the trace (a cut trace).
+  double end_us = reader.seconds(e.ticks) * 1e6;
+  for (uint32_t t = 0; t < phase_open.size(); ++t)
+    if (phase_open[t]) {
+      snprintf(buf, sizeof buf, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,\"ts\":%.3f}", t, end_us);
+      emit(buf);
+    }
+  // Counter track: live bytes by role (thinned, peaks kept).
+  reader.rewind();
+  TimelineOptions topt;
+  topt.max_samples = 20000;
+  Timeline tl = build_timeline(reader, topt);
+  for (const TimelineSample &s : tl.samples) {
+    std::string args;
+    for (int r = 0; r < kRoleCount; ++r)
+      args += std::string(r ? "," : "") + "\"" + role_name(r) + "\":" + std::to_string(s.by_role[r]);
+    snprintf(buf, sizeof buf, "{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"name\":\"live bytes by role\",\"args\":{",
+             s.time * 1e6);
+    emit(std::string(buf) + args + "}}");
+  }
+  emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ops\"}}");
+  emit("{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"phases\"}}");
+  for (uint32_t t = 0; t < replay.thread_names().size(); ++t) {
+    snprintf(buf, sizeof buf, "{\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
+             t, json_escape(replay.thread_names()[t]).c_str());
+    emit(buf);
+  }
+  out << "\n]}\n";
+  out.flush();
+  if (!out) throw UsageError("cannot write '" + path + "'");
+}
+
+void export_folded(const std::string &trace, const std::string &path) {
+  Report r = analyze(trace);
+  std::map<std::string, uint64_t> stacks;
+  for (const LiveBuffer &b : r.live_at_peak) {
+    std::string op = b.op;
+    if (auto hash = op.find('#'); hash != std::string::npos) op.resize(hash);
+    std::string frame = b.phase + ";" + op + ";" + b.role;
+    if (!b.label.empty()) frame += ";" + b.label;
+    std::replace(frame.begin(), frame.end(), ' ', '_');
+    stacks[frame] += b.size;
+  }
+  std::ofstream out(path, std::ios::binary);
+  for (const auto &[frame, bytes] : stacks) out << frame << ' ' << bytes << '\n';
+  out.flush();
+  if (!out) throw UsageError("cannot write '" + path + "'");
+}
+
+}  // namespace
+
+int command_export(const std::vector<std::string> &args) {
+  po::options_description options(
+      "usage: adprof export TRACE [--perfetto FILE] [--folded FILE]\n\n"
+      "--perfetto writes Chrome trace event JSON (ui.perfetto.dev, chrome://tracing): live bytes\n"
+      "by role as counters, op and phase slices per thread, step marks.\n"
+      "--folded writes the live bytes at the peak as folded stacks (phase;op;role[;label] BYTES)\n"
+      "for flamegraph.pl, inferno or speedscope.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "perfetto", po::value<std::string>(), "Chrome/Perfetto trace JSON output")(
+      "folded", po::value<std::string>(), "folded stacks output")(
+      "trace", po::value<std::string>(), "trace");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  auto vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  if (!vm.count("trace")) throw UsageError("export needs a TRACE (see adprof export --help)");
+  if (!vm.count("perfetto") && !vm.count("folded"))
+    throw UsageError("export needs --perfetto FILE or --folded FILE");
+  std::string trace = vm["trace"].as<std::string>();
+  if (vm.count("perfetto")) export_perfetto(trace, vm["perfetto"].as<std::string>());
+  if (vm.count("folded")) export_folded(trace, vm["folded"].as<std::string>());
+  return kExitOk;
+}
+
+}  // namespace adprof::cli

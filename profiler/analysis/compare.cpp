@@ -1,0 +1,271 @@
+#include "adprof/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+namespace adprof {
+
+namespace {
+
+bool is_bytes_metric(const std::string &m) {
+  return m == "peak" || m == "bytes_allocated" || m.rfind("role.", 0) == 0 ||
+         m.rfind("phase.", 0) == 0 || m.rfind("op.", 0) == 0 || m.rfind("device.", 0) == 0;
+}
+
+std::string show(double v, bool bytes) {
+  if (bytes) return format_bytes(static_cast<uint64_t>(std::max(0.0, v)));
+  char text[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    snprintf(text, sizeof text, "%.0f", v);
+  else
+    snprintf(text, sizeof text, "%.2f", v);
+  return text;
+}
+
+std::string show_change(double base, double current, bool bytes) {
+  double d = current - base;
+  std::string s = (d >= 0 ? "+" : "-") + show(std::fabs(d), bytes);
+  if (base != 0) {
+    char pct[32];
+    snprintf(pct, sizeof pct, " (%+.1f%%)", 100.0 * d / base);
+    s += pct;
+  } else if (current != 0) {
+    s += " (new)";
+  }
+  return s;
+}
+
+bool compare(double lhs, const std::string &op, double rhs) {
+  if (op == ">") return lhs > rhs;
+  if (op == ">=") return lhs >= rhs;
+  if (op == "<") return lhs < rhs;
+  if (op == "<=") return lhs <= rhs;
+  return lhs == rhs;
+}
+
+std::string trim(const std::string &s) {
+  size_t a = s.find_first_not_of(" \t");
+  size_t b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// Number with optional unit; sets *percent when the unit is %.
+double parse_quantity(const std::string &text, bool *percent) {
+  std::string t = trim(text);
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception &) {
+    throw std::invalid_argument("'" + text + "' is not a number");
+  }
+  std::string unit = trim(t.substr(used));
+  *percent = unit == "%";
+  if (unit.empty() || unit == "%") return v;
+  static const std::map<std::string, double> units = {
+      {"B", 1},          {"KiB", 1024.0},        {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1000.0},    {"MB", 1e6},            {"GB", 1e9},        {"K", 1024.0},
+      {"M", 1048576.0},  {"G", 1073741824.0}};
+  auto it = units.find(unit);
+  if (it == units.end()) throw std::invalid_argument("unknown unit '" + unit + "' in '" + text + "'");
+  return v * it->second;
+}
+
+}  // namespace
+
+uint64_t parse_bytes(const std::string &text) {
+  bool percent = false;
+  double v = parse_quantity(text, &percent);
+  if (percent || v < 0) throw std::invalid_argument("'" + text + "' is not a size in bytes");
+  return static_cast<uint64_t>(std::llround(v));
+}
+
+std::map<std::string, double> report_metrics(const Report &r) {
+  std::map<std::string, double> m;
+  m["peak"] = static_cast<double>(r.peak);
+  m["allocations"] = static_cast<double>(r.allocations);
+  m["bytes_allocated"] = static_cast<double>(r.bytes_allocated);
+  m["temporaries"] = static_cast<double>(r.temporaries);
+  m["allocations_per_step"] =
+      r.steady_allocations_per_step >= 0 ? r.steady_allocations_per_step : 0.0;
+  m["device.peak"] = static_cast<double>(r.device_peak);
+  m["device.reserved_peak"] = static_cast<double>(r.device_reserved_peak);
+  for (int i = 0; i < kRoleCount; ++i)
+    m[std::string("role.") + role_name(i)] = static_cast<double>(r.peak_by_role[i]);
+  for (const PhaseSummary &p : r.phases) m["phase." + p.name] = static_cast<double>(p.peak);
+  for (const NamedBytes &o : r.peak_by_op) m["op." + o.name] = static_cast<double>(o.bytes);
+  for (const OpSummary &o : r.ops)
+    m["op_allocations." + o.name] = static_cast<double>(o.allocations);
+  return m;
+}
+
+Gate parse_gate(const std::string &text) {
+  Gate g;
+  g.text = text;
+  static const char *ops[] = {">=", "<=", "==", ">", "<"};
+  size_t at = std::string::npos;
+  for (const char *op : ops) {
+    size_t p = text.find(op);
+    if (p != std::string::npos && (at == std::string::npos || p < at)) {
+      at = p;
+      g.op = op;
+    }
+  }
+  if (at == std::string::npos)
+    throw std::invalid_argument("gate '" + text + "' needs a comparison: METRIC > VALUE");
+  // ">=" found at the same place as ">" must win
+  if (text.compare(at, 2, ">=") == 0) g.op = ">=";
+  if (text.compare(at, 2, "<=") == 0) g.op = "<=";
+  g.metric = trim(text.substr(0, at));
+  std::string value = trim(text.substr(at + g.op.size()));
+  if (g.metric.empty() || value.empty())
+    throw std::invalid_argument("gate '" + text + "' must read METRIC OP VALUE, e.g. 'peak > +5%'");
+  g.change = value[0] == '+' || value[0] == '-';
+  g.value = parse_quantity(value, &g.relative);
+  if (g.relative && !g.change)
+    throw std::invalid_argument("gate '" + text + "': a percentage is a change: write +5% or -5%");
+  return g;
+}
+
+GateResult evaluate(const Gate &gate, const std::map<std::string, double> *base,
+                    const std::map<std::string, double> &current) {
+  GateResult r;
+  r.gate = gate;
+  auto value_of = [&](const std::map<std::string, double> &m) {
+    auto it = m.find(gate.metric);
+    return it != m.end() ? it->second : 0.0;  // an op or role absent is zero bytes
+  };
+  bool known = current.count(gate.metric) || (base && base->count(gate.metric)) ||
+               gate.metric.rfind("op.", 0) == 0 || gate.metric.rfind("op_allocations.", 0) == 0;
+  if (!known) throw std::invalid_argument("unknown metric '" + gate.metric + "' in '" + gate.text + "'");
+  r.current = value_of(current);
+  bool bytes = is_bytes_metric(gate.metric);
+  if (gate.change) {
+    if (!base)
+      throw std::invalid_argument("gate '" + gate.text + "' compares with a base: use adprof diff");
+    r.base = value_of(*base);
+    double lhs = gate.relative ? (r.base != 0 ? 100.0 * (r.current - r.base) / r.base
+                                              : (r.current != 0 ? INFINITY : 0.0))
+                               : r.current - r.base;
+    r.failed = compare(lhs, gate.op, gate.value);
+    r.explanation = gate.metric + ": " + show(r.base, bytes) + " -> " + show(r.current, bytes) +
+                    " (" + show_change(r.base, r.current, bytes) + ")";
+  } else {
+    r.failed = compare(r.current, gate.op, gate.value);
+    r.explanation = gate.metric + ": " + show(r.current, bytes);
+  }
+  r.explanation += r.failed ? "  FAILS '" + gate.text + "'" : "  passes '" + gate.text + "'";
+  return r;
+}
+
+ReportDiff diff_reports(const Report &base, const Report &current) {
+  ReportDiff d;
+  auto mb = report_metrics(base), mc = report_metrics(current);
+  std::set<std::string> names;
+  for (const auto &[k, v] : mb) names.insert(k);
+  for (const auto &[k, v] : mc) names.insert(k);
+  // Headline metrics first, then the rest alphabetically.
+  std::vector<std::string> order = {"peak", "allocations", "bytes_allocated", "temporaries",
+                                    "allocations_per_step", "device.peak"};
+  for (const auto &n : names)
+    if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
+  for (const auto &n : order) {
+    double b = mb.count(n) ? mb[n] : 0, c = mc.count(n) ? mc[n] : 0;
+    if (b == 0 && c == 0 && n != "peak" && n != "allocations") continue;
+    d.rows.push_back({n, b, c, is_bytes_metric(n)});
+  }
+  auto sites = [](const Report &r) {
+    std::set<std::string> s;
+    for (const NamedBytes &o : r.peak_by_op) s.insert("op " + o.name);
+    for (const LiveBuffer &b : r.live_at_peak)
+      if (!b.label.empty()) s.insert(b.role + " " + b.label);
+    return s;
+  };
+  auto sb = sites(base), sc = sites(current);
+  for (const auto &s : sc)
+    if (!sb.count(s)) d.appeared.push_back(s);
+  for (const auto &s : sb)
+    if (!sc.count(s)) d.vanished.push_back(s);
+  return d;
+}
+
+std::string render_diff_text(const ReportDiff &d, const std::vector<GateResult> &gates) {
+  std::string o;
+  char line[512];
+  snprintf(line, sizeof line, "%-36s %14s %14s  %s\n", "metric", "base", "new", "change");
+  o += line;
+  for (const DiffRow &r : d.rows) {
+    snprintf(line, sizeof line, "%-36s %14s %14s  %s\n", r.metric.c_str(),
+             show(r.base, r.bytes).c_str(), show(r.current, r.bytes).c_str(),
+             r.base == r.current ? "=" : show_change(r.base, r.current, r.bytes).c_str());
+    o += line;
+  }
+  if (!d.appeared.empty()) {
+    o += "\nAt the new peak only:\n";
+    for (const auto &s : d.appeared) o += "  + " + s + "\n";
+  }
+  if (!d.vanished.empty()) {
+    o += "\nAt the base peak only:\n";
+    for (const auto &s : d.vanished) o += "  - " + s + "\n";
+  }
+  if (!gates.empty()) {
+    o += "\nGates:\n";
+    for (const auto &g : gates) o += std::string(g.failed ? "  FAIL " : "  ok   ") + g.explanation + "\n";
+  }
+  return o;
+}
+
+std::string render_diff_markdown(const ReportDiff &d, const std::vector<GateResult> &gates) {
+  std::string o = "### adprof memory diff\n\n";
+  bool failed = std::any_of(gates.begin(), gates.end(), [](const auto &g) { return g.failed; });
+  if (!gates.empty()) o += failed ? "**Memory gate failed.**\n\n" : "All memory gates pass.\n\n";
+  o += "| metric | base | new | change |\n|---|---:|---:|---:|\n";
+  for (const DiffRow &r : d.rows)
+    o += "| `" + r.metric + "` | " + show(r.base, r.bytes) + " | " + show(r.current, r.bytes) +
+         " | " + (r.base == r.current ? "=" : show_change(r.base, r.current, r.bytes)) + " |\n";
+  if (!d.appeared.empty()) {
+    o += "\n**At the new peak only:** ";
+    for (size_t i = 0; i < d.appeared.size(); ++i) o += (i ? ", `" : "`") + d.appeared[i] + "`";
+    o += "\n";
+  }
+  if (!d.vanished.empty()) {
+    o += "\n**At the base peak only:** ";
+    for (size_t i = 0; i < d.vanished.size(); ++i) o += (i ? ", `" : "`") + d.vanished[i] + "`";
+    o += "\n";
+  }
+  if (!gates.empty()) {
+    o += "\n| gate | result |\n|---|---|\n";
+    for (const auto &g : gates)
+      o += "| `" + g.gate.text + "` | " + (g.failed ? "**FAIL** " : "ok ") + g.explanation + " |\n";
+  }
+  return o;
+}
+
+Report load_report(const std::string &path, const AnalyzeOptions &options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError("cannot open '" + path + "'");
+  char first[8] = {};
+  in.read(first, sizeof first);
+  if (in.gcount() == 8 && std::equal(first, first + 8, format::kFileMagic))
+    return analyze(path, options);
+  in.clear();
+  in.seekg(0);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception &) {
+    throw TraceError("'" + path + "' is neither an adprof trace nor an adprof report JSON");
+  }
+  try {
+    return report_from_json(j);
+  } catch (const std::runtime_error &e) {
+    throw TraceError("'" + path + "': " + e.what());
+  }
+}
+
+}  // namespace adprof
