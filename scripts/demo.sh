@@ -13,4 +13,4 @@ else
   set -- "$bin/samples/$sample" "$@"
 fi
 mkdir -p out
-exec "$bin/cli/adprof" run -o "out/demo-$(date +%Y%m%d-%H%M%S).adtrace" -- "$@"
+exec "$bin/bin/adprof" run -o "out/demo-$(date +%Y%m%d-%H%M%S).adtrace" -- "$@"
