@@ -1,0 +1,318 @@
+// Helpers shared by the profiler tests: running a workload (under the preload library or not)
+// with a controlled environment, temporary directories, and summaries of a trace computed with
+// the analysis library's own Replay.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
+
+extern char **environ;
+
+namespace ptest {
+
+namespace fs = std::filesystem;
+
+inline const char *preload_path() { return ADPROF_TEST_PRELOAD; }
+inline const char *cli_path() { return ADPROF_TEST_CLI; }
+
+class TempDir {
+ public:
+  TempDir() {
+    const char *base = getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/adprof-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back(0);
+    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = buf.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  const std::string &path() const { return path_; }
+  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::vector<std::string> lines_of(const std::string &text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) out.push_back(line);
+  return out;
+}
+
+// Lines that the profiler printed ("adprof: ...").
+inline std::vector<std::string> adprof_lines(const std::string &text) {
+  std::vector<std::string> out;
+  for (auto &l : lines_of(text))
+    if (l.rfind("adprof:", 0) == 0) out.push_back(l);
+  return out;
+}
+
+// "key value" lines written by the workloads.
+inline std::map<std::string, std::string> key_values(const std::string &text) {
+  std::map<std::string, std::string> out;
+  for (auto &l : lines_of(text)) {
+    auto sp = l.find(' ');
+    if (sp != std::string::npos) out[l.substr(0, sp)] = l.substr(sp + 1);
+  }
+  return out;
+}
+
+struct SpawnOptions {
+  std::vector<std::string> argv;
+  // Under the preload library, writing this trace (empty: not preloaded).
+  std::string trace;
+  bool root_pid = true;  // set ADPROF_ROOT_PID to the child's pid
+  std::vector<std::pair<std::string, std::string>> env;  // added/overriding variables
+  int umask_value = -1;
+  long fsize_limit = -1;  // RLIMIT_FSIZE in bytes (SIGXFSZ ignored)
+  double timeout_s = 120;
+  std::string work_dir;  // where stdout/stderr are kept (default: a fresh temp dir)
+};
+
+struct Result {
+  pid_t pid = -1;
+  bool exited = false;
+  int exit_code = -1;
+  int signal = 0;
+  bool timed_out = false;
+  std::string out, err;
+};
+
+class Child {
+ public:
+  explicit Child(const SpawnOptions &o) : opts_(o) {
+    std::string dir = o.work_dir.empty() ? tmp_.path() : o.work_dir;
+    out_path_ = dir + "/.stdout." + std::to_string(counter()++);
+    err_path_ = out_path_ + ".err";
+    // Everything the child needs is prepared before fork: it only calls async-signal-safe
+    // functions until exec.
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("ADPROF_", 0) == 0) continue;
+      env.push_back(kv);
+    }
+    if (!o.trace.empty()) {
+      env.push_back(std::string("LD_PRELOAD=") + preload_path());
+      env.push_back("ADPROF_OUTPUT=" + o.trace);
+    }
+    for (auto &[k, v] : o.env) {
+      std::erase_if(env, [&](const std::string &kv) { return kv.rfind(k + "=", 0) == 0; });
+      env.push_back(k + "=" + v);
+    }
+    std::vector<char *> argv, envp;
+    for (auto &a : o.argv) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    for (auto &e : env) envp.push_back(const_cast<char *>(e.c_str()));
+    std::string root_kv = "ADPROF_ROOT_PID=";  // value filled in the child
+    char root_buf[64];
+    bool set_root = !o.trace.empty() && o.root_pid;
+    size_t root_slot = envp.size();
+    if (set_root) envp.push_back(root_buf);
+    envp.push_back(nullptr);
+    int out_fd = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err_fd = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    start_ = std::chrono::steady_clock::now();
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (set_root) {
+        snprintf(root_buf, sizeof root_buf, "ADPROF_ROOT_PID=%d", static_cast<int>(getpid()));
+        envp[root_slot] = root_buf;
+      }
+      dup2(out_fd, 1);
+      dup2(err_fd, 2);
+      if (o.umask_value >= 0) umask(static_cast<mode_t>(o.umask_value));
+      if (o.fsize_limit >= 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        rlimit rl{static_cast<rlim_t>(o.fsize_limit), static_cast<rlim_t>(o.fsize_limit)};
+        setrlimit(RLIMIT_FSIZE, &rl);
+      }
+      execve(argv[0], argv.data(), envp.data());
+      _exit(126);
+    }
+    close(out_fd);
+    close(err_fd);
+  }
+  Child(const Child &) = delete;
+  Child &operator=(const Child &) = delete;
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+  void kill_with(int sig) { kill(pid_, sig); }
+
+  Result wait() {
+    Result r;
+    r.pid = pid_;
+    int status = 0;
+    for (;;) {
+      pid_t w = waitpid(pid_, &status, WNOHANG);
+      if (w == pid_) break;
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (elapsed > opts_.timeout_s) {
+        r.timed_out = true;
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    reaped_ = true;
+    if (WIFEXITED(status)) {
+      r.exited = true;
+      r.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      r.signal = WTERMSIG(status);
+    }
+    r.out = read_file(out_path_);
+    r.err = read_file(err_path_);
+    return r;
+  }
+
+ private:
+  static int &counter() {
+    static int c = 0;
+    return c;
+  }
+  SpawnOptions opts_;
+  TempDir tmp_;
+  std::string out_path_, err_path_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+inline Result run(const SpawnOptions &o) {
+  Child c(o);
+  return c.wait();
+}
+
+// `adprof ARGS...`, not preloaded.
+inline Result run_cli(std::vector<std::string> args, double timeout_s = 120) {
+  SpawnOptions o;
+  o.argv = {cli_path()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.timeout_s = timeout_s;
+  return run(o);
+}
+
+inline bool wait_for_file(const std::string &path, double timeout_s) {
+  auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(path)) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        timeout_s)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+// Per op kind: what the replay attributes to blocks allocated inside it.
+struct OpCounts {
+  uint64_t allocations = 0, bytes = 0, frees = 0, freed_bytes = 0, live_at_end = 0;
+  std::vector<uint64_t> sizes;  // every allocation's size, in trace order
+};
+
+struct TraceSummary {
+  std::map<std::string, OpCounts> ops;  // by op name ("" : outside any op)
+  uint64_t events = 0;
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  bool complete = false, cut = false, exec = false;
+  std::string reason;
+  uint64_t corrupt_chunks = 0, missing_chunks = 0;
+  std::map<adprof::format::EventType, uint64_t> by_type;
+};
+
+inline TraceSummary summarize(const std::string &path, bool keep_sizes = false) {
+  adprof::TraceReader reader(path);
+  adprof::Replay replay;
+  TraceSummary s;
+  adprof::Event e;
+  while (reader.next(e)) {
+    ++s.events;
+    ++s.by_type[e.type];
+    if (!replay.apply(e)) continue;
+    const auto &c = replay.last();
+    if (c.block.space != ADPROF_SPACE_HEAP) continue;
+    std::string op = c.block.op_name ? replay.name(c.block.op_name) : "";
+    OpCounts &oc = s.ops[op];
+    if (c.alloc) {
+      ++s.allocations;
+      ++oc.allocations;
+      oc.bytes += c.block.size;
+      if (keep_sizes) oc.sizes.push_back(c.block.size);
+    } else if (c.free) {
+      ++s.frees;
+      ++oc.frees;
+      oc.freed_bytes += c.block.size;
+    }
+  }
+  for (const auto &[addr, b] : replay.blocks())
+    if (b.space == ADPROF_SPACE_HEAP)
+      s.ops[b.op_name ? replay.name(b.op_name) : ""].live_at_end += b.size;
+  s.complete = reader.end().complete;
+  s.cut = reader.end().cut;
+  s.exec = reader.end().exec;
+  s.reason = reader.end().reason;
+  s.corrupt_chunks = reader.stats().corrupt_chunks;
+  s.missing_chunks = reader.stats().missing_chunks;
+  return s;
+}
+
+inline std::vector<std::string> files_in(const std::string &dir) {
+  std::vector<std::string> names;
+  for (auto &entry : fs::directory_iterator(dir)) {
+    std::string n = entry.path().filename().string();
+    if (n.rfind(".stdout", 0) != 0) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace ptest
