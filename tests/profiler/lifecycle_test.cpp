@@ -1,0 +1,179 @@
+// The recorder's life cycle: normal exit, fork (child untraced), exec (same pid: TRACE.1),
+// fork+exec (TRACE.<pid>), abort (footer names SIGABRT), SIGKILL (chunks flushed), and the exit
+// status of `adprof run`.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "test_util.h"
+
+namespace {
+
+using namespace ptest;
+
+// `adprof run -o TRACE --no-report -- lifecycle ARGS...`
+Result run_lifecycle(const std::string &trace, std::vector<std::string> args,
+                     double timeout_s = 60) {
+  std::vector<std::string> cli = {"run", "-o", trace, "--no-report", "--", ADPROF_TEST_LIFECYCLE};
+  cli.insert(cli.end(), args.begin(), args.end());
+  return run_cli(cli, timeout_s);
+}
+
+pid_t child_pid(const std::string &out) {
+  auto kv = key_values(out);
+  return kv.count("child") ? static_cast<pid_t>(std::stol(kv["child"])) : -1;
+}
+
+TEST(Lifecycle, NormalExitIsComplete) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"exit", "0"});
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_FALSE(s.cut);
+  EXPECT_EQ(s.reason, "complete");
+  EXPECT_EQ(s.ops["main"].allocations, 100u);
+  EXPECT_EQ(s.ops["main"].frees, 50u);
+  EXPECT_EQ(s.ops["main"].live_at_end, 50u * 1111);
+  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"t"});
+}
+
+TEST(Lifecycle, RunExitsWithTheProgramsStatus) {
+  TempDir dir;
+  Result r = run_lifecycle(dir / "t", {"exit", "3"});
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(summarize(dir / "t").complete);
+}
+
+TEST(Lifecycle, ForkedChildIsNotTraced) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"fork"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pid_t child = child_pid(r.out);
+  ASSERT_GT(child, 0) << r.out;
+  EXPECT_FALSE(fs::exists(trace + "." + std::to_string(child)));
+  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"t"});
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_EQ(s.ops["parent"].allocations, 1000u);
+  EXPECT_EQ(s.ops["after_fork"].allocations, 10u);
+  EXPECT_EQ(s.ops.count("child"), 0u) << "the child's allocations leaked into the parent's trace";
+  EXPECT_EQ(s.corrupt_chunks, 0u);
+}
+
+TEST(Lifecycle, ExecSamePidWritesTheNextImage) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"exec"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"t", "t.1"}));
+  TraceSummary first = summarize(trace);
+  EXPECT_TRUE(first.exec) << first.reason;
+  EXPECT_FALSE(first.cut);
+  EXPECT_EQ(first.ops["before_exec"].allocations, 10u);
+  TraceSummary second = summarize(trace + ".1");
+  EXPECT_TRUE(second.complete) << second.reason;
+  EXPECT_FALSE(second.exec);
+  EXPECT_EQ(second.ops["main"].allocations, 100u);
+  EXPECT_EQ(second.ops.count("before_exec"), 0u);
+  adprof::TraceReader a(trace), b(trace + ".1");
+  EXPECT_EQ(a.header().pid, b.header().pid);
+}
+
+TEST(Lifecycle, ForkedChildThatExecsHasItsOwnTrace) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"forkexec"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pid_t child = child_pid(r.out);
+  ASSERT_GT(child, 0) << r.out;
+  std::string child_trace = trace + "." + std::to_string(child);
+  EXPECT_EQ(files_in(dir.path()),
+            (std::vector<std::string>{"t", "t." + std::to_string(child)}));
+  TraceSummary parent = summarize(trace);
+  EXPECT_TRUE(parent.complete) << parent.reason;
+  EXPECT_EQ(parent.ops["parent"].allocations, 10u);
+  EXPECT_EQ(parent.ops.count("main"), 0u);
+  TraceSummary s = summarize(child_trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_EQ(s.ops["main"].allocations, 100u);
+  EXPECT_EQ(adprof::TraceReader(child_trace).header().pid, static_cast<uint64_t>(child));
+}
+
+TEST(Lifecycle, AbortLeavesAReadableCutTrace) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"abort"});
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.exit_code, 128 + SIGABRT);
+  adprof::TraceReader reader(trace);
+  EXPECT_TRUE(reader.end().cut);
+  EXPECT_FALSE(reader.end().complete);
+  EXPECT_NE(reader.end().reason.find("SIGABRT"), std::string::npos) << reader.end().reason;
+  TraceSummary s = summarize(trace);
+  EXPECT_EQ(s.ops["before_abort"].allocations, 500u);
+  EXPECT_EQ(s.ops["before_abort"].frees, 250u);
+  EXPECT_EQ(s.corrupt_chunks, 0u);
+  // The CLI's report on it says so.
+  Result rep = run_cli({"report", trace});
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("SIGABRT"), std::string::npos) << rep.out;
+}
+
+// SIGKILL runs no handler: what was flushed before it is what the trace holds. The program
+// allocates, then sleeps for longer than the recorder's flush interval (100 ms) before the kill.
+TEST(Lifecycle, SigkillAfterSleepKeepsFlushedEvents) {
+  TempDir dir;
+  std::string trace = dir / "t", marker = dir / "marker";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_CLI, "run", "-o", trace, "--no-report", "--", ADPROF_TEST_LIFECYCLE,
+            "sleep", marker};
+  Child adprof_run(o);
+  ASSERT_TRUE(wait_for_file(marker, 30));
+  pid_t pid = static_cast<pid_t>(std::stol(read_file(marker)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  Result r = adprof_run.wait();
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  adprof::TraceReader reader(trace);
+  EXPECT_TRUE(reader.end().cut);
+  EXPECT_FALSE(reader.end().complete);
+  EXPECT_NE(reader.end().reason.find("cut"), std::string::npos) << reader.end().reason;
+  TraceSummary s = summarize(trace);
+  EXPECT_EQ(s.corrupt_chunks, 0u);
+  // Every event of the allocating thread was made > 400 ms before the kill.
+  EXPECT_EQ(s.ops["before_kill"].allocations, 1000u)
+      << "events made before a long sleep were lost on SIGKILL: an idle thread's partial "
+         "buffer is never flushed";
+  EXPECT_EQ(s.ops["before_kill"].frees, 500u);
+}
+
+TEST(Lifecycle, RunWithMissingProgramFailsWithOneLine) {
+  TempDir dir;
+  Result r = run_cli({"run", "-o", dir / "t", "--", dir / "no-such-program"});
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 2);
+  auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("adprof: error:", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("no-such-program"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "t"));
+}
+
+TEST(Lifecycle, RunNeverOverwritesAnExistingTrace) {
+  TempDir dir;
+  write_file(dir / "t", "precious");
+  Result r = run_lifecycle(dir / "t", {"exit", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(read_file(dir / "t"), "precious");
+}
+
+}  // namespace
