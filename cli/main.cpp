@@ -20,6 +20,7 @@ Commands:
   diff BASE NEW [--fail-if GATE]...       compare two runs; exit 1 when a gate fails
   check RUN [--max-peak SIZE] ...         absolute memory budgets; exit 1 when exceeded
   export TRACE --perfetto F | --folded F  Chrome/Perfetto trace JSON, folded stacks
+  dump TRACE [--limit N]                  the raw events, one per line
 
 Run `adprof COMMAND --help` for a command's options.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error; `run` exits with the program's
@@ -51,6 +52,7 @@ int main(int argc, char **argv) {
     if (command == "check") return command_check(args);
     if (command == "timeline") return command_timeline(args);
     if (command == "export") return command_export(args);
+    if (command == "dump") return command_dump(args);
     fprintf(stderr, "adprof: error: unknown command '%s' (see adprof --help)\n", command.c_str());
     return kExitUsage;
   } catch (const UsageError &e) {

@@ -29,7 +29,7 @@ namespace adprof::preload {
 namespace fmt = adprof::format;
 
 inline constexpr size_t kBufferBytes = 256 * 1024 - 64;  // raw event bytes per chunk
-inline constexpr size_t kMaxFixedEvent = 48;              // largest fixed-size event
+inline constexpr size_t kMaxFixedEvent = 64;  // largest fixed-size event (a role + an alloc)
 
 struct Buffer {
   Buffer *next;
@@ -113,14 +113,11 @@ ADPROF_HOT uint8_t *put_addr(ThreadState &ts, uint8_t *p, uint64_t addr) {
 
 // The role is written lazily: adcore changes it around every storage it allocates, so only a
 // change that precedes an allocation costs an event.
-ADPROF_HOT uint8_t *sync_role(ThreadState &ts, uint8_t *p, uint64_t t) {
+ADPROF_HOT void sync_role(ThreadState &ts, uint64_t t) {
   if (ADPROF_UNLIKELY(ts.role != ts.emitted_role)) {
-    ts.cursor = p;
-    p = begin_event(ts, fmt::EventType::kRole, ts.role, t);
-    ++ts.events;
+    end_event(ts, begin_event(ts, fmt::EventType::kRole, ts.role, t));
     ts.emitted_role = ts.role;
   }
-  return p;
 }
 
 // `je_flags`: the jemalloc flags of the request (alignment), to know its size class.
@@ -129,8 +126,8 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
   if (!reserve(ts, kMaxFixedEvent)) return;
   size_t usable = space == ADPROF_SPACE_HEAP ? nallocx(size ? size : 1, je_flags) : size;
   uint64_t t = now_ticks();
-  uint8_t *p = sync_role(ts, ts.cursor, t);
-  p = begin_event(ts, fmt::EventType::kAlloc, space, t);
+  sync_role(ts, t);
+  uint8_t *p = begin_event(ts, fmt::EventType::kAlloc, space, t);
   p = put_addr(ts, p, reinterpret_cast<uintptr_t>(ptr));
   p = fmt::put_varint(p, size);
   p = fmt::put_varint(p, usable >= size ? usable - size : 0);

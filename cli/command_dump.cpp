@@ -1,0 +1,78 @@
+// adprof dump TRACE [--limit N]: the trace's events, one per line, in time order (for checking
+// what a program recorded, and for debugging the recorder).
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+
+#include "adprof/replay.h"
+#include "cli_common.h"
+
+namespace adprof::cli {
+
+int command_dump(const std::vector<std::string> &args) {
+  po::options_description options(
+      "usage: adprof dump TRACE [--limit N]\n\nPrints the trace's events in time order, one per "
+      "line: time, thread, type and fields.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "limit", po::value<uint64_t>()->default_value(UINT64_MAX), "stop after N events")(
+      "trace", po::value<std::string>(), "trace");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  auto vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  if (!vm.count("trace")) throw UsageError("dump needs a TRACE (see adprof dump --help)");
+  TraceReader reader(vm["trace"].as<std::string>());
+  Replay names;  // only to resolve interned names
+  Event e;
+  uint64_t limit = vm["limit"].as<uint64_t>();
+  static const char *types[] = {"alloc",  "free",   "op_begin", "op_end", "phase",
+                                "role",   "retag",  "step",     "counter", "name",
+                                "thread", "annotate", "label",  "describe", "hash"};
+  for (uint64_t n = 0; n < limit && reader.next(e); ++n) {
+    names.apply(e);
+    printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread,
+           types[static_cast<int>(e.type)]);
+    switch (e.type) {
+      case format::EventType::kAlloc:
+        printf(" %s 0x%" PRIx64 " size=%" PRIu64 " slack=%" PRIu64, space_name(e.operand), e.addr,
+               e.a, e.b);
+        break;
+      case format::EventType::kFree:
+        printf(" %s 0x%" PRIx64, space_name(e.operand), e.addr);
+        if (e.a) printf(" length=%" PRIu64, e.a);
+        break;
+      case format::EventType::kOpBegin:
+        printf(" %s", names.op_label(static_cast<uint32_t>(e.a), e.b).c_str());
+        break;
+      case format::EventType::kPhase: printf(" %s", phase_name(e.operand)); break;
+      case format::EventType::kRole: printf(" %s", role_name(e.operand)); break;
+      case format::EventType::kRetag:
+        printf(" 0x%" PRIx64 " -> %s", e.addr, role_name(e.operand));
+        if (e.b) printf(" source=0x%" PRIx64, e.b);
+        break;
+      case format::EventType::kStep:
+      case format::EventType::kCounter: printf(" %u %" PRIu64, e.operand, e.a); break;
+      case format::EventType::kName: printf(" %" PRIu64 " \"%.*s\"", e.a, static_cast<int>(e.text.size()), e.text.data()); break;
+      case format::EventType::kThreadName: printf(" \"%.*s\"", static_cast<int>(e.text.size()), e.text.data()); break;
+      case format::EventType::kLabel:
+        printf(" 0x%" PRIx64 " \"%s\"", e.addr, names.name(static_cast<uint32_t>(e.a)).c_str());
+        break;
+      case format::EventType::kContentHash: printf(" 0x%" PRIx64 " %016" PRIx64, e.addr, e.a); break;
+      case format::EventType::kAnnotate:
+      case format::EventType::kDescribe:
+        if (e.type == format::EventType::kDescribe) printf(" 0x%" PRIx64 " dtype=%" PRIu64, e.addr, e.a);
+        else printf(" %s", names.name(static_cast<uint32_t>(e.a)).c_str());
+        for (uint64_t v : e.values) printf(" %" PRIu64, v);
+        break;
+      default: break;
+    }
+    putchar('\n');
+  }
+  if (!reader.end().complete) printf("# %s\n", reader.end().reason.c_str());
+  return kExitOk;
+}
+
+}  // namespace adprof::cli
