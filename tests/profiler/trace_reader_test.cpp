@@ -1,0 +1,297 @@
+// The reader against hand-packed bytes (trace_builder.h packs them per trace_format.h, not with
+// the writer's code): every event type decoded field by field, threads merged by time, zstd and
+// raw chunks, the footer; and what the reader does with damaged bytes.
+#include <gtest/gtest.h>
+
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
+#include "test_util.h"
+#include "trace_builder.h"
+
+namespace {
+
+using namespace ptest;
+using adprof::Event;
+using adprof::TraceReader;
+using ET = adprof::format::EventType;
+
+std::string save(const TempDir &dir, const std::string &name, const std::vector<uint8_t> &b) {
+  std::string path = dir / name;
+  write_file(path, std::string(b.begin(), b.end()));
+  return path;
+}
+
+std::vector<Event> read_all(TraceReader &r, std::vector<std::string> *texts = nullptr,
+                            std::vector<std::vector<uint64_t>> *values = nullptr) {
+  std::vector<Event> out;
+  Event e;
+  while (r.next(e)) {
+    out.push_back(e);
+    if (texts) texts->emplace_back(e.text);
+    if (values) values->emplace_back(e.values.begin(), e.values.end());
+    out.back().text = {};
+    out.back().values = {};
+  }
+  return out;
+}
+
+TEST(TraceReaderBytes, HeaderFields) {
+  TempDir dir;
+  TraceReader r(save(dir, "t", reference_trace()));
+  EXPECT_EQ(r.header().version, 1u);
+  EXPECT_EQ(r.header().pid, 4242u);
+  EXPECT_EQ(r.header().start_ticks, 1000u);
+  EXPECT_EQ(r.header().start_wall_ns, 1700000000000000000ull);
+  EXPECT_EQ(r.header().ticks_per_second, 1000000000ull);
+  EXPECT_EQ(r.header().page_size, 4096u);
+  EXPECT_EQ(r.header().flags, 0u);
+  EXPECT_EQ(r.thread_count(), 2u);
+  EXPECT_TRUE(r.end().complete);
+  EXPECT_FALSE(r.end().cut);
+  EXPECT_FALSE(r.end().exec);
+  EXPECT_EQ(r.end().footer_events, 21u);
+  EXPECT_DOUBLE_EQ(r.seconds(1000 + 500000000), 0.5);
+}
+
+TEST(TraceReaderBytes, EveryEventDecodedFieldByField) {
+  TempDir dir;
+  TraceReader r(save(dir, "t", reference_trace()));
+  std::vector<std::string> texts;
+  std::vector<std::vector<uint64_t>> values;
+  std::vector<Event> ev = read_all(r, &texts, &values);
+  ASSERT_EQ(ev.size(), 21u);
+  EXPECT_EQ(r.stats().events, 21u);
+  EXPECT_EQ(r.stats().chunks, 2u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+  EXPECT_EQ(r.stats().missing_chunks, 0u);
+
+  // Expected merge by time: thread 1's events at 1005, 1009 and 1019 fall between thread 0's.
+  struct Want {
+    ET type;
+    uint8_t operand;
+    uint32_t thread;
+    uint64_t ticks, addr, a, b;
+    uint32_t device;
+  };
+  const Want want[] = {
+      {ET::kPhase, 1, 0, 1000, 0, 0, 0, 0},
+      {ET::kName, 0, 0, 1001, 0, 1, 0, 0},
+      {ET::kOpBegin, 0, 0, 1003, 0, 1, 7, 0},
+      {ET::kRole, 5, 0, 1003, 0, 0, 0, 0},
+      {ET::kPhase, 2, 1, 1005, 0, 0, 0, 0},
+      {ET::kAlloc, 0, 0, 1006, 0x1000, 100000, 12, 0},
+      {ET::kAlloc, 2, 0, 1007, 0x2000, 4096, 0, 1},
+      {ET::kFree, 1, 0, 1008, 0x7000, 8192, 0, 0},
+      {ET::kRetag, 7, 0, 1008, 0x1000, 0, 0x3000, 0},
+      {ET::kAlloc, 0, 1, 1009, 0x9000, 64, 0, 0},
+      {ET::kStep, 0, 0, 1013, 0, 42, 0, 0},
+      {ET::kCounter, 1, 0, 1013, 0, 123456, 0, 0},
+      {ET::kThreadName, 0, 0, 1013, 0, 0, 0, 0},
+      {ET::kAnnotate, 0, 0, 1014, 0, 1, 0, 0},
+      {ET::kLabel, 0, 0, 1014, 0x1000, 1, 0, 0},
+      {ET::kDescribe, 0, 0, 1014, 0x1000, 1, 0, 0},
+      {ET::kContentHash, 0, 0, 1014, 0x1000, 0xDEADBEEF, 0, 0},
+      {ET::kOpEnd, 0, 0, 1015, 0, 0, 0, 0},
+      {ET::kFree, 0, 0, 1016, 0x1000, 0, 0, 0},
+      {ET::kFree, 2, 0, 1017, 0x2000, 0, 0, 1},
+      {ET::kFree, 0, 1, 1019, 0x9000, 0, 0, 0},
+  };
+  for (size_t i = 0; i < ev.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(ev[i].type, want[i].type);
+    EXPECT_EQ(ev[i].operand, want[i].operand);
+    EXPECT_EQ(ev[i].thread, want[i].thread);
+    EXPECT_EQ(ev[i].ticks, want[i].ticks);
+    EXPECT_EQ(ev[i].addr, want[i].addr);
+    EXPECT_EQ(ev[i].a, want[i].a);
+    EXPECT_EQ(ev[i].b, want[i].b);
+    EXPECT_EQ(ev[i].device, want[i].device);
+  }
+  EXPECT_EQ(texts[1], "matmul");
+  EXPECT_EQ(texts[12], "main");
+  EXPECT_EQ(values[13], (std::vector<uint64_t>{1, 2, 300}));
+  EXPECT_EQ(values[15], (std::vector<uint64_t>{3, 4}));
+
+  // A second pass after rewind() gives the same events.
+  r.rewind();
+  std::vector<Event> again = read_all(r);
+  ASSERT_EQ(again.size(), ev.size());
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(again[i].type, ev[i].type);
+    EXPECT_EQ(again[i].ticks, ev[i].ticks);
+    EXPECT_EQ(again[i].addr, ev[i].addr);
+  }
+}
+
+TEST(TraceReaderBytes, ReplayOfTheReferenceTrace) {
+  TempDir dir;
+  TraceReader r(save(dir, "t", reference_trace()));
+  adprof::Replay replay;
+  Event e;
+  uint64_t peak = 0;
+  while (r.next(e)) {
+    replay.apply(e);
+    peak = std::max(peak, replay.host_live());
+  }
+  EXPECT_EQ(peak, 100000u + 64u);
+  EXPECT_EQ(replay.host_live(), 0u);
+  EXPECT_EQ(replay.device_live(), 0u);
+  EXPECT_EQ(replay.unmatched_frees(), 0u);  // the mmap free is a range unmap, never unmatched
+  EXPECT_EQ(replay.name(1), "matmul");
+}
+
+TEST(TraceReaderBytes, NoFooterMeansCut) {
+  TempDir dir;
+  TraceReader r(save(dir, "t", reference_trace(false)));
+  EXPECT_TRUE(r.end().cut);
+  EXPECT_FALSE(r.end().complete);
+  EXPECT_NE(r.end().reason.find("cut"), std::string::npos);
+  EXPECT_EQ(read_all(r).size(), 21u);
+}
+
+TEST(TraceReaderBytes, FooterReasons) {
+  TempDir dir;
+  auto with_footer = [&](uint64_t reason, uint64_t sig) {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(21, 2, reason, sig));
+    return save(dir, "t" + std::to_string(reason), f.v);
+  };
+  TraceReader sig(with_footer(1, 11));
+  EXPECT_TRUE(sig.end().cut);
+  EXPECT_NE(sig.end().reason.find("SIGSEGV"), std::string::npos) << sig.end().reason;
+  TraceReader werr(with_footer(2, 0));
+  EXPECT_TRUE(werr.end().cut);
+  EXPECT_NE(werr.end().reason.find("write error"), std::string::npos) << werr.end().reason;
+  TraceReader exec(with_footer(3, 0));
+  EXPECT_TRUE(exec.end().exec);
+  EXPECT_FALSE(exec.end().cut);
+}
+
+TEST(TraceReaderBytes, HeaderErrors) {
+  TempDir dir;
+  auto bytes = reference_trace();
+  {
+    auto b = bytes;
+    b[20] ^= 1;  // pid byte: header CRC no longer matches
+    EXPECT_THROW(TraceReader(save(dir, "crc", b)), adprof::TraceError);
+  }
+  {
+    HeaderFields h;
+    h.version = 2;
+    Bytes b;
+    b.append(file_header(h));
+    try {
+      TraceReader r(save(dir, "v2", b.v));
+      FAIL() << "version 2 accepted";
+    } catch (const adprof::TraceError &e) {
+      EXPECT_NE(std::string(e.what()).find("version 2"), std::string::npos) << e.what();
+    }
+  }
+  {
+    HeaderFields h;
+    h.ticks_per_second = 0;
+    EXPECT_THROW(TraceReader(save(dir, "clock", file_header(h))), adprof::TraceError);
+  }
+  EXPECT_THROW(TraceReader(save(dir, "short", {bytes.begin(), bytes.begin() + 63})),
+               adprof::TraceError);
+  EXPECT_THROW(TraceReader(save(dir, "empty", {})), adprof::TraceError);
+  EXPECT_THROW(TraceReader(dir / "missing"), adprof::TraceError);
+  EXPECT_THROW(TraceReader(dir.path()), adprof::TraceError);  // a directory
+  // A header alone is a valid (empty, cut) trace.
+  TraceReader alone(save(dir, "alone", file_header()));
+  EXPECT_TRUE(alone.end().cut);
+  EXPECT_EQ(read_all(alone).size(), 0u);
+}
+
+TEST(TraceReaderBytes, DamagedPayloadSkipsOnlyThatChunk) {
+  TempDir dir;
+  auto b = reference_trace();
+  b[64 + 40 + 5] ^= 0x40;  // inside thread 0's raw payload
+  TraceReader r(save(dir, "t", b));
+  auto ev = read_all(r);
+  EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+  ASSERT_EQ(ev.size(), 3u);  // thread 1's chunk
+  for (auto &e : ev) EXPECT_EQ(e.thread, 1u);
+  EXPECT_TRUE(r.end().complete);
+}
+
+TEST(TraceReaderBytes, DamagedChunkHeaderEndsTheReadablePart) {
+  TempDir dir;
+  auto b = reference_trace();
+  size_t second = 64 + 40 + chunk0_events().size();
+  b[second + 1] ^= 0xFF;  // chunk magic of thread 1's chunk
+  TraceReader r(save(dir, "t", b));
+  EXPECT_TRUE(r.end().cut);
+  EXPECT_EQ(r.end().cut_at_offset, second);
+  EXPECT_NE(r.end().reason.find("damaged chunk header"), std::string::npos) << r.end().reason;
+  EXPECT_EQ(read_all(r).size(), kChunk0Events);
+}
+
+TEST(TraceReaderBytes, SequenceGapCountsMissingChunks) {
+  TempDir dir;
+  Bytes f;
+  f.append(file_header());
+  f.append(chunk(0, 0, 1000, kChunk0Events, chunk0_events(), false));
+  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));  // seq 3 first: fine
+  f.append(chunk(1, 5, 2000, kChunk1Events, chunk1_events(), false));  // seq 4 lost
+  TraceReader r(save(dir, "t", f.v));
+  auto ev = read_all(r);
+  EXPECT_EQ(ev.size(), kChunk0Events + 2 * kChunk1Events);
+  EXPECT_EQ(r.stats().missing_chunks, 1u);
+}
+
+TEST(TraceReaderBytes, EachChunkRestartsItsDeltaBases) {
+  // Two chunks of one thread: the second's first address is coded from 0 and its first time
+  // delta from its own base timestamp.
+  TempDir dir;
+  Bytes c0, c1;
+  c0.tag(0, 0, 5).zz(0x5000).varint(10).varint(0);
+  c1.tag(1, 0, 7).zz(0x5000);
+  Bytes f;
+  f.append(file_header());
+  f.append(chunk(0, 0, 2000, 1, c0.v, false));
+  f.append(chunk(0, 1, 3000, 1, c1.v, true));
+  TraceReader r(save(dir, "t", f.v));
+  auto ev = read_all(r);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].ticks, 2005u);
+  EXPECT_EQ(ev[1].ticks, 3007u);
+  EXPECT_EQ(ev[1].addr, 0x5000u);
+  EXPECT_EQ(ev[1].type, ET::kFree);
+}
+
+TEST(TraceReaderBytes, UndecodableEventsAreCountedNotTrusted) {
+  // A chunk with a valid checksum but an unknown event type (15) after one good event.
+  TempDir dir;
+  Bytes c;
+  c.tag(0, 0, 1).zz(0x100).varint(8).varint(0);
+  c.tag(15, 0, 1);
+  c.tag(0, 0, 1).zz(0x100).varint(8).varint(0);
+  Bytes f;
+  f.append(file_header()).append(chunk(0, 0, 1000, 3, c.v, false));
+  TraceReader r(save(dir, "t", f.v));
+  auto ev = read_all(r);
+  EXPECT_EQ(ev.size(), 1u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+}
+
+// Writes the hand-packed corpus files when ADPROF_WRITE_CORPUS names a directory
+// (tests/profiler/corpus/make_corpus.sh does); does nothing otherwise.
+TEST(TraceReaderBytes, WriteCorpus) {
+  const char *out = getenv("ADPROF_WRITE_CORPUS");
+  if (!out || !*out) return;
+  auto put = [&](const std::string &name, const std::vector<uint8_t> &b) {
+    write_file(std::string(out) + "/" + name, std::string(b.begin(), b.end()));
+  };
+  put("packed-reference.adtrace", reference_trace());
+  put("packed-no-footer.adtrace", reference_trace(false));
+  Bytes sig;
+  sig.append(reference_trace(false)).append(footer(21, 2, 1, 6));
+  put("packed-sigabrt.adtrace", sig.v);
+  put("packed-header-only.adtrace", file_header());
+  Bytes gap;
+  gap.append(file_header()).append(chunk(1, 2, 1005, kChunk1Events, chunk1_events(), true));
+  put("packed-seq-gap.adtrace", gap.v);
+}
+
+}  // namespace
