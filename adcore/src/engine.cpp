@@ -388,6 +388,13 @@ void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
       if (result_node_[k] == id) results_[k] = owned(g);
     return;
   }
+  if (!opts_.activity_analysis && n.op == OpId::leaf &&
+      !(to_leaf_grads && n.leaf.requires_grad())) {
+    // The naive engine returns a gradient for every input (as gradient(f, A, x) does); the
+    // caller drops the ones it did not ask for when the call ends.
+    unrequested_.push_back(std::move(g));
+    return;
+  }
   if (!to_leaf_grads || n.op != OpId::leaf || !n.leaf.requires_grad()) return;
   if (opt && opts_.fused_optimizer) {
     const int k = opt->find(n.leaf);
@@ -547,7 +554,7 @@ void Tape::gradients_impl(const Tensor &root, const Tensor *seed, std::span<cons
     if (id >= 0) nodes_[static_cast<size_t>(id)]->requested = true;
     result_node_[k] = id;
   }
-  run_backward(root, nullptr, false, seed);
+  if (active(root)) run_backward(root, nullptr, false, seed);
   for (size_t k = 0; k < wrt.size(); ++k) {
     if (!out[k].defined()) {
       OutputRole role(ADPROF_ROLE_ADJOINT);
@@ -556,12 +563,14 @@ void Tape::gradients_impl(const Tensor &root, const Tensor *seed, std::span<cons
   }
   results_ = {};
   result_node_.clear();
+  unrequested_.clear();
   reset();
 }
 
 void Tape::backward(const Tensor &root, Optimizer *opt) {
   result_node_.clear();
   run_backward(root, opt, true, nullptr);
+  unrequested_.clear();
   reset();
   if (opt && !opts_.fused_optimizer) opt->step();
 }

@@ -14,6 +14,7 @@ thread_local Arena *g_arena = nullptr;
 // Freed StorageImpl objects kept for reuse (the object, not its memory block).
 struct StoragePool {
   std::vector<StorageImpl *> free;
+  StoragePool() { free.reserve(1u << 12); }
   ~StoragePool() {
     for (StorageImpl *s : free) delete s;
   }

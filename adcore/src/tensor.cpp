@@ -73,6 +73,7 @@ Shape broadcast_shapes(const Shape &a, const Shape &b) {
 namespace {
 struct ImplPool {
   std::vector<TensorImpl *> free;
+  ImplPool() { free.reserve(1u << 12); }
   ~ImplPool() {
     for (TensorImpl *t : free) delete t;
   }

@@ -176,7 +176,7 @@ class Tape {
   std::vector<std::vector<Tensor>> pending_;
   std::vector<int32_t> deps_;
   std::vector<uint8_t> useful_, reach_;
-  std::vector<Tensor> gin_;
+  std::vector<Tensor> gin_, unrequested_;
   std::vector<uint8_t> needs_;
   std::span<Tensor> results_;  // gradients() outputs, indexed through node.requested order
   std::vector<int32_t> result_node_;
