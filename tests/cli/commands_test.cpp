@@ -1,0 +1,204 @@
+// The adprof CLI end to end on the seed samples: run, report, diff, check, timeline, export,
+// exit codes and one-line errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "adprof/report.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("adprof-cli-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result sh(const std::string &command) {
+    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() +
+                       "' 2>'" + err.string() + "'";
+    int status = std::system(full.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  Result adprof(const std::string &args) { return sh(std::string(ADPROF_CLI) + " " + args); }
+
+  // Records PROGRAM and returns its report (the program's own stdout stays out of the JSON).
+  adprof::Report run_report(const std::string &name, const std::string &program) {
+    std::string trace = record(name, program);
+    Result r = adprof("report --json " + trace);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return adprof::report_from_json(nlohmann::json::parse(r.out));
+  }
+
+  // Records a sample; returns the trace path.
+  std::string record(const std::string &name, const std::string &program) {
+    std::string trace = (dir_ / (name + ".adtrace")).string();
+    Result r = adprof("run --no-report -o " + trace + " -- " + program);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return trace;
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char *kSmall = " --size 262144 --n 8";
+
+TEST_F(Cli, RunReportsAccumulationAndExitsWithProgramStatus) {
+  adprof::Report rep = run_report("naive", DENSENET " --naive --quiet" + std::string(kSmall));
+  EXPECT_TRUE(rep.complete);
+  // 8 layers: about (n+1)^2/4 = 20 contributions of 1 MiB each pending at the peak.
+  uint64_t mib = 262144 * 4;
+  EXPECT_GE(rep.peak_by_role[ADPROF_ROLE_ACCUMULATION], 16 * mib);
+  ASSERT_FALSE(rep.findings.empty());
+  EXPECT_EQ(rep.findings[0].kind, "non_inplace_accumulation");
+  EXPECT_EQ(rep.peak_phase, "backward");
+
+  adprof::Report o = run_report("opt", DENSENET " --quiet" + std::string(kSmall));
+  EXPECT_EQ(o.peak_by_role[ADPROF_ROLE_ACCUMULATION], 0u);
+  EXPECT_LT(o.peak, rep.peak * 3 / 5);
+
+  EXPECT_EQ(adprof("run -o three.adtrace -- sh -c 'exit 3'").code, 3);
+  EXPECT_EQ(adprof("run -o killed.adtrace -- sh -c 'kill -9 $$'").code, 128 + 9);
+  Result missing = adprof("run -o m.adtrace -- /nonexistent/program");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("cannot run '/nonexistent/program'"), std::string::npos) << missing.err;
+  Result exists = adprof("run -o three.adtrace -- true");
+  EXPECT_EQ(exists.code, 2);
+  EXPECT_NE(exists.err.find("already exists"), std::string::npos);
+}
+
+TEST_F(Cli, DiffAndCheckGateRegressions) {
+  std::string naive = record("naive", DENSENET " --naive --quiet" + std::string(kSmall));
+  std::string opt = record("opt", DENSENET " --quiet" + std::string(kSmall));
+  // The naive engine as the "new" run regresses the peak; as the base it does not.
+  Result d = adprof("diff " + opt + " " + naive + " --fail-if 'peak > +5%'");
+  EXPECT_EQ(d.code, 1) << d.out << d.err;
+  EXPECT_NE(d.out.find("FAIL"), std::string::npos);
+  EXPECT_EQ(adprof("diff " + naive + " " + opt + " --fail-if 'peak > +5%'").code, 0);
+  Result md = adprof("diff " + opt + " " + naive + " --markdown --fail-if 'role.accumulation > 0'");
+  EXPECT_EQ(md.code, 1);
+  EXPECT_NE(md.out.find("| `peak` |"), std::string::npos) << md.out;
+  // A report JSON is as good as a trace on either side.
+  Result base_json = adprof("report --json " + opt);
+  ASSERT_EQ(base_json.code, 0);
+  std::ofstream(dir_ / "base.json") << base_json.out;
+  EXPECT_EQ(adprof("diff base.json " + opt + " --fail-if 'peak > +1%'").code, 0);
+  Result dj = adprof("diff base.json " + naive + " --json --fail-if 'peak > +1%'");
+  EXPECT_EQ(dj.code, 1);
+  EXPECT_TRUE(nlohmann::json::parse(dj.out)["failed"].get<bool>());
+
+  EXPECT_EQ(adprof("check " + naive + " --max-role accumulation=0").code, 1);
+  EXPECT_EQ(adprof("check " + opt + " --max-role accumulation=0 --max-role duplicate=0").code, 0);
+  EXPECT_EQ(adprof("check " + opt + " --max-peak 1KiB").code, 1);
+  EXPECT_EQ(adprof("check " + opt + " --max-peak 1GiB").code, 0);
+  EXPECT_EQ(adprof("check " + opt + " --max-role nosuchrole=0").code, 2);
+  EXPECT_EQ(adprof("check " + opt + " --fail-if 'peak > +5%'").code, 2);
+  EXPECT_EQ(adprof("check " + opt).code, 2);
+  EXPECT_EQ(adprof("diff " + opt + " " + naive + " --fail-if 'bogus > 1'").code, 2);
+}
+
+TEST_F(Cli, GatherNaiveShowsTheWidenedIndexCopy) {
+  adprof::Report rep = run_report("g", GATHER " --naive --quiet");
+  const uint64_t widened = (1u << 21) * 3 * 8;  // 2^21 x 3 i64 indices
+  EXPECT_EQ(rep.peak_by_role[ADPROF_ROLE_DUPLICATE], widened);
+  ASSERT_FALSE(rep.findings.empty());
+  EXPECT_EQ(rep.findings[0].kind, "duplicate");
+  EXPECT_EQ(rep.findings[0].bytes, widened);
+  EXPECT_NE(rep.findings[0].message.find("i64 copy"), std::string::npos) << rep.findings[0].message;
+  EXPECT_EQ(run_report("g2", GATHER " --quiet").peak_by_role[ADPROF_ROLE_DUPLICATE], 0u);
+}
+
+TEST_F(Cli, TimelineAndExports) {
+  std::string trace = record("t", DENSENET " --naive --quiet" + std::string(kSmall));
+  Result t = adprof("timeline " + trace + " --csv t.csv --svg t.svg --width 60 --height 10");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("v peak"), std::string::npos);
+  EXPECT_NE(t.out.find('S'), std::string::npos);  // accumulation glyph
+  std::string csv = slurp(dir_ / "t.csv");
+  EXPECT_EQ(csv.rfind("time_s,host,role.foreign", 0), 0u);
+  EXPECT_GT(std::count(csv.begin(), csv.end(), '\n'), 10);
+  EXPECT_EQ(slurp(dir_ / "t.svg").rfind("<svg", 0), 0u);
+
+  ASSERT_EQ(adprof("export " + trace + " --perfetto p.json --folded f.txt").code, 0);
+  auto p = nlohmann::json::parse(slurp(dir_ / "p.json"));
+  int begins = 0, ends = 0, counters = 0;
+  for (const auto &e : p["traceEvents"]) {
+    std::string ph = e["ph"];
+    begins += ph == "B";
+    ends += ph == "E";
+    counters += ph == "C";
+  }
+  EXPECT_GT(begins, 0);
+  EXPECT_EQ(begins, ends);
+  EXPECT_GT(counters, 0);
+  std::string folded = slurp(dir_ / "f.txt");
+  EXPECT_NE(folded.find("backward;"), std::string::npos) << folded;
+  EXPECT_NE(folded.find(";accumulation"), std::string::npos) << folded;
+}
+
+TEST_F(Cli, UsageAndInputErrors) {
+  EXPECT_EQ(adprof("").code, 2);
+  EXPECT_EQ(adprof("--help").code, 0);
+  for (const char *cmd : {"run", "report", "diff", "check", "timeline", "export", "dump"})
+    EXPECT_EQ(adprof(std::string(cmd) + " --help").code, 0) << cmd;
+  Result unknown = adprof("frobnicate");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(std::count(unknown.err.begin(), unknown.err.end(), '\n'), 1) << unknown.err;
+  Result flag = adprof("report --bogus x");
+  EXPECT_EQ(flag.code, 2);
+  EXPECT_NE(flag.err.find("unrecognised option"), std::string::npos);
+  for (const std::string &bad : {std::string("/nonexistent.adtrace"), std::string("/bin/sh")}) {
+    Result r = adprof("report " + bad);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  std::ofstream(dir_ / "empty.adtrace").close();
+  Result empty = adprof("report empty.adtrace");
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.err.find("empty"), std::string::npos);
+  std::ofstream(dir_ / "bad.json") << "{\"schema\": \"something else\"}";
+  EXPECT_EQ(adprof("diff bad.json bad.json").code, 2);
+}
+
+TEST_F(Cli, CiExampleFromTheDocsRuns) {
+  // docs/CI.md shows this script; the test runs exactly it.
+  Result r = sh("bash " SOURCE_DIR "/docs/ci-example.sh " + std::string(ADPROF_CLI) + " " DENSENET);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("memory gates pass"), std::string::npos) << r.out;
+  Result regression = sh("ADPROF_CI_EXAMPLE_REGRESS=1 bash " SOURCE_DIR "/docs/ci-example.sh " +
+                         std::string(ADPROF_CLI) + " " DENSENET);
+  EXPECT_EQ(regression.code, 1) << regression.out << regression.err;
+}
+
+}  // namespace

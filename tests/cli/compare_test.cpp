@@ -1,0 +1,105 @@
+// Metrics, gates and diffs over hand-made reports: the numbers are known, so every outcome is.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "adprof/compare.h"
+
+namespace adprof {
+namespace {
+
+Report make_report(uint64_t peak, uint64_t allocations, uint64_t duplicate) {
+  Report r;
+  r.peak = peak;
+  r.allocations = allocations;
+  r.peak_by_role[ADPROF_ROLE_DUPLICATE] = duplicate;
+  r.peak_by_role[ADPROF_ROLE_ADJOINT] = peak - duplicate;
+  r.peak_by_op = {{"matmul", peak}};
+  r.ops = {{"matmul", 3, allocations, peak, 0, 0, peak}};
+  for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
+  return r;
+}
+
+TEST(Gates, ParseForms) {
+  Gate g = parse_gate("peak > +5%");
+  EXPECT_EQ(g.metric, "peak");
+  EXPECT_EQ(g.op, ">");
+  EXPECT_DOUBLE_EQ(g.value, 5);
+  EXPECT_TRUE(g.relative);
+  EXPECT_TRUE(g.change);
+  g = parse_gate("role.duplicate>=0");
+  EXPECT_EQ(g.metric, "role.duplicate");
+  EXPECT_EQ(g.op, ">=");
+  EXPECT_FALSE(g.change);
+  g = parse_gate("peak > 64MiB");
+  EXPECT_DOUBLE_EQ(g.value, 64.0 * 1024 * 1024);
+  g = parse_gate("allocations <= -10");
+  EXPECT_TRUE(g.change);
+  EXPECT_DOUBLE_EQ(g.value, -10);
+  EXPECT_THROW(parse_gate("peak"), std::invalid_argument);
+  EXPECT_THROW(parse_gate("peak > 5%"), std::invalid_argument);  // a percentage needs a sign
+  EXPECT_THROW(parse_gate("peak > 5 parsecs"), std::invalid_argument);
+  EXPECT_THROW(parse_gate("> 5"), std::invalid_argument);
+  EXPECT_EQ(parse_bytes("1KiB"), 1024u);
+  EXPECT_EQ(parse_bytes("2MB"), 2000000u);
+  EXPECT_THROW(parse_bytes("5%"), std::invalid_argument);
+}
+
+TEST(Gates, RelativeAndAbsolute) {
+  auto base = report_metrics(make_report(100 << 20, 1000, 0));
+  auto grown = report_metrics(make_report(106 << 20, 1050, 4 << 20));
+  EXPECT_TRUE(evaluate(parse_gate("peak > +5%"), &base, grown).failed);      // +6%
+  EXPECT_FALSE(evaluate(parse_gate("peak > +10%"), &base, grown).failed);
+  EXPECT_FALSE(evaluate(parse_gate("allocations > +10%"), &base, grown).failed);  // +5%
+  EXPECT_TRUE(evaluate(parse_gate("role.duplicate > 0"), &base, grown).failed);
+  EXPECT_FALSE(evaluate(parse_gate("role.duplicate > 0"), &base, base).failed);
+  EXPECT_TRUE(evaluate(parse_gate("peak > +5MiB"), &base, grown).failed);    // +6 MiB
+  EXPECT_FALSE(evaluate(parse_gate("peak > 200MiB"), nullptr, grown).failed);
+  EXPECT_TRUE(evaluate(parse_gate("op.matmul > 100MiB"), nullptr, grown).failed);
+  EXPECT_FALSE(evaluate(parse_gate("op.absent > 0"), nullptr, grown).failed);  // absent op: 0 B
+  EXPECT_THROW(evaluate(parse_gate("nonsense > 0"), nullptr, grown), std::invalid_argument);
+  EXPECT_THROW(evaluate(parse_gate("peak > +5%"), nullptr, grown), std::invalid_argument);
+}
+
+TEST(Diff, RowsAndSites) {
+  Report a = make_report(100, 10, 0), b = make_report(150, 10, 50);
+  b.peak_by_op.push_back({"cast", 50});
+  ReportDiff d = diff_reports(a, b);
+  ASSERT_FALSE(d.rows.empty());
+  EXPECT_EQ(d.rows[0].metric, "peak");
+  EXPECT_EQ(d.rows[0].base, 100);
+  EXPECT_EQ(d.rows[0].current, 150);
+  ASSERT_EQ(d.appeared.size(), 1u);
+  EXPECT_EQ(d.appeared[0], "op cast");
+  EXPECT_TRUE(d.vanished.empty());
+  std::string md = render_diff_markdown(d, {});
+  EXPECT_NE(md.find("| `peak` | 100 B | 150 B | +50 B (+50.0%) |"), std::string::npos) << md;
+}
+
+TEST(Schema, RoundTrip) {
+  Report r = make_report(123456, 77, 1000);
+  r.trace = "x.adtrace";
+  r.steady_allocations_per_step = 3;
+  r.findings.push_back({"duplicate", "msg", "ev", "fix", 1000});
+  r.live_at_peak.push_back({});
+  r.live_at_peak.back().size = 1000;
+  r.live_at_peak.back().role = "duplicate";
+  r.live_at_peak.back().shape = {2, 3};
+  nlohmann::json j = to_json(r);
+  Report back = report_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  // Older or newer readers: unknown keys are ignored, missing ones default.
+  j["a_key_from_the_future"] = 1;
+  j.erase("steps");
+  EXPECT_NO_THROW(report_from_json(j));
+  EXPECT_THROW(report_from_json(nlohmann::json::object()), std::runtime_error);
+  nlohmann::json bad = to_json(r);
+  bad["schema_version"] = 99;
+  EXPECT_THROW(report_from_json(bad), std::runtime_error);
+  bad = to_json(r);
+  bad["peak"]["bytes"] = "lots";
+  EXPECT_THROW(report_from_json(bad), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace adprof
