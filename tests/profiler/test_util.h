@@ -66,7 +66,10 @@ inline std::string read_file(const std::string &path) {
   return ss.str();
 }
 
+// Replaces the file (a new inode: on ext4, truncating a file in place costs milliseconds).
 inline void write_file(const std::string &path, const std::string &bytes) {
+  std::error_code ec;
+  fs::remove(path, ec);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }

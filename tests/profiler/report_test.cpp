@@ -1,0 +1,212 @@
+// `adprof report` and the reader on bad input: missing, empty, foreign, truncated and damaged
+// files give a clear one-line error (exit 2) or a report that says the trace was cut or
+// damaged — never a crash. The same inputs are kept as a fuzz corpus (corpus/), which the
+// reader also reads here.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "adprof/report.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace ptest;
+
+void expect_one_line_error(const Result &r, const std::string &what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(r.exited) << "adprof report crashed (signal " << r.signal << ")";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("adprof: error: ", 0), 0u) << lines[0];
+}
+
+// Exit 2 with one line, or a report (exit 0) that warns about the cut or the damage.
+void expect_error_or_warning(const Result &r, const std::string &what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(r.exited) << "adprof report crashed (signal " << r.signal << ")";
+  if (r.exit_code == 2) {
+    expect_one_line_error(r, what);
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("WARNING"), std::string::npos) << r.out;
+}
+
+// Reads every event and analyses; returns false when the reader refused the file.
+bool read_through(const std::string &path, adprof::TraceEnd *end = nullptr,
+                  adprof::ReadStats *stats = nullptr) {
+  try {
+    adprof::TraceReader reader(path);
+    adprof::Replay replay;
+    adprof::Event e;
+    while (reader.next(e)) replay.apply(e);
+    if (end) *end = reader.end();
+    if (stats) *stats = reader.stats();
+    reader.rewind();
+    adprof::Report report = adprof::analyze(reader, path);
+    (void)adprof::render_text(report);
+    (void)adprof::to_json(report).dump();
+    return true;
+  } catch (const adprof::TraceError &) {
+    return false;
+  }
+}
+
+std::string small_trace(const TempDir &dir) {
+  std::string trace = dir / "small.adtrace";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_ATTRIBUTION, "scopes"};
+  o.trace = trace;
+  Result r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return trace;
+}
+
+TEST(ReportCli, MissingFile) {
+  TempDir dir;
+  expect_one_line_error(run_cli({"report", dir / "nope.adtrace"}), "missing");
+}
+
+TEST(ReportCli, EmptyFile) {
+  TempDir dir;
+  write_file(dir / "empty", "");
+  expect_one_line_error(run_cli({"report", dir / "empty"}), "empty");
+}
+
+TEST(ReportCli, ForeignFiles) {
+  TempDir dir;
+  expect_one_line_error(run_cli({"report", "/bin/ls"}), "/bin/ls");
+  expect_one_line_error(run_cli({"report", dir.path()}), "a directory");
+  write_file(dir / "text", "ADPROFTR but not really a trace, just text long enough to be read\n");
+  expect_one_line_error(run_cli({"report", dir / "text"}), "text with the magic");
+  expect_one_line_error(run_cli({"report"}), "no argument");
+}
+
+TEST(ReportCli, TruncatedTraces) {
+  TempDir dir;
+  std::string trace = small_trace(dir);
+  std::string bytes = read_file(trace);
+  ASSERT_GT(bytes.size(), 200u);
+  // The CLI at a few offsets: inside the header, just after it, inside the first chunk header,
+  // inside the first payload, just before the end.
+  for (size_t cut : {size_t{1}, size_t{63}, size_t{64}, size_t{80}, size_t{150},
+                     bytes.size() / 2, bytes.size() - 1}) {
+    std::string path = dir / ("cut" + std::to_string(cut));
+    write_file(path, bytes.substr(0, cut));
+    Result r = run_cli({"report", path});
+    expect_error_or_warning(r, "cut at " + std::to_string(cut));
+    if (cut >= 64) {
+      EXPECT_EQ(r.exit_code, 0) << "a trace cut after its header is reported";
+      EXPECT_NE(r.out.find("cut"), std::string::npos) << r.out;
+    }
+  }
+  // The reader at every offset.
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    std::string path = dir / "every";
+    write_file(path, bytes.substr(0, cut));
+    adprof::TraceEnd end;
+    bool read = read_through(path, &end);
+    EXPECT_EQ(read, cut >= 64) << cut;
+    if (read) {
+      EXPECT_TRUE(end.cut) << cut;
+    }
+  }
+}
+
+TEST(ReportCli, FlippedBytes) {
+  TempDir dir;
+  std::string trace = small_trace(dir);
+  std::string bytes = read_file(trace);
+  const size_t chunk = 64;  // first chunk header
+  uint32_t stored;
+  memcpy(&stored, bytes.data() + chunk + 16, 4);
+  // In the first chunk's payload: that chunk is skipped, the report says it was damaged.
+  {
+    std::string b = bytes;
+    b[chunk + 40 + stored / 2] ^= 0x10;
+    write_file(dir / "payload", b);
+    Result r = run_cli({"report", dir / "payload"});
+    expect_error_or_warning(r, "payload");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("damaged chunk"), std::string::npos) << r.out;
+  }
+  // In the first chunk's header: its magic, sizes, thread, flags, sequence.
+  for (size_t at : {size_t{0}, size_t{4}, size_t{8}, size_t{12}, size_t{16}, size_t{20},
+                    size_t{24}, size_t{32}, size_t{36}}) {
+    std::string b = bytes;
+    b[chunk + at] ^= 0x04;
+    std::string path = dir / ("header" + std::to_string(at));
+    write_file(path, b);
+    Result r = run_cli({"report", path});
+    expect_error_or_warning(r, "chunk header byte " + std::to_string(at));
+    EXPECT_EQ(r.exit_code, 0);
+  }
+  // In the file header: refused with one line.
+  {
+    std::string b = bytes;
+    b[20] ^= 0x01;
+    write_file(dir / "fileheader", b);
+    expect_one_line_error(run_cli({"report", dir / "fileheader"}), "file header");
+  }
+  // The reader with every byte flipped in turn, and every byte set to 0xFF.
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    for (unsigned char mask : {0x01, 0x80}) {
+      std::string b = bytes;
+      b[at] = static_cast<char>(b[at] ^ mask);
+      write_file(dir / "flip", b);
+      adprof::TraceEnd end;
+      adprof::ReadStats stats;
+      bool read = read_through(dir / "flip", &end, &stats);
+      if (at >= 64) {
+        EXPECT_TRUE(read) << at;
+        // Nothing damaged goes unnoticed, except bytes the format does not check: the CRC
+        // covers all chunk bytes but the magic, and a flipped magic ends the readable part.
+        EXPECT_TRUE(end.cut || stats.corrupt_chunks > 0) << "flip at " << at << " unnoticed";
+      } else if (at < 56 && at >= 8) {
+        EXPECT_FALSE(read) << "damaged file header accepted, byte " << at;
+      }
+    }
+  }
+}
+
+TEST(ReportCli, JsonIsValidAndRoundTrips) {
+  TempDir dir;
+  std::string trace = small_trace(dir);
+  Result r = run_cli({"report", "--json", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  adprof::Report back = adprof::report_from_json(j);
+  EXPECT_EQ(adprof::to_json(back), j);
+  EXPECT_THROW(adprof::report_from_json(nlohmann::json::object()), std::runtime_error);
+  EXPECT_THROW(adprof::report_from_json(nlohmann::json::parse(R"({"schema":"adprof.report",
+      "schema_version": 99})")),
+               std::runtime_error);
+}
+
+// Every file of the fuzz corpus: the reader and analyze() never crash, and the CLI gives an
+// error line or a report.
+TEST(ReportCli, Corpus) {
+  size_t files = 0;
+  for (auto &entry : fs::directory_iterator(ADPROF_TEST_CORPUS)) {
+    if (!entry.is_regular_file()) continue;
+    std::string path = entry.path().string();
+    if (path.ends_with(".sh") || path.ends_with(".md")) continue;
+    ++files;
+    EXPECT_LT(entry.file_size(), 20u * 1024) << path;
+    SCOPED_TRACE(path);
+    bool read = read_through(path);
+    Result r = run_cli({"report", path});
+    ASSERT_TRUE(r.exited) << "adprof report crashed on " << path;
+    if (read) {
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    } else {
+      expect_one_line_error(r, path);
+    }
+  }
+  EXPECT_GE(files, 10u);
+}
+
+}  // namespace
