@@ -52,6 +52,8 @@ std::string Replay::op_label(uint32_t name_id, uint64_t instance) const {
   if (name_id == 0) return "(no op)";
   std::string n = name(name_id);
   if (n.empty()) n = "op" + std::to_string(name_id);
+  // Instances with the top bit set are calls outside the tape (backward-pass ops, no_grad).
+  if (instance >> 63) return n + "#u" + std::to_string(instance & ~(1ull << 63));
   return n + "#" + std::to_string(instance);
 }
 
@@ -77,8 +79,11 @@ void Replay::add(const Block &b, int sign) {
 }
 
 Block *Replay::find(uint64_t addr) {
-  auto it = blocks_.find(addr);
-  if (it != blocks_.end()) return &it->second;
+  for (int space : {ADPROF_SPACE_HEAP, ADPROF_SPACE_DEVICE_BLOCK, ADPROF_SPACE_DEVICE_RAW,
+                    ADPROF_SPACE_HOST_PINNED, ADPROF_SPACE_DEVICE_SEGMENT}) {
+    auto it = blocks_.find(key(addr, space));
+    if (it != blocks_.end()) return &it->second;
+  }
   auto m = mmap_.find(addr);
   return m != mmap_.end() ? &m->second : nullptr;
 }
@@ -136,7 +141,16 @@ void Replay::on_alloc(const Event &e) {
     unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it
     mmap_[e.addr] = b;
   } else {
-    auto [it, inserted] = blocks_.try_emplace(e.addr, b);
+    if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
+      // An instrumented allocator declares a segment it got from cudaMalloc, which the
+      // interposer also saw: count those bytes once, as reserved.
+      auto raw = blocks_.find(key(e.addr, ADPROF_SPACE_DEVICE_RAW));
+      if (raw != blocks_.end()) {
+        add(raw->second, -1);
+        blocks_.erase(raw);
+      }
+    }
+    auto [it, inserted] = blocks_.try_emplace(key(e.addr, b.space), b);
     if (!inserted) {  // the free was lost (cut chunk): the old block is gone
       add(it->second, -1);
       if (it->second.describe_index) free_shapes_.push_back(it->second.describe_index - 1);
@@ -153,8 +167,8 @@ void Replay::on_free(const Event &e) {
     unmap_range(e.addr, e.a);
     return;
   }
-  auto it = blocks_.find(e.addr);
-  if (it == blocks_.end() || it->second.space != e.operand) {
+  auto it = blocks_.find(key(e.addr, e.operand));
+  if (it == blocks_.end()) {
     ++unmatched_frees_;  // allocated before recording started, or lost with a cut chunk
     return;
   }

@@ -39,7 +39,7 @@ Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t m
     op_bytes[b.op_name] += b.size;
     by_addr[addr] = &b;
   };
-  for (const auto &[addr, b] : replay.blocks()) visit(addr, b);
+  for (const auto &[k, b] : replay.blocks()) visit(Replay::address_of(k), b);
   for (const auto &[addr, b] : replay.mmap_blocks()) visit(addr, b);
   std::vector<std::pair<uint64_t, const Block *>> live(by_addr.begin(), by_addr.end());
   std::sort(live.begin(), live.end(), [](const auto &a, const auto &b) {

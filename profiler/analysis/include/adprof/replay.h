@@ -64,8 +64,14 @@ class Replay {
   // Applies one event. Returns true when it changed live memory (alloc, free, retag).
   bool apply(const Event &e);
 
-  // Live blocks by address (mmap ranges are kept apart, see mmap_blocks()).
+  // Live blocks by key (mmap ranges are kept apart, see mmap_blocks()). A heap block's key is
+  // its address; other spaces put the space in the top byte, because a caching device
+  // allocator's first block shares its address with the segment it was cut from.
   const std::unordered_map<uint64_t, Block> &blocks() const { return blocks_; }
+  static uint64_t key(uint64_t addr, int space) {
+    return space == ADPROF_SPACE_HEAP ? addr : addr | (static_cast<uint64_t>(space) << 56);
+  }
+  static uint64_t address_of(uint64_t key) { return key & ((1ull << 56) - 1); }
   const std::map<uint64_t, Block> &mmap_blocks() const { return mmap_; }
   const std::vector<int64_t> *shape_of(const Block &b) const;
 
