@@ -1,0 +1,124 @@
+// The main window: the timeline in the centre, the views of one instant, the findings, the
+// ops, the what-if and the diff in docks. It owns a TraceLoader and only moves the analysis
+// library's results (gui_data.h) into the models and the timeline widget.
+#pragma once
+
+#include <QMainWindow>
+#include <QPointer>
+#include <memory>
+
+#include "gui_data.h"
+#include "models.h"
+#include "timeline_widget.h"
+#include "trace_loader.h"
+
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QStackedWidget;
+class QTableView;
+class QTreeView;
+class QComboBox;
+class QDockWidget;
+
+namespace adprof::gui {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget *parent = nullptr);
+  ~MainWindow() override;
+
+  void openTrace(const QString &path);
+  void openBase(const QString &path);  // a second trace to diff against
+  bool exportPng(const QString &path);
+  bool exportSvg(const QString &path);
+  void restoreState();  // window layout and grouping from QSettings
+
+  // For tests, screenshots and benchmarks.
+  TimelineWidget *timeline() const { return timeline_; }
+  LiveBuffersModel *liveModel() const { return live_model_; }
+  FindingsModel *findingsModel() const { return findings_model_; }
+  OpsModel *opsModel() const { return ops_model_; }
+  WhatIfModel *whatIfModel() const { return whatif_model_; }
+  DiffModel *diffModel() const { return diff_model_; }
+  QTreeView *liveView() const { return live_view_; }
+  QTableView *findingsView() const { return findings_view_; }
+  QTableView *opsView() const { return ops_view_; }
+  QDockWidget *dock(const QString &name) const;
+  std::shared_ptr<const Report> report() const { return report_; }
+  TraceLoader &loader() { return loader_; }
+  QString lastError() const { return last_error_; }
+  QString selectionText() const;
+
+ public slots:
+  void showInstant(double time, bool at_peak);
+  void showFinding(int row);
+  void highlightOp(int row);
+  void goToPeak();
+
+ signals:
+  void timelineShown();
+  void traceLoaded(bool ok);  // both the report and the timeline are in (or one failed)
+  void baseLoaded(bool ok);
+  void instantShown();
+  void opTimelineShown();
+
+ protected:
+  void closeEvent(QCloseEvent *event) override;
+  void dragEnterEvent(QDragEnterEvent *event) override;
+  void dropEvent(QDropEvent *event) override;
+
+ private:
+  void buildUi();
+  void buildActions();
+  void fail(const QString &path, const std::string &error);
+  void addRecent(const QString &path);
+  void rebuildRecentMenu();
+  void adopt(const QString &path);
+  void requestOpTimeline(std::vector<std::string> ops);
+  void updateDiff();
+  void setGrouping(TimelineWidget::Grouping g);
+  void revealBuffers(const FindingTarget &target);
+
+  TraceLoader loader_;
+  TimelineWidget *timeline_ = nullptr;
+  QComboBox *grouping_box_ = nullptr;
+  QLabel *selection_label_ = nullptr;
+  LiveBuffersModel *live_model_ = nullptr;
+  QSortFilterProxyModel *live_proxy_ = nullptr;
+  QTreeView *live_view_ = nullptr;
+  QLineEdit *filter_ = nullptr;
+  QLabel *instant_label_ = nullptr;
+  FindingsModel *findings_model_ = nullptr;
+  QTableView *findings_view_ = nullptr;
+  OpsModel *ops_model_ = nullptr;
+  QSortFilterProxyModel *ops_proxy_ = nullptr;
+  QTableView *ops_view_ = nullptr;
+  WhatIfModel *whatif_model_ = nullptr;
+  QStackedWidget *whatif_stack_ = nullptr;
+  DiffModel *diff_model_ = nullptr;
+  QLabel *diff_label_ = nullptr;
+  QProgressBar *progress_ = nullptr;
+  QPushButton *cancel_ = nullptr;
+  QLabel *status_ = nullptr;
+  QMenu *recent_menu_ = nullptr;
+  QPointer<QWidget> error_box_;
+
+  QString path_, pending_path_, base_path_;
+  std::shared_ptr<const Report> report_, base_report_;
+  std::shared_ptr<const Timeline> timeline_data_, base_timeline_;
+  int pending_parts_ = 0;
+  bool pending_ok_ = true;
+  bool pending_first_ = false;
+  int base_parts_ = 0;
+  bool base_ok_ = true;
+  QString last_error_;
+  uint64_t instant_request_ = 0;
+};
+
+}  // namespace adprof::gui

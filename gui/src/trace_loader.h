@@ -1,0 +1,73 @@
+// Runs the analysis library's jobs off the UI thread and hands their results back as plain
+// values (gui_data.h) on the UI thread. Each job opens its own TraceReader (a reader is not
+// thread-safe). Loading a trace runs analyze() and build_timeline() at the same time on two
+// threads; the timeline usually arrives first and is shown at once.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+#include <QThreadPool>
+#include <QTimer>
+#include <QtConcurrent/QtConcurrent>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gui_data.h"
+
+namespace adprof::gui {
+
+class TraceLoader : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit TraceLoader(QObject *parent = nullptr);
+  ~TraceLoader() override;  // cancels and waits for every job
+
+  // Loads `path`: `on_timeline` and `on_report` are called on the UI thread when each is ready
+  // (or failed / cancelled). A new load of the same slot cancels the previous one.
+  // Slot 0: the trace; slot 1: the base trace of a diff.
+  void load(int slot, const QString &path, std::function<void(Outcome<Timeline>)> on_timeline,
+            std::function<void(Outcome<Report>)> on_report);
+  void cancelLoad(int slot);
+  bool loading() const;
+
+  // The live set at `time` (a replay up to there). A new request cancels the previous one.
+  void snapshot(const QString &path, double time, std::function<void(Outcome<Snapshot>)> done);
+
+  // A timeline with other options (a finer window after a zoom, or op series to track).
+  // `channel` names the purpose: a new request on a channel cancels the one before it.
+  void timeline(const QString &channel, const QString &path, TimelineOptions options,
+                std::function<void(Outcome<Timeline>)> done);
+
+  // Waits for every job to finish (tests, screenshots, benchmarks).
+  void waitForIdle();
+
+ signals:
+  // Fraction of the current load done (both jobs together), 0..1; emitted while loading.
+  void progress(double fraction);
+  void busyChanged(bool busy);
+
+ private:
+  struct Job {
+    std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<std::atomic<double>> progress = std::make_shared<std::atomic<double>>(0.0);
+    QFuture<void> future;
+    int slot = -1;
+    QString channel;
+  };
+  template <class T>
+  void start(std::shared_ptr<Job> job, std::function<T(Job &)> work,
+             std::function<void(Outcome<T>)> done);
+  void cancelChannel(const QString &channel);
+  void pollProgress();
+
+  QThreadPool pool_;
+  std::vector<std::shared_ptr<Job>> jobs_;
+  QTimer progress_timer_;
+  bool busy_ = false;
+};
+
+}  // namespace adprof::gui

@@ -1,0 +1,458 @@
+// adprof-gui under QT_QPA_PLATFORM=offscreen: the models show what the analysis library
+// computed (equal to `adprof report --json` of the same trace), the timeline draws something,
+// its peak marker sits at the peak's time, and clicking there lists the peak's buffers.
+#include <QAbstractItemModelTester>
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QPainter>
+#include <QProcess>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeView>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "adprof/snapshot.h"
+#include "main_window.h"
+#include "palette.h"
+
+using namespace adprof;
+using namespace adprof::gui;
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+QString record(const QString &dir, const QString &name, const QStringList &args) {
+  QString trace = QDir(dir).filePath(name);
+  QProcess p;
+  p.start(ADPROF_CLI, QStringList{"run", "-o", trace, "--no-report", "--", GUI_TEST_WORKLOAD} + args);
+  if (!p.waitForFinished(60000) || p.exitCode() != 0)
+    qFatal("recording failed: %s", p.readAllStandardError().constData());
+  return trace;
+}
+
+Report cli_report(const QString &trace) {
+  QProcess p;
+  p.start(ADPROF_CLI, {"report", "--json", trace});
+  if (!p.waitForFinished(60000) || p.exitCode() != 0)
+    qFatal("adprof report failed: %s", p.readAllStandardError().constData());
+  return report_from_json(nlohmann::json::parse(p.readAllStandardOutput().toStdString()));
+}
+
+// Pixels that are not background white nor the light grid grey.
+int inked_pixels(const QImage &image, const QRect &area) {
+  int n = 0;
+  for (int y = area.top(); y <= area.bottom(); ++y)
+    for (int x = area.left(); x <= area.right(); ++x) {
+      QRgb c = image.pixel(x, y);
+      if (qRed(c) < 0xD0 || qGreen(c) < 0xD0 || qBlue(c) < 0xD0) ++n;
+    }
+  return n;
+}
+
+}  // namespace
+
+class GuiTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void modelsEqualCliReport();
+  void timelineIsDrawnAndPeakMarkerAtPeakTime();
+  void clickAtPeakListsPeakBuffers();
+  void clickElsewhereListsThatInstant();
+  void findingsLeadToTheirBuffers();
+  void opsHighlightOnTimeline();
+  void groupingsAndZoomRedraw();
+  void rangeSelectionTotals();
+  void diffAgainstBase();
+  void exportPngAndSvg();
+  void badFilesGiveAMessage();
+  void cancelLoading();
+  void everyModelPassesTheTester();
+  void screenshotMode();
+
+ private:
+  QTemporaryDir dir_;
+  QString trace_, base_;
+  Report cli_, cli_base_;
+  std::unique_ptr<MainWindow> window_;
+};
+
+void GuiTest::initTestCase() {
+  QVERIFY(dir_.isValid());
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_.filePath("settings"));
+  trace_ = record(dir_.path(), "naive.adtrace", {});
+  base_ = record(dir_.path(), "inplace.adtrace", {"--inplace"});
+  cli_ = cli_report(trace_);
+  cli_base_ = cli_report(base_);
+  // The workload's known numbers (its comments): the peak is in the backward pass of the second
+  // step, with 8 MiB of held gradient contributions and a 2 MiB i64 duplicate of the indices.
+  QCOMPARE(cli_.peak_by_role[ADPROF_ROLE_ACCUMULATION], 8 * kMiB);
+  QCOMPARE(cli_.peak_by_role[ADPROF_ROLE_DUPLICATE], 2 * kMiB);
+  QCOMPARE(cli_.peak_by_role[ADPROF_ROLE_OPTIMIZER_STATE], 6 * kMiB);
+  QCOMPARE(cli_.peak_phase, std::string("backward"));
+  QCOMPARE(cli_base_.peak_by_role[ADPROF_ROLE_ACCUMULATION], uint64_t(0));
+
+  window_ = std::make_unique<MainWindow>();
+  window_->resize(1300, 850);
+  window_->show();
+  QSignalSpy loaded(window_.get(), &MainWindow::traceLoaded);
+  QSignalSpy ops(window_.get(), &MainWindow::opTimelineShown);
+  window_->openTrace(trace_);
+  QVERIFY(loaded.wait(60000));
+  QCOMPARE(loaded.first().first().toBool(), true);
+  QVERIFY(ops.count() || ops.wait(60000));
+  window_->loader().waitForIdle();
+}
+
+void GuiTest::modelsEqualCliReport() {
+  const Report &r = *window_->report();
+  QCOMPARE(r.peak, cli_.peak);
+  QCOMPARE(r.peak_time, cli_.peak_time);
+  QCOMPARE(r.events, cli_.events);
+  // Ops table: every row equals the CLI's op summary.
+  OpsModel *ops = window_->opsModel();
+  QCOMPARE(ops->rowCount(), int(cli_.ops.size()));
+  for (int row = 0; row < ops->rowCount(); ++row) {
+    const OpSummary &o = cli_.ops[size_t(row)];
+    auto v = [&](int col) { return ops->index(row, col).data(ModelBase::SortRole); };
+    QCOMPARE(v(OpsModel::Name).toString().toStdString(), o.name);
+    QCOMPARE(v(OpsModel::Calls).toULongLong(), o.calls);
+    QCOMPARE(v(OpsModel::Allocations).toULongLong(), o.allocations);
+    QCOMPARE(v(OpsModel::Bytes).toULongLong(), o.bytes);
+    QCOMPARE(v(OpsModel::LiveAtPeak).toULongLong(), o.live_at_peak);
+    QCOMPARE(v(OpsModel::Temporaries).toULongLong(), o.temporaries);
+    QCOMPARE(v(OpsModel::TemporaryBytes).toULongLong(), o.temporary_bytes);
+  }
+  // Findings: same kinds, messages and bytes in the same order.
+  FindingsModel *f = window_->findingsModel();
+  QCOMPARE(f->rowCount(), int(cli_.findings.size()));
+  QVERIFY(f->rowCount() >= 2);
+  for (int row = 0; row < f->rowCount(); ++row) {
+    const Finding &c = cli_.findings[size_t(row)];
+    QCOMPARE(f->index(row, FindingsModel::Kind).data().toString().toStdString(), c.kind);
+    QCOMPARE(f->index(row, FindingsModel::Message).data().toString().toStdString(), c.message);
+    QCOMPARE(f->index(row, FindingsModel::Evidence).data().toString().toStdString(), c.evidence);
+    QCOMPARE(f->index(row, FindingsModel::Bytes).data(ModelBase::SortRole).toULongLong(), c.bytes);
+  }
+  // At the peak (the default instant): the buffers and the bytes per role of the report.
+  LiveBuffersModel *live = window_->liveModel();
+  QCOMPARE(live->instant().at_peak, true);
+  QCOMPARE(live->totalBytes(), cli_.peak);
+  QCOMPARE(live->instant().buffers.size(), cli_.live_at_peak.size());
+  for (int r = 0; r < live->rowCount(); ++r) {
+    QModelIndex role = live->index(r, 0);
+    QString name = role.data(ModelBase::RowKeyRole).toString();
+    int id = role_from_name(name.toStdString());
+    QVERIFY(id >= 0);
+    QCOMPARE(live->index(r, LiveBuffersModel::Size).data(ModelBase::SortRole).toULongLong(),
+             cli_.peak_by_role[size_t(id)]);
+  }
+  // A buffer row shows its dtype and shape; the duplicate links to its source.
+  QModelIndex dup = live->indexOfRole("duplicate");
+  QVERIFY(dup.isValid());
+  QModelIndex dup_buf = live->index(0, 0, live->index(0, 0, dup));
+  const LiveBuffer *b = live->buffer(dup_buf);
+  QVERIFY(b);
+  QCOMPARE(b->dtype, std::string("i64"));
+  QCOMPARE(live->index(dup_buf.row(), LiveBuffersModel::Shape, dup_buf.parent()).data().toString(),
+           QString("[262144]"));
+  QVariant link = live->index(dup_buf.row(), LiveBuffersModel::Source, dup_buf.parent())
+                      .data(ModelBase::LinkRole);
+  QVERIFY(link.isValid());
+  QModelIndex source = live->indexOfAddress(link.toULongLong());
+  QVERIFY(source.isValid());
+  QCOMPARE(live->buffer(source)->label, std::string("idx"));
+  // The timeline's peak is the report's.
+  QCOMPARE(window_->timeline()->peakX(), window_->timeline()->timeToX(cli_.peak_time));
+}
+
+void GuiTest::timelineIsDrawnAndPeakMarkerAtPeakTime() {
+  TimelineWidget *t = window_->timeline();
+  QImage image(t->size(), QImage::Format_RGB32);
+  QPainter p(&image);
+  t->paintTo(p);
+  p.end();
+  QRect plot = t->plotRect().toRect().adjusted(2, 2, -2, -2);
+  // Not blank: most of the plot area under the peak is painted.
+  QVERIFY2(inked_pixels(image, plot) > plot.width() * plot.height() / 20, "the chart is blank");
+  // The marker: a black dashed vertical line at timeToX(peak time), in the plot.
+  const int x = int(std::lround(t->timeToX(cli_.peak_time)));
+  QCOMPARE(int(std::lround(t->peakX())), x);
+  auto black_in_column = [&](int cx) {
+    int n = 0;
+    for (int y = plot.top(); y <= plot.bottom(); ++y) n += image.pixel(cx, y) == qRgb(0, 0, 0);
+    return n;
+  };
+  int at = std::max({black_in_column(x - 1), black_in_column(x), black_in_column(x + 1)});
+  QVERIFY2(at > plot.height() / 4, qPrintable(QString("only %1 marker pixels at x=%2").arg(at).arg(x)));
+  // ... and not just anywhere: a column well away from the peak has no such line.
+  int away = x > plot.center().x() ? plot.left() + 20 : plot.right() - 20;
+  QVERIFY(black_in_column(away) < plot.height() / 8);
+  image.save(dir_.filePath("timeline.png"));
+}
+
+void GuiTest::clickAtPeakListsPeakBuffers() {
+  TimelineWidget *t = window_->timeline();
+  // First somewhere else, so that the click at the peak really changes the instant.
+  window_->showInstant(cli_.peak_time / 4, false);
+  window_->loader().waitForIdle();
+  QVERIFY(!window_->liveModel()->instant().at_peak);
+  QSignalSpy shown(window_.get(), &MainWindow::instantShown);
+  QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(std::lround(t->peakX())),
+                                                  int(t->plotRect().center().y())));
+  QVERIFY(shown.count() || shown.wait(10000));
+  const InstantData &d = window_->liveModel()->instant();
+  QVERIFY(d.at_peak);
+  QCOMPARE(d.time, cli_.peak_time);
+  std::multiset<std::pair<uint64_t, uint64_t>> listed, expected;
+  for (const LiveBuffer &b : d.buffers) listed.insert({b.addr, b.size});
+  for (const LiveBuffer &b : cli_.live_at_peak) expected.insert({b.addr, b.size});
+  QVERIFY(listed == expected);
+  QCOMPARE(window_->liveModel()->totalBytes(), cli_.peak);
+}
+
+void GuiTest::clickElsewhereListsThatInstant() {
+  TimelineWidget *t = window_->timeline();
+  // The start of the first backward pass: a replay up to the clicked time.
+  double x = t->plotRect().left() + t->plotRect().width() * 0.3;
+  if (std::fabs(x - t->peakX()) < 10) x += 40;
+  double time = t->xToTime(x);
+  QSignalSpy shown(window_.get(), &MainWindow::instantShown);
+  QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(x), int(t->plotRect().center().y())));
+  QVERIFY(shown.wait(20000));
+  const InstantData &d = window_->liveModel()->instant();
+  QVERIFY(!d.at_peak);
+  TraceReader reader(trace_.toStdString());
+  Snapshot expect = snapshot_at(reader, d.time);
+  QVERIFY(std::fabs(d.time - time) < (t->viewTo() - t->viewFrom()) / t->plotRect().width());
+  QCOMPARE(d.host, expect.host);
+  QCOMPARE(d.buffers.size(), expect.buffers.size());
+  QCOMPARE(window_->liveModel()->totalBytes(), expect.host);
+}
+
+void GuiTest::findingsLeadToTheirBuffers() {
+  FindingsModel *f = window_->findingsModel();
+  int dup_row = -1, acc_row = -1;
+  for (int r = 0; r < f->rowCount(); ++r) {
+    QString kind = f->index(r, FindingsModel::Kind).data().toString();
+    if (kind == "duplicate") dup_row = r;
+    if (kind == "non_inplace_accumulation") acc_row = r;
+  }
+  QVERIFY(dup_row >= 0 && acc_row >= 0);
+  window_->showFinding(dup_row);
+  QTreeView *view = window_->liveView();
+  auto current = [&] {
+    auto *proxy = static_cast<QAbstractProxyModel *>(view->model());
+    return window_->liveModel()->buffer(proxy->mapToSource(view->currentIndex()));
+  };
+  QVERIFY(window_->liveModel()->instant().at_peak);
+  QVERIFY(current());
+  QCOMPARE(current()->role, std::string("duplicate"));
+  QCOMPARE(current()->dtype, std::string("i64"));
+  window_->showFinding(acc_row);
+  QModelIndex idx = view->currentIndex();
+  QVERIFY(idx.isValid());
+  QCOMPARE(idx.data(ModelBase::RowKeyRole).toString(), QString("accumulation"));
+  QVERIFY(view->isExpanded(idx));
+}
+
+void GuiTest::opsHighlightOnTimeline() {
+  OpsModel *ops = window_->opsModel();
+  int row = -1;
+  for (int r = 0; r < ops->rowCount(); ++r)
+    if (ops->ops()[size_t(r)].name == "matmul_backward") row = r;
+  QVERIFY(row >= 0);
+  window_->highlightOp(row);
+  window_->loader().waitForIdle();
+  auto tracked = window_->timeline()->trackedOps();
+  QVERIFY(std::find(tracked.begin(), tracked.end(), "matmul_backward") != tracked.end());
+  QImage image(window_->timeline()->size(), QImage::Format_RGB32);
+  QPainter p(&image);
+  window_->timeline()->paintTo(p);
+  p.end();
+  QVERIFY(inked_pixels(image, window_->timeline()->plotRect().toRect()) > 0);
+  window_->timeline()->setHighlightOp({});
+}
+
+void GuiTest::groupingsAndZoomRedraw() {
+  TimelineWidget *t = window_->timeline();
+  using G = TimelineWidget::Grouping;
+  for (G g : {G::Role, G::Op, G::Phase, G::Device}) {
+    t->setGrouping(g);
+    QImage image(t->size(), QImage::Format_RGB32);
+    QPainter p(&image);
+    t->paintTo(p);
+    p.end();
+    QRect plot = t->plotRect().toRect().adjusted(2, 2, -2, -2);
+    QVERIFY2(inked_pixels(image, plot) > plot.width() * plot.height() / 20,
+             qPrintable(QString("grouping %1 blank").arg(int(g))));
+  }
+  t->setGrouping(G::Role);
+  // Zoom around the peak and pan: the peak marker follows the time->x mapping.
+  double from = t->viewFrom(), to = t->viewTo();
+  t->zoomAt(0.1, cli_.peak_time);
+  QVERIFY(t->viewTo() - t->viewFrom() < (to - from) * 0.2);
+  QVERIFY(std::fabs(t->peakX() - t->timeToX(cli_.peak_time)) < 1e-9);
+  t->repaint();
+  QVERIFY(t->lastPaintMs() < 100);
+  window_->loader().waitForIdle();  // the finer window arrives
+  t->repaint();
+  t->pan(0.1);
+  t->resetView();
+  QCOMPARE(t->viewFrom(), from);
+}
+
+void GuiTest::rangeSelectionTotals() {
+  TimelineWidget *t = window_->timeline();
+  QRectF plot = t->plotRect();
+  int y = int(plot.center().y());
+  QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(int(plot.left() + 5), y));
+  QTest::mouseMove(t, QPoint(int(plot.center().x()), y));
+  QTest::mouseMove(t, QPoint(int(plot.right() - 5), y));
+  QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(int(plot.right() - 5), y));
+  QVERIFY(t->hasSelection());
+  QString text = window_->selectionText();
+  QVERIFY2(text.contains("highest " + format_bytes_q(cli_.peak)), qPrintable(text));
+  t->clearSelection();
+}
+
+void GuiTest::diffAgainstBase() {
+  QSignalSpy loaded(window_.get(), &MainWindow::baseLoaded);
+  window_->openBase(base_);
+  QVERIFY(loaded.wait(60000));
+  QCOMPARE(loaded.first().first().toBool(), true);
+  DiffModel *d = window_->diffModel();
+  QVERIFY(d->rowCount() > 2);
+  bool saw_total = false, saw_acc = false;
+  for (const DiffRow &r : d->diffRows()) {
+    if (r.kind == "total") {
+      saw_total = true;
+      QCOMPARE(r.base, cli_base_.peak);
+      QCOMPARE(r.current, cli_.peak);
+    }
+    if (r.kind == "role" && r.name == "accumulation") {
+      saw_acc = true;
+      QCOMPARE(r.base, uint64_t(0));
+      QCOMPARE(r.current, 8 * kMiB);
+    }
+  }
+  QVERIFY(saw_total && saw_acc);
+  QImage image(window_->timeline()->size(), QImage::Format_RGB32);
+  QPainter p(&image);
+  window_->timeline()->paintTo(p);
+  p.end();
+  int orange = 0;
+  for (int yy = 0; yy < image.height(); ++yy)
+    for (int xx = 0; xx < image.width(); ++xx) orange += image.pixel(xx, yy) == base_color().rgb();
+  QVERIFY2(orange > 50, "the base trace is not overlaid");
+}
+
+void GuiTest::exportPngAndSvg() {
+  QString png = dir_.filePath("chart.png"), svg = dir_.filePath("chart.svg");
+  QVERIFY(window_->exportPng(png));
+  QVERIFY(window_->exportSvg(svg));
+  QImage image(png);
+  QCOMPARE(image.size(), window_->timeline()->size());
+  QFile f(svg);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QByteArray text = f.readAll();
+  QVERIFY(text.contains("<svg"));
+  QVERIFY(text.size() > 2000);
+}
+
+void GuiTest::badFilesGiveAMessage() {
+  MainWindow w;
+  QString junk = dir_.filePath("junk.adtrace");
+  {
+    QFile f(junk);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(4096, 'x'));
+  }
+  for (const QString &path : {junk, dir_.filePath("missing.adtrace"), dir_.path()}) {
+    QSignalSpy loaded(&w, &MainWindow::traceLoaded);
+    w.openTrace(path);
+    QVERIFY(loaded.wait(20000));
+    QCOMPARE(loaded.first().first().toBool(), false);
+    QVERIFY2(!w.lastError().isEmpty(), qPrintable(path));
+    QVERIFY(!w.report());
+  }
+  // A truncated trace reads up to its last complete chunk, or is refused cleanly.
+  QString cut = dir_.filePath("cut.adtrace");
+  QFile::copy(trace_, cut);
+  QFile f(cut);
+  QVERIFY(f.resize(f.size() / 2));
+  QSignalSpy loaded(&w, &MainWindow::traceLoaded);
+  w.openTrace(cut);
+  QVERIFY(loaded.wait(20000));
+  w.loader().waitForIdle();
+}
+
+void GuiTest::cancelLoading() {
+  MainWindow w;
+  QSignalSpy loaded(&w, &MainWindow::traceLoaded);
+  w.openTrace(trace_);
+  w.loader().cancelLoad(0);
+  QVERIFY(loaded.count() || loaded.wait(20000));
+  w.loader().waitForIdle();
+  QVERIFY(!w.loader().loading());
+  // Loading again after a cancel works.
+  loaded.clear();
+  w.openTrace(trace_);
+  QVERIFY(loaded.wait(20000));
+  QCOMPARE(loaded.last().first().toBool(), true);
+}
+
+void GuiTest::everyModelPassesTheTester() {
+  using M = QAbstractItemModelTester::FailureReportingMode;
+  LiveBuffersModel live;
+  FindingsModel findings;
+  OpsModel ops;
+  WhatIfModel whatif;
+  DiffModel diff;
+  QAbstractItemModelTester t1(&live, M::QtTest), t2(&findings, M::QtTest), t3(&ops, M::QtTest),
+      t4(&whatif, M::QtTest), t5(&diff, M::QtTest);
+  live.setInstant(instant_at_peak(cli_));
+  live.setInstant({});
+  live.setInstant(instant_at_peak(cli_));
+  findings.setFindings(cli_.findings);
+  ops.setOps(cli_.ops);
+  WhatIfData w;
+  w.measured_peak = cli_.peak;
+  w.rows = {{"early release", cli_.peak / 2, "made up for the model test only"}};
+  whatif.setData(w);
+  diff.setRows(diff_rows(cli_base_, cli_));
+  // The models inside the window, too (they were filled while loading).
+  QAbstractItemModelTester t6(window_->liveModel(), M::QtTest);
+  QAbstractItemModelTester t7(window_->opsModel(), M::QtTest);
+  QAbstractItemModelTester t8(window_->findingsModel(), M::QtTest);
+  QAbstractItemModelTester t9(window_->diffModel(), M::QtTest);
+  window_->showInstant(cli_.peak_time, true);
+  QVERIFY(window_->whatIfModel()->empty());  // no what-if data: no invented rows
+}
+
+void GuiTest::screenshotMode() {
+  QString out = dir_.filePath("shots");
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("QT_QPA_PLATFORM", "offscreen");
+  p.setProcessEnvironment(env);
+  p.start(GUI_TEST_GUI, {"--screenshot", out, trace_, base_});
+  QVERIFY(p.waitForFinished(120000));
+  QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+  for (const char *name : {"gui-main.png", "gui-timeline-role.png", "gui-instant.png",
+                           "gui-findings.png", "gui-ops.png", "gui-diff.png"}) {
+    QImage image(QDir(out).filePath(name));
+    QVERIFY2(!image.isNull(), name);
+  }
+}
+
+QTEST_MAIN(GuiTest)
+#include "gui_test.moc"
