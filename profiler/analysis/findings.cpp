@@ -39,6 +39,57 @@ void duplicates(const Report &r, std::vector<Finding> &out) {
   }
 }
 
+// Byte-identical live buffers (content hashes recorded with --hash-contents), whatever made
+// them: duplicates the engine did not foresee. The first of each group is the original.
+void content_duplicates(const Report &r, std::vector<Finding> &out) {
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<const LiveBuffer *>> groups;
+  for (const LiveBuffer &b : r.live_at_peak)
+    // Workspace is scratch (idle arena buffers keep stale contents): not a duplicate.
+    if (b.content_hash != 0 && b.size >= 4096 && b.role != "workspace")
+      groups[{b.content_hash, b.size}].push_back(&b);
+  for (auto &[key, members] : groups) {
+    if (members.size() < 2) continue;
+    std::sort(members.begin(), members.end(), [](const LiveBuffer *a, const LiveBuffer *b) {
+      return a->alloc_time < b->alloc_time;
+    });
+    uint64_t extra = key.second * (members.size() - 1);
+    Finding f;
+    f.kind = "content_duplicate";
+    f.bytes = extra;
+    auto name = [](const LiveBuffer *b) { return b->label.empty() ? b->op : b->label; };
+    f.message = share(extra, r.peak) + ": " + std::to_string(members.size()) +
+                " live buffers of " + format_bytes(key.second) + " hold identical contents (" +
+                name(members[0]) + " and " + std::to_string(members.size() - 1) + " copies)";
+    std::string ev = "same content hash " + std::to_string(key.first) + ":";
+    for (size_t i = 0; i < members.size() && i < 4; ++i)
+      ev += " " + name(members[i]) + " (" + members[i]->role + ")";
+    f.evidence = ev;
+    f.fix = "keep one buffer and share it (a view or a reference) instead of copying";
+    out.push_back(std::move(f));
+  }
+}
+
+// adcore's reusable tape keeps the buffers of the last evaluation for the next one.
+void arena_idle(const Report &r, std::vector<Finding> &out) {
+  uint64_t bytes = 0;
+  int count = 0;
+  for (const LiveBuffer &b : r.live_at_peak)
+    if (b.label == "adcore.arena.idle") {
+      bytes += b.size;
+      ++count;
+    }
+  if (bytes == 0 || bytes * 10 < r.peak) return;
+  Finding f;
+  f.kind = "arena_idle";
+  f.bytes = bytes;
+  f.message = share(bytes, r.peak) + ": " + std::to_string(count) +
+              " idle buffers held by the reusable tape's arena for the next evaluation";
+  f.evidence = "role workspace, label adcore.arena.idle, live at the peak";
+  f.fix = "the arena trades memory for zero allocations per call; --no-reuse-tape returns the "
+          "buffers to the allocator at the end of each gradient";
+  out.push_back(std::move(f));
+}
+
 void accumulation(const Report &r, std::vector<Finding> &out) {
   uint64_t bytes = r.peak_by_role[ADPROF_ROLE_ACCUMULATION];
   if (bytes == 0) return;
@@ -137,7 +188,9 @@ void allocator_overhead(const Report &r, std::vector<Finding> &out) {
 std::vector<Finding> find_findings(const Report &report) {
   std::vector<Finding> out;
   duplicates(report, out);
+  content_duplicates(report, out);
   accumulation(report, out);
+  arena_idle(report, out);
   forward_caches(report, out);
   gradients_alive(report, out);
   steady_allocations(report, out);
