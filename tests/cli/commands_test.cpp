@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "adprof/report.h"
+#include "../support/sanitizer_skip.h"
 
 namespace fs = std::filesystem;
 
@@ -75,6 +76,7 @@ class Cli : public ::testing::Test {
 constexpr const char *kSmall = " --size 262144 --n 8";
 
 TEST_F(Cli, RunReportsAccumulationAndExitsWithProgramStatus) {
+  ADPROF_SKIP_IF_SANITIZED();
   adprof::Report rep = run_report("naive", DENSENET " --naive --quiet" + std::string(kSmall));
   EXPECT_TRUE(rep.complete);
   // 8 layers: about (n+1)^2/4 = 20 contributions of 1 MiB each pending at the peak.
@@ -99,6 +101,7 @@ TEST_F(Cli, RunReportsAccumulationAndExitsWithProgramStatus) {
 }
 
 TEST_F(Cli, DiffAndCheckGateRegressions) {
+  ADPROF_SKIP_IF_SANITIZED();
   std::string naive = record("naive", DENSENET " --naive --quiet" + std::string(kSmall));
   std::string opt = record("opt", DENSENET " --quiet" + std::string(kSmall));
   // The naive engine as the "new" run regresses the peak; as the base it does not.
@@ -129,6 +132,7 @@ TEST_F(Cli, DiffAndCheckGateRegressions) {
 }
 
 TEST_F(Cli, GatherNaiveShowsTheWidenedIndexCopy) {
+  ADPROF_SKIP_IF_SANITIZED();
   adprof::Report rep = run_report("g", GATHER " --naive --quiet");
   const uint64_t widened = (1u << 21) * 3 * 8;  // 2^21 x 3 i64 indices
   EXPECT_EQ(rep.peak_by_role[ADPROF_ROLE_DUPLICATE], widened);
@@ -140,6 +144,7 @@ TEST_F(Cli, GatherNaiveShowsTheWidenedIndexCopy) {
 }
 
 TEST_F(Cli, TimelineAndExports) {
+  ADPROF_SKIP_IF_SANITIZED();
   std::string trace = record("t", DENSENET " --naive --quiet" + std::string(kSmall));
   Result t = adprof("timeline " + trace + " --csv t.csv --svg t.svg --width 60 --height 10");
   ASSERT_EQ(t.code, 0) << t.err;
@@ -192,6 +197,7 @@ TEST_F(Cli, UsageAndInputErrors) {
 }
 
 TEST_F(Cli, CiExampleFromTheDocsRuns) {
+  ADPROF_SKIP_IF_SANITIZED();
   // docs/CI.md shows this script; the test runs exactly it.
   Result r = sh("bash " SOURCE_DIR "/docs/ci-example.sh " + std::string(ADPROF_CLI) + " " DENSENET);
   EXPECT_EQ(r.code, 0) << r.out << r.err;

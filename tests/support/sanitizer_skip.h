@@ -1,0 +1,23 @@
+// Tests that run an instrumented program under libadprof_preload.so cannot run in sanitizer
+// builds: ASan and TSan own malloc, and their runtime must come first among the loaded
+// libraries, before the preload. Such tests skip there (the release build runs them); the
+// sanitizer builds still cover the code they drive through the other tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ADPROF_SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ADPROF_SANITIZED_BUILD 1
+#endif
+#endif
+
+#ifdef ADPROF_SANITIZED_BUILD
+#define ADPROF_SKIP_IF_SANITIZED()                                                       \
+  GTEST_SKIP() << "runs a sanitized program under the adprof interposer, which ASan/TSan " \
+                  "forbid (they own malloc); covered by the release build"
+#else
+#define ADPROF_SKIP_IF_SANITIZED() (void)0
+#endif
