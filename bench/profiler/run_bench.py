@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Profiler overhead benchmark: the allocation storm (bench/profiler/storm.cpp) run plain,
+under `adprof run --no-report` and under heaptrack; then `adprof report` against
+`heaptrack_print` on the traces of the same program. Prints medians of RUNS runs.
+
+usage: bench/profiler/run_bench.py [--build build/ptest] [--threads 2] [--iterations 1000000]
+                                   [--runs 5]
+Events = 2 per iteration (a free and a malloc) per thread. CPU time is user+sys of the whole
+process tree (the program, adprof's CLI, heaptrack's interpreter and compressor).
+"""
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+
+
+def timed(cmd, env=None, stdout=subprocess.DEVNULL):
+    """Runs cmd; returns (wall seconds, user+sys CPU seconds of its whole tree)."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit("failed (%d): %s" % (proc.returncode, " ".join(cmd)))
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build/ptest")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=1000000)
+    ap.add_argument("--runs", type=int, default=5)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    storm = os.path.join(build, "bench/profiler/profiler_bench_storm")
+    adprof = os.path.join(build, "bin/adprof")
+    heaptrack, heaptrack_print = shutil.which("heaptrack"), shutil.which("heaptrack_print")
+    program = [storm, str(a.threads), str(a.iterations)]
+    events = 2 * a.threads * a.iterations
+    tmp = tempfile.mkdtemp(prefix="adprof-bench-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ADPROF_", "LD_PRELOAD"))}
+
+    rows = {"plain": [], "adprof": [], "heaptrack": []}
+    sizes = {"adprof": [], "heaptrack": []}
+    reports = {"adprof": [], "heaptrack": []}  # (wall, CPU) of the report of each trace
+    for run in range(a.runs):
+        rows["plain"].append(timed(program, env))
+        trace = os.path.join(tmp, "storm%d.adtrace" % run)
+        rows["adprof"].append(timed([adprof, "run", "-o", trace, "--no-report", "--"] + program, env))
+        sizes["adprof"].append(os.path.getsize(trace))
+        reports["adprof"].append(timed([adprof, "report", trace], env))
+        if heaptrack:
+            base = os.path.join(tmp, "ht%d" % run)
+            rows["heaptrack"].append(timed([heaptrack, "-o", base] + program, env))
+            sizes["heaptrack"].append(os.path.getsize(base + ".zst"))
+            reports["heaptrack"].append(timed([heaptrack_print, base + ".zst"], env))
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
+
+    med = lambda xs, i: statistics.median(x[i] for x in xs)
+    plain_wall = med(rows["plain"], 0)
+    print("allocation storm: %d threads x %d iterations = %d events (median of %d runs)"
+          % (a.threads, a.iterations, events, a.runs))
+    plain_cpu = med(rows["plain"], 1)
+    print("%-10s %9s %9s %9s %11s %12s %14s %14s" % ("", "wall s", "slowdown", "CPU x",
+                                                      "CPU ns/ev", "trace B/ev", "report s",
+                                                      "report s/Mev"))
+    figures = {}
+    for name in ("plain", "adprof", "heaptrack"):
+        if not rows[name]:
+            continue
+        wall, cpu = med(rows[name], 0), med(rows[name], 1)
+        size = statistics.median(sizes[name]) / events if name in sizes and sizes[name] else 0
+        rep = med(reports[name], 0) if name in reports and reports[name] else 0
+        rep_cpu = med(reports[name], 1) if name in reports and reports[name] else 0
+        figures[name] = (wall / plain_wall, cpu * 1e9 / events, size, rep * 1e6 / events,
+                         cpu / plain_cpu)
+        print("%-10s %9.3f %9.2f %9.2f %11.1f %12s %14s %14s" % (
+            name, wall, wall / plain_wall, cpu / plain_cpu, cpu * 1e9 / events,
+            "%.2f" % size if size else "-", "%.3f" % rep if rep else "-",
+            "%.3f" % (rep * 1e6 / events) if rep else "-"))
+        if rep:
+            print("%-10s report CPU %.3f s = %.3f s per million events" % (
+                "", rep_cpu, rep_cpu * 1e6 / events))
+    if "heaptrack" in figures:
+        ad, ht = figures["adprof"], figures["heaptrack"]
+        print("\ntargets:")
+        print("  adprof slowdown <= 1/5 of heaptrack's: wall %.2fx vs %.2fx -> %s; "
+              "CPU %.2fx vs %.2fx -> %s" % (ad[0], ht[0], "met" if ad[0] <= ht[0] / 5 else
+                                            "MISSED", ad[4], ht[4],
+                                            "met" if ad[4] <= ht[4] / 5 else "MISSED"))
+        print("  trace bytes/event <= heaptrack's: %.2f vs %.2f -> %s"
+              % (ad[2], ht[2], "met" if ad[2] <= ht[2] else "MISSED"))
+        print("  report >= 3x faster per event than heaptrack_print: %.1fx -> %s"
+              % (ht[3] / ad[3], "met" if ht[3] >= 3 * ad[3] else "MISSED"))
+
+
+if __name__ == "__main__":
+    main()
