@@ -14,7 +14,7 @@
 //  32  u64      start wall clock (ns since the Unix epoch)
 //  40  u64      estimated ticks per second at start (refined by CLOCK counters)
 //  48  u32      page size
-//  52  u32      flags (bit 0: timestamps are TSC ticks; else nanoseconds)
+//  52  u32      flags (bit 0: timestamps are TSC ticks / 32; else nanoseconds)
 //  56  u32      reserved (0)
 //  60  u32      CRC-32 (zlib) of bytes 0..59
 //

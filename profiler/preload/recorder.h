@@ -74,9 +74,11 @@ ADPROF_HOT uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// Event clock: the TSC in units of 32 cycles (about 10 ns). Finer only costs trace bytes: most
+// deltas between a thread's events then fit one varint byte.
 ADPROF_HOT uint64_t now_ticks() {
 #if defined(__x86_64__) || defined(__i386__)
-  return __rdtsc();
+  return __rdtsc() >> 5;
 #else
   return now_ns();
 #endif
