@@ -3,7 +3,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "adcore/device.h"
 
@@ -11,6 +15,30 @@ namespace adcore {
 
 KernelFn Device::kernel(OpId op) const {
   return op_def(op).kernel[static_cast<int>(kind())];
+}
+
+void Device::fill(void *p, size_t count, DType dtype, double value) {
+  auto put = [&](auto v) {
+    auto *q = static_cast<decltype(v) *>(p);
+    for (size_t i = 0; i < count; ++i) q[i] = v;
+  };
+  switch (dtype) {
+    case DType::F32:
+      put(static_cast<float>(value));
+      break;
+    case DType::F64:
+      put(value);
+      break;
+    case DType::I32:
+      put(static_cast<int32_t>(value));
+      break;
+    case DType::I64:
+      put(static_cast<int64_t>(value));
+      break;
+    case DType::Bool:
+      put(value != 0);
+      break;
+  }
 }
 
 namespace {
@@ -40,5 +68,41 @@ Device &cpu() {
   static CpuDevice dev;
   return dev;
 }
+
+namespace {
+struct NamedDevice {
+  std::string name;
+  Device *dev;
+};
+std::mutex g_devices_mu;
+std::vector<NamedDevice> &devices() {
+  static std::vector<NamedDevice> d;
+  return d;
+}
+thread_local Device *g_default = nullptr;
+}  // namespace
+
+void register_device(const char *name, Device &dev) {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  for (NamedDevice &d : devices())
+    if (d.name == name) {
+      d.dev = &dev;
+      return;
+    }
+  devices().push_back(NamedDevice{name, &dev});
+}
+
+Device *find_device(const char *name) {
+  if (std::string_view(name) == "cpu") return &cpu();
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  for (const NamedDevice &d : devices())
+    if (d.name == name) return d.dev;
+  return nullptr;
+}
+
+Device &default_device() { return g_default ? *g_default : cpu(); }
+void set_default_device(Device &dev) { g_default = &dev; }
+DeviceScope::DeviceScope(Device &dev) : prev_(g_default) { g_default = &dev; }
+DeviceScope::~DeviceScope() { g_default = prev_; }
 
 }  // namespace adcore

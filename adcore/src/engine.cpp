@@ -95,7 +95,11 @@ class EnableGrad {
 namespace detail {
 
 Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &shape, DType dt) {
-  Device &dev = ins.empty() ? cpu() : ins[0].device();
+  Device &dev = ins.empty() ? default_device() : ins[0].device();
+  for (const Tensor &t : ins)
+    if (&t.device() != &dev)
+      throw std::invalid_argument(std::string("op ") + op_name(op) + ": inputs on different " +
+                                  "devices (" + dev.name() + " and " + t.device().name() + ")");
   KernelFn k = dev.kernel(op);
   if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " +
                                    dev.name());
@@ -138,8 +142,13 @@ Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view) {
 
 void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
   Device &dev = ins[0].device();
+  for (const Tensor &t : ins)
+    if (&t.device() != &dev)
+      throw std::invalid_argument(std::string("op ") + op_name(op) + ": inputs on different " +
+                                  "devices (" + dev.name() + " and " + t.device().name() + ")");
   KernelFn k = dev.kernel(op);
-  if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported");
+  if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " +
+                                   dev.name());
   adprof::OpScope scope(op_name_id(op), (1ULL << 63) | ++g_untaped_instance);
   adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
   Tensor out = ins[0];
@@ -163,7 +172,7 @@ void Node::clear() {
 }
 
 Tape::Tape(Options opts) : opts_(opts), id_(g_next_tape_id++) {
-  if (opts_.reuse_tape) arena_ = Ref<Arena>(new Arena(cpu()));
+  if (opts_.reuse_tape) arena_ = Ref<Arena>(new Arena());
 }
 
 Tape::~Tape() {
@@ -176,7 +185,7 @@ Tape::~Tape() {
 void Tape::set_options(const Options &o) {
   reset();
   opts_ = o;
-  if (opts_.reuse_tape && !arena_) arena_ = Ref<Arena>(new Arena(cpu()));
+  if (opts_.reuse_tape && !arena_) arena_ = Ref<Arena>(new Arena());
   if (!opts_.reuse_tape && arena_) {
     arena_->set_open(false);
     arena_.reset();
@@ -454,8 +463,12 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
     }
   }
   if (profiled()) annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, opts_.bits()});
-  adj_[static_cast<size_t>(r)] =
-      seed ? *seed : full(root.shape(), 1.0, root.dtype(), ADPROF_ROLE_ADJOINT);
+  if (seed) {
+    adj_[static_cast<size_t>(r)] = *seed;
+  } else {
+    DeviceScope on_root(root.device());
+    adj_[static_cast<size_t>(r)] = full(root.shape(), 1.0, root.dtype(), ADPROF_ROLE_ADJOINT);
+  }
   if (nodes_[static_cast<size_t>(r)]->op == OpId::leaf) deliver(r, opt, to_leaf_grads);
 
   for (int32_t i = r; i >= 0; --i) {
@@ -558,6 +571,7 @@ void Tape::gradients_impl(const Tensor &root, const Tensor *seed, std::span<cons
   for (size_t k = 0; k < wrt.size(); ++k) {
     if (!out[k].defined()) {
       OutputRole role(ADPROF_ROLE_ADJOINT);
+      DeviceScope on_wrt(wrt[k].device());
       out[k] = zeros(wrt[k].shape(), wrt[k].dtype(), ADPROF_ROLE_ADJOINT);
     }
   }

@@ -27,7 +27,7 @@ const char *descr(DType t) {
 }  // namespace
 
 void save_npy(const std::string &path, const Tensor &t) {
-  const Tensor c = t.contiguous();
+  const Tensor c = to_device(t.contiguous(), cpu());  // a device tensor is copied to the host
   std::string shape = "(";
   for (int i = 0; i < c.rank(); ++i) shape += std::to_string(c.shape()[i]) + (c.rank() == 1 ? "," : i + 1 < c.rank() ? ", " : "");
   shape += ")";
@@ -82,10 +82,10 @@ Tensor load_npy(const std::string &path) {
     s.push_back(std::stoll(dims.substr(p, q - p)));
     p = q;
   }
-  Tensor t = empty(s, dt, ADPROF_ROLE_INPUT);
+  Tensor t = empty(s, dt, ADPROF_ROLE_INPUT, cpu());
   f.read(static_cast<char *>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
   if (!f) throw std::runtime_error(path + ": truncated");
-  return t;
+  return to_device(t, default_device());
 }
 
 }  // namespace adcore

@@ -45,6 +45,7 @@ void Adam::apply(size_t index, Tensor &param, const Tensor &grad) {
     t_.resize(params_.size(), 0);
   }
   if (!m_[index].defined()) {
+    DeviceScope on_param(param.device());
     m_[index] = zeros(param.shape(), param.dtype(), ADPROF_ROLE_OPTIMIZER_STATE);
     v_[index] = zeros(param.shape(), param.dtype(), ADPROF_ROLE_OPTIMIZER_STATE);
   }

@@ -10,6 +10,7 @@ namespace {
 
 thread_local AllocStats g_stats;
 thread_local Arena *g_arena = nullptr;
+thread_local adprof_role g_alloc_role = ADPROF_ROLE_FOREIGN;
 
 // Freed StorageImpl objects kept for reuse (the object, not its memory block).
 struct StoragePool {
@@ -73,16 +74,16 @@ void reset_peaks() {
 Arena::~Arena() {
   for (Bucket &b : buckets_) {
     for (void *p : b.free) {
-      dev_.deallocate(p, b.bytes);
+      b.dev->deallocate(p, b.bytes);
       g_stats.heap_frees += 1;
       g_stats.arena_idle_bytes -= static_cast<int64_t>(b.bytes);
     }
   }
 }
 
-void *Arena::take(size_t bytes) {
+void *Arena::take(Device &dev, size_t bytes) {
   for (Bucket &b : buckets_) {
-    if (b.bytes == bytes) {
+    if (b.bytes == bytes && b.dev == &dev) {
       if (b.free.empty()) return nullptr;
       void *p = b.free.back();
       b.free.pop_back();
@@ -92,14 +93,14 @@ void *Arena::take(size_t bytes) {
   return nullptr;
 }
 
-void Arena::give(void *p, size_t bytes) {
+void Arena::give(Device &dev, void *p, size_t bytes) {
   for (Bucket &b : buckets_) {
-    if (b.bytes == bytes) {
+    if (b.bytes == bytes && b.dev == &dev) {
       b.free.push_back(p);
       return;
     }
   }
-  buckets_.push_back(Bucket{bytes, {}});
+  buckets_.push_back(Bucket{&dev, bytes, {}});
   buckets_.back().free.reserve(8);
   buckets_.back().free.push_back(p);
 }
@@ -131,7 +132,7 @@ Storage allocate_storage(Device &dev, size_t bytes, adprof_role role, DType dtyp
   void *p = nullptr;
   const size_t want = bytes ? bytes : 1;
   if (a && a->open()) {
-    p = a->take(want);
+    p = a->take(dev, want);
     if (p) {
       g_stats.arena_hits += 1;
       g_stats.arena_idle_bytes -= static_cast<int64_t>(want);
@@ -141,6 +142,7 @@ Storage allocate_storage(Device &dev, size_t bytes, adprof_role role, DType dtyp
   }
   if (!p) {
     adprof::RoleScope rs(role);
+    g_alloc_role = role;
     p = dev.allocate(want);
     g_stats.heap_allocs += 1;
   }
@@ -164,7 +166,7 @@ void StorageImpl::destroy(StorageImpl *s) {
       adprof_retag(s->data, ADPROF_ROLE_WORKSPACE, nullptr);
       adprof_label(s->data, idle);
     }
-    s->arena->give(s->data, s->bytes);
+    s->arena->give(*s->device, s->data, s->bytes);
     g_stats.arena_idle_bytes += static_cast<int64_t>(s->bytes);
   } else {
     s->device->deallocate(s->data, s->bytes);
@@ -185,8 +187,11 @@ void retag_storage(StorageImpl &s, adprof_role role, const void *source) {
     count_out(s.role, s.bytes);
     count_in(role, s.bytes);
     s.role = role;
+    s.device->retag(s.data, role);
   }
   if (profiled()) adprof_retag(s.data, role, source);
 }
+
+adprof_role allocation_role() { return g_alloc_role; }
 
 }  // namespace adcore

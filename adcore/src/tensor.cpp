@@ -186,10 +186,12 @@ void store(void *base, DType t, int64_t off, double v) {
 double Tensor::item() const {
   if (numel() != 1) throw std::invalid_argument("item: tensor has " + std::to_string(numel()) +
                                                 " elements");
+  if (!device().host_accessible()) return to_device(*this, cpu()).item();
   return load(raw(), dtype(), 0);
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (!device().host_accessible()) return to_device(*this, cpu()).to_vector();
   std::vector<double> v;
   v.reserve(static_cast<size_t>(numel()));
   const void *base = raw();
@@ -229,6 +231,28 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::to(DType t) const { return t == dtype() ? *this : cast(*this, t); }
+Tensor Tensor::to(Device &dev) const { return to_device(*this, dev); }
+
+Tensor to_device(const Tensor &t, Device &dev) {
+  return to_device(t, dev, t.impl()->storage->role);
+}
+
+Tensor to_device(const Tensor &t, Device &dev, adprof_role role) {
+  if (&t.device() == &dev) return t;
+  // A strided view is made contiguous on its own device first (outside any tape).
+  Tensor src = t;
+  if (!t.is_contiguous()) {
+    NoGrad ng;
+    DeviceScope on_src(t.device());
+    src = detail::contiguous_copy(t.detach());
+  }
+  Tensor out = empty(t.shape(), t.dtype(), role, dev);
+  // The non-host side does the copy (it knows both directions).
+  Device &copier = dev.host_accessible() ? t.device() : dev;
+  if (out.nbytes()) copier.copy(out.raw(), src.raw(), out.nbytes());
+  if (t.requires_grad()) out.set_requires_grad(true);
+  return out;
+}
 
 bool Tensor::on_tape() const { return defined() && Tape::current().active(*this); }
 
@@ -254,13 +278,12 @@ Tensor empty(const Shape &shape, DType dtype, adprof_role role, Device &dev) {
 
 Tensor full(const Shape &shape, double value, DType dtype, adprof_role role) {
   Tensor t = empty(shape, dtype, role);
-  void *p = t.raw();
-  for (int64_t i = 0; i < t.numel(); ++i) store(p, dtype, i, value);
+  t.device().fill(t.raw(), static_cast<size_t>(t.numel()), dtype, value);
   return t;
 }
 Tensor zeros(const Shape &shape, DType dtype, adprof_role role) {
   Tensor t = empty(shape, dtype, role);
-  std::memset(t.raw(), 0, t.nbytes());
+  t.device().memset_zero(t.raw(), t.nbytes());
   return t;
 }
 Tensor ones(const Shape &shape, DType dtype, adprof_role role) {
@@ -274,23 +297,23 @@ Tensor from_vector(std::span<const double> values, const Shape &shape, DType dty
                    adprof_role role) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw std::invalid_argument("from_vector: size mismatch");
-  Tensor t = empty(shape, dtype, role);
+  Tensor t = empty(shape, dtype, role, cpu());
   for (size_t i = 0; i < values.size(); ++i)
     store(t.raw(), dtype, static_cast<int64_t>(i), values[i]);
-  return t;
+  return to_device(t, default_device());
 }
 
 Tensor from_ints(std::span<const int64_t> values, const Shape &shape, DType dtype) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw std::invalid_argument("from_ints: size mismatch");
-  Tensor t = empty(shape, dtype, ADPROF_ROLE_INPUT);
+  Tensor t = empty(shape, dtype, ADPROF_ROLE_INPUT, cpu());
   for (size_t i = 0; i < values.size(); ++i) {
     if (dtype == DType::I64)
       static_cast<int64_t *>(t.raw())[i] = values[i];
     else
       store(t.raw(), dtype, static_cast<int64_t>(i), static_cast<double>(values[i]));
   }
-  return t;
+  return to_device(t, default_device());
 }
 
 namespace {
@@ -304,26 +327,26 @@ double uniform01(uint64_t &s) { return static_cast<double>(splitmix(s) >> 11) * 
 }  // namespace
 
 Tensor randn(const Shape &shape, uint64_t seed, DType dtype, adprof_role role) {
-  Tensor t = empty(shape, dtype, role);
+  Tensor t = empty(shape, dtype, role, cpu());
   uint64_t s = seed * 0x2545F4914F6CDD1DULL + 1;
   for (int64_t i = 0; i < t.numel(); ++i) {
     double u1 = uniform01(s), u2 = uniform01(s);
     if (u1 < 1e-300) u1 = 1e-300;
     store(t.raw(), dtype, i, std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   }
-  return t;
+  return to_device(t, default_device());
 }
 
 Tensor rand_uniform(const Shape &shape, uint64_t seed, double lo, double hi, DType dtype,
                     adprof_role role) {
-  Tensor t = empty(shape, dtype, role);
+  Tensor t = empty(shape, dtype, role, cpu());
   uint64_t s = seed * 0x2545F4914F6CDD1DULL + 7;
   for (int64_t i = 0; i < t.numel(); ++i) store(t.raw(), dtype, i, lo + (hi - lo) * uniform01(s));
-  return t;
+  return to_device(t, default_device());
 }
 
 Tensor randint(const Shape &shape, uint64_t seed, int64_t hi, DType dtype) {
-  Tensor t = empty(shape, dtype, ADPROF_ROLE_INPUT);
+  Tensor t = empty(shape, dtype, ADPROF_ROLE_INPUT, cpu());
   uint64_t s = seed * 0x2545F4914F6CDD1DULL + 3;
   for (int64_t i = 0; i < t.numel(); ++i) {
     auto v = static_cast<int64_t>(splitmix(s) % static_cast<uint64_t>(hi));
@@ -332,11 +355,12 @@ Tensor randint(const Shape &shape, uint64_t seed, int64_t hi, DType dtype) {
     else
       store(t.raw(), dtype, i, static_cast<double>(v));
   }
-  return t;
+  return to_device(t, default_device());
 }
 
 uint64_t content_hash(const Tensor &t) {
   // FNV-1a over 8-byte words of the contiguous bytes (strided tensors: element by element).
+  if (!t.device().host_accessible()) return content_hash(to_device(t, cpu()));
   uint64_t h = 1469598103934665603ULL;
   if (t.is_contiguous()) {
     const auto *p = static_cast<const unsigned char *>(t.raw());

@@ -1,9 +1,13 @@
 // The device interface: where a storage lives and which kernels run there.
 //
 // A device is (1) an allocator for storage memory, (2) the column of kernels the op registry
-// holds for its kind, (3) `supports(op)`. adcore ships the CPU device; a CUDA device (a later
-// issue, its own build target) implements the same interface and fills the CUDA column of the
-// registry with adcore::register_kernel at start-up.
+// holds for its kind, (3) `supports(op)`. adcore ships the CPU device; the CUDA device
+// (adcore/cuda, its own build target adcore_cuda) implements the same interface, fills the CUDA
+// column of the registry with adcore::register_kernel and registers itself by name
+// (register_device) when its library is linked whole (see docs/CUDA.md).
+//
+// Tensors are created on the thread's default device (cpu() unless a DeviceScope or
+// set_default_device says otherwise); an op runs on the device of its inputs, which must agree.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +28,18 @@ class Device {
   virtual void *allocate(size_t bytes) = 0;
   virtual void deallocate(void *p, size_t bytes) = 0;
   virtual void memset_zero(void *p, size_t bytes) = 0;
+  // Sets `count` elements of `dtype` at p to `value` (converted).
+  virtual void fill(void *p, size_t count, DType dtype, double value);
+  // Copies bytes; for a non-host device either side may be host memory (host<->device).
   virtual void copy(void *dst, const void *src, size_t bytes) = 0;
+  // A live storage changed role (retag_storage); device allocators that keep their own
+  // by-role figures update them. Host devices ignore it.
+  virtual void retag(void *p, adprof_role role) {
+    (void)p;
+    (void)role;
+  }
+  // Can the CPU read and write this device's memory directly?
+  bool host_accessible() const { return kind() == DeviceKind::CPU; }
   // Kernel for `op` on this device, nullptr when the device lacks it.
   KernelFn kernel(OpId op) const;
   bool supports(OpId op) const { return kernel(op) != nullptr; }
@@ -32,5 +47,24 @@ class Device {
 
 // The process-wide CPU device (matrix products through OpenBLAS, single BLAS thread).
 Device &cpu();
+
+// Devices by name ("cpu" always; "cuda" when adcore_cuda is linked). find_device returns
+// nullptr for an unknown or unavailable name.
+void register_device(const char *name, Device &dev);
+Device *find_device(const char *name);
+
+// The device new tensors are created on (thread-local; cpu() by default).
+Device &default_device();
+void set_default_device(Device &dev);
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device &dev);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope &) = delete;
+  DeviceScope &operator=(const DeviceScope &) = delete;
+
+ private:
+  Device *prev_;
+};
 
 }  // namespace adcore

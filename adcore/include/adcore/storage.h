@@ -59,14 +59,15 @@ void reset_alloc_stats();
 // Starts a new peak window: peaks := current live values.
 void reset_peaks();
 
-// A cache of freed buffers keyed by byte size (see the file comment).
+// A cache of freed buffers keyed by device and byte size (see the file comment).
 class Arena {
  public:
   int refs = 0;
-  explicit Arena(Device &dev) : dev_(dev) {}
+  Arena() = default;
+  explicit Arena(Device &) {}  // buffers of any device are kept apart by device
   ~Arena();
-  void *take(size_t bytes);
-  void give(void *p, size_t bytes);
+  void *take(Device &dev, size_t bytes);
+  void give(Device &dev, void *p, size_t bytes);
   void set_open(bool open) { open_ = open; }
   bool open() const { return open_; }
   size_t idle_buffers() const;
@@ -74,10 +75,10 @@ class Arena {
 
  private:
   struct Bucket {
+    Device *dev;
     size_t bytes;
     std::vector<void *> free;
   };
-  Device &dev_;
   std::vector<Bucket> buckets_;
   bool open_ = true;
 };
@@ -98,6 +99,9 @@ class ArenaScope {
 Storage allocate_storage(Device &dev, size_t bytes, adprof_role role, DType dtype,
                          const Shape &shape);
 void retag_storage(StorageImpl &s, adprof_role role, const void *source = nullptr);
+// The role of the storage whose memory is being allocated on this thread (valid inside
+// Device::allocate, for device allocators that keep their own by-role figures).
+adprof_role allocation_role();
 
 // True when the profiler is preloaded (cached once); metadata calls are skipped otherwise.
 bool profiled();

@@ -75,6 +75,8 @@ class Tensor {
 
   Tensor contiguous() const;
   Tensor to(DType t) const;
+  // The same values on `dev` (this tensor itself when it is already there); see to_device.
+  Tensor to(Device &dev) const;
 
   // Is this tensor's value produced by a node of the current tape generation, or a
   // requires-grad leaf?
@@ -84,9 +86,10 @@ class Tensor {
   Ref<TensorImpl> impl_;
 };
 
-// Creation (role: input unless given; the profiler sees the role at allocation).
+// Creation (role: input unless given; the profiler sees the role at allocation), on the thread's
+// default device (default_device(); values computed on the host are copied there).
 Tensor empty(const Shape &shape, DType dtype = DType::F32, adprof_role role = ADPROF_ROLE_INPUT,
-             Device &dev = cpu());
+             Device &dev = default_device());
 Tensor zeros(const Shape &shape, DType dtype = DType::F32, adprof_role role = ADPROF_ROLE_INPUT);
 Tensor ones(const Shape &shape, DType dtype = DType::F32, adprof_role role = ADPROF_ROLE_INPUT);
 Tensor full(const Shape &shape, double value, DType dtype = DType::F32,
@@ -101,6 +104,11 @@ Tensor randn(const Shape &shape, uint64_t seed, DType dtype = DType::F64,
 Tensor rand_uniform(const Shape &shape, uint64_t seed, double lo, double hi,
                     DType dtype = DType::F64, adprof_role role = ADPROF_ROLE_INPUT);
 Tensor randint(const Shape &shape, uint64_t seed, int64_t hi, DType dtype = DType::I64);
+// Host<->device transfer: a contiguous copy of t on `dev` with the role of t's storage (or
+// `role` when given) and t's requires_grad flag. Not recorded on the tape: a transferred tensor
+// is a new leaf. Returns t itself when it is already on `dev`.
+Tensor to_device(const Tensor &t, Device &dev);
+Tensor to_device(const Tensor &t, Device &dev, adprof_role role);
 // Internal: a tensor over an existing storage (views).
 Tensor make_view(const Tensor &base, const Shape &shape, const Shape &strides, int64_t offset);
 
