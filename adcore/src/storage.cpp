@@ -136,6 +136,7 @@ Storage allocate_storage(Device &dev, size_t bytes, adprof_role role, DType dtyp
     if (p) {
       g_stats.arena_hits += 1;
       g_stats.arena_idle_bytes -= static_cast<int64_t>(want);
+      dev.retag(p, role);
       if (profiled()) adprof_retag(p, role, nullptr);
     }
     s->arena = Ref<Arena>(a);
@@ -166,6 +167,7 @@ void StorageImpl::destroy(StorageImpl *s) {
       adprof_retag(s->data, ADPROF_ROLE_WORKSPACE, nullptr);
       adprof_label(s->data, idle);
     }
+    s->device->retag(s->data, ADPROF_ROLE_WORKSPACE);  // idle in the arena
     s->arena->give(*s->device, s->data, s->bytes);
     g_stats.arena_idle_bytes += static_cast<int64_t>(s->bytes);
   } else {
