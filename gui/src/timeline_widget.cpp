@@ -41,6 +41,15 @@ double nice_bytes_step(double range, int target) {
   return nice_step(range / unit, target) * unit;
 }
 
+// An axis label: the unit and the decimals that the tick step needs, no more.
+QString format_tick(double v, double step) {
+  double unit = step >= 1 ? 1 : step >= 1e-3 ? 1e-3 : 1e-6;
+  const char *name = step >= 1 ? " s" : step >= 1e-3 ? " ms" : " \u00b5s";
+  int decimals = std::max(0, int(std::ceil(-std::log10(step / unit) - 1e-9)));
+  if (std::fabs(v) < step * 1e-6) v = 0;
+  return QString::number(v / unit, 'f', decimals) + QString::fromUtf8(name);
+}
+
 }  // namespace
 
 TimelineWidget::TimelineWidget(QWidget *parent) : QWidget(parent) {
@@ -404,7 +413,7 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
     p.setPen(Qt::black);
     p.drawText(QRectF(x - 60, plot.bottom() + 3, 120, 16), Qt::AlignCenter,
-               format_seconds(std::fabs(v) < xstep * 1e-6 ? 0 : v));
+               format_tick(v, xstep));
   }
 
   // ---- the stacked areas: one polygon per series, flat across each column ----

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Renders the screenshots of adprof-gui's main views into docs/images/ (offscreen, no display
+# needed), from traces recorded here of a small AD-shaped workload with known numbers
+# (tests/gui/workload.cpp): the naive run, and the in-place-accumulation run as the diff's base.
+# Run it again whenever the GUI changes, and commit the PNGs.
+#   scripts/gui-screenshots.sh [BUILD_DIR]     (default: build/release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+if [[ ! -f $build/build.ninja ]]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$build" --target adprof adprof_preload adprof-gui gui_test_workload -j2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$build/bin/adprof" run -o "$work/naive.adtrace" --no-report -- "$build/tests/gui/gui_test_workload"
+"$build/bin/adprof" run -o "$work/inplace.adtrace" --no-report -- \
+  "$build/tests/gui/gui_test_workload" --inplace
+mkdir -p docs/images
+QT_QPA_PLATFORM=offscreen "$build/bin/adprof-gui" --screenshot docs/images \
+  "$work/naive.adtrace" "$work/inplace.adtrace"
+for f in docs/images/gui-*.png; do
+  size=$(stat -c %s "$f")
+  if (( size > 300 * 1024 )); then echo "warning: $f is $((size / 1024)) KiB (> 300 KiB)" >&2; fi
+done
