@@ -1,0 +1,121 @@
+// Interposition on the GPU: interpose_workload runs under libadprof_preload.so and its trace is
+// replayed with the analysis library. Asserts: cuBLAS's workspace is DEVICE_RAW, attributed to
+// the matmul op with role workspace; the caching allocator's segments are DEVICE_SEGMENT and are
+// counted once (the raw cudaMalloc behind each is absorbed); tensors are DEVICE_BLOCKs with
+// their roles and ops (adjoints in the backward phase); the raw cudaMalloc outside any op is
+// DEVICE_RAW with role foreign; the out-of-memory error left an "adcore.cuda.oom" annotation.
+// Paths: ADPROF_PRELOAD_LIB and CUDA_INTERPOSE_WORKLOAD override the build-tree defaults (the
+// GPU bundle sets them). Skips when no CUDA device is present.
+#include <adcore/cuda/cuda.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
+
+namespace {
+
+std::string env_or(const char *name, const char *fallback) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+struct Seen {
+  int space, role, phase;
+  uint64_t size, addr;
+  std::string op;
+};
+
+}  // namespace
+
+TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
+  if (!adcore::cuda::available())
+    GTEST_SKIP() << "no CUDA device: " << adcore::cuda::unavailable_reason();
+  const std::string preload = env_or("ADPROF_PRELOAD_LIB", ADPROF_TEST_PRELOAD);
+  const std::string workload = env_or("CUDA_INTERPOSE_WORKLOAD", CUDA_INTERPOSE_WORKLOAD);
+  ASSERT_TRUE(std::filesystem::exists(preload)) << preload;
+  ASSERT_TRUE(std::filesystem::exists(workload)) << workload;
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("adprof-cuda-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string trace = dir + "/cuda.adtrace";
+  const std::string cmd = "sh -c 'ADPROF_ROOT_PID=$$ LD_PRELOAD=\"" + preload +
+                          "\" ADPROF_OUTPUT=\"" + trace + "\" exec \"" + workload + "\"' > \"" +
+                          dir + "/out.txt\" 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::string out;
+  {
+    FILE *f = std::fopen((dir + "/out.txt").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while (f && (n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    if (f) std::fclose(f);
+  }
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_NE(out.find("oom: device out of memory on cuda:0"), std::string::npos) << out;
+
+  adprof::TraceReader reader(trace);
+  adprof::Replay replay;
+  adprof::Event e;
+  std::vector<Seen> allocs;
+  uint32_t oom_kind = 0;
+  int oom_events = 0;
+  uint64_t peak_device = 0, peak_reserved = 0;
+  while (reader.next(e)) {
+    if (e.type == adprof::format::EventType::kName && e.text == "adcore.cuda.oom")
+      oom_kind = static_cast<uint32_t>(e.a);
+    if (e.type == adprof::format::EventType::kAnnotate && oom_kind && e.a == oom_kind) {
+      ++oom_events;
+      EXPECT_EQ(e.values.size(), 15u);
+      if (!e.values.empty()) EXPECT_EQ(e.values[0], 32u << 20);  // requested
+    }
+    if (!replay.apply(e)) continue;
+    peak_device = std::max(peak_device, replay.device_live());
+    peak_reserved = std::max(peak_reserved, replay.device_reserved());
+    const auto &c = replay.last();
+    if (!c.alloc) continue;
+    allocs.push_back(Seen{c.block.space, c.block.role, c.block.phase, c.block.size, 0,
+                          c.block.op_name ? replay.name(c.block.op_name) : ""});
+  }
+  EXPECT_TRUE(reader.end().complete) << reader.end().reason;
+  EXPECT_EQ(oom_events, 1);
+
+  bool workspace = false, segment = false, matmul_block = false, adjoint_backward = false,
+       foreign_raw = false;
+  for (const Seen &s : allocs) {
+    if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op == "matmul" &&
+        s.role == ADPROF_ROLE_WORKSPACE && s.size == (32u << 20))
+      workspace = true;
+    if (s.space == ADPROF_SPACE_DEVICE_SEGMENT) segment = true;
+    if (s.space == ADPROF_SPACE_DEVICE_BLOCK && s.op == "matmul" && s.size == 64 * 128 * 4)
+      matmul_block = true;
+    if (s.space == ADPROF_SPACE_DEVICE_BLOCK && s.role == ADPROF_ROLE_ADJOINT &&
+        s.phase == ADPROF_PHASE_BACKWARD)
+      adjoint_backward = true;
+    if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op.empty() && s.size == (3u << 20) &&
+        s.role == ADPROF_ROLE_FOREIGN)
+      foreign_raw = true;
+  }
+  EXPECT_TRUE(workspace) << "no 32 MiB DEVICE_RAW block in op matmul with role workspace";
+  EXPECT_TRUE(segment) << "no DEVICE_SEGMENT";
+  EXPECT_TRUE(matmul_block) << "no DEVICE_BLOCK for matmul's (64,128) f32 output";
+  EXPECT_TRUE(adjoint_backward) << "no adjoint DEVICE_BLOCK in the backward phase";
+  EXPECT_TRUE(foreign_raw) << "no foreign 3 MiB DEVICE_RAW block";
+  // Segments counted once: no live raw block shares an address with a live segment.
+  for (const auto &[key, b] : replay.blocks())
+    if (b.space == ADPROF_SPACE_DEVICE_SEGMENT)
+      EXPECT_EQ(replay.blocks().count(adprof::Replay::key(adprof::Replay::address_of(key),
+                                                          ADPROF_SPACE_DEVICE_RAW)),
+                0u);
+  EXPECT_GE(peak_device, 64u * 128 * 4);
+  EXPECT_GE(peak_reserved, 2u << 20);
+  std::printf("[interpose] device live peak %llu B, reserved peak %llu B, %zu device events\n",
+              static_cast<unsigned long long>(peak_device),
+              static_cast<unsigned long long>(peak_reserved), allocs.size());
+  std::filesystem::remove_all(dir);
+}
