@@ -36,7 +36,9 @@ inline void add_common(po::options_description &d) {
       "widen-indices", "policy 7 off: i32 index arrays are copied to i64 before gather/scatter")(
       "hash-contents", "hash op outputs for the profiler's duplicate detection")(
       "dump-grad", po::value<std::string>(), "write the gradient to FILE as NumPy .npy")(
-      "quiet,q", "print only the result lines");
+      "quiet,q", "print only the result lines")(
+      "device", po::value<std::string>()->default_value("cpu"),
+      "where tensors live: cpu, or cuda (when built with CUDA; see docs/CUDA.md)");
 }
 
 // Parses argv; returns -1 to continue, else the exit status.
@@ -66,6 +68,20 @@ inline int parse(int argc, char **argv, const char *name, const char *about,
   if (vm.count("hash-contents")) o.hash_contents = true;
   if (vm.count("dump-grad")) c.dump_grad = vm["dump-grad"].as<std::string>();
   c.quiet = vm.count("quiet") > 0;
+  const std::string dev = vm["device"].as<std::string>();
+  adcore::Device *device = adcore::find_device(dev.c_str());
+  if (!device) {
+    std::fprintf(stderr, "%s: unknown device '%s' (this build has: cpu%s)\n", name, dev.c_str(),
+                 adcore::find_device("cuda") ? ", cuda" : "");
+    return 2;
+  }
+  try {  // a device that is linked but unusable (no GPU) fails here, with its reason
+    (void)adcore::empty(adcore::Shape{1}, adcore::DType::F32, ADPROF_ROLE_INPUT, *device);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: device '%s': %s\n", name, dev.c_str(), e.what());
+    return 2;
+  }
+  adcore::set_default_device(*device);
   adcore::set_default_options(o);
   return -1;
 }

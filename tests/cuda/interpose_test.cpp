@@ -72,7 +72,9 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
     if (e.type == adprof::format::EventType::kAnnotate && oom_kind && e.a == oom_kind) {
       ++oom_events;
       EXPECT_EQ(e.values.size(), 15u);
-      if (!e.values.empty()) EXPECT_EQ(e.values[0], 32u << 20);  // requested
+      if (!e.values.empty()) {
+        EXPECT_EQ(e.values[0], 32u << 20);  // requested
+      }
     }
     if (!replay.apply(e)) continue;
     peak_device = std::max(peak_device, replay.device_live());
@@ -108,10 +110,11 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   EXPECT_TRUE(foreign_raw) << "no foreign 3 MiB DEVICE_RAW block";
   // Segments counted once: no live raw block shares an address with a live segment.
   for (const auto &[key, b] : replay.blocks())
-    if (b.space == ADPROF_SPACE_DEVICE_SEGMENT)
+    if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
       EXPECT_EQ(replay.blocks().count(adprof::Replay::key(adprof::Replay::address_of(key),
                                                           ADPROF_SPACE_DEVICE_RAW)),
                 0u);
+    }
   EXPECT_GE(peak_device, 64u * 128 * 4);
   EXPECT_GE(peak_reserved, 2u << 20);
   std::printf("[interpose] device live peak %llu B, reserved peak %llu B, %zu device events\n",

@@ -55,6 +55,8 @@ class Tensor {
   template <class T>
   T *data() const {
     if (DTypeOf<T>::value != dtype()) throw std::invalid_argument("Tensor::data: dtype mismatch");
+    if (!device().host_accessible())
+      throw std::invalid_argument("Tensor::data: the tensor lives on a device; use to(cpu())");
     return static_cast<T *>(raw());
   }
   // Value of a one-element tensor, converted to double.

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds the CUDA parts here (Release, CUDA on) and gathers into .gpu/ everything a bare GPU
+# machine (CUDA 13 driver + toolkit, none of our Debian libraries) needs to run the GPU tests,
+# the benchmark and the samples: stripped executables, libadprof_preload.so and the shared
+# libraries they load that a CUDA image lacks (resolved through ldd, symlinks followed).
+# cuBLAS/cuBLASLt are NOT copied (hundreds of MiB): the GPU machine's CUDA provides them;
+# scripts/gpu-check.sh puts its lib64 on LD_LIBRARY_PATH after .gpu/lib.
+# Usage: bash scripts/gpu-bundle.sh   (env: JOBS=2, ADPROF_CUDA_ARCHITECTURES=90)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=$root/build/gpu-release
+out=$root/.gpu
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DADPROF_CUDA=ON \
+  -DADPROF_BUILD_GUI=OFF -DADPROF_CUDA_ARCHITECTURES="${ADPROF_CUDA_ARCHITECTURES:-90}" >/dev/null
+targets=(cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpose_test
+         cuda_interpose_workload bench_cuda adprof adprof_preload quadform densenet eam mlp gather)
+cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
+
+# Keep .gpu out of git.
+exclude=$root/.git/info/exclude
+grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/samples"
+bins=()
+copy_bin() {  # copy_bin FILE DEST_DIR
+  install -m 755 "$1" "$2/"
+  strip --strip-unneeded "$2/$(basename "$1")"
+  bins+=("$2/$(basename "$1")")
+}
+for t in cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpose_test \
+         cuda_interpose_workload; do
+  copy_bin "$build/tests/cuda/$t" "$out/bin"
+done
+copy_bin "$build/bench/cuda/bench_cuda" "$out/bin"
+copy_bin "$build/cli/adprof" "$out/bin"
+for s in quadform densenet eam mlp gather; do copy_bin "$build/samples/$s" "$out/samples"; done
+install -m 755 "$build/profiler/libadprof_preload.so" "$out/lib/"
+strip --strip-unneeded "$out/lib/libadprof_preload.so"
+bins+=("$out/lib/libadprof_preload.so")
+ctx=$(find "$build/profiler" -maxdepth 1 -name 'libadprof_context.so*' -type f | head -1)
+if [[ -n "$ctx" ]]; then
+  install -m 755 "$ctx" "$out/lib/libadprof_context.so"
+  strip --strip-unneeded "$out/lib/libadprof_context.so"
+fi
+
+# Shared libraries: everything ldd resolves except glibc's own, the driver (libcuda comes with
+# the GPU machine's driver) and cuBLAS (too big; the GPU machine's CUDA has it).
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libutil|libcuda\.so|libcublas|libadprof_context)'
+declare -A seen=()
+for b in "${bins[@]}"; do
+  while read -r name _ path _; do
+    [[ -n "$path" && -f "$path" ]] || continue
+    [[ "$name" =~ $skip ]] && continue
+    [[ -n "${seen[$name]:-}" ]] && continue
+    seen[$name]=1
+    cp -L "$path" "$out/lib/$name"
+    chmod 644 "$out/lib/$name"
+    strip --strip-unneeded "$out/lib/$name" 2>/dev/null || true
+  done < <(ldd "$b" | awk '/=>/ {print $1, $2, $3, $4}')
+done
+
+{
+  echo "adprof GPU bundle, built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git -C "$root" rev-parse --short HEAD)"
+  echo "CUDA architectures: ${ADPROF_CUDA_ARCHITECTURES:-90}"
+  echo "glibc needed (highest symbol version): $(for b in "${bins[@]}" "$out"/lib/*.so*; do objdump -T "$b" 2>/dev/null; done | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
+  echo "libstdc++ needed: $(for b in "${bins[@]}"; do objdump -T "$b" 2>/dev/null; done | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)"
+  echo "cuBLAS: from the GPU machine (not bundled); needed sonames:"
+  for b in "${bins[@]}"; do ldd "$b"; done | awk '/libcublas/ {print "  " $1}' | sort -u
+  echo "files:"
+  (cd "$out" && find . -type f -printf '  %p %s\n' | sort)
+} >"$out/MANIFEST.txt"
+
+size=$(du -sm "$out" | cut -f1)
+echo "gpu-bundle: $out is ${size} MiB"
+if (( size > 60 )); then
+  echo "gpu-bundle: WARNING: over 60 MiB" >&2
+  exit 1
+fi
+echo "gpu-bundle: on the GPU machine, from the repo root: bash scripts/gpu-check.sh"
