@@ -34,5 +34,6 @@ int command_check(const std::vector<std::string> &args);
 int command_timeline(const std::vector<std::string> &args);
 int command_export(const std::vector<std::string> &args);
 int command_dump(const std::vector<std::string> &args);
+int command_whatif(const std::vector<std::string> &args);
 
 }  // namespace adprof::cli

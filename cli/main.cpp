@@ -21,6 +21,7 @@ Commands:
   check RUN [--max-peak SIZE] ...         absolute memory budgets; exit 1 when exceeded
   export TRACE --perfetto F | --folded F  Chrome/Perfetto trace JSON, folded stacks
   dump TRACE [--limit N]                  the raw events, one per line
+  whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
 Run `adprof COMMAND --help` for a command's options.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error; `run` exits with the program's
@@ -53,6 +54,7 @@ int main(int argc, char **argv) {
     if (command == "timeline") return command_timeline(args);
     if (command == "export") return command_export(args);
     if (command == "dump") return command_dump(args);
+    if (command == "whatif") return command_whatif(args);
     fprintf(stderr, "adprof: error: unknown command '%s' (see adprof --help)\n", command.c_str());
     return kExitUsage;
   } catch (const UsageError &e) {

@@ -23,7 +23,7 @@ constexpr uint64_t kNoNode = ~0ULL;
 // Annotation kinds (documented in docs/ADCORE.md); interned once.
 struct Kinds {
   uint32_t begin, node, save, release, backward_begin, backward_node, contribution, complete,
-      optimizer_step, checkpoint, end;
+      optimizer_step, checkpoint, end, requested, adjoint_sum;
   Kinds()
       : begin(intern("adcore.tape.begin")),
         node(intern("adcore.tape.node")),
@@ -35,7 +35,9 @@ struct Kinds {
         complete(intern("adcore.tape.adjoint_complete")),
         optimizer_step(intern("adcore.tape.optimizer_step")),
         checkpoint(intern("adcore.tape.checkpoint")),
-        end(intern("adcore.tape.end")) {}
+        end(intern("adcore.tape.end")),
+        requested(intern("adcore.tape.requested")),
+        adjoint_sum(intern("adcore.tape.adjoint_sum")) {}
 };
 const Kinds &kinds() {
   static const Kinds k;
@@ -237,14 +239,14 @@ int32_t Tape::leaf_node(const Tensor &t) {
 }
 
 namespace {
-void save_tensor(Node &n, Tensor &slot, const Tensor &t, uint64_t which) {
+void save_tensor(Node &n, Tensor &slot, const Tensor &t, uint64_t which, uint64_t users) {
   slot = t;
   StorageImpl &s = *t.impl()->storage;
   if (s.role == ADPROF_ROLE_ACTIVATION || s.role == ADPROF_ROLE_FORWARD_CACHE) {
     if (s.saved++ == 0) retag_storage(s, ADPROF_ROLE_FORWARD_CACHE);
   }
   if (profiled())
-    annotate(kinds().save, {static_cast<uint64_t>(n.id), addr(s.data), s.bytes, which});
+    annotate(kinds().save, {static_cast<uint64_t>(n.id), addr(s.data), s.bytes, which, users});
 }
 void unsave_tensor(Node &n, Tensor &slot) {
   if (!slot.defined()) return;
@@ -277,9 +279,18 @@ void Tape::record(OpId op, std::span<const Tensor> ins, const Attrs &a, Tensor &
     if (act || !opts_.activity_analysis) need |= d.save_for_grad[std::min<size_t>(i, 3)];
   }
   if (op == OpId::checkpoint) need = 0x0f;
+  // For the what-if replay: which inputs' gradients need a saved slot (bit i: input i).
+  auto users = [&](uint8_t bit) {
+    uint64_t m = 0;
+    for (size_t j = 0; j < k && j < 64; ++j)
+      if (op == OpId::checkpoint || (d.save_for_grad[std::min<size_t>(j, 3)] & bit)) m |= 1ULL << j;
+    return m;
+  };
   for (size_t i = 0; i < k; ++i)
-    if ((need >> std::min<size_t>(i, 3)) & 1u) save_tensor(n, n.saved[i], ins[i], i);
-  if (need & kSaveOut) save_tensor(n, n.saved_out, out, 31);
+    if ((need >> std::min<size_t>(i, 3)) & 1u)
+      save_tensor(n, n.saved[i], ins[i], i,
+                  profiled() ? users(static_cast<uint8_t>(1u << std::min<size_t>(i, 3))) : 0);
+  if (need & kSaveOut) save_tensor(n, n.saved_out, out, 31, profiled() ? users(kSaveOut) : 0);
   n.out_meta = {out.shape(), out.dtype()};
   TensorImpl *oi = out.impl();
   oi->tape = this;
@@ -339,6 +350,7 @@ void Tape::reset() {
 // ---------------- accumulation: the ONE place gradients meet ----------------
 void Tape::accumulate(int32_t target, int32_t from, Tensor c) {
   const size_t t = static_cast<size_t>(target);
+  const uint64_t src = addr(c.storage_ptr());
   if (!opts_.inplace_accumulation) {
     // Naive: every contribution is materialised as its own accumulation buffer; all are summed
     // when the adjoint is needed (finish_adjoint).
@@ -349,7 +361,7 @@ void Tape::accumulate(int32_t target, int32_t from, Tensor c) {
     }
     if (profiled())
       annotate(kinds().contribution, {static_cast<uint64_t>(target), static_cast<uint64_t>(from),
-                                      addr(m.storage_ptr()), m.nbytes(), 3});
+                                      addr(m.storage_ptr()), m.nbytes(), 3, src});
     pending_[t].push_back(std::move(m));
     return;
   }
@@ -367,7 +379,7 @@ void Tape::accumulate(int32_t target, int32_t from, Tensor c) {
   }
   if (profiled())
     annotate(kinds().contribution, {static_cast<uint64_t>(target), static_cast<uint64_t>(from),
-                                    addr(cur.storage_ptr()), cur.nbytes(), mode});
+                                    addr(cur.storage_ptr()), cur.nbytes(), mode, src});
 }
 
 void Tape::finish_adjoint(int32_t id) {
@@ -381,6 +393,9 @@ void Tape::finish_adjoint(int32_t id) {
   } else {
     cur = add_n(std::span<const Tensor>(p.data(), p.size()));
   }
+  if (profiled())
+    annotate(kinds().adjoint_sum, {static_cast<uint64_t>(id), addr(cur.storage_ptr()), cur.nbytes(),
+                                   static_cast<uint64_t>(p.size())});
   p.clear();
 }
 
@@ -462,7 +477,24 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
       ++deps_[static_cast<size_t>(j)];
     }
   }
-  if (profiled()) annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, opts_.bits()});
+  if (profiled()) {
+    // flags: bit 0 gradients go to the leaves' .grad, bit 1 inside value_and_grad, bit 2 an
+    // optimizer was given.
+    const uint64_t flags = (to_leaf_grads ? 1u : 0u) | (!call_args_.empty() ? 2u : 0u) |
+                           (opt ? 4u : 0u);
+    annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, opts_.bits(), flags});
+    uint64_t v[32];
+    uint32_t c = 0;
+    for (int32_t id : result_node_) {
+      if (id < 0) continue;
+      v[c++] = static_cast<uint64_t>(id);
+      if (c == 32) {
+        adprof_annotate(kinds().requested, v, c);
+        c = 0;
+      }
+    }
+    if (c) adprof_annotate(kinds().requested, v, c);
+  }
   if (seed) {
     adj_[static_cast<size_t>(r)] = *seed;
   } else {

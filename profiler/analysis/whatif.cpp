@@ -1,0 +1,1000 @@
+// What-if analysis (whatif.h): two passes over a trace.
+//
+//   pass 1: follows every heap block as a sequence of logical storages (a malloc, or a take
+//           from adcore's arena, starts one; a free, or a give back to the arena, ends it; a
+//           storage is named by the index of the event that started it), and collects each
+//           tape generation from the adcore.tape.* annotations: nodes, saves and their
+//           releases, backward rules (begin/end and what they allocated), gradient
+//           contributions, adjoint sums and completions. At each generation's end, a planner
+//           turns it, for every scenario (a set of policies switched on), into a Plan: which
+//           storages are never allocated, which die earlier (at which event), which live
+//           longer (held until some other storage dies), and which virtual storages appear.
+//   pass 2: replays the events again; each scenario applies its plan to the same storages
+//           and keeps its own host total, with an arena model (idle buffers per size) for
+//           storages the recording gave back to an arena. The scenario's peak is the largest
+//           predicted total.
+#include "adprof/whatif.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "adprof/replay.h"
+
+namespace adprof {
+
+namespace {
+
+constexpr uint64_t kNone = ~0ULL;
+
+// Policy bits (docs/ADCORE.md).
+constexpr uint64_t kActivity = 1, kEarlyRelease = 2, kInplace = 4, kFused = 8, kCheckpoint = 16,
+                   kReuse = 32, kNativeI32 = 64;
+constexpr uint64_t kPredictable = kActivity | kEarlyRelease | kInplace | kFused | kNativeI32;
+
+enum class Kind : uint8_t {
+  kOther, kBegin, kNode, kSave, kRelease, kCheckpointNode, kBackwardBegin, kBackwardNode,
+  kContribution, kComplete, kOptimizerStep, kEnd, kRequested, kAdjointSum
+};
+
+Kind kind_of(const std::string &n) {
+  static const std::pair<const char *, Kind> table[] = {
+      {"adcore.tape.begin", Kind::kBegin},
+      {"adcore.tape.node", Kind::kNode},
+      {"adcore.tape.save", Kind::kSave},
+      {"adcore.tape.release", Kind::kRelease},
+      {"adcore.tape.checkpoint", Kind::kCheckpointNode},
+      {"adcore.tape.backward_begin", Kind::kBackwardBegin},
+      {"adcore.tape.backward_node", Kind::kBackwardNode},
+      {"adcore.tape.grad_contribution", Kind::kContribution},
+      {"adcore.tape.adjoint_complete", Kind::kComplete},
+      {"adcore.tape.optimizer_step", Kind::kOptimizerStep},
+      {"adcore.tape.end", Kind::kEnd},
+      {"adcore.tape.requested", Kind::kRequested},
+      {"adcore.tape.adjoint_sum", Kind::kAdjointSum}};
+  for (const auto &[s, k] : table)
+    if (n == s) return k;
+  return Kind::kOther;
+}
+
+// ---------------- the recorded storages ----------------
+struct Change {
+  enum Type : uint8_t { kNoChange, kAcquire, kRelease, kIdleFree } type = kNoChange;
+  uint64_t storage = 0;
+  uint64_t size = 0;
+  bool arena = false;  // acquire: taken from an arena; release: given back to one
+  uint64_t addr = 0;
+};
+
+// Heap blocks as logical storages. A storage id is the index of the event that started it.
+class Tracker {
+ public:
+  Change apply(const Event &e, uint64_t index) {
+    Change c;
+    using T = format::EventType;
+    if (e.type == T::kAlloc && e.operand == ADPROF_SPACE_HEAP) {
+      auto it = blocks_.find(e.addr);
+      if (it != blocks_.end()) {  // a lost free: the old block is gone
+        phys_ -= it->second.size;
+        blocks_.erase(it);
+      }
+      blocks_[e.addr] = Block{index, e.a, false};
+      phys_ += e.a;
+      c = {Change::kAcquire, index, e.a, false, e.addr};
+    } else if (e.type == T::kFree && e.operand == ADPROF_SPACE_HEAP) {
+      auto it = blocks_.find(e.addr);
+      if (it == blocks_.end()) return c;
+      Block b = it->second;
+      blocks_.erase(it);
+      phys_ -= b.size;
+      if (b.idle)
+        c = {Change::kIdleFree, 0, b.size, true, e.addr};
+      else
+        c = {Change::kRelease, b.storage, b.size, false, e.addr};
+    } else if (e.type == T::kRetag) {
+      auto it = blocks_.find(e.addr);
+      if (it == blocks_.end()) return c;
+      Block &b = it->second;
+      if (e.operand == ADPROF_ROLE_WORKSPACE && !b.idle) {  // given back to the arena
+        b.idle = true;
+        c = {Change::kRelease, b.storage, b.size, true, e.addr};
+      } else if (e.operand != ADPROF_ROLE_WORKSPACE && b.idle) {  // taken from the arena
+        b.idle = false;
+        b.storage = index;
+        c = {Change::kAcquire, index, b.size, true, e.addr};
+      }
+    }
+    return c;
+  }
+  // The storage live at a block address (0: none).
+  std::pair<uint64_t, uint64_t> storage_at(uint64_t addr) const {
+    auto it = blocks_.find(addr);
+    if (it == blocks_.end() || it->second.idle) return {0, 0};
+    return {it->second.storage, it->second.size};
+  }
+  uint64_t phys() const { return phys_; }
+
+ private:
+  struct Block {
+    uint64_t storage;
+    uint64_t size;
+    bool idle;
+  };
+  std::unordered_map<uint64_t, Block> blocks_;
+  uint64_t phys_ = 0;
+};
+
+// ---------------- pass 1: tape generations ----------------
+struct Fact {
+  uint64_t size = 0;
+  uint64_t death = 0;       // event index of its recorded death (0: not before the tape's end)
+  bool tape_killed = false;  // died because the tape released it (the tape was the last holder)
+  int64_t rule = -1;         // allocated by this node's backward rule
+};
+struct Save {
+  uint64_t storage = 0, slot = 0, users = kNone, release = 0;
+};
+struct Contribution {
+  int64_t from = -1;
+  uint64_t buffer = 0, source = 0, bytes = 0, mode = 0, index = 0;
+};
+struct NodeInfo {
+  bool leaf = false, requires_grad = false, checkpoint = false, requested = false;
+  uint64_t out = 0, bytes = 0;
+  std::vector<int64_t> in;
+  std::vector<Save> saves;
+  uint64_t rule_begin = 0, rule_end = 0;
+  std::vector<uint64_t> rule_allocs, deliver_allocs;
+  std::vector<Contribution> contributions;  // to this node
+  uint64_t sum = 0, sum_index = 0;          // adjoint_sum (naive accumulation)
+  uint64_t complete = 0, complete_index = 0;
+};
+struct Gen {
+  uint64_t tape = 0, gen = 0, bits = 0;
+  uint32_t thread = 0;
+  bool backward = false, have_flags = false;
+  uint64_t backward_bits = 0, flags = 0, backward_index = 0, end_index = 0;
+  int64_t root = -1;
+  std::vector<NodeInfo> nodes;
+  std::unordered_map<uint64_t, Fact> facts;
+  NodeInfo &node(uint64_t id) {
+    if (id >= nodes.size()) nodes.resize(std::min<uint64_t>(id + 1, 1ULL << 31));
+    return nodes[std::min<uint64_t>(id, nodes.size() - 1)];
+  }
+  Fact &fact(uint64_t storage, uint64_t size) {
+    Fact &f = facts[storage];
+    if (!f.size) f.size = size;
+    return f;
+  }
+};
+
+// ---------------- plans ----------------
+struct Action {
+  enum Type : uint8_t { kKill, kReleaseHold, kBirth } type;
+  uint64_t id;
+  uint64_t size = 0;
+  bool arena = false;
+};
+struct Plan {
+  std::unordered_set<uint64_t> suppress;             // never allocated
+  std::unordered_map<uint64_t, int> extra_holds;     // held beyond its own recorded life
+  std::unordered_multimap<uint64_t, uint64_t> on_death;  // when key dies: release a hold of value
+  std::map<uint64_t, std::vector<Action>> at;        // after event index: actions
+  std::unordered_set<uint64_t> stretched;            // explanation counters
+  uint64_t suppressed_bytes = 0, virtual_bytes = 0, early_bytes = 0, early_count = 0,
+           suppressed_count = 0, virtual_count = 0;
+};
+uint64_t g_virtual_ids = 1ULL << 62;
+
+struct Scenario {
+  uint64_t flip = 0;  // policy bits switched on
+  Plan plan;
+  // pass 2
+  struct Live {
+    uint64_t size;
+    bool from_pool, to_pool;
+    int holds;
+  };
+  std::unordered_map<uint64_t, Live> live;
+  std::unordered_map<uint64_t, uint64_t> idle;  // arena model: idle buffers per size
+  std::unordered_set<uint64_t> triggered;
+  int64_t phys = 0;
+  uint64_t peak = 0;
+
+  void alloc(uint64_t id, uint64_t size, bool from_pool, bool to_pool, int holds) {
+    if (holds <= 0) return;
+    auto it = from_pool ? idle.find(size) : idle.end();
+    if (it != idle.end() && it->second > 0)
+      --it->second;
+    else
+      phys += static_cast<int64_t>(size);
+    live[id] = Live{size, from_pool, to_pool, holds};
+  }
+  void die(uint64_t id) {
+    auto it = live.find(id);
+    if (it == live.end()) return;
+    Live l = it->second;
+    live.erase(it);
+    if (l.to_pool)
+      ++idle[l.size];
+    else
+      phys -= static_cast<int64_t>(l.size);
+    trigger(id);
+  }
+  void trigger(uint64_t id) {
+    if (!triggered.insert(id).second) return;
+    auto [b, e] = plan.on_death.equal_range(id);
+    std::vector<uint64_t> targets;
+    for (auto it = b; it != e; ++it) targets.push_back(it->second);
+    for (uint64_t t : targets) release_hold(t);
+  }
+  void release_hold(uint64_t id) {
+    auto it = live.find(id);
+    if (it == live.end()) return;
+    if (--it->second.holds <= 0) die(id);
+  }
+  void kill(uint64_t id) {
+    if (live.count(id))
+      die(id);
+    else
+      trigger(id);
+  }
+};
+
+// The planner: one generation, one scenario.
+struct Planner {
+  Planner(Gen &gen, uint64_t f, Plan &plan) : g(gen), flip(f), p(plan) {}
+  Gen &g;
+  uint64_t flip;  // policies switched on that were off in this generation
+  Plan &p;
+
+  void suppress(uint64_t s) {
+    if (!s || !p.suppress.insert(s).second) return;
+    auto f = g.facts.find(s);
+    if (f != g.facts.end()) {
+      p.suppressed_bytes += f->second.size;
+      ++p.suppressed_count;
+    }
+  }
+  void kill_at(uint64_t index, uint64_t s) {
+    p.at[index].push_back({Action::kKill, s});
+    auto f = g.facts.find(s);
+    if (f != g.facts.end() && !p.suppress.count(s)) {
+      p.early_bytes += f->second.size;
+      ++p.early_count;
+    }
+  }
+
+  std::vector<char> active, useful;
+  std::vector<uint64_t> active_inputs;  // bit j: input j active (predicted)
+
+  void activity() {
+    const size_t n = g.nodes.size();
+    active.assign(n, 0);
+    useful.assign(n, 0);
+    active_inputs.assign(n, 0);
+    const bool in_call = g.have_flags && (g.flags & 2);
+    const bool to_leaf = g.have_flags ? (g.flags & 1) != 0 : false;
+    for (size_t i = 0; i < n; ++i) {
+      NodeInfo &nd = g.nodes[i];
+      if (nd.leaf) {
+        active[i] = in_call ? nd.requested : (nd.requires_grad || nd.requested);
+        useful[i] = nd.requested || (to_leaf && nd.requires_grad);
+        continue;
+      }
+      bool a = false, u = nd.requested;
+      for (size_t j = 0; j < nd.in.size(); ++j) {
+        int64_t in = nd.in[j];
+        if (in < 0 || static_cast<size_t>(in) >= n) continue;
+        if (active[static_cast<size_t>(in)]) {
+          a = true;
+          if (j < 64) active_inputs[i] |= 1ULL << j;
+        }
+        if (useful[static_cast<size_t>(in)]) u = true;
+      }
+      active[i] = a;
+      useful[i] = u && a;
+    }
+    if (!(flip & kActivity)) return;
+    for (size_t t = 0; t < n; ++t) {
+      NodeInfo &nd = g.nodes[t];
+      if (useful[t]) continue;
+      if (!nd.leaf && nd.rule_begin)
+        for (uint64_t s : nd.rule_allocs) suppress(s);
+      for (const Contribution &c : nd.contributions) {
+        if (c.mode >= 2 || fresh(c.buffer, c.from)) suppress(c.buffer);
+        if (fresh(c.source, c.from)) suppress(c.source);
+      }
+      suppress(nd.sum);
+      for (uint64_t s : nd.deliver_allocs) suppress(s);
+    }
+  }
+  bool fresh(uint64_t s, int64_t from) const {
+    auto f = g.facts.find(s);
+    return s && f != g.facts.end() && f->second.rule == from;
+  }
+  bool save_exists(size_t node, const Save &s) const {
+    if (!(flip & kActivity)) return true;
+    if (!active[node]) return false;
+    return s.users == kNone || (s.users & active_inputs[node]) != 0;
+  }
+
+  // Forward caches: a storage the tape killed dies at its last predicted release.
+  void saves() {
+    if (!(flip & (kActivity | kEarlyRelease))) return;
+    std::unordered_map<uint64_t, uint64_t> death;  // storage -> predicted death (0: none yet)
+    std::unordered_set<uint64_t> seen;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const NodeInfo &nd = g.nodes[i];
+      for (const Save &s : nd.saves) {
+        if (!s.storage) continue;
+        seen.insert(s.storage);
+        if (!save_exists(i, s)) continue;
+        uint64_t r = s.release ? s.release : g.end_index;
+        if ((flip & kEarlyRelease) && nd.rule_end) r = std::min(r, nd.rule_end);
+        uint64_t &d = death[s.storage];
+        d = std::max(d, r);
+      }
+    }
+    for (uint64_t s : seen) {
+      auto f = g.facts.find(s);
+      if (f == g.facts.end() || !f->second.tape_killed || !f->second.death) continue;
+      uint64_t d = death.count(s) ? death[s] : (g.backward ? g.backward_index : 0);
+      if (d && d < f->second.death) kill_at(d, s);
+    }
+  }
+
+  void inplace() {
+    if (!(flip & kInplace)) return;
+    std::unordered_map<uint64_t, int> holders;      // storage -> targets holding it as adjoint
+    std::unordered_map<uint64_t, uint64_t> alias;   // predicted adjoint -> recorded adjoint
+    std::unordered_map<uint64_t, uint64_t> adjoint;  // recorded adjoint -> predicted adjoint
+    const bool arena = (g.backward_bits | g.bits) & kReuse;
+    // Targets in the order their adjoints complete: the reverse sweep goes from high ids down,
+    // and a target's sum happens before its own rule, so contributions are walked in index
+    // order over all targets at once.
+    struct Item {
+      uint64_t index;
+      size_t target;
+      int kind;  // 0 contribution, 1 sum
+      const Contribution *c;
+    };
+    std::vector<Item> items;
+    for (size_t t = 0; t < g.nodes.size(); ++t) {
+      if ((flip & kActivity) && !useful[t]) continue;
+      const NodeInfo &nd = g.nodes[t];
+      bool naive = false;
+      for (const Contribution &c : nd.contributions)
+        if (c.mode == 3) naive = true;
+      if (!naive) continue;
+      for (const Contribution &c : nd.contributions) items.push_back({c.index, t, 0, &c});
+      items.push_back({nd.sum_index ? nd.sum_index : g.end_index, t, 1, nullptr});
+    }
+    std::stable_sort(items.begin(), items.end(),
+                     [](const Item &a, const Item &b) { return a.index < b.index; });
+    std::unordered_map<size_t, uint64_t> cur;
+    auto death_before = [&](uint64_t s, uint64_t index) {
+      if (s >= g_virtual_ids) return true;
+      auto f = g.facts.find(s);
+      return f != g.facts.end() && f->second.death && f->second.death <= index;
+    };
+    auto size_of = [&](uint64_t s) -> uint64_t {
+      auto f = g.facts.find(s);
+      return f != g.facts.end() ? f->second.size : 0;
+    };
+    std::unordered_map<uint64_t, uint64_t> vsize;
+    for (const Item &it : items) {
+      NodeInfo &nd = g.nodes[it.target];
+      if (it.kind == 1) {
+        auto c = cur.find(it.target);
+        if (c == cur.end()) continue;
+        if (nd.sum) {
+          suppress(nd.sum);
+          p.on_death.emplace(nd.sum, c->second);
+          adjoint[nd.sum] = c->second;
+          alias[c->second] = nd.sum;
+        } else {
+          p.at[g.end_index].push_back({Action::kReleaseHold, c->second});
+        }
+        continue;
+      }
+      const Contribution &k = *it.c;
+      if (k.mode != 3) continue;
+      uint64_t src = k.source ? k.source : k.buffer;
+      if (k.source) suppress(k.buffer);
+      auto a = adjoint.find(src);
+      if (a != adjoint.end()) src = a->second;
+      auto c = cur.find(it.target);
+      if (c == cur.end()) {
+        cur[it.target] = src;
+        ++holders[src];
+        ++p.extra_holds[src];
+        continue;
+      }
+      const uint64_t now = c->second;
+      auto al = alias.find(now);
+      const uint64_t sz = now >= g_virtual_ids ? vsize[now] : size_of(now);
+      const bool unique = holders[now] == 1 && death_before(now, k.index) &&
+                          (al == alias.end() || death_before(al->second, k.index)) &&
+                          sz == k.bytes;
+      if (unique) continue;
+      const uint64_t v = g_virtual_ids++;
+      vsize[v] = k.bytes;
+      p.at[k.index].push_back({Action::kBirth, v, k.bytes, arena});
+      ++p.extra_holds[v];
+      p.virtual_bytes += k.bytes;
+      ++p.virtual_count;
+      --holders[now];
+      p.at[k.index].push_back({Action::kReleaseHold, now});
+      cur[it.target] = v;
+      holders[v] = 1;
+    }
+  }
+
+  void fused() {
+    if (!(flip & kFused) || !g.backward) return;
+    if (g.have_flags && (!(g.flags & 1) || !(g.flags & 4))) return;  // no optimizer given
+    for (NodeInfo &nd : g.nodes) {
+      if (!nd.leaf || !nd.requires_grad || !nd.complete) continue;
+      kill_at(nd.complete_index, nd.complete);
+      for (uint64_t s : nd.deliver_allocs) suppress(s);
+    }
+  }
+
+  void run() {
+    activity();
+    saves();
+    inplace();
+    fused();
+  }
+};
+
+struct ThreadState {
+  std::vector<Gen *> tapes;  // generations begun and not ended
+  struct Rule {
+    Gen *gen;
+    uint64_t node;
+    size_t depth;
+  };
+  std::vector<Rule> rules;
+  Gen *deliver_gen = nullptr;
+  uint64_t deliver_node = 0;
+  uint64_t pending_release_addr = 0;  // the last annotation was a release of this address
+};
+
+std::string mib(double bytes) {
+  char b[48];
+  const double a = std::fabs(bytes);
+  if (a >= 1024.0 * 1024 * 1024)
+    std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (a >= 1024.0 * 1024)
+    std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024));
+  else if (a >= 1024.0)
+    std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(b, sizeof b, "%.0f B", bytes);
+  return b;
+}
+
+struct PolicyDef {
+  const char *name, *title, *flag;
+  int bit;
+};
+constexpr PolicyDef kPolicies[] = {
+    {"activity_analysis", "activity analysis", "--no-activity-analysis", 0},
+    {"early_release", "early release", "--no-early-release", 1},
+    {"inplace_accumulation", "in-place accumulation", "--no-inplace-accumulation", 2},
+    {"fused_optimizer", "fused optimizer", "--no-fused-optimizer", 3},
+    {"checkpointing", "checkpointing", "--no-checkpoint", 4},
+    {"reuse_tape", "reusable tape", "--no-reuse-tape", 5},
+    {"native_i32_indices", "native i32 indices", "--widen-indices", 6},
+};
+
+}  // namespace
+
+WhatIf predict_policies(const std::string &trace_path) {
+  TraceReader reader(trace_path);
+  WhatIf w = predict_policies(reader);
+  w.trace = trace_path;
+  return w;
+}
+
+WhatIf predict_policies(TraceReader &reader) {
+  WhatIf w;
+  // ---- pass 1 ----
+  Replay replay;
+  Tracker tracker;
+  std::vector<ThreadState> threads;
+  std::vector<Kind> kinds;  // name id -> kind
+  std::unordered_set<uint64_t> gave;      // storages the recording gave back to an arena
+  std::vector<uint64_t> widened;          // storages labelled adcore.widened_index
+  std::vector<std::unique_ptr<Gen>> open;  // generations in flight
+  uint64_t widened_bytes = 0;
+
+  // Scenarios: 0 the recording as is; then one per predictable policy; then all of them.
+  std::vector<Scenario> sc;
+  sc.emplace_back();
+  std::vector<int> policy_scenario(std::size(kPolicies), -1);
+  for (size_t i = 0; i < std::size(kPolicies); ++i) {
+    const uint64_t bit = 1ULL << kPolicies[i].bit;
+    if (!(bit & kPredictable)) continue;
+    policy_scenario[i] = static_cast<int>(sc.size());
+    sc.emplace_back();
+    sc.back().flip = bit;
+  }
+  const int all_scenario = static_cast<int>(sc.size());
+  sc.emplace_back();
+  sc.back().flip = kPredictable;
+
+  auto thread_state = [&](uint32_t t) -> ThreadState & {
+    if (t >= threads.size()) threads.resize(t + 1);
+    return threads[t];
+  };
+  auto kind = [&](uint64_t id) {
+    if (id >= kinds.size()) {
+      size_t old = kinds.size();
+      kinds.resize(id + 1);
+      for (size_t i = old; i <= id; ++i) kinds[i] = kind_of(replay.name(static_cast<uint32_t>(i)));
+    } else if (kinds[id] == Kind::kOther) {
+      kinds[id] = kind_of(replay.name(static_cast<uint32_t>(id)));
+    }
+    return kinds[id];
+  };
+  bool first_bits = true;
+  uint64_t index = 0;
+  Event e;
+  while (reader.next(e)) {
+    ++index;
+    const bool changed = replay.apply(e);
+    if (changed) w.measured_peak = std::max(w.measured_peak, replay.host_live());
+    ThreadState &ts = thread_state(e.thread);
+    const Change c = tracker.apply(e, index);
+    if (c.type == Change::kAcquire) {
+      ts.pending_release_addr = 0;
+      if (!ts.rules.empty()) {
+        ThreadState::Rule &r = ts.rules.back();
+        r.gen->fact(c.storage, c.size).rule = static_cast<int64_t>(r.node);
+        r.gen->node(r.node).rule_allocs.push_back(c.storage);
+      } else if (ts.deliver_gen) {
+        ts.deliver_gen->fact(c.storage, c.size);
+        ts.deliver_gen->node(ts.deliver_node).deliver_allocs.push_back(c.storage);
+      }
+    } else if (c.type == Change::kRelease) {
+      if (c.arena) gave.insert(c.storage);
+      const bool killed = ts.pending_release_addr == c.addr;
+      for (auto &g : open) {
+        auto f = g->facts.find(c.storage);
+        if (f == g->facts.end()) continue;
+        f->second.death = index;
+        f->second.tape_killed = killed;
+      }
+    }
+    using T = format::EventType;
+    if (e.type == T::kOpEnd) {
+      const size_t depth = replay.op_stack(e.thread).size();
+      while (!ts.rules.empty() && ts.rules.back().depth > depth) {
+        ts.rules.back().gen->node(ts.rules.back().node).rule_end = index;
+        ts.rules.pop_back();
+      }
+      continue;
+    }
+    if (e.type == T::kLabel) {
+      if (replay.name(static_cast<uint32_t>(e.a)) == "adcore.widened_index") {
+        auto [s, size] = tracker.storage_at(e.addr);
+        if (s) {
+          widened.push_back(s);
+          widened_bytes += size;
+        }
+      }
+      continue;
+    }
+    if (e.type != T::kAnnotate) continue;
+    const Kind k = kind(e.a);
+    if (k == Kind::kOther) continue;
+    const auto &v = e.values;
+    auto val = [&](size_t i) { return i < v.size() ? v[i] : kNone; };
+    ts.deliver_gen = nullptr;
+    ts.pending_release_addr = 0;
+    if (k == Kind::kBegin) {
+      auto g = std::make_unique<Gen>();
+      g->tape = val(0);
+      g->gen = val(1);
+      g->bits = val(2) == kNone ? 0 : val(2);
+      g->thread = e.thread;
+      w.adcore_tape = true;
+      ++w.tapes;
+      if (first_bits) {
+        w.recorded_bits_and = g->bits;
+        first_bits = false;
+      }
+      w.recorded_bits_and &= g->bits;
+      w.recorded_bits_or |= g->bits;
+      ts.tapes.push_back(g.get());
+      open.push_back(std::move(g));
+      continue;
+    }
+    if (ts.tapes.empty()) continue;
+    Gen &g = *ts.tapes.back();
+    switch (k) {
+      case Kind::kNode: {
+        if (v.size() < 5) break;
+        NodeInfo &nd = g.node(v[0]);
+        auto [s, size] = tracker.storage_at(v[2]);
+        nd.out = s;
+        nd.bytes = v[3];
+        if (s) g.fact(s, size);
+        const bool leaf = replay.name(static_cast<uint32_t>(v[1])) == "leaf";
+        if (leaf) {
+          nd.leaf = true;
+          nd.requires_grad = val(5) == 1;
+        } else {
+          nd.in.clear();
+          for (size_t i = 5; i < v.size() && i < 5 + v[4]; ++i)
+            nd.in.push_back(v[i] == kNone ? -1 : static_cast<int64_t>(v[i]));
+        }
+        break;
+      }
+      case Kind::kSave: {
+        if (v.size() < 4) break;
+        auto [s, size] = tracker.storage_at(v[1]);
+        if (s) g.fact(s, size);
+        g.node(v[0]).saves.push_back({s, v[3], val(4), 0});
+        break;
+      }
+      case Kind::kRelease: {
+        if (v.size() < 2) break;
+        auto [s, size] = tracker.storage_at(v[1]);
+        for (Save &sv : g.node(v[0]).saves)
+          if (sv.storage == s && !sv.release) {
+            sv.release = index;
+            break;
+          }
+        ts.pending_release_addr = v[1];
+        break;
+      }
+      case Kind::kCheckpointNode:
+        if (!v.empty()) g.node(v[0]).checkpoint = true;
+        break;
+      case Kind::kBackwardBegin:
+        g.backward = true;
+        g.backward_index = index;
+        g.root = v.empty() ? -1 : static_cast<int64_t>(v[0]);
+        g.backward_bits = val(2) == kNone ? g.bits : val(2);
+        if (v.size() >= 4) {
+          g.have_flags = true;
+          g.flags = v[3];
+        }
+        break;
+      case Kind::kRequested:
+        for (uint64_t id : v) g.node(id).requested = true;
+        break;
+      case Kind::kBackwardNode:
+        if (!v.empty()) {
+          g.node(v[0]).rule_begin = index;
+          ts.rules.push_back({&g, v[0], replay.op_stack(e.thread).size()});
+        }
+        break;
+      case Kind::kContribution: {
+        if (v.size() < 5) break;
+        auto [b, bsize] = tracker.storage_at(v[2]);
+        uint64_t src = 0;
+        if (v.size() >= 6) {
+          auto [s, ssize] = tracker.storage_at(v[5]);
+          src = s;
+          if (s) g.fact(s, ssize);
+        }
+        if (b) g.fact(b, bsize);
+        g.node(v[0]).contributions.push_back(
+            {static_cast<int64_t>(v[1]), b, src, v[3], v[4], index});
+        break;
+      }
+      case Kind::kComplete: {
+        if (v.size() < 2) break;
+        auto [s, size] = tracker.storage_at(v[1]);
+        NodeInfo &nd = g.node(v[0]);
+        nd.complete = s;
+        nd.complete_index = index;
+        if (s) g.fact(s, size);
+        ts.deliver_gen = &g;
+        ts.deliver_node = v[0];
+        break;
+      }
+      case Kind::kAdjointSum: {
+        if (v.size() < 2) break;
+        auto [s, size] = tracker.storage_at(v[1]);
+        NodeInfo &nd = g.node(v[0]);
+        nd.sum = s;
+        nd.sum_index = index;
+        if (s) g.fact(s, size);
+        break;
+      }
+      case Kind::kEnd: {
+        // The generation is complete: plan it for every scenario, then forget it.
+        Gen *gp = nullptr;
+        for (size_t i = ts.tapes.size(); i-- > 0;)
+          if (ts.tapes[i]->tape == val(0)) {
+            gp = ts.tapes[i];
+            ts.tapes.erase(ts.tapes.begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+          }
+        if (!gp) break;
+        gp->end_index = index;
+        for (auto it = ts.rules.begin(); it != ts.rules.end();)
+          it = it->gen == gp ? ts.rules.erase(it) : it + 1;
+        for (Scenario &s : sc) {
+          const uint64_t flip = s.flip & ~gp->bits;
+          if (!flip) continue;
+          Planner(*gp, flip, s.plan).run();
+        }
+        for (auto it = open.begin(); it != open.end(); ++it)
+          if (it->get() == gp) {
+            open.erase(it);
+            break;
+          }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  // Generations never ended (a cut trace): plan what was seen.
+  for (auto &g : open) {
+    g->end_index = index;
+    for (Scenario &s : sc) {
+      const uint64_t flip = s.flip & ~g->bits;
+      if (flip) Planner(*g, flip, s.plan).run();
+    }
+  }
+  open.clear();
+  for (Scenario &s : sc)
+    if (s.flip & kNativeI32)
+      for (uint64_t id : widened) {
+        if (s.plan.suppress.insert(id).second) {
+          ++s.plan.suppressed_count;
+        }
+      }
+
+  // ---- pass 2 ----
+  reader.rewind();
+  Replay replay2;
+  Tracker tracker2;
+  index = 0;
+  while (reader.next(e)) {
+    ++index;
+    replay2.apply(e);
+    const Change c = tracker2.apply(e, index);
+    for (Scenario &s : sc) {
+      if (c.type == Change::kAcquire) {
+        if (!s.plan.suppress.count(c.storage)) {
+          auto x = s.plan.extra_holds.find(c.storage);
+          const int holds = 1 + (x != s.plan.extra_holds.end() ? x->second : 0);
+          const bool to_pool = gave.count(c.storage) > 0;
+          s.alloc(c.storage, c.size, c.arena || to_pool, to_pool, holds);
+        }
+      } else if (c.type == Change::kRelease) {
+        s.trigger(c.storage);
+        s.release_hold(c.storage);
+      } else if (c.type == Change::kIdleFree) {
+        auto it = s.idle.find(c.size);
+        if (it != s.idle.end() && it->second > 0) {
+          --it->second;
+          s.phys -= static_cast<int64_t>(c.size);
+        }
+      }
+      auto a = s.plan.at.find(index);
+      if (a != s.plan.at.end()) {
+        for (const Action &act : a->second) {
+          if (act.type == Action::kKill) {
+            s.kill(act.id);
+          } else if (act.type == Action::kReleaseHold) {
+            s.release_hold(act.id);
+          } else {
+            auto x = s.plan.extra_holds.find(act.id);
+            s.alloc(act.id, act.size, act.arena, act.arena,
+                    x != s.plan.extra_holds.end() ? x->second : 1);
+          }
+        }
+        s.plan.at.erase(a);
+      }
+      const int64_t total = static_cast<int64_t>(replay2.host_live()) -
+                            static_cast<int64_t>(tracker2.phys()) + s.phys;
+      if (total > 0) s.peak = std::max(s.peak, static_cast<uint64_t>(total));
+    }
+  }
+
+  // ---- results ----
+  w.replayed_peak = sc[0].peak;
+  const uint64_t measured = w.measured_peak;
+  auto fill = [&](PolicyPrediction &p, const Scenario &s) {
+    p.measured_peak = measured;
+    p.predicted_peak = s.peak;
+    // The model's own error on the recording (replayed vs measured) is taken out.
+    const int64_t offset = static_cast<int64_t>(measured) - static_cast<int64_t>(w.replayed_peak);
+    p.predicted_peak = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.peak) + offset));
+    p.saving = static_cast<int64_t>(measured) - static_cast<int64_t>(p.predicted_peak);
+    p.saving_fraction = measured ? static_cast<double>(p.saving) / static_cast<double>(measured) : 0;
+  };
+  for (size_t i = 0; i < std::size(kPolicies); ++i) {
+    const PolicyDef &d = kPolicies[i];
+    PolicyPrediction p;
+    p.name = d.name;
+    p.title = d.title;
+    p.flag = d.flag;
+    p.bit = d.bit;
+    const uint64_t bit = 1ULL << d.bit;
+    p.recorded_on = w.adcore_tape && (w.recorded_bits_and & bit);
+    p.recorded_mixed = w.adcore_tape && !p.recorded_on && (w.recorded_bits_or & bit);
+    p.measured_peak = measured;
+    if (!w.adcore_tape) {
+      p.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
+    } else if (p.recorded_on) {
+      p.reason = "already on in the recording";
+    } else if (policy_scenario[i] < 0) {
+      if (bit == kCheckpoint)
+        p.reason = "not predictable from this trace: a run without checkpointing does not mark "
+                   "segments, and recomputation allocates on nested tapes";
+      else
+        p.reason = "not predictable from this trace: the reusable tape changes how often memory "
+                   "is allocated, not what is live (peak within an arena's idle buffers)";
+    } else {
+      const Scenario &s = sc[static_cast<size_t>(policy_scenario[i])];
+      p.applicable = true;
+      fill(p, s);
+      const Plan &pl = s.plan;
+      char line[256];
+      switch (d.bit) {
+        case 0:
+          std::snprintf(line, sizeof line,
+                        "%llu buffers (%s) for values that lead to no requested gradient are "
+                        "never allocated; %llu caches (%s) die at the end of forward",
+                        static_cast<unsigned long long>(pl.suppressed_count),
+                        mib(static_cast<double>(pl.suppressed_bytes)).c_str(),
+                        static_cast<unsigned long long>(pl.early_count),
+                        mib(static_cast<double>(pl.early_bytes)).c_str());
+          break;
+        case 1:
+          std::snprintf(line, sizeof line,
+                        "%llu forward caches (%s) freed right after their node's backward rule "
+                        "instead of at the end of the sweep",
+                        static_cast<unsigned long long>(pl.early_count),
+                        mib(static_cast<double>(pl.early_bytes)).c_str());
+          break;
+        case 2:
+          std::snprintf(line, sizeof line,
+                        "%llu accumulation copies and sums (%s) not made; %llu out-of-place "
+                        "adds (%s) where an adjoint is shared",
+                        static_cast<unsigned long long>(pl.suppressed_count),
+                        mib(static_cast<double>(pl.suppressed_bytes)).c_str(),
+                        static_cast<unsigned long long>(pl.virtual_count),
+                        mib(static_cast<double>(pl.virtual_bytes)).c_str());
+          break;
+        case 3:
+          std::snprintf(line, sizeof line,
+                        "%llu parameter gradients (%s) freed at their adjoint's completion "
+                        "instead of living until the optimizer step",
+                        static_cast<unsigned long long>(pl.early_count),
+                        mib(static_cast<double>(pl.early_bytes)).c_str());
+          break;
+        default:
+          std::snprintf(line, sizeof line,
+                        "%llu widened i64 copies of i32 index arrays (%s) not made",
+                        static_cast<unsigned long long>(widened.size()),
+                        mib(static_cast<double>(widened_bytes)).c_str());
+          break;
+      }
+      p.explanation = line;
+    }
+    w.policies.push_back(std::move(p));
+  }
+  w.all.name = "all";
+  w.all.title = "all policies on";
+  w.all.measured_peak = measured;
+  if (!w.adcore_tape) {
+    w.all.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
+  } else if ((w.recorded_bits_and & kPredictable) == kPredictable) {
+    w.all.reason = "every predictable policy is already on";
+  } else {
+    w.all.applicable = true;
+    fill(w.all, sc[static_cast<size_t>(all_scenario)]);
+    std::string on;
+    for (const PolicyPrediction &p : w.policies)
+      if (p.applicable) on += (on.empty() ? "" : ", ") + p.title;
+    w.all.explanation = "switched on together: " + on;
+    if (!(w.recorded_bits_and & kReuse))
+      w.all.explanation += " (reusable tape not modelled)";
+    if (!(w.recorded_bits_and & kCheckpoint)) w.all.explanation += " (checkpointing not modelled)";
+  }
+  if (!w.adcore_tape) w.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
+  return w;
+}
+
+const PolicyPrediction *find_policy(const WhatIf &w, const std::string &n) {
+  for (const PolicyPrediction &p : w.policies)
+    if (p.name == n || p.title == n || p.flag == n) return &p;
+  if (n == "all") return &w.all;
+  return nullptr;
+}
+
+namespace {
+nlohmann::json policy_json(const PolicyPrediction &p) {
+  nlohmann::json j;
+  j["name"] = p.name;
+  j["title"] = p.title;
+  if (!p.flag.empty()) j["flag"] = p.flag;
+  if (p.bit >= 0) {
+    j["bit"] = p.bit;
+    j["recorded"] = p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
+  }
+  j["applicable"] = p.applicable;
+  j["measured_peak"] = p.measured_peak;
+  if (p.applicable) {
+    j["predicted_peak"] = p.predicted_peak;
+    j["saving"] = p.saving;
+    j["saving_fraction"] = p.saving_fraction;
+    j["explanation"] = p.explanation;
+  } else {
+    j["reason"] = p.reason;
+  }
+  return j;
+}
+}  // namespace
+
+nlohmann::json to_json(const WhatIf &w) {
+  nlohmann::json j;
+  j["trace"] = w.trace;
+  j["adcore_tape"] = w.adcore_tape;
+  if (!w.reason.empty()) j["reason"] = w.reason;
+  j["measured_peak"] = w.measured_peak;
+  j["replayed_peak"] = w.replayed_peak;
+  j["tapes"] = w.tapes;
+  j["recorded_policy_bits"] = w.recorded_bits_and;
+  nlohmann::json ps = nlohmann::json::array();
+  for (const PolicyPrediction &p : w.policies) ps.push_back(policy_json(p));
+  j["policies"] = ps;
+  j["all"] = policy_json(w.all);
+  return j;
+}
+
+std::string render_text(const WhatIf &w) {
+  std::string out;
+  char line[512];
+  out += "adprof whatif: " + w.trace + "\n";
+  out += "Measured peak: " + mib(static_cast<double>(w.measured_peak)) + " of host memory\n";
+  if (!w.adcore_tape) {
+    out += "No prediction: " + w.reason + ".\n";
+    return out;
+  }
+  std::snprintf(line, sizeof line, "Tape generations: %llu\n\n",
+                static_cast<unsigned long long>(w.tapes));
+  out += line;
+  std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", "policy", "switch off with",
+                "recorded", "predicted peak", "saving");
+  out += line;
+  auto row = [&](const PolicyPrediction &p) {
+    std::string rec = p.bit < 0 ? "" : p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
+    if (p.applicable) {
+      char saving[64];
+      std::snprintf(saving, sizeof saving, "%s (%.1f%%)",
+                    mib(static_cast<double>(p.saving)).c_str(), 100.0 * p.saving_fraction);
+      std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
+                    p.flag.c_str(), rec.c_str(), mib(static_cast<double>(p.predicted_peak)).c_str(),
+                    saving);
+      out += line;
+      out += "      " + p.explanation + "\n";
+    } else {
+      std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
+                    p.flag.c_str(), rec.c_str(), "-", "-");
+      out += line;
+      out += "      " + p.reason + "\n";
+    }
+  };
+  for (const PolicyPrediction &p : w.policies) row(p);
+  row(w.all);
+  return out;
+}
+
+}  // namespace adprof
