@@ -161,6 +161,9 @@ struct Gen {
   int64_t root = -1;
   std::vector<NodeInfo> nodes;
   std::unordered_map<uint64_t, Fact> facts;
+  // Tensor storages made while the generation was in flight (for the arena model of a tape
+  // recorded without reuse): before and after the backward sweep began.
+  std::vector<uint64_t> window_forward, window_backward;
   NodeInfo &node(uint64_t id) {
     if (id >= nodes.size()) nodes.resize(std::min<uint64_t>(id + 1, 1ULL << 31));
     return nodes[std::min<uint64_t>(id, nodes.size() - 1)];
@@ -184,7 +187,7 @@ struct Plan {
   std::unordered_map<uint64_t, int> extra_holds;     // held beyond its own recorded life
   std::unordered_multimap<uint64_t, uint64_t> on_death;  // when key dies: release a hold of value
   std::map<uint64_t, std::vector<Action>> at;        // after event index: actions
-  std::unordered_set<uint64_t> stretched;            // explanation counters
+  std::unordered_set<uint64_t> pooled;               // storages the arena would hold
   uint64_t suppressed_bytes = 0, virtual_bytes = 0, early_bytes = 0, early_count = 0,
            suppressed_count = 0, virtual_count = 0;
 };
@@ -353,7 +356,7 @@ struct Planner {
     std::unordered_map<uint64_t, int> holders;      // storage -> targets holding it as adjoint
     std::unordered_map<uint64_t, uint64_t> alias;   // predicted adjoint -> recorded adjoint
     std::unordered_map<uint64_t, uint64_t> adjoint;  // recorded adjoint -> predicted adjoint
-    const bool arena = (g.backward_bits | g.bits) & kReuse;
+    const bool arena = ((g.backward_bits | g.bits) & kReuse) || (flip & kReuse);
     // Targets in the order their adjoints complete: the reverse sweep goes from high ids down,
     // and a target's sum happens before its own rule, so contributions are walked in index
     // order over all targets at once.
@@ -445,7 +448,17 @@ struct Planner {
     }
   }
 
+  // A reusable tape: storages made inside value_and_grad or a backward sweep go back to the
+  // tape's arena (kept idle, by size) instead of to the allocator.
+  void reuse() {
+    if (!(flip & kReuse)) return;
+    if (g.have_flags && (g.flags & 2))
+      p.pooled.insert(g.window_forward.begin(), g.window_forward.end());
+    p.pooled.insert(g.window_backward.begin(), g.window_backward.end());
+  }
+
   void run() {
+    reuse();
     activity();
     saves();
     inplace();
@@ -464,6 +477,8 @@ struct ThreadState {
   Gen *deliver_gen = nullptr;
   uint64_t deliver_node = 0;
   uint64_t pending_release_addr = 0;  // the last annotation was a release of this address
+  bool forward = false;                // in the forward phase
+  std::vector<uint64_t> since_forward;  // storages described since the forward phase began
 };
 
 std::string mib(double bytes) {
@@ -528,7 +543,7 @@ WhatIf predict_policies(TraceReader &reader) {
   }
   const int all_scenario = static_cast<int>(sc.size());
   sc.emplace_back();
-  sc.back().flip = kPredictable;
+  sc.back().flip = kPredictable | kReuse;
 
   auto thread_state = [&](uint32_t t) -> ThreadState & {
     if (t >= threads.size()) threads.resize(t + 1);
@@ -582,6 +597,25 @@ WhatIf predict_policies(TraceReader &reader) {
       }
       continue;
     }
+    if (e.type == T::kPhase) {
+      const bool fwd = e.operand == ADPROF_PHASE_FORWARD;
+      if (fwd && !ts.forward) ts.since_forward.clear();
+      ts.forward = fwd;
+      if (e.operand == ADPROF_PHASE_OTHER) ts.since_forward.clear();
+      continue;
+    }
+    if (e.type == T::kDescribe) {
+      const uint64_t s = tracker.storage_at(e.addr).first;
+      if (s) {
+        if (!ts.tapes.empty()) {
+          Gen &g = *ts.tapes.back();
+          (g.backward ? g.window_backward : g.window_forward).push_back(s);
+        } else if (ts.forward) {
+          ts.since_forward.push_back(s);
+        }
+      }
+      continue;
+    }
     if (e.type == T::kLabel) {
       if (replay.name(static_cast<uint32_t>(e.a)) == "adcore.widened_index") {
         auto [s, size] = tracker.storage_at(e.addr);
@@ -613,6 +647,8 @@ WhatIf predict_policies(TraceReader &reader) {
       }
       w.recorded_bits_and &= g->bits;
       w.recorded_bits_or |= g->bits;
+      g->window_forward = std::move(ts.since_forward);
+      ts.since_forward.clear();
       ts.tapes.push_back(g.get());
       open.push_back(std::move(g));
       continue;
@@ -772,7 +808,7 @@ WhatIf predict_policies(TraceReader &reader) {
         if (!s.plan.suppress.count(c.storage)) {
           auto x = s.plan.extra_holds.find(c.storage);
           const int holds = 1 + (x != s.plan.extra_holds.end() ? x->second : 0);
-          const bool to_pool = gave.count(c.storage) > 0;
+          const bool to_pool = gave.count(c.storage) > 0 || s.plan.pooled.count(c.storage) > 0;
           s.alloc(c.storage, c.size, c.arena || to_pool, to_pool, holds);
         }
       } else if (c.type == Change::kRelease) {
@@ -905,8 +941,9 @@ WhatIf predict_policies(TraceReader &reader) {
       if (p.applicable) on += (on.empty() ? "" : ", ") + p.title;
     w.all.explanation = "switched on together: " + on;
     if (!(w.recorded_bits_and & kReuse))
-      w.all.explanation += " (reusable tape not modelled)";
-    if (!(w.recorded_bits_and & kCheckpoint)) w.all.explanation += " (checkpointing not modelled)";
+      w.all.explanation += ", and the reusable tape's arena (idle buffers kept by size)";
+    if (!(w.recorded_bits_and & kCheckpoint))
+      w.all.explanation += "; checkpointing not included (not predictable from this trace)";
   }
   if (!w.adcore_tape) w.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
   return w;

@@ -101,7 +101,9 @@ class WhatIf : public ::testing::Test {
     const adprof::PolicyPrediction *p = adprof::find_policy(w, policy);
     ASSERT_NE(p, nullptr);
     ASSERT_TRUE(p->applicable) << p->reason;
-    EXPECT_FALSE(p->recorded_on);
+    if (policy != "all") {
+      EXPECT_FALSE(p->recorded_on);
+    }
     const double predicted =
         static_cast<double>(p->predicted_peak) - static_cast<double>(startup_mappings(off));
     const double measured =
@@ -118,7 +120,9 @@ class WhatIf : public ::testing::Test {
     const adprof::WhatIf w2 = adprof::predict_policies(on);
     const adprof::PolicyPrediction *p2 = adprof::find_policy(w2, policy);
     ASSERT_NE(p2, nullptr);
-    EXPECT_TRUE(p2->recorded_on);
+    if (policy != "all") {
+      EXPECT_TRUE(p2->recorded_on);
+    }
     EXPECT_FALSE(p2->applicable);
   }
 
@@ -155,6 +159,23 @@ TEST_F(WhatIf, FusedOptimizerMlp) {
 TEST_F(WhatIf, EarlyReleaseBranches) {
   check("early_release", WORKLOAD, "--branches 8 --size 100000 --no-early-release",
         "--branches 8 --size 100000");
+}
+
+// Every policy at once, from a fully naive recording (the reusable tape's arena included).
+TEST_F(WhatIf, AllPoliciesFromNaiveDensenet) {
+  check("all", kSamples + "/densenet", "--size 262144 --naive", "--size 262144");
+}
+
+TEST_F(WhatIf, AllPoliciesFromNaiveQuadform) {
+  check("all", kSamples + "/quadform", "--calls 2 --naive", "--calls 2");
+}
+
+TEST_F(WhatIf, AllPoliciesFromNaiveGather) {
+  check("all", kSamples + "/gather", "--rows 262144 --naive", "--rows 262144");
+}
+
+TEST_F(WhatIf, AllPoliciesFromNaiveBranches) {
+  check("all", WORKLOAD, "--branches 8 --size 100000 --naive", "--branches 8 --size 100000");
 }
 
 TEST_F(WhatIf, CliTableJsonAndErrors) {
