@@ -164,8 +164,8 @@ struct Corpus {
 // Random windows of text[lo, hi): tokens (B, T) and next-character targets (B*T), i32.
 void make_batch(const Corpus &c, size_t lo, size_t hi, int64_t B, int64_t T, std::mt19937_64 &rng,
                 Tensor &tokens, Tensor &targets) {
-  tokens = empty(Shape{B, T}, DType::I32, ADPROF_ROLE_INPUT);
-  targets = empty(Shape{B * T}, DType::I32, ADPROF_ROLE_INPUT);
+  tokens = empty(Shape{B, T}, DType::I32, ADPROF_ROLE_INPUT, cpu());  // filled here, then
+  targets = empty(Shape{B * T}, DType::I32, ADPROF_ROLE_INPUT, cpu());  // copied to the device
   std::uniform_int_distribution<size_t> start(lo, hi - static_cast<size_t>(T) - 1);
   int32_t *td = tokens.data<int32_t>(), *yd = targets.data<int32_t>();
   for (int64_t b = 0; b < B; ++b) {
@@ -175,6 +175,8 @@ void make_batch(const Corpus &c, size_t lo, size_t hi, int64_t B, int64_t T, std
       yd[b * T + t] = c.ids[s + static_cast<size_t>(t) + 1];
     }
   }
+  tokens = tokens.to(default_device());
+  targets = targets.to(default_device());
   tokens.label("charlm.batch.tokens");
   targets.label("charlm.batch.targets");
 }
@@ -192,8 +194,9 @@ std::string generate(const Model &m, const Corpus &c, const std::string &prompt,
   std::string out;
   for (int i = 0; i < n; ++i) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), m.cfg.seq);
-    Tensor tokens = empty(Shape{1, t}, DType::I32, ADPROF_ROLE_INPUT);
+    Tensor tokens = empty(Shape{1, t}, DType::I32, ADPROF_ROLE_INPUT, cpu());
     std::copy(ctx.end() - t, ctx.end(), tokens.data<int32_t>());
+    tokens = tokens.to(default_device());
     const Tensor logits = forward(m, tokens, false);
     const std::vector<double> last = slice(logits, 0, t - 1, t).to_vector();
     const double mx = *std::max_element(last.begin(), last.end());
@@ -312,6 +315,9 @@ int main(int argc, char **argv) {
   const samples::Clock::time_point t0 = samples::Clock::now();
   for (int s = 0; s < steps; ++s) {
     adprof_step(static_cast<uint64_t>(s));
+    // The step's forward takes its buffers from the tape's arena too (as value_and_grad does),
+    // so a step reuses the previous step's buffers instead of allocating beside them.
+    ArenaScope arena_scope(tape.arena());
     Tensor tokens, targets;
     make_batch(corpus, 0, split, cfg.batch, cfg.seq, rng, tokens, targets);
     const Tensor loss = cross_entropy(forward(m, tokens, ckpt), targets);
@@ -332,6 +338,8 @@ int main(int argc, char **argv) {
   std::printf("first loss %.4f (uniform guess: ln %lld = %.4f)\n", first,
               static_cast<long long>(V), std::log(static_cast<double>(V)));
   samples::print_memory("charlm");
+  // Validation and generation take their buffers from the training arena too.
+  ArenaScope arena_scope(tape.arena());
   {
     NoGrad ng;
     std::mt19937_64 vrng(seed + 99);

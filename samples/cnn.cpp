@@ -61,12 +61,13 @@ Tensor forward(const Cnn &m, const Tensor &x, bool ckpt) {
 // Fashion-MNIST mean and standard deviation of the pixel values (over the training set).
 constexpr float kMean = 0.2860f, kStd = 0.3530f;
 
-// Images idx[0..n) of `im` as an (n,1,28,28) f32 input tensor, labels as (n) i32.
+// Images idx[0..n) of `im` as an (n,1,28,28) f32 input tensor, labels as (n) i32, on the
+// default device (filled on the host, then copied there when it is not the CPU).
 void make_batch(const samples::IdxImages &im, const std::vector<uint8_t> &labels,
                 std::span<const int64_t> idx, Tensor &x, Tensor &y) {
   const int64_t n = static_cast<int64_t>(idx.size()), px = im.rows * im.cols;
-  x = empty(Shape{n, 1, im.rows, im.cols}, DType::F32, ADPROF_ROLE_INPUT);
-  y = empty(Shape{n}, DType::I32, ADPROF_ROLE_INPUT);
+  x = empty(Shape{n, 1, im.rows, im.cols}, DType::F32, ADPROF_ROLE_INPUT, cpu());
+  y = empty(Shape{n}, DType::I32, ADPROF_ROLE_INPUT, cpu());
   float *xd = x.data<float>();
   int32_t *yd = y.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
@@ -75,6 +76,8 @@ void make_batch(const samples::IdxImages &im, const std::vector<uint8_t> &labels
       xd[i * px + p] = (static_cast<float>(src[p]) / 255.0f - kMean) / kStd;
     yd[i] = labels[static_cast<size_t>(idx[static_cast<size_t>(i)])];
   }
+  x = x.to(default_device());
+  y = y.to(default_device());
   x.label("cnn.batch.images");
   y.label("cnn.batch.labels");
 }
@@ -94,7 +97,7 @@ double accuracy(const Cnn &m, const samples::IdxImages &im, const std::vector<ui
     for (size_t i = 0; i < idx.size(); ++i) {
       const auto row = lg.begin() + static_cast<std::ptrdiff_t>(i * 10);
       const auto best = std::max_element(row, row + 10) - row;
-      if (best == y.data<int32_t>()[i]) ++correct;
+      if (best == labels[static_cast<size_t>(idx[i])]) ++correct;
     }
   }
   return im.count ? static_cast<double>(correct) / static_cast<double>(im.count) : 0.0;
@@ -189,6 +192,9 @@ int main(int argc, char **argv) {
       i = order[pos++];
     }
     adprof_step(static_cast<uint64_t>(s));
+    // The step's forward takes its buffers from the tape's arena too (as value_and_grad does),
+    // so a step reuses the previous step's buffers instead of allocating beside them.
+    ArenaScope arena_scope(tape.arena());
     Tensor x, y;
     make_batch(data.train_images, data.train_labels, idx, x, y);
     const Tensor loss = cross_entropy(forward(m, x, ckpt), y);
@@ -209,11 +215,14 @@ int main(int argc, char **argv) {
   std::printf("first loss %.4f\n", first);
   {
     NoGrad ng;  // loss of the training batch of the last step, after it
+    ArenaScope arena_scope(tape.arena());
     Tensor x, y;
     make_batch(data.train_images, data.train_labels, idx, x, y);
     std::printf("final loss %.4f\n", cross_entropy(forward(m, x, false), y).item());
   }
   samples::print_memory("cnn");
+  // Evaluation takes its buffers from the training arena too (same batch size, same shapes).
+  ArenaScope arena_scope(tape.arena());
   if (data.test_images.count > 0)
     std::printf("test accuracy %.2f%% on %lld images (chance 10%%)\n",
                 100.0 * accuracy(m, data.test_images, data.test_labels, batch),

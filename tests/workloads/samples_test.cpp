@@ -1,0 +1,202 @@
+// Short runs of the training workloads (samples/cnn, samples/charlm) under `adprof run`: the loss
+// falls, and the report's peak holds what a training step holds (parameters, activations or
+// forward caches, adjoints, optimizer state); early release, checkpointing, the fused optimizer
+// and the i32 label policy change what they should.
+//
+// The role checks run with --no-reuse-tape: with the tape's arena every buffer of a step stays
+// allocated between steps (idle buffers are `workspace`), so live memory is flat and the instant
+// of the peak says little; without it the peak is the step's real high-water mark, in backward.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "../support/sanitizer_skip.h"
+#include "adprof/report.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// All values of `label <number>` in the program's output, in order.
+std::vector<double> numbers_after(const std::string &out, const std::string &label) {
+  std::vector<double> v;
+  const std::regex re(label + " ([0-9.]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
+    v.push_back(std::stod((*it)[1].str()));
+  return v;
+}
+
+struct Profiled {
+  std::string out;
+  adprof::Report rep;
+};
+
+class Workloads : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // OpenBLAS starts its worker threads (each may map a 128 MiB buffer) before adcore limits it
+    // to one thread; with one from the start, peaks are the same from run to run.
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    dir_ = fs::temp_directory_path() /
+           ("adprof-wl-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Records `program` under adprof and analyses its trace in process.
+  Profiled profile(const std::string &name, const std::string &program) {
+    const fs::path trace = dir_ / (name + ".adtrace"), out = dir_ / (name + ".out"),
+                   err = dir_ / (name + ".err");
+    const std::string cmd = std::string(ADPROF_CLI) + " run --no-report -o '" + trace.string() +
+                            "' -- " + program + " >'" + out.string() + "' 2>'" + err.string() +
+                            "'";
+    const int status = std::system(cmd.c_str());
+    Profiled r;
+    r.out = slurp(out);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << cmd << "\n" << r.out << slurp(err);
+    r.rep = adprof::analyze(trace.string());
+    EXPECT_TRUE(r.rep.complete);
+    return r;
+  }
+  static uint64_t role(const adprof::Report &r, adprof_role k) { return r.peak_by_role[k]; }
+
+  fs::path dir_;
+};
+
+const bool have_fashion = fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+#define NEED_FASHION()                                                                         \
+  if (!have_fashion)                                                                           \
+  GTEST_SKIP() << "/usr/share/datasets/fashion-mnist missing: install the Debian package "      \
+                  "dataset-fashion-mnist (scripts/setup.sh does)"
+
+constexpr const char *kCnnShort =
+    " --steps 30 --batch 32 --train-images 2000 --test-images 200 --log-every 10 --no-reuse-tape";
+
+TEST_F(Workloads, CnnLearnsAndItsPeakHoldsATrainingStep) {
+  ADPROF_SKIP_IF_SANITIZED();
+  NEED_FASHION();
+  const Profiled r = profile("cnn", CNN + std::string(kCnnShort));
+  const std::vector<double> first = numbers_after(r.out, "first loss"),
+                            last = numbers_after(r.out, "final loss"),
+                            logged = numbers_after(r.out, "loss");
+  ASSERT_EQ(first.size(), 1u) << r.out;
+  ASSERT_EQ(last.size(), 1u) << r.out;
+  EXPECT_LT(last[0], 0.75 * first[0]) << r.out;
+  ASSERT_GE(logged.size(), 3u) << r.out;  // step 10, 20, 30
+  EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
+  const std::vector<double> acc = numbers_after(r.out, "test accuracy");
+  ASSERT_EQ(acc.size(), 1u) << r.out;
+  EXPECT_GT(acc[0], 30.0) << r.out;  // chance is 10%
+
+  const adprof::Report &rep = r.rep;
+  EXPECT_EQ(rep.steps.size(), 30u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_PARAMETER), 0u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_INPUT), 0u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_ACTIVATION) + role(rep, ADPROF_ROLE_FORWARD_CACHE), 0u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_ADJOINT), 0u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_OPTIMIZER_STATE), 0u);
+  // Adam: two moments per parameter, all live from the first step on.
+  EXPECT_EQ(role(rep, ADPROF_ROLE_OPTIMIZER_STATE), 2 * role(rep, ADPROF_ROLE_PARAMETER));
+  EXPECT_EQ(role(rep, ADPROF_ROLE_DUPLICATE), 0u);
+  EXPECT_EQ(role(rep, ADPROF_ROLE_ACCUMULATION), 0u);
+  // The peak is a training step's (backward), not the evaluation afterwards.
+  EXPECT_EQ(rep.peak_phase, "backward");
+}
+
+TEST_F(Workloads, CnnEarlyReleaseAndLabelPolicies) {
+  ADPROF_SKIP_IF_SANITIZED();
+  NEED_FASHION();
+  const std::string small =
+      " --steps 4 --batch 32 --train-images 200 --test-images 0 -q --no-reuse-tape";
+  const adprof::Report on = profile("on", CNN + small).rep;
+  const adprof::Report late = profile("late", CNN + small + " --no-early-release").rep;
+  const adprof::Report widen = profile("widen", CNN + small + " --widen-indices").rep;
+  // Without early release the conv blocks' saved inputs stay cached through the backward pass:
+  // at least one more (32, 8, 26, 26) f32 buffer of forward cache at the peak.
+  const uint64_t conv1 = 32ull * 8 * 26 * 26 * 4;
+  EXPECT_GE(role(late, ADPROF_ROLE_FORWARD_CACHE), role(on, ADPROF_ROLE_FORWARD_CACHE) + conv1);
+  EXPECT_GT(late.peak, on.peak);
+  // Widened labels: cross_entropy's gather casts the (32) i32 labels to i64 every step.
+  auto cast_bytes = [](const adprof::Report &r) {
+    for (const adprof::OpSummary &o : r.ops)
+      if (o.name == "cast") return o.bytes;
+    return uint64_t{0};
+  };
+  EXPECT_EQ(cast_bytes(on), 0u);
+  EXPECT_GE(cast_bytes(widen), 4u * 32 * 8);
+}
+
+TEST_F(Workloads, CharlmLossFallsAndItsPeakHoldsATrainingStep) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const Profiled r =
+      profile("charlm", CHARLM + std::string(" --steps 40 --seq 16 --width 32 --layers 1"
+                                             " --heads 2 --batch 8 --log-every 10 --generate 20"
+                                             " --lr 1e-2 --no-reuse-tape"));
+  const std::vector<double> logged = numbers_after(r.out, "loss");
+  // "step N loss" lines (4), then "first loss", "final loss".
+  const std::vector<double> first = numbers_after(r.out, "first loss"),
+                            valid = numbers_after(r.out, "final loss");
+  ASSERT_EQ(first.size(), 1u) << r.out;
+  ASSERT_EQ(valid.size(), 1u) << r.out;
+  ASSERT_GE(logged.size(), 4u) << r.out;
+  EXPECT_LT(logged[3], logged[0]) << r.out;        // mean of steps 31-40 < mean of steps 1-10
+  EXPECT_LT(valid[0], first[0] - 0.5) << r.out;  // held-out loss after training
+  EXPECT_NE(r.out.find("sample: The "), std::string::npos) << r.out;
+
+  const adprof::Report &rep = r.rep;
+  EXPECT_EQ(rep.steps.size(), 40u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_PARAMETER), 0u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_ACTIVATION) + role(rep, ADPROF_ROLE_FORWARD_CACHE), 0u);
+  EXPECT_GT(role(rep, ADPROF_ROLE_ADJOINT), 0u);
+  EXPECT_EQ(role(rep, ADPROF_ROLE_OPTIMIZER_STATE), 2 * role(rep, ADPROF_ROLE_PARAMETER));
+  EXPECT_EQ(role(rep, ADPROF_ROLE_ACCUMULATION), 0u);
+}
+
+TEST_F(Workloads, CharlmCheckpointAndFusedOptimizer) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const std::string small =
+      CHARLM + std::string(" --steps 3 --seq 32 --width 32 --layers 2 --heads 2 --batch 8"
+                           " --generate 0 -q --no-reuse-tape");
+  const adprof::Report on = profile("on", small).rep;
+  const adprof::Report nockpt = profile("nockpt", small + " --no-checkpoint").rep;
+  const adprof::Report nofuse = profile("nofuse", small + " --no-fused-optimizer").rep;
+  // Without checkpointing, both blocks' attention maps (8, 32, 32) f32 per head and their MLP
+  // activations are cached: at least 2 layers x 2 heads x 32 KiB more forward cache.
+  EXPECT_GE(role(nockpt, ADPROF_ROLE_FORWARD_CACHE),
+            role(on, ADPROF_ROLE_FORWARD_CACHE) + 2 * 2 * 8 * 32 * 32 * 4);
+  EXPECT_GT(nockpt.peak, on.peak);
+  // Unfused, the parameters' gradients wait for the step after backward: more adjoint at the peak.
+  EXPECT_GT(role(nofuse, ADPROF_ROLE_ADJOINT), role(on, ADPROF_ROLE_ADJOINT));
+}
+
+TEST_F(Workloads, CharlmMissingTextIsOneLine) {
+  const fs::path err = dir_ / "err";
+  const int status = std::system((std::string(CHARLM) + " --text '" + (dir_ / "none.txt").string() +
+                                  "' >/dev/null 2>'" + err.string() + "'")
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string e = slurp(err);
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+  EXPECT_NE(e.find("none.txt"), std::string::npos) << e;
+}
+
+}  // namespace
