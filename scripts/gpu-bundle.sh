@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CUDA parts here (Release, CUDA on) and gathers into .gpu/ everything a bare GPU
+# Builds the CUDA parts here (RelWithDebInfo like the release preset, CUDA on; stripped) and gathers into .gpu/ everything a bare GPU
 # machine (CUDA 13 driver + toolkit, none of our Debian libraries) needs to run the GPU tests,
 # the benchmark and the samples: stripped executables, libadprof_preload.so and the shared
 # libraries they load that a CUDA image lacks (resolved through ldd, symlinks followed).
@@ -12,7 +12,7 @@ root=$PWD
 build=$root/build/gpu-release
 out=$root/.gpu
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DADPROF_CUDA=ON \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADPROF_CUDA=ON \
   -DADPROF_BUILD_GUI=OFF -DADPROF_CUDA_ARCHITECTURES="${ADPROF_CUDA_ARCHITECTURES:-90}" >/dev/null
 targets=(cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpose_test
          cuda_interpose_workload bench_cuda adprof adprof_preload quadform densenet eam mlp gather)
@@ -35,7 +35,7 @@ for t in cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpo
   copy_bin "$build/tests/cuda/$t" "$out/bin"
 done
 copy_bin "$build/bench/cuda/bench_cuda" "$out/bin"
-copy_bin "$build/cli/adprof" "$out/bin"
+copy_bin "$build/bin/adprof" "$out/bin"
 for s in quadform densenet eam mlp gather; do copy_bin "$build/samples/$s" "$out/samples"; done
 install -m 755 "$build/profiler/libadprof_preload.so" "$out/lib/"
 strip --strip-unneeded "$out/lib/libadprof_preload.so"
@@ -62,11 +62,22 @@ for b in "${bins[@]}"; do
   done < <(ldd "$b" | awk '/=>/ {print $1, $2, $3, $4}')
 done
 
+# Debian's OpenBLAS carries kernels for every CPU (~36 MiB): ship it xz-compressed;
+# gpu-check.sh unpacks it (python3's lzma) into a temporary directory on LD_LIBRARY_PATH.
+for big in "$out"/lib/libopenblas.so.*; do
+  [[ -f "$big" && "$big" != *.xz ]] || continue
+  python3 -c 'import lzma, shutil, sys
+with open(sys.argv[1], "rb") as i, lzma.open(sys.argv[1] + ".xz", "wb", preset=6) as o:
+    shutil.copyfileobj(i, o)' "$big"
+  rm -f "$big"
+done
+
 {
   echo "adprof GPU bundle, built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git -C "$root" rev-parse --short HEAD)"
   echo "CUDA architectures: ${ADPROF_CUDA_ARCHITECTURES:-90}"
   echo "glibc needed (highest symbol version): $(for b in "${bins[@]}" "$out"/lib/*.so*; do objdump -T "$b" 2>/dev/null; done | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
   echo "libstdc++ needed: $(for b in "${bins[@]}"; do objdump -T "$b" 2>/dev/null; done | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)"
+  echo "compressed (unpacked by gpu-check.sh): $(cd "$out/lib" && ls *.xz 2>/dev/null | tr '\n' ' ')"
   echo "cuBLAS: from the GPU machine (not bundled); needed sonames:"
   for b in "${bins[@]}"; do ldd "$b"; done | awk '/libcublas/ {print "  " $1}' | sort -u
   echo "files:"

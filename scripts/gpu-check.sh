@@ -22,13 +22,24 @@ if [[ ! -d "$G/bin" ]]; then
   exit 2
 fi
 
+# Libraries shipped compressed (OpenBLAS) are unpacked into a temporary directory.
+unpacked=$(mktemp -d "${TMPDIR:-/tmp}/adprof-gpu-lib.XXXXXX")
+trap 'rm -rf "$unpacked"' EXIT
+for z in "$G"/lib/*.xz; do
+  [[ -f "$z" ]] || continue
+  python3 -c 'import lzma, shutil, sys
+with lzma.open(sys.argv[1], "rb") as i, open(sys.argv[2], "wb") as o:
+    shutil.copyfileobj(i, o)' "$z" "$unpacked/$(basename "${z%.xz}")" ||
+    echo "gpu-check: could not unpack $z" >&2
+done
+
 # Ours first (cudart, jemalloc, openblas, boost, zstd, ...), then the machine's CUDA (cuBLAS).
 cuda_libs=""
 for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/targets/x86_64-linux/lib \
          /usr/local/cuda-13/lib64 /usr/lib/x86_64-linux-gnu; do
   [[ -d "$d" ]] && cuda_libs+=":$d"
 done
-export LD_LIBRARY_PATH="$G/lib${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$G/lib:$unpacked${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ADPROF_PRELOAD_LIB=$G/lib/libadprof_preload.so     # cuda_interpose_test
 export ADPROF_PRELOAD=$G/lib/libadprof_preload.so         # adprof run
 export CUDA_INTERPOSE_WORKLOAD=$G/bin/cuda_interpose_workload
