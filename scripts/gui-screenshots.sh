@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Renders the screenshots of adprof-gui's main views into docs/images/ (offscreen, no display
-# needed), from traces recorded here of a small AD-shaped workload with known numbers
-# (tests/gui/workload.cpp): the naive run, and the in-place-accumulation run as the diff's base.
+# needed), from traces recorded here: samples/densenet --naive, with the default-policy run as
+# the diff's base (or, when the sample does not build, tests/gui/workload.cpp naive and in-place).
 # Run it again whenever the GUI changes, and commit the PNGs.
 #   scripts/gui-screenshots.sh [BUILD_DIR]     (default: build/release)
 set -euo pipefail
@@ -13,9 +13,16 @@ fi
 cmake --build "$build" --target adprof adprof_preload adprof-gui gui_test_workload -j2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$build/bin/adprof" run -o "$work/naive.adtrace" --no-report -- "$build/tests/gui/gui_test_workload"
-"$build/bin/adprof" run -o "$work/inplace.adtrace" --no-report -- \
-  "$build/tests/gui/gui_test_workload" --inplace
+# An adcore sample when it builds (the naive engine, against the default policies as the base:
+# the what-if panel has predictions only for adcore traces); else the test workload.
+if cmake --build "$build" --target densenet -j2 >/dev/null 2>&1 && [[ -x $build/samples/densenet ]]; then
+  "$build/bin/adprof" run -o "$work/naive.adtrace" --no-report -- "$build/samples/densenet" --naive
+  "$build/bin/adprof" run -o "$work/inplace.adtrace" --no-report -- "$build/samples/densenet"
+else
+  "$build/bin/adprof" run -o "$work/naive.adtrace" --no-report -- "$build/tests/gui/gui_test_workload"
+  "$build/bin/adprof" run -o "$work/inplace.adtrace" --no-report -- \
+    "$build/tests/gui/gui_test_workload" --inplace
+fi
 mkdir -p docs/images
 QT_QPA_PLATFORM=offscreen "$build/bin/adprof-gui" --screenshot docs/images \
   "$work/naive.adtrace" "$work/inplace.adtrace"

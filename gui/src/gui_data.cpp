@@ -18,6 +18,29 @@ std::vector<DiffRow> diff_rows(const Report &base, const Report &current) {
   return rows;
 }
 
+WhatIfData whatif_data(const WhatIf &w) {
+  WhatIfData d;
+  d.measured_peak = w.measured_peak;
+  d.reason = w.reason;
+  if (!w.adcore_tape) return d;
+  auto row = [](const PolicyPrediction &p) {
+    WhatIfRow r;
+    r.policy = p.title.empty() ? p.name : p.title;
+    r.applicable = p.applicable;
+    r.predicted_peak = p.applicable ? p.predicted_peak : 0;
+    r.note = p.applicable ? p.explanation : p.reason;
+    if (!p.flag.empty()) r.note += (r.note.empty() ? "" : "  ") + std::string("[") + p.flag + "]";
+    return r;
+  };
+  for (const PolicyPrediction &p : w.policies) d.rows.push_back(row(p));
+  if (w.all.applicable) {
+    WhatIfRow all = row(w.all);
+    all.policy = "all of the above";
+    d.rows.push_back(all);
+  }
+  return d;
+}
+
 InstantData instant_at_peak(const Report &report) {
   InstantData d;
   d.time = report.peak_time;

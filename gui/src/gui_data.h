@@ -11,6 +11,7 @@
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
 #include "adprof/timeline.h"
+#include "adprof/whatif.h"
 
 namespace adprof::gui {
 
@@ -31,18 +32,23 @@ struct InstantData {
   std::vector<LiveBuffer> buffers;  // descending by size
 };
 
-// One policy's predicted peak (the what-if analysis, adprof/whatif.h, is not in the library
-// yet; until it is, the panel has no rows and says so — it never invents numbers).
+// One policy's predicted peak, from adprof/whatif.h's predict_policies(). A policy the
+// analysis could not predict has no number (applicable false, the reason in note).
 struct WhatIfRow {
   std::string policy;
   uint64_t predicted_peak = 0;
   std::string note;
+  bool applicable = true;
 };
 
 struct WhatIfData {
   uint64_t measured_peak = 0;
   std::vector<WhatIfRow> rows;  // empty: no what-if data in this trace
+  std::string reason;           // why there is none
 };
+
+// The what-if panel's rows from the library's prediction (no adcore tape: no rows).
+WhatIfData whatif_data(const WhatIf &w);
 
 // One row of the diff table: a role or an op, its bytes at the peak in the base and this trace.
 struct DiffRow {

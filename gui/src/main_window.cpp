@@ -207,7 +207,11 @@ void MainWindow::buildUi() {
   none->setAlignment(Qt::AlignCenter);
   none->setStyleSheet("color: #666");
   whatif_stack_->addWidget(none);
-  whatif_stack_->addWidget(make_table(make_proxy(whatif_model_, this), whatif_stack_));
+  auto *whatif_view = make_table(make_proxy(whatif_model_, this), whatif_stack_);
+  whatif_view->setColumnWidth(WhatIfModel::Policy, 200);
+  whatif_view->setColumnWidth(WhatIfModel::Predicted, 110);
+  whatif_view->setColumnWidth(WhatIfModel::Measured, 110);
+  whatif_stack_->addWidget(whatif_view);
   auto *whatif_dock = new QDockWidget(tr("What-if"), this);
   whatif_dock->setObjectName("whatif");
   whatif_dock->setWidget(whatif_stack_);
@@ -446,10 +450,15 @@ void MainWindow::openTrace(const QString &path) {
         timeline_->setPeak(report_->peak_time, report_->peak);
         findings_model_->setFindings(report_->findings);
         ops_model_->setOps(report_->ops);
-        WhatIfData whatif;
-        whatif.measured_peak = report_->peak;
-        whatif_model_->setData(whatif);
-        whatif_stack_->setCurrentIndex(whatif_model_->empty() ? 0 : 1);
+        whatif_model_->setData({});
+        whatif_stack_->setCurrentIndex(0);
+        loader_.whatIf(path, [this, path](Outcome<WhatIf> w) {
+          if (path != path_) return;
+          // No data (or no adcore tape in the trace): the panel says so; never a made-up row.
+          whatif_model_->setData(w.value ? whatif_data(*w.value) : WhatIfData{});
+          whatif_stack_->setCurrentIndex(whatif_model_->empty() ? 0 : 1);
+          emit whatIfShown();
+        });
         showInstant(report_->peak_time, true);
         // The op series: the ops with the most bytes at the peak, then the most bytes.
         std::vector<const OpSummary *> ops;

@@ -67,6 +67,7 @@ class MainWindow : public QMainWindow {
   void baseLoaded(bool ok);
   void instantShown();
   void opTimelineShown();
+  void whatIfShown();
 
  protected:
   void closeEvent(QCloseEvent *event) override;

@@ -291,9 +291,12 @@ QVariant WhatIfModel::cell(int row, int column, int role) const {
   const WhatIfRow &r = data_.rows[row];
   switch (column) {
     case Policy: return text_cell(qs(r.policy), role);
-    case Predicted: return bytes_cell(r.predicted_peak, role);
+    case Predicted:
+      if (!r.applicable) return role == Qt::DisplayRole ? QVariant(tr("not predicted")) : QVariant();
+      return bytes_cell(r.predicted_peak, role);
     case Measured: return bytes_cell(data_.measured_peak, role);
     case Saving: {
+      if (!r.applicable) return {};
       int64_t saving = static_cast<int64_t>(data_.measured_peak) -
                        static_cast<int64_t>(r.predicted_peak);
       if (role == SortRole) return QVariant::fromValue<qlonglong>(saving);

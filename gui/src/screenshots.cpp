@@ -59,6 +59,7 @@ int take_screenshots(const QString &dir, const QString &trace, const QString &ba
     return 2;
   }
   wait_for(window, &MainWindow::opTimelineShown, 60);
+  window.loader().waitForIdle();  // the what-if predictions
   if (!base.isEmpty()) {
     window.openBase(base);
     if (!wait_for(window, &MainWindow::baseLoaded, 120)) {
@@ -98,6 +99,9 @@ int take_screenshots(const QString &dir, const QString &trace, const QString &ba
   settle();
   ok &= save(window.grab().toImage(), path("gui-ops.png"));
   window.timeline()->setHighlightOp({});
+  window.dock("whatif")->raise();
+  settle();
+  ok &= save(window.dock("whatif")->grab().toImage(), path("gui-whatif.png"));
   if (!base.isEmpty()) {
     window.dock("diff")->raise();
     settle();

@@ -147,6 +147,14 @@ void TraceLoader::timeline(const QString &channel, const QString &path, Timeline
       std::move(done));
 }
 
+void TraceLoader::whatIf(const QString &path, std::function<void(Outcome<WhatIf>)> done) {
+  cancelChannel("whatif");
+  auto job = std::make_shared<Job>();
+  job->channel = "whatif";
+  const std::string file = path.toStdString();
+  start<WhatIf>(job, [file](Job &) { return predict_policies(file); }, std::move(done));
+}
+
 void TraceLoader::waitForIdle() {
   while (!jobs_.empty()) {
     pool_.waitForDone();

@@ -42,6 +42,9 @@ class TraceLoader : public QObject {
   void timeline(const QString &channel, const QString &path, TimelineOptions options,
                 std::function<void(Outcome<Timeline>)> done);
 
+  // The what-if predictions (adprof/whatif.h).
+  void whatIf(const QString &path, std::function<void(Outcome<WhatIf>)> done);
+
   // Waits for every job to finish (tests, screenshots, benchmarks).
   void waitForIdle();
 

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "adprof/snapshot.h"
+#include "adprof/whatif.h"
 #include "main_window.h"
 #include "palette.h"
 
@@ -75,6 +76,7 @@ class GuiTest : public QObject {
   void badFilesGiveAMessage();
   void cancelLoading();
   void everyModelPassesTheTester();
+  void whatIfPanel();
   void screenshotMode();
 
  private:
@@ -438,6 +440,39 @@ void GuiTest::everyModelPassesTheTester() {
   QVERIFY(window_->whatIfModel()->empty());  // no what-if data: no invented rows
 }
 
+void GuiTest::whatIfPanel() {
+  // The test workload has no adcore tape: no rows, and the panel says so.
+  QVERIFY(window_->whatIfModel()->empty());
+#ifdef GUI_TEST_DENSENET
+  QString trace = QDir(dir_.path()).filePath("densenet.adtrace");
+  QProcess p;
+  p.start(ADPROF_CLI, {"run", "-o", trace, "--no-report", "--", GUI_TEST_DENSENET, "--naive"});
+  QVERIFY(p.waitForFinished(120000) && p.exitCode() == 0);
+  MainWindow w;
+  QSignalSpy shown(&w, &MainWindow::whatIfShown);
+  w.openTrace(trace);
+  QVERIFY(shown.wait(120000));
+  WhatIf expect = predict_policies(trace.toStdString());
+  QVERIFY(expect.adcore_tape);
+  WhatIfModel *m = w.whatIfModel();
+  QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QCOMPARE(m->rowCount(), int(expect.policies.size() + (expect.all.applicable ? 1 : 0)));
+  for (size_t i = 0; i < expect.policies.size(); ++i) {
+    const PolicyPrediction &pp = expect.policies[i];
+    QModelIndex predicted = m->index(int(i), WhatIfModel::Predicted);
+    if (pp.applicable)
+      QCOMPARE(predicted.data(ModelBase::SortRole).toULongLong(), pp.predicted_peak);
+    else
+      QVERIFY(!predicted.data(ModelBase::SortRole).isValid());  // no number when not predicted
+    QCOMPARE(m->index(int(i), WhatIfModel::Measured).data(ModelBase::SortRole).toULongLong(),
+             expect.measured_peak);
+  }
+  w.loader().waitForIdle();
+#else
+  QSKIP("no adcore sample (densenet) in this build");
+#endif
+}
+
 void GuiTest::screenshotMode() {
   QString out = dir_.filePath("shots");
   QProcess p;
@@ -448,7 +483,7 @@ void GuiTest::screenshotMode() {
   QVERIFY(p.waitForFinished(120000));
   QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
   for (const char *name : {"gui-main.png", "gui-timeline-role.png", "gui-instant.png",
-                           "gui-findings.png", "gui-ops.png", "gui-diff.png"}) {
+                           "gui-findings.png", "gui-ops.png", "gui-diff.png", "gui-whatif.png"}) {
     QImage image(QDir(out).filePath(name));
     QVERIFY2(!image.isNull(), name);
   }
