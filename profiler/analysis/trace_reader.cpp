@@ -62,6 +62,8 @@ struct TraceReader::Impl {
   // chunk's base timestamp, which no event of that chunk precedes.
   using Entry = std::pair<uint64_t, uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  int64_t current = -1;  // thread being served, outside the heap; -1: none
+  uint64_t index_corrupt = 0;  // damage found while indexing (kept across rewinds)
   std::vector<uint8_t> stored_buf;
   std::string out_text;
   std::vector<uint64_t> out_values;
@@ -86,6 +88,7 @@ struct TraceReader::Impl {
 
   void reset() {
     heap = {};
+    current = -1;
     chunks_consumed = 0;
     for (uint32_t i = 0; i < threads.size(); ++i) {
       Thread &t = threads[i];
@@ -356,9 +359,23 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
         "cut: the trace has no end record (the program was killed, or is still running); read "
         "up to the last complete chunk";
   }
-  for (auto &t : m.threads)
-    std::stable_sort(t.chunks.begin(), t.chunks.end(),
-                     [](const ChunkRef &a, const ChunkRef &b) { return a.seq < b.seq; });
+  // A thread's chunks in sequence order. The writer may have written a snapshot of a buffer
+  // (an idle thread's complete events) before the buffer itself: keep the longest per seq.
+  for (auto &t : m.threads) {
+    std::stable_sort(t.chunks.begin(), t.chunks.end(), [](const ChunkRef &a, const ChunkRef &b) {
+      return a.seq != b.seq ? a.seq < b.seq : a.raw > b.raw;
+    });
+    // Snapshots carry an event count of 0; two full chunks with one seq mean damage.
+    auto last = std::unique(t.chunks.begin(), t.chunks.end(),
+                            [&](const ChunkRef &kept, const ChunkRef &dropped) {
+                              if (kept.seq != dropped.seq) return false;
+                              if (dropped.events != 0) ++stats_.corrupt_chunks;
+                              return true;
+                            });
+    m.chunks_total -= static_cast<uint64_t>(t.chunks.end() - last);
+    t.chunks.erase(last, t.chunks.end());
+  }
+  m.index_corrupt = stats_.corrupt_chunks;
   m.reset();
 }
 
@@ -367,31 +384,44 @@ TraceReader::~TraceReader() = default;
 uint32_t TraceReader::thread_count() const { return static_cast<uint32_t>(impl_->threads.size()); }
 
 void TraceReader::rewind() {
-  stats_.chunks = stats_.events = stats_.corrupt_chunks = stats_.missing_chunks = 0;
+  stats_.chunks = stats_.events = stats_.missing_chunks = 0;
+  stats_.corrupt_chunks = impl_->index_corrupt;
   impl_->reset();
 }
 
 bool TraceReader::next(Event &event) {
   Impl &m = *impl_;
-  while (!m.heap.empty()) {
-    auto [key, index] = m.heap.top();
-    m.heap.pop();
-    Impl::Thread &t = m.threads[index];
-    if (!t.have_pending) {
-      if (m.advance(t)) m.heap.push({t.pending.ticks, index});
+  for (;;) {
+    // Fast path: the thread served last goes on while its next event is not later than every
+    // other thread's (most traces are dominated by one thread at a time).
+    if (m.current < 0) {
+      if (m.heap.empty()) return false;
+      m.current = static_cast<int64_t>(m.heap.top().second);
+      m.heap.pop();
+    }
+    Impl::Thread &t = m.threads[static_cast<size_t>(m.current)];
+    if (!t.have_pending && !m.advance(t)) {
+      m.current = -1;  // exhausted
+      continue;
+    }
+    if (!m.heap.empty() && m.heap.top().first < t.pending.ticks) {
+      m.heap.push({t.pending.ticks, static_cast<uint32_t>(m.current)});
+      m.current = -1;
       continue;
     }
     event = t.pending;
-    m.out_text.assign(t.pending.text);
-    m.out_values.assign(t.pending.values.begin(), t.pending.values.end());
-    event.text = m.out_text;
-    event.values = m.out_values;
+    if (!t.pending.text.empty()) {
+      m.out_text.assign(t.pending.text);
+      event.text = m.out_text;
+    }
+    if (!t.pending.values.empty()) {
+      m.out_values.assign(t.pending.values.begin(), t.pending.values.end());
+      event.values = m.out_values;
+    }
     t.have_pending = false;
-    if (m.advance(t)) m.heap.push({t.pending.ticks, index});
     ++stats_.events;
     return true;
   }
-  return false;
 }
 
 double TraceReader::seconds(uint64_t ticks) const {

@@ -15,8 +15,10 @@
 //   - SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT/SIGTERM/SIGINT (when their disposition is the
 //     default): the faulting thread's buffer and the queued chunks are written uncompressed
 //     with a footer naming the signal, then the signal is re-raised with its default action.
-//   - SIGKILL or _exit: chunks already written stay readable; every thread starts a new chunk
-//     at least every kFlushIntervalMs, so little more than that is lost.
+//   - SIGKILL or _exit: chunks already written stay readable. Every kFlushIntervalMs a thread
+//     that keeps recording starts a new chunk, and the writer snapshots the complete events of
+//     a thread that went idle (as a chunk with the same thread and sequence number, which the
+//     reader replaces by the longest), so little more than that interval is lost.
 //   - A write error (disk full): one message on stderr, recording stops, the program goes on;
 //     the trace reads up to its last complete chunk.
 #include "recorder.h"
@@ -73,6 +75,16 @@ Buffer *g_full_tail = nullptr;
 size_t g_full_count = 0;
 Buffer *g_free_list = nullptr;
 bool g_stop_writer = false;
+
+// Threads with a buffer, for the writer's snapshots of idle threads. A thread leaves it at
+// exit under the mutex, so the writer never reads a finished thread's state.
+constexpr uint32_t kMaxRegistered = 4096;
+pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+ThreadState *g_registry[kMaxRegistered];
+struct SnapshotMark {
+  uint64_t published;  // what the last snapshot of this slot covered
+};
+SnapshotMark g_snapshot_marks[kMaxRegistered];
 
 std::atomic<uint64_t> g_events_written{0};
 std::atomic<uint64_t> g_chunks_written{0};
@@ -173,6 +185,37 @@ void write_buffer(Buffer *b, ZSTD_CCtx *cctx, uint8_t *zbuf, size_t zcap) {
   write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->data, b->used, b->used);
 }
 
+// Writes the complete events of threads that have kept the same buffer since the last flush
+// tick (they went idle): a chunk with the buffer's thread and sequence number, which the
+// reader replaces by a longer one with the same numbers if the buffer fills later.
+void snapshot_idle_threads(ZSTD_CCtx *cctx, uint8_t *copy, uint8_t *zbuf, size_t zcap) {
+  ThreadState *self = &t_state;
+  pthread_mutex_lock(&g_registry_mutex);
+  for (uint32_t i = 0; i < kMaxRegistered && g_state.load() == kRecording; ++i) {
+    ThreadState *ts = g_registry[i];
+    if (!ts || ts == self) continue;
+    Buffer *b = ts->published_buf.load(std::memory_order_acquire);
+    uint64_t word = ts->published.load(std::memory_order_acquire);
+    if (!b || word == g_snapshot_marks[i].published) continue;
+    uint32_t seq = static_cast<uint32_t>(word >> 32), used = static_cast<uint32_t>(word);
+    if (seq != b->seq || used > kBufferBytes) continue;
+    memcpy(copy, b->data, used);
+    // The buffer only changes hands through this thread (the writer recycles buffers), so
+    // if it is still the published one with the same seq, the bytes copied were complete.
+    if (ts->published_buf.load(std::memory_order_acquire) != b ||
+        static_cast<uint32_t>(ts->published.load(std::memory_order_acquire) >> 32) != seq)
+      continue;
+    g_snapshot_marks[i].published = word;
+    size_t n = cctx ? ZSTD_compressCCtx(cctx, zbuf, zcap, copy, used, g_zstd_level) : 0;
+    if (cctx && !ZSTD_isError(n) && n < used)
+      write_chunk(b->tid, seq, b->base_ts, 0, fmt::kChunkFlagZstd, zbuf,
+                  static_cast<uint32_t>(n), used);
+    else
+      write_chunk(b->tid, seq, b->base_ts, 0, 0, copy, used, used);
+  }
+  pthread_mutex_unlock(&g_registry_mutex);
+}
+
 void write_footer(fmt::EndReason reason, int sig) {
   uint8_t body[64];
   uint8_t *p = body;
@@ -198,6 +241,7 @@ Buffer *take_free_buffer_locked() {
 
 void hand_off(ThreadState &ts) {
   Buffer *b = ts.buf;
+  ts.published_buf.store(nullptr, std::memory_order_release);
   b->events = ts.events;
   b->used = static_cast<uint32_t>(ts.cursor - b->data);
   b->next = nullptr;
@@ -225,6 +269,9 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   ts.cursor = b->data;
   ts.end = b->data + kBufferBytes;
   ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
+  ts.seq_bits = static_cast<uint64_t>(b->seq) << 32;
+  ts.published.store(ts.seq_bits, std::memory_order_release);
+  ts.published_buf.store(b, std::memory_order_release);
   // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.
   uint8_t *p = begin_event(ts, fmt::EventType::kPhase, ts.phase, b->base_ts);
   end_event(ts, p);
@@ -241,13 +288,29 @@ void record_thread_name(ThreadState &ts) {
   end_event(ts, p + n);
 }
 
+void register_thread(ThreadState &ts) {
+  pthread_mutex_lock(&g_registry_mutex);
+  for (uint32_t i = 0; i < kMaxRegistered; ++i)
+    if (!g_registry[i]) {
+      g_registry[i] = &ts;
+      g_snapshot_marks[i] = {};
+      ts.registry_slot = i;
+      break;
+    }
+  pthread_mutex_unlock(&g_registry_mutex);
+}
+
 void on_thread_exit(void *arg) {
   auto *ts = static_cast<ThreadState *>(arg);
-  if (ts->buf && ts->events > 0 && g_state.load() == kRecording) {
-    ++ts->guard;
-    hand_off(*ts);
-    --ts->guard;
+  ++ts->guard;
+  if (ts->registry_slot != ~0u) {
+    pthread_mutex_lock(&g_registry_mutex);
+    g_registry[ts->registry_slot] = nullptr;
+    ts->registry_slot = ~0u;
+    pthread_mutex_unlock(&g_registry_mutex);
   }
+  if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
+  --ts->guard;
 }
 
 // ---- the writer thread -----------------------------------------------------------------------
@@ -301,6 +364,7 @@ void *writer_main(void *) {
   ZSTD_CCtx *cctx = g_zstd_level > -100 ? ZSTD_createCCtx() : nullptr;
   size_t zcap = ZSTD_compressBound(kBufferBytes);
   auto *zbuf = static_cast<uint8_t *>(raw_mmap(zcap));
+  auto *copy = static_cast<uint8_t *>(raw_mmap(kBufferBytes));
   if (!zbuf) cctx = nullptr;
   uint64_t last_flush = now_ns();
   uint64_t last_sample = 0;
@@ -339,6 +403,7 @@ void *writer_main(void *) {
     }
     if (now - last_flush >= kFlushIntervalMs * 1000000ull) {
       last_flush = now;
+      if (copy) snapshot_idle_threads(cctx, copy, zbuf, zcap);
       g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -580,19 +645,20 @@ bool refill(ThreadState &ts, size_t bytes) {
     ts.tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
     ts.has_tid = true;
   }
-  Buffer *reuse = nullptr;
   if (ts.buf) {
-    if (ts.events > 1) {
-      hand_off(ts);
-    } else {
-      reuse = ts.buf;  // nothing but the restated phase: keep the buffer, refresh the epoch
-      --ts.next_seq;
+    if (ts.events <= 1 && static_cast<size_t>(ts.end - ts.cursor) >= bytes) {
+      // Nothing but the restated phase since the last flush: keep the buffer as it is.
+      ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
+      --ts.guard;
+      return true;
     }
+    hand_off(ts);
   } else {
     pthread_setspecific(g_thread_key, &ts);  // flush at thread exit
+    if (ts.registry_slot == ~0u) register_thread(ts);
   }
-  Buffer *b = reuse;
-  if (!b) {
+  Buffer *b = nullptr;
+  {
     pthread_mutex_lock(&g_queue_mutex);
     while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording)
       pthread_cond_wait(&g_space_cond, &g_queue_mutex);

@@ -57,6 +57,12 @@ struct ThreadState {
   uint8_t role = ADPROF_ROLE_FOREIGN;
   uint8_t emitted_role = ADPROF_ROLE_FOREIGN;
   uint32_t op_depth = 0;
+  // What the writer may read while the thread runs (recorder.cpp, snapshot_idle_threads): the
+  // current buffer, and (buffer seq << 32 | bytes of complete events) after every event.
+  std::atomic<Buffer *> published_buf{nullptr};
+  std::atomic<uint64_t> published{0};
+  uint64_t seq_bits = 0;  // the current buffer's seq << 32
+  uint32_t registry_slot = ~0u;
 };
 
 // initial-exec: the preload library is loaded at start-up, so its TLS sits in the static block
@@ -105,6 +111,10 @@ ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t op
 ADPROF_HOT void end_event(ThreadState &ts, uint8_t *p) {
   ts.cursor = p;
   ++ts.events;
+  // A plain store on x86: lets the writer snapshot the complete events of a thread that then
+  // goes idle (sleeps, blocks) for longer than a flush interval.
+  ts.published.store(ts.seq_bits | static_cast<uint32_t>(p - ts.buf->data),
+                     std::memory_order_release);
 }
 
 ADPROF_HOT uint8_t *put_addr(ThreadState &ts, uint8_t *p, uint64_t addr) {
