@@ -2,11 +2,18 @@
 """Training-workload benchmark: samples/cnn and samples/charlm with every memory policy on, all
 off (--naive) and each one off in turn. For each configuration: steps per second and CPU time per
 step from a plain run (the sample's own training-loop clock; user+sys of the process), and the
-host peak by role from a run under `adprof run` (`adprof report --json`).
+host peak and what was live at it, by role, from a run under `adprof run` (`adprof report
+--json`); and adcore's own per-role maxima (each role's highest live bytes during training,
+whenever it happened: the sample's "peak by role" line). With the reusable tape (on by default)
+a step's buffers stay in the tape's arena between steps, counted as `workspace` while idle, so
+what the profiler sees at its peak instant is mostly idle arena; adcore's maxima show what the
+roles reached while in use.
 
 usage: bench/workloads/run_bench.py [--build build/release] [--steps 60] [--models cnn,charlm]
                                     [--configs default,naive,...]
 Steps per second are wall-clock and move with the machine's load; CPU ms/step less so.
+OPENBLAS_NUM_THREADS=1 is set (unless already set): OpenBLAS would otherwise start a worker
+thread, which may map a second 128 MiB buffer before adcore limits BLAS to one thread.
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
@@ -62,6 +69,7 @@ def main():
     ap.add_argument("--models", default="cnn,charlm")
     ap.add_argument("--configs", default=",".join(c for c, _ in CONFIGS))
     a = ap.parse_args()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     adprof = os.path.join(a.build, "bin", "adprof")
     for p in [adprof] + [os.path.join(a.build, "samples", m) for m in a.models.split(",")]:
         if not os.access(p, os.X_OK):
@@ -70,7 +78,9 @@ def main():
     wanted = a.configs.split(",")
     tmp = tempfile.mkdtemp(prefix="adprof-wlbench-")
     print("steps=%d, build=%s, load average %.1f" % (a.steps, a.build, os.getloadavg()[0]))
-    cols = ["model", "config", "steps/s", "cpu ms/step", "peak MiB"] + [SHORT[r] for r in ROLES[:9]]
+    cols = (["model", "config", "steps/s", "cpu ms/step", "peak MiB"] +
+            ["@peak " + SHORT[r] for r in ROLES[:9]] +
+            ["max " + r for r in ("fcache", "adjoint", "accum", "dup", "optstate")])
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for model in a.models.split(","):
@@ -82,13 +92,17 @@ def main():
             out, cpu = timed(cmd)
             m = re.search(r"train: (\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s\)", out)
             rate = float(m.group(3)) if m else float("nan")
+            mx = re.search(r"forward_cache ([0-9.]+) MiB, adjoint ([0-9.]+) MiB .*accumulation "
+                           r"([0-9.]+) MiB .*duplicate ([0-9.]+) MiB, optimizer_state ([0-9.]+) MiB",
+                           out)
+            maxima = list(mx.groups()) if mx else ["?"] * 5
             trace = os.path.join(tmp, "%s-%s.adtrace" % (model, name))
             run([adprof, "run", "--no-report", "-o", trace, "--"] + cmd)
             rep = json.loads(run([adprof, "report", "--json", trace]))
             os.remove(trace)
             by = rep["peak"]["by_role"]
             row = [model, name, "%.1f" % rate, "%.1f" % (1000.0 * cpu / a.steps),
-                   mib(rep["peak"]["bytes"])] + [mib(by.get(r, 0)) for r in ROLES[:9]]
+                   mib(rep["peak"]["bytes"])] + [mib(by.get(r, 0)) for r in ROLES[:9]] + maxima
             print("| " + " | ".join(row) + " |", flush=True)
     os.rmdir(tmp)
 
