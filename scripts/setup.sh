@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config git
   libjemalloc-dev libboost-program-options-dev libzstd-dev zlib1g-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libabsl-dev
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack
 )

@@ -1,10 +1,14 @@
-// analyze(): the two replays behind a report.
-//   pass 1: totals by phase, op and step, temporaries, peaks, and the index of the event at
-//           which host live bytes peaked;
-//   pass 2: replay again up to that event and describe every block live there.
+// analyze(): one replay behind a report: totals by phase, op and step, temporaries, peaks, and
+// the live set at the host peak. The live set is not copied at every new peak (memory that
+// keeps rising sets one at every allocation): blocks carry the serial of the event that made
+// them, and a block live at the peak that is freed or retagged afterwards leaves its state at
+// the peak in a log, which a new peak clears. At the end, the live set at the peak is the
+// blocks still live that are older than the peak, plus the log.
 // Memory is bounded by live blocks and distinct ops, never by the number of events.
 #include <algorithm>
 #include <unordered_map>
+
+#include <absl/container/flat_hash_set.h>
 
 #include "adprof/findings.h"
 #include "adprof/report.h"
@@ -37,8 +41,16 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   r.pid = reader.header().pid;
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
 
-  // ---- pass 1 ----
   Replay replay;
+  uint64_t peak_serial = 0;
+  std::vector<std::pair<uint64_t, Block>> peak_log;      // (key, state at the peak)
+  std::vector<std::pair<uint64_t, std::vector<int64_t>>> peak_log_shapes;  // (addr, shape)
+  absl::flat_hash_set<uint64_t> retagged_since_peak;     // keys whose peak state is logged
+  auto log_peak_state = [&](uint64_t key, const Block &b) {
+    peak_log.emplace_back(key, b);
+    if (const auto *shape = replay.shape_of(b))
+      peak_log_shapes.emplace_back(Replay::address_of(key), *shape);
+  };
   std::unordered_map<uint32_t, OpTotals> ops;
   Event e;
   uint64_t index = 0;
@@ -55,7 +67,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   while (reader.next(e)) {
     ++index;
     last_ticks = e.ticks;
-    if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress() * 0.5);
+    if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress());
     bool changed = replay.apply(e);
     if (e.type == format::EventType::kOpBegin) {
       ++ops[static_cast<uint32_t>(e.a)].calls;
@@ -71,6 +83,13 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     }
     if (!changed) continue;
     const Replay::LastChange &c = replay.last();
+    for (const auto &[key, old] : c.removed)
+      if (old.serial <= peak_serial && is_host_space(old.space) &&
+          !retagged_since_peak.contains(key))
+        log_peak_state(key, old);
+    if (c.retag && c.before.serial <= peak_serial && is_host_space(c.before.space) &&
+        retagged_since_peak.insert(c.key).second)
+      log_peak_state(c.key, c.before);
     const Block &b = c.block;
     bool host = is_host_space(b.space);
     if (c.alloc && host) {
@@ -101,6 +120,10 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     if (live > r.peak) {
       r.peak = live;
       r.peak_event = index;
+      peak_serial = replay.serial();
+      peak_log.clear();
+      peak_log_shapes.clear();
+      if (!retagged_since_peak.empty()) retagged_since_peak.clear();
       r.peak_time = reader.seconds(e.ticks);
       r.peak_phase = phase_name(replay.thread_phase(e.thread));
       counters_at_peak = replay.counters();
@@ -143,17 +166,23 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     r.steady_allocations_per_step = static_cast<double>(counts[counts.size() / 2]);
   }
 
-  // ---- pass 2: the live set at the peak ----
-  reader.rewind();
-  Replay at_peak;
-  index = 0;
-  while (index < r.peak_event && reader.next(e)) {
-    ++index;
-    if ((index & 0xFFFFF) == 0 && options.progress)
-      options.progress(0.5 + 0.5 * static_cast<double>(index) / static_cast<double>(r.peak_event));
-    at_peak.apply(e);
+  // ---- the live set at the peak ----
+  std::vector<std::pair<uint64_t, const Block *>> at_peak;
+  for (const auto &[key, blk] : replay.blocks())
+    if (blk.serial <= peak_serial && !retagged_since_peak.contains(key))
+      at_peak.emplace_back(Replay::address_of(key), &blk);
+  for (const auto &[addr, blk] : replay.mmap_blocks())
+    if (blk.serial <= peak_serial && !retagged_since_peak.contains(addr))
+      at_peak.emplace_back(addr, &blk);
+  for (const auto &[key, blk] : peak_log) at_peak.emplace_back(Replay::address_of(key), &blk);
+  Snapshot snap = describe_blocks(std::move(at_peak), replay, reader, options.max_live_buffers);
+  // Freed blocks' shapes were recycled by the replay: use the copies taken at the peak.
+  if (!peak_log_shapes.empty()) {
+    absl::flat_hash_map<uint64_t, const std::vector<int64_t> *> shapes;
+    for (const auto &[addr, shape] : peak_log_shapes) shapes[addr] = &shape;
+    for (LiveBuffer &lb : snap.buffers)
+      if (auto it = shapes.find(lb.addr); it != shapes.end()) lb.shape = *it->second;
   }
-  Snapshot snap = take_snapshot(at_peak, reader, options.max_live_buffers);
   r.peak_by_role = snap.by_role;
   r.peak_by_phase = snap.by_phase;
   r.peak_slack = snap.slack;

@@ -104,10 +104,12 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
     it = mmap_.erase(it);
     last_.free = true;
     last_.block = b;
+    last_.removed.emplace_back(b_start, b);
     if (b_start < start) {  // keep the part before the hole
       Block head = b;
       head.size = start - b_start;
       head.slack = 0;
+      head.serial = serial_;
       add(head, +1);
       mmap_.emplace(b_start, head);
     }
@@ -115,6 +117,7 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
       Block tail = b;
       tail.size = b_end - end;
       tail.slack = 0;
+      tail.serial = serial_;
       add(tail, +1);
       it = mmap_.emplace(end, tail).first;
       ++it;
@@ -128,6 +131,7 @@ void Replay::on_alloc(const Event &e) {
   b.size = e.a;
   b.slack = e.b;
   b.alloc_ticks = e.ticks;
+  b.serial = serial_;
   b.thread = e.thread;
   b.device = e.device;
   b.role = ctx.role;
@@ -147,12 +151,15 @@ void Replay::on_alloc(const Event &e) {
       auto raw = blocks_.find(key(e.addr, ADPROF_SPACE_DEVICE_RAW));
       if (raw != blocks_.end()) {
         add(raw->second, -1);
+        last_.removed.emplace_back(raw->first, raw->second);
         blocks_.erase(raw);
       }
     }
-    auto [it, inserted] = blocks_.try_emplace(key(e.addr, b.space), b);
+    last_.key = key(e.addr, b.space);
+    auto [it, inserted] = blocks_.try_emplace(last_.key, b);
     if (!inserted) {  // the free was lost (cut chunk): the old block is gone
       add(it->second, -1);
+      last_.removed.emplace_back(it->first, it->second);
       if (it->second.describe_index) free_shapes_.push_back(it->second.describe_index - 1);
       it->second = b;
     }
@@ -173,6 +180,7 @@ void Replay::on_free(const Event &e) {
     return;
   }
   Block b = it->second;
+  last_.removed.emplace_back(it->first, b);
   blocks_.erase(it);
   if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
   add(b, -1);
@@ -185,7 +193,9 @@ void Replay::on_free(const Event &e) {
 }
 
 bool Replay::apply(const Event &e) {
-  last_ = LastChange{};
+  ++serial_;
+  last_.alloc = last_.free = last_.retag = last_.temporary = false;
+  last_.removed.clear();
   namespace fmt = format;
   switch (e.type) {
     case fmt::EventType::kAlloc:
@@ -200,6 +210,8 @@ bool Replay::apply(const Event &e) {
         ++unknown_retags_;
         return false;
       }
+      last_.before = *b;
+      last_.key = b->space == ADPROF_SPACE_MMAP ? e.addr : key(e.addr, b->space);
       last_.old_role = b->role;
       add(*b, -1);
       b->role = e.operand;

@@ -27,21 +27,27 @@ std::string op_kind_name(const Replay &replay, uint32_t id) {
 }  // namespace
 
 Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers) {
+  std::vector<std::pair<uint64_t, const Block *>> live;
+  live.reserve(replay.live_blocks());
+  for (const auto &[k, b] : replay.blocks()) live.emplace_back(Replay::address_of(k), &b);
+  for (const auto &[addr, b] : replay.mmap_blocks()) live.emplace_back(addr, &b);
+  return describe_blocks(std::move(live), replay, reader, max_buffers);
+}
+
+Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live,
+                         const Replay &replay, const TraceReader &reader, size_t max_buffers) {
   Snapshot s;
-  s.host = replay.host_live();
-  s.by_role = replay.host_by_role();
-  s.by_phase = replay.host_by_phase();
-  s.slack = replay.host_slack();
+  std::erase_if(live, [](const auto &p) { return !is_host_space(p.second->space); });
   std::unordered_map<uint32_t, uint64_t> op_bytes;
   std::unordered_map<uint64_t, const Block *> by_addr;
-  auto visit = [&](uint64_t addr, const Block &b) {
-    if (!is_host_space(b.space)) return;
-    op_bytes[b.op_name] += b.size;
-    by_addr[addr] = &b;
-  };
-  for (const auto &[k, b] : replay.blocks()) visit(Replay::address_of(k), b);
-  for (const auto &[addr, b] : replay.mmap_blocks()) visit(addr, b);
-  std::vector<std::pair<uint64_t, const Block *>> live(by_addr.begin(), by_addr.end());
+  for (const auto &[addr, b] : live) {
+    s.host += b->size;
+    s.by_role[b->role] += b->size;
+    s.by_phase[b->phase] += b->size;
+    s.slack += b->slack;
+    op_bytes[b->op_name] += b->size;
+    by_addr[addr] = b;
+  }
   std::sort(live.begin(), live.end(), [](const auto &a, const auto &b) {
     return a.second->size != b.second->size ? a.second->size > b.second->size : a.first < b.first;
   });

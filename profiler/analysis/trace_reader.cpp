@@ -69,8 +69,11 @@ struct TraceReader::Impl {
   std::vector<uint64_t> out_values;
   ReadStats *stats = nullptr;
 
+  ZSTD_DCtx *dctx = ZSTD_createDCtx();  // one decompression context for every chunk
+
   ~Impl() {
     if (fd >= 0) close(fd);
+    ZSTD_freeDCtx(dctx);
   }
 
   bool read_at(uint64_t offset, void *dst, size_t n) const {
@@ -124,7 +127,8 @@ struct TraceReader::Impl {
       }
       if (c.flags & fmt::kChunkFlagZstd) {
         t.data.resize(c.raw);
-        size_t n = ZSTD_decompress(t.data.data(), c.raw, stored_buf.data(), c.stored);
+        size_t n = dctx ? ZSTD_decompressDCtx(dctx, t.data.data(), c.raw, stored_buf.data(), c.stored)
+                        : ZSTD_decompress(t.data.data(), c.raw, stored_buf.data(), c.stored);
         if (ZSTD_isError(n) || n != c.raw) {
           ++stats->corrupt_chunks;
           continue;
@@ -363,13 +367,15 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   // (an idle thread's complete events) before the buffer itself: keep the longest per seq.
   for (auto &t : m.threads) {
     std::stable_sort(t.chunks.begin(), t.chunks.end(), [](const ChunkRef &a, const ChunkRef &b) {
-      return a.seq != b.seq ? a.seq < b.seq : a.raw > b.raw;
+      if (a.seq != b.seq) return a.seq < b.seq;
+      if (a.raw != b.raw) return a.raw > b.raw;
+      return a.events > b.events;  // the full chunk before a snapshot of the same length
     });
     // Snapshots carry an event count of 0; two full chunks with one seq mean damage.
     auto last = std::unique(t.chunks.begin(), t.chunks.end(),
                             [&](const ChunkRef &kept, const ChunkRef &dropped) {
                               if (kept.seq != dropped.seq) return false;
-                              if (dropped.events != 0) ++stats_.corrupt_chunks;
+                              if (kept.events != 0 && dropped.events != 0) ++stats_.corrupt_chunks;
                               return true;
                             });
     m.chunks_total -= static_cast<uint64_t>(t.chunks.end() - last);

@@ -83,6 +83,7 @@ pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 ThreadState *g_registry[kMaxRegistered];
 struct SnapshotMark {
   uint64_t published;  // what the last snapshot of this slot covered
+  uint32_t seen_seq;   // the buffer seq seen at the previous flush tick
 };
 SnapshotMark g_snapshot_marks[kMaxRegistered];
 
@@ -198,7 +199,11 @@ void snapshot_idle_threads(ZSTD_CCtx *cctx, uint8_t *copy, uint8_t *zbuf, size_t
     uint64_t word = ts->published.load(std::memory_order_acquire);
     if (!b || word == g_snapshot_marks[i].published) continue;
     uint32_t seq = static_cast<uint32_t>(word >> 32), used = static_cast<uint32_t>(word);
-    if (seq != b->seq || used > kBufferBytes) continue;
+    // A thread that records starts a new buffer after each flush tick: only one that kept the
+    // same buffer through a whole interval is idle and needs a snapshot.
+    bool idle = g_snapshot_marks[i].seen_seq == seq;
+    g_snapshot_marks[i].seen_seq = seq;
+    if (!idle || seq != b->seq || used > kBufferBytes) continue;
     memcpy(copy, b->data, used);
     // The buffer only changes hands through this thread (the writer recycles buffers), so
     // if it is still the published one with the same seq, the bytes copied were complete.
@@ -293,7 +298,7 @@ void register_thread(ThreadState &ts) {
   for (uint32_t i = 0; i < kMaxRegistered; ++i)
     if (!g_registry[i]) {
       g_registry[i] = &ts;
-      g_snapshot_marks[i] = {};
+      g_snapshot_marks[i] = {0, ~0u};
       ts.registry_slot = i;
       break;
     }

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "adprof/context.h"
 #include "adprof/trace_reader.h"
 
@@ -50,6 +52,7 @@ struct Block {
   uint8_t space = ADPROF_SPACE_HEAP;
   uint8_t dtype = 0;
   uint32_t describe_index = 0;  // 1 + index into Replay's shapes, 0: none
+  uint64_t serial = 0;          // number of events applied when this block took its shape
 };
 
 struct OpFrame {
@@ -67,7 +70,8 @@ class Replay {
   // Live blocks by key (mmap ranges are kept apart, see mmap_blocks()). A heap block's key is
   // its address; other spaces put the space in the top byte, because a caching device
   // allocator's first block shares its address with the segment it was cut from.
-  const std::unordered_map<uint64_t, Block> &blocks() const { return blocks_; }
+  using BlockMap = absl::flat_hash_map<uint64_t, Block>;
+  const BlockMap &blocks() const { return blocks_; }
   static uint64_t key(uint64_t addr, int space) {
     return space == ADPROF_SPACE_HEAP ? addr : addr | (static_cast<uint64_t>(space) << 56);
   }
@@ -104,9 +108,15 @@ class Replay {
     bool temporary = false;  // a free inside the op invocation that allocated the block
     Block block;             // the block allocated, freed or retagged (after the change)
     uint8_t old_role = 0;    // retag: the role it had
+    Block before;            // retag: the block as it was
+    uint64_t key = 0;        // retag, alloc: the block's key
+    // Blocks that stopped being live: a free, an unmap (several ranges, or the parts of one
+    // that was split), an allocation over a block whose free was lost. (key, block)
+    std::vector<std::pair<uint64_t, Block>> removed;
   };
   const LastChange &last() const { return last_; }
 
+  uint64_t serial() const { return serial_; }  // events applied so far
   uint64_t unmatched_frees() const { return unmatched_frees_; }
   uint64_t unknown_retags() const { return unknown_retags_; }
 
@@ -123,7 +133,7 @@ class Replay {
   void unmap_range(uint64_t start, uint64_t length);
   Block *find(uint64_t addr);
 
-  std::unordered_map<uint64_t, Block> blocks_;
+  BlockMap blocks_;
   std::map<uint64_t, Block> mmap_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<uint32_t> free_shapes_;
@@ -136,7 +146,7 @@ class Replay {
   std::array<uint64_t, kRoleCount> host_by_role_{}, device_by_role_{};
   std::array<uint64_t, kPhaseCount> host_by_phase_{};
   std::array<uint64_t, kSpaceCount> by_space_{};
-  uint64_t unmatched_frees_ = 0, unknown_retags_ = 0;
+  uint64_t unmatched_frees_ = 0, unknown_retags_ = 0, serial_ = 0;
   LastChange last_;
 };
 

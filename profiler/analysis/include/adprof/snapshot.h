@@ -25,6 +25,10 @@ struct Snapshot {
 // Describes the host buffers live in `replay` now.
 Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers);
 
+// Describes a given set of blocks (address, block); `replay` resolves names. Host blocks only.
+Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live,
+                         const Replay &replay, const TraceReader &reader, size_t max_buffers);
+
 // Replays `reader` from its start up to `time` (seconds) or up to event number `event` (1-based,
 // 0: use time), and describes what is live there.
 Snapshot snapshot_at(TraceReader &reader, double time, uint64_t event = 0,
