@@ -84,10 +84,11 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     if (!changed) continue;
     const Replay::LastChange &c = replay.last();
     for (const auto &[key, old] : c.removed)
-      if (old.serial <= peak_serial && is_host_space(old.space) &&
+      if (old.serial <= peak_serial && (is_host_space(old.space) || old.space == ADPROF_SPACE_MMAP) &&
           !retagged_since_peak.contains(key))
         log_peak_state(key, old);
-    if (c.retag && c.before.serial <= peak_serial && is_host_space(c.before.space) &&
+    if (c.retag && c.before.serial <= peak_serial &&
+        (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
         retagged_since_peak.insert(c.key).second)
       log_peak_state(c.key, c.before);
     const Block &b = c.block;
@@ -121,6 +122,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       r.peak = live;
       r.peak_event = index;
       peak_serial = replay.serial();
+      r.mapped_at_peak = replay.mapped_live();
       peak_log.clear();
       peak_log_shapes.clear();
       if (!retagged_since_peak.empty()) retagged_since_peak.clear();
@@ -141,6 +143,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       r.device_peak_by_role = replay.device_by_role();
     }
     r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
+    r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
   }
   close_step(last_ticks);
   r.events = reader.stats().events;
@@ -175,6 +178,21 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     if (blk.serial <= peak_serial && !retagged_since_peak.contains(addr))
       at_peak.emplace_back(addr, &blk);
   for (const auto &[key, blk] : peak_log) at_peak.emplace_back(Replay::address_of(key), &blk);
+  std::vector<std::pair<uint64_t, const Block *>> mappings;
+  for (const auto &p : at_peak)
+    if (p.second->space == ADPROF_SPACE_MMAP) mappings.push_back(p);
+  std::sort(mappings.begin(), mappings.end(),
+            [](const auto &a, const auto &b) { return a.second->size > b.second->size; });
+  if (mappings.size() > 5) mappings.resize(5);
+  for (auto &p : mappings) {  // described like host buffers
+    Block as_host = *p.second;
+    as_host.space = ADPROF_SPACE_HEAP;
+    Snapshot one = describe_blocks({{p.first, &as_host}}, replay, reader, 1);
+    if (!one.buffers.empty()) {
+      one.buffers[0].space = "mmap";
+      r.largest_mappings.push_back(std::move(one.buffers[0]));
+    }
+  }
   Snapshot snap = describe_blocks(std::move(at_peak), replay, reader, options.max_live_buffers);
   // Freed blocks' shapes were recycled by the replay: use the copies taken at the peak.
   if (!peak_log_shapes.empty()) {

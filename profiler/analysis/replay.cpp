@@ -73,9 +73,9 @@ void Replay::add(const Block &b, int sign) {
   } else if (is_device_space(b.space)) {
     apply(device_live_);
     apply(device_by_role_[b.role]);
-  } else {
+  } else if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
     apply(device_reserved_);
-  }
+  }  // anonymous mappings: by_space_ only
 }
 
 Block *Replay::find(uint64_t addr) {

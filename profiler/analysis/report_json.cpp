@@ -66,6 +66,11 @@ json to_json(const Report &r) {
                     {"jemalloc_retained_at_peak", r.jemalloc_retained_at_peak},
                     {"rss_at_peak", r.rss_at_peak},
                     {"max_rss", r.max_rss}};
+  json mappings = json::array();
+  for (const auto &b : r.largest_mappings)
+    mappings.push_back({{"addr", b.addr}, {"size", b.size}, {"role", b.role}, {"op", b.op},
+                        {"phase", b.phase}, {"label", b.label}});
+  j["mappings"] = {{"peak", r.mapped_peak}, {"at_peak", r.mapped_at_peak}, {"largest", mappings}};
   j["device"] = {{"peak", r.device_peak},
                  {"time_s", r.device_peak_time},
                  {"reserved_peak", r.device_reserved_peak},
@@ -182,6 +187,22 @@ Report report_from_json(const json &j) {
       r.jemalloc_retained_at_peak = a.value("jemalloc_retained_at_peak", uint64_t{0});
       r.rss_at_peak = a.value("rss_at_peak", uint64_t{0});
       r.max_rss = a.value("max_rss", uint64_t{0});
+    }
+    const json &mp = at(j, "mappings");
+    if (mp.is_object()) {
+      r.mapped_peak = mp.value("peak", uint64_t{0});
+      r.mapped_at_peak = mp.value("at_peak", uint64_t{0});
+      for (const auto &b : at(mp, "largest")) {
+        LiveBuffer lb;
+        lb.addr = b.value("addr", uint64_t{0});
+        lb.size = b.value("size", uint64_t{0});
+        lb.role = b.value("role", std::string());
+        lb.op = b.value("op", std::string());
+        lb.phase = b.value("phase", std::string());
+        lb.label = b.value("label", std::string());
+        lb.space = "mmap";
+        r.largest_mappings.push_back(std::move(lb));
+      }
     }
     const json &d = at(j, "device");
     if (d.is_object()) {

@@ -105,6 +105,16 @@ std::string render_text(const Report &r, size_t top) {
   if (r.rss_at_peak || r.max_rss)
     add(o, "  RSS at the peak %s, highest RSS %s\n", format_bytes(r.rss_at_peak).c_str(),
         format_bytes(r.max_rss).c_str());
+  if (r.mapped_peak) {
+    add(o, "  Anonymous mappings (not in the peak: mostly reserved address space): %s mapped at the "
+        "peak, at most %s",
+        format_bytes(r.mapped_at_peak).c_str(), format_bytes(r.mapped_peak).c_str());
+    if (!r.largest_mappings.empty()) {
+      const LiveBuffer &m = r.largest_mappings[0];
+      add(o, "; largest %s (%s, %s)", format_bytes(m.size).c_str(), m.op.c_str(), m.role.c_str());
+    }
+    add(o, "\n");
+  }
   if (r.device_peak || r.device_reserved_peak)
     add(o, "  Device: peak %s at %.3f s, reserved peak %s\n", format_bytes(r.device_peak).c_str(),
         r.device_peak_time, format_bytes(r.device_reserved_peak).c_str());

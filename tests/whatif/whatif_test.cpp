@@ -32,31 +32,6 @@ std::string slurp(const fs::path &p) {
   return ss.str();
 }
 
-// Host bytes mapped at start-up, before the program's first annotation or step, and never
-// unmapped: a 128 MiB mapping that the recorder sees in some runs and not in others (the
-// allocator's start-up reservation). It is the same in every prediction from one trace, so it is
-// taken out of both sides of the comparison.
-uint64_t startup_mappings(const std::string &trace) {
-  adprof::TraceReader reader(trace);
-  adprof::Replay replay;
-  adprof::Event e;
-  std::map<uint64_t, uint64_t> early;
-  while (reader.next(e)) {
-    if (e.type == adprof::format::EventType::kAnnotate ||
-        e.type == adprof::format::EventType::kStep)
-      break;
-    replay.apply(e);
-  }
-  for (const auto &[addr, b] : replay.mmap_blocks()) early[addr] = b.size;
-  while (reader.next(e)) replay.apply(e);
-  uint64_t bytes = 0;
-  for (const auto &[addr, size] : early) {
-    auto it = replay.mmap_blocks().find(addr);
-    if (it != replay.mmap_blocks().end() && it->second.size == size) bytes += size;
-  }
-  return bytes;
-}
-
 class WhatIf : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,10 +80,10 @@ class WhatIf : public ::testing::Test {
       EXPECT_FALSE(p->recorded_on);
     }
     const double predicted =
-        static_cast<double>(p->predicted_peak) - static_cast<double>(startup_mappings(off));
+        static_cast<double>(p->predicted_peak);
     const double measured =
-        static_cast<double>(adprof::analyze(on).peak) - static_cast<double>(startup_mappings(on));
-    const double recorded = static_cast<double>(w.measured_peak) - static_cast<double>(startup_mappings(off));
+        static_cast<double>(adprof::analyze(on).peak);
+    const double recorded = static_cast<double>(w.measured_peak);
     std::printf("[whatif] %-22s %-40s recorded %.3f MiB predicted %.3f MiB measured %.3f MiB "
                 "error %+.2f%%\n",
                 policy.c_str(), (fs::path(program).filename().string() + " " + off_args).c_str(),

@@ -26,11 +26,13 @@ const char *phase_name(int phase);  // "backward", ...
 const char *space_name(int space);  // "heap", "mmap", ...
 int role_from_name(const std::string &name);  // -1 if unknown
 
-// Host bytes: heap, anonymous mmap and pinned host memory. Device bytes: blocks handed to
-// tensors and raw cudaMalloc; a caching allocator's reserved segments are counted apart.
+// Host bytes: the heap and pinned host memory. Anonymous mappings are counted apart: what a
+// program maps itself (BLAS buffers, thread stacks, runtimes' arenas) is mostly reserved
+// address space that is touched little by little, and counting it at its full length would
+// bury the heap's picture (OpenBLAS maps 128 MiB it barely touches). Device bytes: blocks
+// handed to tensors and raw cudaMalloc; a caching allocator's reserved segments apart.
 inline bool is_host_space(int space) {
-  return space == ADPROF_SPACE_HEAP || space == ADPROF_SPACE_MMAP ||
-         space == ADPROF_SPACE_HOST_PINNED;
+  return space == ADPROF_SPACE_HEAP || space == ADPROF_SPACE_HOST_PINNED;
 }
 inline bool is_device_space(int space) {
   return space == ADPROF_SPACE_DEVICE_BLOCK || space == ADPROF_SPACE_DEVICE_RAW;
@@ -83,6 +85,7 @@ class Replay {
   uint64_t host_live() const { return host_live_; }
   uint64_t device_live() const { return device_live_; }
   uint64_t device_reserved() const { return device_reserved_; }
+  uint64_t mapped_live() const { return by_space_[ADPROF_SPACE_MMAP]; }
   const std::array<uint64_t, kRoleCount> &host_by_role() const { return host_by_role_; }
   const std::array<uint64_t, kRoleCount> &device_by_role() const { return device_by_role_; }
   const std::array<uint64_t, kPhaseCount> &host_by_phase() const { return host_by_phase_; }

@@ -113,6 +113,10 @@ struct Report {
   uint64_t jemalloc_allocated_at_peak = 0, jemalloc_resident_at_peak = 0;
   uint64_t jemalloc_active_at_peak = 0, jemalloc_retained_at_peak = 0;
   uint64_t rss_at_peak = 0, max_rss = 0;
+  // anonymous mappings, counted apart from the peak (see is_host_space)
+  uint64_t mapped_peak = 0;         // highest bytes mapped
+  uint64_t mapped_at_peak = 0;      // mapped when host memory peaked
+  std::vector<LiveBuffer> largest_mappings;  // live at the host peak, largest first (at most 5)
   // device
   uint64_t device_peak = 0;
   double device_peak_time = 0;
