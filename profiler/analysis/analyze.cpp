@@ -13,6 +13,7 @@
 #include "adprof/findings.h"
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
+#include "adprof/whatif.h"
 
 namespace adprof {
 
@@ -42,6 +43,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
 
   Replay replay;
+  bool have_adcore_tape = false;
   uint64_t peak_serial = 0;
   std::vector<std::pair<uint64_t, Block>> peak_log;      // (key, state at the peak)
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> peak_log_shapes;  // (addr, shape)
@@ -78,6 +80,8 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       step.step = e.a;
       step.start = reader.seconds(e.ticks);
       step.peak = replay.host_live();
+    } else if (e.type == format::EventType::kName && e.text == "adcore.tape.begin") {
+      have_adcore_tape = true;
     } else if (e.type == format::EventType::kCounter && e.operand == 1) {
       r.max_rss = std::max(r.max_rss, e.a);
     }
@@ -224,6 +228,14 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   std::sort(r.ops.begin(), r.ops.end(), [](const OpSummary &a, const OpSummary &b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
   });
+  if (options.predict_policies && have_adcore_tape) {
+    reader.rewind();
+    WhatIf w = predict_policies(reader);
+    for (const PolicyPrediction &p : w.policies)
+      if (p.applicable && !p.recorded_on)
+        r.policy_savings.push_back(
+            {p.name, p.title, p.flag, p.predicted_peak, p.saving, p.explanation});
+  }
   r.findings = find_findings(r);
   if (options.progress) options.progress(1.0);
   return r;

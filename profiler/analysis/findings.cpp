@@ -93,12 +93,13 @@ void arena_idle(const Report &r, std::vector<Finding> &out) {
 void accumulation(const Report &r, std::vector<Finding> &out) {
   uint64_t bytes = r.peak_by_role[ADPROF_ROLE_ACCUMULATION];
   if (bytes == 0) return;
-  std::map<std::string, std::pair<int, uint64_t>> by_target;  // label -> count, bytes
+  std::map<std::string, std::pair<int, uint64_t>> by_target;  // "op size" -> count, bytes
   int count = 0;
   for (const LiveBuffer &b : r.live_at_peak) {
     if (b.role != "accumulation") continue;
     ++count;
-    auto &slot = by_target[b.label.empty() ? b.op : b.label];
+    std::string what = b.label.empty() ? b.op.substr(0, b.op.find('#')) : b.label;
+    auto &slot = by_target[what + " " + format_bytes(b.size)];
     ++slot.first;
     slot.second += b.size;
   }
@@ -112,8 +113,7 @@ void accumulation(const Report &r, std::vector<Finding> &out) {
   for (const auto &[target, cb] : by_target) {
     if (shown++ == 4) break;
     if (!ev.empty()) ev += "; ";
-    ev += target + ": " + std::to_string(cb.first) + " x " +
-          format_bytes(cb.second / std::max(1, cb.first));
+    ev += std::to_string(cb.first) + " x " + target;
   }
   f.evidence = ev;
   f.fix = "in-place gradient accumulation adds each contribution as it arrives and keeps one "
@@ -139,20 +139,20 @@ void forward_caches(const Report &r, std::vector<Finding> &out) {
   out.push_back(std::move(f));
 }
 
-void gradients_alive(const Report &r, std::vector<Finding> &out) {
-  uint64_t adjoint = r.peak_by_role[ADPROF_ROLE_ADJOINT];
-  uint64_t params = r.peak_by_role[ADPROF_ROLE_PARAMETER];
-  if (adjoint == 0 || params == 0 || adjoint * 2 < params) return;
-  if (r.peak_phase != "optimizer" && r.peak_phase != "backward") return;
-  Finding f;
-  f.kind = "gradients_held_for_optimizer";
-  f.bytes = adjoint;
-  f.message = share(adjoint, r.peak) + ": adjoint buffers - gradients were alive together (" +
-              format_bytes(adjoint) + " beside " + format_bytes(params) + " of parameters)";
-  f.evidence = "peak in the " + r.peak_phase + " phase";
-  f.fix = "a fused optimizer step applies and frees each gradient as soon as it is complete "
-          "(drop --no-fused-optimizer)";
-  out.push_back(std::move(f));
+// adcore policies that were off, with the peak the what-if analysis predicts with each on.
+void policy_savings(const Report &r, std::vector<Finding> &out) {
+  for (const PolicySaving &p : r.policy_savings) {
+    if (p.saving <= 0 || static_cast<uint64_t>(p.saving) * 100 < r.peak) continue;  // < 1%
+    Finding f;
+    f.kind = "policy." + p.name;
+    f.bytes = static_cast<uint64_t>(p.saving);
+    f.message = share(f.bytes, r.peak) + " would be saved by " + p.title +
+                ": predicted peak " + format_bytes(p.predicted_peak) + " instead of " +
+                format_bytes(r.peak);
+    f.evidence = p.explanation + " (adprof whatif replays the recorded tape)";
+    f.fix = "switch " + p.title + " on (drop " + p.flag + ")";
+    out.push_back(std::move(f));
+  }
 }
 
 void steady_allocations(const Report &r, std::vector<Finding> &out) {
@@ -192,7 +192,7 @@ std::vector<Finding> find_findings(const Report &report) {
   accumulation(report, out);
   arena_idle(report, out);
   forward_caches(report, out);
-  gradients_alive(report, out);
+  policy_savings(report, out);
   steady_allocations(report, out);
   allocator_overhead(report, out);
   std::stable_sort(out.begin(), out.end(),

@@ -124,6 +124,15 @@ json to_json(const Report &r) {
                     {"source_label", b.source_label},
                     {"content_hash", b.content_hash}});
   j["live_at_peak"] = live;
+  json savings = json::array();
+  for (const auto &p : r.policy_savings)
+    savings.push_back({{"name", p.name},
+                       {"title", p.title},
+                       {"flag", p.flag},
+                       {"predicted_peak", p.predicted_peak},
+                       {"saving", p.saving},
+                       {"explanation", p.explanation}});
+  j["policy_savings"] = savings;
   json findings = json::array();
   for (const auto &f : r.findings)
     findings.push_back({{"kind", f.kind},
@@ -259,6 +268,12 @@ Report report_from_json(const json &j) {
       lb.content_hash = b.value("content_hash", uint64_t{0});
       r.live_at_peak.push_back(std::move(lb));
     }
+    for (const auto &p : at(j, "policy_savings"))
+      r.policy_savings.push_back({p.value("name", std::string()), p.value("title", std::string()),
+                                  p.value("flag", std::string()),
+                                  p.value("predicted_peak", uint64_t{0}),
+                                  p.value("saving", int64_t{0}),
+                                  p.value("explanation", std::string())});
     for (const auto &f : at(j, "findings"))
       r.findings.push_back({f.value("kind", std::string()), f.value("message", std::string()),
                             f.value("evidence", std::string()), f.value("fix", std::string()),

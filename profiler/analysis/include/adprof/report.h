@@ -79,6 +79,17 @@ struct Finding {
   uint64_t bytes = 0;    // bytes at the peak it explains
 };
 
+// A policy of adcore that was off in the recording, and the peak the what-if analysis predicts
+// with it on (adprof/whatif.h).
+struct PolicySaving {
+  std::string name;   // "inplace_accumulation"
+  std::string title;  // "in-place accumulation"
+  std::string flag;   // the switch that turned it off
+  uint64_t predicted_peak = 0;
+  int64_t saving = 0;
+  std::string explanation;
+};
+
 struct Report {
   int schema_version = kReportSchemaVersion;
   std::string trace;
@@ -129,12 +140,14 @@ struct Report {
   double steady_allocations_per_step = -1;  // median over steps after the first; -1: < 2 steps
   uint64_t temporaries = 0;
   uint64_t temporary_bytes = 0;
+  std::vector<PolicySaving> policy_savings;  // adcore traces: what each switch would save
   std::vector<Finding> findings;
 };
 
 struct AnalyzeOptions {
   std::function<void(double)> progress;  // fraction done, called now and then
   size_t max_live_buffers = 100000;      // live_at_peak keeps the largest this many
+  bool predict_policies = true;          // adcore traces: run the what-if analysis too
 };
 
 // Throws TraceError for unreadable traces.
