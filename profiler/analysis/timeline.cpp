@@ -31,17 +31,34 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
   uint64_t index = 0;
   double now = 0;
   int band_phase = -1;
-  auto sample = [&](double time) {
-    TimelineSample s;
-    s.time = time;
-    s.host = replay.host_live();
-    s.by_role = replay.host_by_role();
-    s.by_phase = replay.host_by_phase();
-    s.by_op = op_live;
-    s.device = replay.device_live();
-    s.device_reserved = replay.device_reserved();
-    t.samples.push_back(std::move(s));
+  // Samples go into time buckets (the window over max_samples, from the chunk index); each
+  // bucket keeps its highest moment, and a new bucket is only pushed when time leaves the last,
+  // so there is no allocation per change. Thinning stays as a bound for what lies past the hint.
+  double window_end = std::min(options.to, std::max(reader.duration_hint(), options.from));
+  double bucket_width = std::max((window_end - options.from) / static_cast<double>(max_samples), 1e-9);
+  TimelineSample current;
+  int64_t current_bucket = -1;
+  auto flush = [&] {
+    if (current_bucket < 0) return;
+    t.samples.push_back(current);
     if (t.samples.size() >= 2 * max_samples) thin(t.samples);
+  };
+  auto sample = [&](double time) {
+    auto bucket = static_cast<int64_t>((time - options.from) / bucket_width);
+    uint64_t host = replay.host_live();
+    if (bucket == current_bucket && host <= current.host && current.device >= replay.device_live())
+      return;
+    if (bucket != current_bucket) {
+      flush();
+      current_bucket = bucket;
+    }
+    current.time = time;
+    current.host = host;
+    current.by_role = replay.host_by_role();
+    current.by_phase = replay.host_by_phase();
+    current.by_op.assign(op_live.begin(), op_live.end());
+    current.device = replay.device_live();
+    current.device_reserved = replay.device_reserved();
   };
   auto series_of = [&](uint32_t name_id) -> size_t {
     auto it = op_series.find(name_id);
@@ -60,6 +77,7 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
       if (options.cancelled && options.cancelled()) break;
     }
     now = reader.seconds(e.ticks);
+    if (now > options.to) break;  // the window is complete
     bool changed = replay.apply(e);
     if (e.type == format::EventType::kPhase && e.operand != band_phase) {
       if (!t.phases.empty()) t.phases.back().end = now;
@@ -86,6 +104,7 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
     t.device_peak = std::max(t.device_peak, replay.device_live());
     if (now >= options.from && now <= options.to) sample(now);
   }
+  flush();
   t.events = index;
   t.end = std::min(options.to, now);
   if (!t.phases.empty()) t.phases.back().end = now;

@@ -436,6 +436,13 @@ double TraceReader::seconds(uint64_t ticks) const {
          static_cast<double>(header_.ticks_per_second);
 }
 
+double TraceReader::duration_hint() const {
+  uint64_t last = header_.start_ticks;
+  for (const auto &t : impl_->threads)
+    if (!t.chunks.empty()) last = std::max(last, t.chunks.back().base_ts);
+  return seconds(last);
+}
+
 double TraceReader::progress() const {
   return impl_->chunks_total ? static_cast<double>(impl_->chunks_consumed) /
                                    static_cast<double>(impl_->chunks_total)

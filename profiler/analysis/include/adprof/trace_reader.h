@@ -85,6 +85,9 @@ class TraceReader {
   void rewind();
 
   double seconds(uint64_t ticks) const;  // since the start of the recording
+  // A lower bound of the recording's length, from the chunk index (the last chunk's start),
+  // known before any event is read.
+  double duration_hint() const;
   // Fraction of the file's chunks consumed so far (progress display).
   double progress() const;
 
