@@ -1,6 +1,7 @@
 // adprof-gui under QT_QPA_PLATFORM=offscreen: the models show what the analysis library
 // computed (equal to `adprof report --json` of the same trace), the timeline draws something,
 // its peak marker sits at the peak's time, and clicking there lists the peak's buffers.
+#include "../support/sanitized_build.h"
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QFile>
@@ -441,6 +442,9 @@ void GuiTest::everyModelPassesTheTester() {
 }
 
 void GuiTest::whatIfPanel() {
+#ifdef ADPROF_SANITIZED_BUILD
+  QSKIP("records a sanitized sample under the interposer, which ASan/TSan forbid");
+#endif
   // The test workload has no adcore tape: no rows, and the panel says so.
   QVERIFY(window_->whatIfModel()->empty());
 #ifdef GUI_TEST_DENSENET

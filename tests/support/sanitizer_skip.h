@@ -6,13 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ADPROF_SANITIZED_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define ADPROF_SANITIZED_BUILD 1
-#endif
-#endif
+#include "sanitized_build.h"
 
 #ifdef ADPROF_SANITIZED_BUILD
 #define ADPROF_SKIP_IF_SANITIZED()                                                       \

@@ -15,6 +15,7 @@
 #include "adprof/replay.h"
 #include "adprof/report.h"
 #include "adprof/whatif.h"
+#include "../support/sanitizer_skip.h"
 
 namespace fs = std::filesystem;
 
@@ -35,13 +36,16 @@ std::string slurp(const fs::path &p) {
 class WhatIf : public ::testing::Test {
  protected:
   void SetUp() override {
+    ADPROF_SKIP_IF_SANITIZED();  // records the (sanitized) samples under the interposer
     dir_ = fs::temp_directory_path() /
            ("adprof-whatif-" + std::to_string(getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
 
   Result sh(const std::string &command) {
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
