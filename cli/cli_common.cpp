@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 
 namespace adprof::cli {
 
@@ -16,6 +17,13 @@ po::variables_map parse(const std::vector<std::string> &args, const po::options_
     throw UsageError(e.what());
   }
   return vm;
+}
+
+void write_file(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.flush();
+  if (!out) throw UsageError("cannot write '" + path + "'");
 }
 
 namespace {

@@ -24,6 +24,9 @@ po::variables_map parse(const std::vector<std::string> &args, const po::options_
                         const po::positional_options_description &positional = {});
 
 // Progress on stderr (only when it is a terminal): "  analysing 42%".
+// Writes a whole file; a failure (disk full, no permission) is a UsageError naming the path.
+void write_file(const std::string &path, const std::string &text);
+
 void show_progress(const char *what, double fraction);
 void end_progress();
 

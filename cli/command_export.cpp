@@ -120,10 +120,9 @@ void export_folded(const std::string &trace, const std::string &path) {
     std::replace(frame.begin(), frame.end(), ' ', '_');
     stacks[frame] += b.size;
   }
-  std::ofstream out(path, std::ios::binary);
-  for (const auto &[frame, bytes] : stacks) out << frame << ' ' << bytes << '\n';
-  out.flush();
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  std::string text;
+  for (const auto &[frame, bytes] : stacks) text += frame + ' ' + std::to_string(bytes) + '\n';
+  write_file(path, text);
 }
 
 }  // namespace

@@ -167,13 +167,6 @@ std::string render_svg(const Timeline &t, int width, int height) {
   return s;
 }
 
-void write_file(const std::string &path, const std::string &text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.flush();
-  if (!out) throw UsageError("cannot write '" + path + "'");
-}
-
 }  // namespace
 
 int command_timeline(const std::vector<std::string> &args) {
