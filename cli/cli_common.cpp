@@ -7,7 +7,8 @@
 
 namespace adprof::cli {
 
-po::variables_map parse(const std::vector<std::string> &args, const po::options_description &options,
+po::variables_map parse(const std::vector<std::string> &args,
+                        const po::options_description &options,
                         const po::positional_options_description &positional) {
   po::variables_map vm;
   try {

@@ -20,7 +20,8 @@ struct UsageError : std::runtime_error {
 namespace po = boost::program_options;
 
 // Parses `args` against `options` (+ positionals); converts Boost's errors to UsageError.
-po::variables_map parse(const std::vector<std::string> &args, const po::options_description &options,
+po::variables_map parse(const std::vector<std::string> &args,
+                        const po::options_description &options,
                         const po::positional_options_description &positional = {});
 
 // Progress on stderr (only when it is a terminal): "  analysing 42%".

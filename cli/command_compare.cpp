@@ -132,8 +132,8 @@ int command_check(const std::vector<std::string> &args) {
                   "Checks one run (a trace or a report JSON) against absolute budgets. Exit 0\n"
                   "when all hold, 1 when one is exceeded, 2 on bad input.\n\n") +
       kMetricsHelp + "\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "max-peak", po::value<std::string>(), "budget for peak host bytes, e.g. 64MiB")(
+  options.add_options()("help,h", "show this help")("max-peak", po::value<std::string>(),
+                                                    "budget for peak host bytes, e.g. 64MiB")(
       "max-allocs-per-step", po::value<double>(),
       "budget for heap allocations per step after the first (median)")(
       "max-role", po::value<std::vector<std::string>>()->composing(),

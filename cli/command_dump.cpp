@@ -28,13 +28,12 @@ int command_dump(const std::vector<std::string> &args) {
   Replay names;  // only to resolve interned names
   Event e;
   uint64_t limit = vm["limit"].as<uint64_t>();
-  static const char *types[] = {"alloc",  "free",   "op_begin", "op_end", "phase",
-                                "role",   "retag",  "step",     "counter", "name",
-                                "thread", "annotate", "label",  "describe", "hash"};
+  static const char *types[] = {"alloc",  "free",     "op_begin", "op_end",   "phase",
+                                "role",   "retag",    "step",     "counter",  "name",
+                                "thread", "annotate", "label",    "describe", "hash"};
   for (uint64_t n = 0; n < limit && reader.next(e); ++n) {
     names.apply(e);
-    printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread,
-           types[static_cast<int>(e.type)]);
+    printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread, types[static_cast<int>(e.type)]);
     switch (e.type) {
       case format::EventType::kAlloc:
         printf(" %s 0x%" PRIx64 " size=%" PRIu64 " slack=%" PRIu64, space_name(e.operand), e.addr,
@@ -47,27 +46,42 @@ int command_dump(const std::vector<std::string> &args) {
       case format::EventType::kOpBegin:
         printf(" %s", names.op_label(static_cast<uint32_t>(e.a), e.b).c_str());
         break;
-      case format::EventType::kPhase: printf(" %s", phase_name(e.operand)); break;
-      case format::EventType::kRole: printf(" %s", role_name(e.operand)); break;
+      case format::EventType::kPhase:
+        printf(" %s", phase_name(e.operand));
+        break;
+      case format::EventType::kRole:
+        printf(" %s", role_name(e.operand));
+        break;
       case format::EventType::kRetag:
         printf(" 0x%" PRIx64 " -> %s", e.addr, role_name(e.operand));
         if (e.b) printf(" source=0x%" PRIx64, e.b);
         break;
       case format::EventType::kStep:
-      case format::EventType::kCounter: printf(" %u %" PRIu64, e.operand, e.a); break;
-      case format::EventType::kName: printf(" %" PRIu64 " \"%.*s\"", e.a, static_cast<int>(e.text.size()), e.text.data()); break;
-      case format::EventType::kThreadName: printf(" \"%.*s\"", static_cast<int>(e.text.size()), e.text.data()); break;
+      case format::EventType::kCounter:
+        printf(" %u %" PRIu64, e.operand, e.a);
+        break;
+      case format::EventType::kName:
+        printf(" %" PRIu64 " \"%.*s\"", e.a, static_cast<int>(e.text.size()), e.text.data());
+        break;
+      case format::EventType::kThreadName:
+        printf(" \"%.*s\"", static_cast<int>(e.text.size()), e.text.data());
+        break;
       case format::EventType::kLabel:
         printf(" 0x%" PRIx64 " \"%s\"", e.addr, names.name(static_cast<uint32_t>(e.a)).c_str());
         break;
-      case format::EventType::kContentHash: printf(" 0x%" PRIx64 " %016" PRIx64, e.addr, e.a); break;
+      case format::EventType::kContentHash:
+        printf(" 0x%" PRIx64 " %016" PRIx64, e.addr, e.a);
+        break;
       case format::EventType::kAnnotate:
       case format::EventType::kDescribe:
-        if (e.type == format::EventType::kDescribe) printf(" 0x%" PRIx64 " dtype=%" PRIu64, e.addr, e.a);
-        else printf(" %s", names.name(static_cast<uint32_t>(e.a)).c_str());
+        if (e.type == format::EventType::kDescribe)
+          printf(" 0x%" PRIx64 " dtype=%" PRIu64, e.addr, e.a);
+        else
+          printf(" %s", names.name(static_cast<uint32_t>(e.a)).c_str());
         for (uint64_t v : e.values) printf(" %" PRIu64, v);
         break;
-      default: break;
+      default:
+        break;
     }
     putchar('\n');
   }

@@ -51,7 +51,9 @@ void export_perfetto(const std::string &trace, const std::string &path) {
     replay.apply(e);
     double us = reader.seconds(e.ticks) * 1e6;
     if (e.type == format::EventType::kOpBegin) {
-      snprintf(buf, sizeof buf, "{\"ph\":\"B\",\"pid\":1,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\",\"args\":{\"instance\":%llu}}",
+      snprintf(buf, sizeof buf,
+               "{\"ph\":\"B\",\"pid\":1,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\",\"args\":{"
+               "\"instance\":%llu}}",
                e.thread, us, json_escape(replay.op_label(static_cast<uint32_t>(e.a), e.b)).c_str(),
                static_cast<unsigned long long>(e.b));
       emit(buf);
@@ -72,7 +74,8 @@ void export_perfetto(const std::string &trace, const std::string &path) {
         phase_open[e.thread] = 1;
       }
     } else if (e.type == format::EventType::kStep) {
-      snprintf(buf, sizeof buf, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"name\":\"step %llu\"}",
+      snprintf(buf, sizeof buf,
+               "{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"name\":\"step %llu\"}",
                us, static_cast<unsigned long long>(e.a));
       emit(buf);
     }
@@ -92,16 +95,20 @@ void export_perfetto(const std::string &trace, const std::string &path) {
   for (const TimelineSample &s : tl.samples) {
     std::string args;
     for (int r = 0; r < kRoleCount; ++r)
-      args += std::string(r ? "," : "") + "\"" + role_name(r) + "\":" + std::to_string(s.by_role[r]);
-    snprintf(buf, sizeof buf, "{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"name\":\"live bytes by role\",\"args\":{",
+      args +=
+          std::string(r ? "," : "") + "\"" + role_name(r) + "\":" + std::to_string(s.by_role[r]);
+    snprintf(buf, sizeof buf,
+             "{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"name\":\"live bytes by role\",\"args\":{",
              s.time * 1e6);
     emit(std::string(buf) + args + "}}");
   }
   emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ops\"}}");
   emit("{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"phases\"}}");
   for (uint32_t t = 0; t < replay.thread_names().size(); ++t) {
-    snprintf(buf, sizeof buf, "{\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-             t, json_escape(replay.thread_names()[t]).c_str());
+    snprintf(
+        buf, sizeof buf,
+        "{\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
+        t, json_escape(replay.thread_names()[t]).c_str());
     emit(buf);
   }
   out << "\n]}\n";
@@ -134,10 +141,10 @@ int command_export(const std::vector<std::string> &args) {
       "by role as counters, op and phase slices per thread, step marks.\n"
       "--folded writes the live bytes at the peak as folded stacks (phase;op;role[;label] BYTES)\n"
       "for flamegraph.pl, inferno or speedscope.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "perfetto", po::value<std::string>(), "Chrome/Perfetto trace JSON output")(
-      "folded", po::value<std::string>(), "folded stacks output")(
-      "trace", po::value<std::string>(), "trace");
+  options.add_options()("help,h", "show this help")("perfetto", po::value<std::string>(),
+                                                    "Chrome/Perfetto trace JSON output")(
+      "folded", po::value<std::string>(), "folded stacks output")("trace", po::value<std::string>(),
+                                                                  "trace");
   po::positional_options_description positional;
   positional.add("trace", 1);
   auto vm = parse(args, options, positional);

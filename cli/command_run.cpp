@@ -37,10 +37,9 @@ std::string find_preload() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const fs::path &candidate :
-         {exe.parent_path() / "../profiler/libadprof_preload.so",
-          exe.parent_path() / "../lib/adprof/libadprof_preload.so",
-          exe.parent_path() / "libadprof_preload.so"})
+    for (const fs::path &candidate : {exe.parent_path() / "../profiler/libadprof_preload.so",
+                                      exe.parent_path() / "../lib/adprof/libadprof_preload.so",
+                                      exe.parent_path() / "libadprof_preload.so"})
       if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
   }
 #ifdef ADPROF_BUILD_PRELOAD
@@ -186,8 +185,8 @@ int command_run(const std::vector<std::string> &args) {
     reported = next;
   }
   if (reported != trace)
-    std::cerr << "adprof: " << program[0] << " replaced itself with exec; reporting its last image: "
-              << reported << "\n";
+    std::cerr << "adprof: " << program[0]
+              << " replaced itself with exec; reporting its last image: " << reported << "\n";
   if (vm.count("no-report")) return exit_code;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };

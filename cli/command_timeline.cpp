@@ -34,8 +34,10 @@ std::vector<const TimelineSample *> columns(const Timeline &t, int width) {
   }
   const TimelineSample *last = nullptr;
   for (auto &c : col) {  // carry the level across empty columns
-    if (c) last = c;
-    else c = last;
+    if (c)
+      last = c;
+    else
+      c = last;
   }
   return col;
 }
@@ -45,7 +47,8 @@ std::string render_chart(const Timeline &t, int width, int height, bool colour) 
   if (t.samples.empty() || t.peak == 0) return "no host allocations in this trace\n";
   auto col = columns(t, width);
   double span = std::max(t.end - t.start, 1e-9);
-  int peak_x = std::clamp(static_cast<int>((t.peak_time - t.start) / span * (width - 1)), 0, width - 1);
+  int peak_x =
+      std::clamp(static_cast<int>((t.peak_time - t.start) / span * (width - 1)), 0, width - 1);
   char head[256];
   snprintf(head, sizeof head, "live host bytes, stacked by role (peak %s at %.3f s)\n",
            format_bytes(t.peak).c_str(), t.peak_time);
@@ -55,7 +58,8 @@ std::string render_chart(const Timeline &t, int width, int height, bool colour) 
     double lo = static_cast<double>(t.peak) * row / height;
     char label[16];
     if (row == height - 1 || row == 0 || row == height / 2)
-      snprintf(label, sizeof label, "%9s |", format_bytes(static_cast<uint64_t>(lo + t.peak / height)).c_str());
+      snprintf(label, sizeof label, "%9s |",
+               format_bytes(static_cast<uint64_t>(lo + t.peak / height)).c_str());
     else
       snprintf(label, sizeof label, "%9s |", "");
     out += label;
@@ -122,8 +126,9 @@ std::string render_svg(const Timeline &t, int width, int height) {
     const char *fill = b.phase == ADPROF_PHASE_FORWARD    ? "#e8f1fb"
                        : b.phase == ADPROF_PHASE_BACKWARD ? "#fdf0e6"
                                                           : "#eef7ee";
-    snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>\n",
-             X(b.start), top, std::max(0.5, X(b.end) - X(b.start)), h - top - bottom, fill);
+    snprintf(buf, sizeof buf,
+             "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>\n", X(b.start),
+             top, std::max(0.5, X(b.end) - X(b.start)), h - top - bottom, fill);
     s += buf;
   }
   // Stacked areas: role r's band lies between cumulative sums up to r-1 and up to r.
@@ -142,11 +147,12 @@ std::string render_svg(const Timeline &t, int width, int height) {
     s += std::string("<polygon fill=\"") + kRoleColour[r] + "\" stroke=\"none\" points=\"" + upper +
          lower + "\"><title>" + role_name(r) + "</title></polygon>\n";
   }
-  snprintf(buf, sizeof buf,
-           "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"red\" stroke-dasharray=\"4,3\"/>"
-           "<text x=\"%.1f\" y=\"%d\" fill=\"red\">peak %s at %.3f s</text>\n",
-           X(t.peak_time), top, X(t.peak_time), h - bottom, X(t.peak_time) + 4, top + 12,
-           format_bytes(t.peak).c_str(), t.peak_time);
+  snprintf(
+      buf, sizeof buf,
+      "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"red\" stroke-dasharray=\"4,3\"/>"
+      "<text x=\"%.1f\" y=\"%d\" fill=\"red\">peak %s at %.3f s</text>\n",
+      X(t.peak_time), top, X(t.peak_time), h - bottom, X(t.peak_time) + 4, top + 12,
+      format_bytes(t.peak).c_str(), t.peak_time);
   s += buf;
   snprintf(buf, sizeof buf,
            "<text x=\"4\" y=\"%d\">%s</text><text x=\"4\" y=\"%d\">0</text>"
@@ -174,14 +180,15 @@ int command_timeline(const std::vector<std::string> &args) {
       "usage: adprof timeline TRACE [--width W] [--height H] [--csv FILE] [--svg FILE]\n\n"
       "Live host bytes over time, stacked by role, with forward/backward/optimizer bands, step\n"
       "marks and the peak. --csv and --svg write the same series to files.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "width", po::value<int>()->default_value(100), "chart columns")(
+  options.add_options()("help,h", "show this help")("width", po::value<int>()->default_value(100),
+                                                    "chart columns")(
       "height", po::value<int>()->default_value(20), "chart rows")(
-      "csv", po::value<std::string>(), "write the series as CSV")(
-      "svg", po::value<std::string>(), "write the chart as SVG")(
+      "csv", po::value<std::string>(), "write the series as CSV")("svg", po::value<std::string>(),
+                                                                  "write the chart as SVG")(
       "from", po::value<double>()->default_value(0), "window start (s)")(
       "to", po::value<double>()->default_value(1e300), "window end (s)")(
-      "no-color", "plain characters even on a terminal")("trace", po::value<std::string>(), "trace");
+      "no-color", "plain characters even on a terminal")("trace", po::value<std::string>(),
+                                                         "trace");
   po::positional_options_description positional;
   positional.add("trace", 1);
   auto vm = parse(args, options, positional);

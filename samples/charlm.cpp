@@ -133,7 +133,7 @@ Tensor block_fn(std::span<const Tensor> in, int64_t B, int64_t T, int64_t H, con
     const Tensor k = reshape(matmul(h, wk[u]), Shape{B, T, d});
     const Tensor v = reshape(matmul(h, wv[u]), Shape{B, T, d});
     const Tensor s = add(bmm(q, transpose(k, 1, 2)) * scale, m);  // (B, T, T)
-    heads.push_back(bmm(softmax(s, -1), v));                       // (B, T, d)
+    heads.push_back(bmm(softmax(s, -1), v));                      // (B, T, d)
   }
   const Tensor att = reshape(concat(heads, 2), Shape{B * T, C});
   const Tensor x1 = add(x, matmul(att, wo));
@@ -164,7 +164,7 @@ struct Corpus {
 // Random windows of text[lo, hi): tokens (B, T) and next-character targets (B*T), i32.
 void make_batch(const Corpus &c, size_t lo, size_t hi, int64_t B, int64_t T, std::mt19937_64 &rng,
                 Tensor &tokens, Tensor &targets) {
-  tokens = empty(Shape{B, T}, DType::I32, ADPROF_ROLE_INPUT, cpu());  // filled here, then
+  tokens = empty(Shape{B, T}, DType::I32, ADPROF_ROLE_INPUT, cpu());    // filled here, then
   targets = empty(Shape{B * T}, DType::I32, ADPROF_ROLE_INPUT, cpu());  // copied to the device
   std::uniform_int_distribution<size_t> start(lo, hi - static_cast<size_t>(T) - 1);
   int32_t *td = tokens.data<int32_t>(), *yd = targets.data<int32_t>();
@@ -216,7 +216,8 @@ int main(int argc, char **argv) {
   namespace po = boost::program_options;
   po::options_description d("charlm options");
   Config cfg;
-  d.add_options()("text", po::value<std::string>()->default_value("/usr/share/common-licenses/GPL-3"),
+  d.add_options()("text",
+                  po::value<std::string>()->default_value("/usr/share/common-licenses/GPL-3"),
                   "training text (plain text; the last 10% is held out for validation)")(
       "seq", po::value<int64_t>()->default_value(cfg.seq), "sequence length (context)")(
       "width", po::value<int64_t>()->default_value(cfg.width), "model width C")(
@@ -253,8 +254,9 @@ int main(int argc, char **argv) {
   if (cfg.seq < 2 || cfg.width < 1 || cfg.layers < 0 || cfg.heads < 1 ||
       cfg.width % cfg.heads != 0 || cfg.batch < 1 || steps < 0 || temperature <= 0 ||
       vm["generate"].as<int>() < 0) {
-    std::fprintf(stderr, "charlm: --seq >= 2, --width >= 1 divisible by --heads >= 1, --batch >= "
-                         "1, --layers, --steps, --generate >= 0, --temperature > 0 (try --help)\n");
+    std::fprintf(stderr,
+                 "charlm: --seq >= 2, --width >= 1 divisible by --heads >= 1, --batch >= "
+                 "1, --layers, --steps, --generate >= 0, --temperature > 0 (try --help)\n");
     return 2;
   }
 
@@ -263,8 +265,10 @@ int main(int argc, char **argv) {
   {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-      std::fprintf(stderr, "charlm: cannot read %s (it ships with Debian's base-files package; "
-                           "pass --text FILE)\n", path.c_str());
+      std::fprintf(stderr,
+                   "charlm: cannot read %s (it ships with Debian's base-files package; "
+                   "pass --text FILE)\n",
+                   path.c_str());
       return 1;
     }
     std::stringstream ss;
@@ -290,12 +294,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   const int64_t V = static_cast<int64_t>(corpus.chars.size());
-  std::printf("charlm %s: %zu characters, vocabulary %lld | seq=%lld width=%lld layers=%lld "
-              "heads=%lld batch=%lld steps=%d lr=%g | policies: %s\n",
-              path.c_str(), text.size(), static_cast<long long>(V),
-              static_cast<long long>(cfg.seq), static_cast<long long>(cfg.width),
-              static_cast<long long>(cfg.layers), static_cast<long long>(cfg.heads),
-              static_cast<long long>(cfg.batch), steps, lr, samples::policies(c.opts).c_str());
+  std::printf(
+      "charlm %s: %zu characters, vocabulary %lld | seq=%lld width=%lld layers=%lld "
+      "heads=%lld batch=%lld steps=%d lr=%g | policies: %s\n",
+      path.c_str(), text.size(), static_cast<long long>(V), static_cast<long long>(cfg.seq),
+      static_cast<long long>(cfg.width), static_cast<long long>(cfg.layers),
+      static_cast<long long>(cfg.heads), static_cast<long long>(cfg.batch), steps, lr,
+      samples::policies(c.opts).c_str());
 
   Model m = make_model(cfg, V, seed);
   Adam adam(lr);
@@ -327,7 +332,8 @@ int main(int argc, char **argv) {
     ++avg_n;
     tape.backward(loss, &adam);
     if ((s + 1) % log_every == 0 || s + 1 == steps) {
-      if (!c.quiet) std::printf("  step %d loss %.4f (mean of last %d)\n", s + 1, avg / avg_n, avg_n);
+      if (!c.quiet)
+        std::printf("  step %d loss %.4f (mean of last %d)\n", s + 1, avg / avg_n, avg_n);
       avg = 0;
       avg_n = 0;
     }
@@ -335,8 +341,8 @@ int main(int argc, char **argv) {
   const double train_s = samples::seconds_since(t0);
   std::printf("train: %d steps in %.2f s (%.1f steps/s)\n", steps, train_s,
               train_s > 0 ? steps / train_s : 0.0);
-  std::printf("first loss %.4f (uniform guess: ln %lld = %.4f)\n", first,
-              static_cast<long long>(V), std::log(static_cast<double>(V)));
+  std::printf("first loss %.4f (uniform guess: ln %lld = %.4f)\n", first, static_cast<long long>(V),
+              std::log(static_cast<double>(V)));
   samples::print_memory("charlm");
   // Validation and generation take their buffers from the training arena too.
   ArenaScope arena_scope(tape.arena());

@@ -112,9 +112,9 @@ int main(int argc, char **argv) {
       "steps", po::value<int>()->default_value(300), "training steps (Adam)")(
       "lr", po::value<double>()->default_value(3e-3), "Adam learning rate")(
       "channels", po::value<std::string>()->default_value("8,16"),
-      "output channels of the two conv layers, C1,C2")(
-      "train-images", po::value<int64_t>()->default_value(12000),
-      "train on the first N training images")(
+      "output channels of the two conv layers, C1,C2")("train-images",
+                                                       po::value<int64_t>()->default_value(12000),
+                                                       "train on the first N training images")(
       "test-images", po::value<int64_t>()->default_value(2000),
       "measure accuracy on the first N test images (0: skip)")(
       "data-dir", po::value<std::string>()->default_value(samples::kFashionMnistDir),
@@ -142,8 +142,9 @@ int main(int argc, char **argv) {
   if (std::sscanf(vm["channels"].as<std::string>().c_str(), "%d,%d", &c1, &c2) != 2 || c1 < 1 ||
       c2 < 1 || batch < 1 || steps < 0 || vm["train-images"].as<int64_t>() < 1 ||
       vm["test-images"].as<int64_t>() < 0) {
-    std::fprintf(stderr, "cnn: --batch, --train-images >= 1, --steps, --test-images >= 0 and "
-                         "--channels C1,C2 with C1, C2 >= 1 (try --help)\n");
+    std::fprintf(stderr,
+                 "cnn: --batch, --train-images >= 1, --steps, --test-images >= 0 and "
+                 "--channels C1,C2 with C1, C2 >= 1 (try --help)\n");
     return 2;
   }
 
@@ -156,17 +157,18 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "cnn: %s\n", e.what());
     return 1;
   }
-  if (data.train_images.rows != 28 || data.train_images.cols != 28 ||
-      data.test_images.rows != 28 || data.test_images.cols != 28) {
+  if (data.train_images.rows != 28 || data.train_images.cols != 28 || data.test_images.rows != 28 ||
+      data.test_images.cols != 28) {
     std::fprintf(stderr, "cnn: expected 28x28 images; install the Debian package %s\n",
                  samples::kFashionMnistPackage);
     return 1;
   }
-  std::printf("cnn conv 1->%d->%d, batch=%lld steps=%d lr=%g, %lld train / %lld test images | "
-              "policies: %s\n",
-              c1, c2, static_cast<long long>(batch), steps, lr,
-              static_cast<long long>(data.train_images.count),
-              static_cast<long long>(data.test_images.count), samples::policies(c.opts).c_str());
+  std::printf(
+      "cnn conv 1->%d->%d, batch=%lld steps=%d lr=%g, %lld train / %lld test images | "
+      "policies: %s\n",
+      c1, c2, static_cast<long long>(batch), steps, lr,
+      static_cast<long long>(data.train_images.count),
+      static_cast<long long>(data.test_images.count), samples::policies(c.opts).c_str());
 
   Cnn m = make_cnn(c1, c2, seed);
   Adam adam(lr);
@@ -204,7 +206,8 @@ int main(int argc, char **argv) {
     ++avg_n;
     tape.backward(loss, &adam);
     if ((s + 1) % log_every == 0 || s + 1 == steps) {
-      if (!c.quiet) std::printf("  step %d loss %.4f (mean of last %d)\n", s + 1, avg / avg_n, avg_n);
+      if (!c.quiet)
+        std::printf("  step %d loss %.4f (mean of last %d)\n", s + 1, avg / avg_n, avg_n);
       avg = 0;
       avg_n = 0;
     }

@@ -25,12 +25,14 @@ struct Common {
 inline void add_common(po::options_description &d) {
   d.add_options()("help,h", "show this help and exit")(
       "naive", "turn every memory policy off (the naive engine)")(
-      "no-activity-analysis", "policy 1 off: adjoints and caches for values that lead to no "
-                              "requested gradient")(
-      "no-early-release", "policy 2 off: forward caches live until the end of backward")(
-      "no-inplace-accumulation", "policy 3 off: gradient contributions are materialised and "
-                                 "summed at the end")(
-      "no-fused-optimizer", "policy 4 off: gradients kept, optimizer step after backward")(
+      "no-activity-analysis",
+      "policy 1 off: adjoints and caches for values that lead to no "
+      "requested gradient")("no-early-release",
+                            "policy 2 off: forward caches live until the end of backward")(
+      "no-inplace-accumulation",
+      "policy 3 off: gradient contributions are materialised and "
+      "summed at the end")("no-fused-optimizer",
+                           "policy 4 off: gradients kept, optimizer step after backward")(
       "no-checkpoint", "policy 5 off: marked segments keep their caches")(
       "no-reuse-tape", "policy 6 off: every evaluation allocates afresh")(
       "widen-indices", "policy 7 off: i32 index arrays are copied to i64 before gather/scatter")(
@@ -114,18 +116,19 @@ inline std::string mib(int64_t b) {
 // adcore's own counters: what AD added on top of the function.
 inline void print_memory(const char *name) {
   const adcore::AllocStats &s = adcore::alloc_stats();
-  std::printf("%s: peak live %s | peak by role: forward_cache %s, adjoint %s (%lld buffers), "
-              "accumulation %s (%lld buffers), duplicate %s, optimizer_state %s | "
-              "heap allocations %llu, arena reuses %llu\n",
-              name, mib(s.peak_total).c_str(), mib(s.peak_bytes[ADPROF_ROLE_FORWARD_CACHE]).c_str(),
-              mib(s.peak_bytes[ADPROF_ROLE_ADJOINT]).c_str(),
-              static_cast<long long>(s.peak_count[ADPROF_ROLE_ADJOINT]),
-              mib(s.peak_bytes[ADPROF_ROLE_ACCUMULATION]).c_str(),
-              static_cast<long long>(s.peak_count[ADPROF_ROLE_ACCUMULATION]),
-              mib(s.peak_bytes[ADPROF_ROLE_DUPLICATE]).c_str(),
-              mib(s.peak_bytes[ADPROF_ROLE_OPTIMIZER_STATE]).c_str(),
-              static_cast<unsigned long long>(s.heap_allocs),
-              static_cast<unsigned long long>(s.arena_hits));
+  std::printf(
+      "%s: peak live %s | peak by role: forward_cache %s, adjoint %s (%lld buffers), "
+      "accumulation %s (%lld buffers), duplicate %s, optimizer_state %s | "
+      "heap allocations %llu, arena reuses %llu\n",
+      name, mib(s.peak_total).c_str(), mib(s.peak_bytes[ADPROF_ROLE_FORWARD_CACHE]).c_str(),
+      mib(s.peak_bytes[ADPROF_ROLE_ADJOINT]).c_str(),
+      static_cast<long long>(s.peak_count[ADPROF_ROLE_ADJOINT]),
+      mib(s.peak_bytes[ADPROF_ROLE_ACCUMULATION]).c_str(),
+      static_cast<long long>(s.peak_count[ADPROF_ROLE_ACCUMULATION]),
+      mib(s.peak_bytes[ADPROF_ROLE_DUPLICATE]).c_str(),
+      mib(s.peak_bytes[ADPROF_ROLE_OPTIMIZER_STATE]).c_str(),
+      static_cast<unsigned long long>(s.heap_allocs),
+      static_cast<unsigned long long>(s.arena_hits));
 }
 
 inline void dump(const Common &c, const adcore::Tensor &g) {

@@ -44,11 +44,12 @@ int main(int argc, char **argv) {
               static_cast<long long>(size), samples::policies(c.opts).c_str());
   std::printf("loss = %.8g\ngrad norm = %.8g (each element %.0f = 2^(n-1))\n", loss.item(),
               samples::norm(grads[0]), grads[0].numel() ? slice(grads[0], 0, 0, 1).item() : 0.0);
-  std::printf("peak gradient memory: adjoint %.1f buffers + accumulation %.1f buffers "
-              "(expected about n+1 = %d in place, (n+1)^2/4 = %.1f naive)\n",
-              static_cast<double>(s.peak_bytes[ADPROF_ROLE_ADJOINT]) / buf,
-              static_cast<double>(s.peak_bytes[ADPROF_ROLE_ACCUMULATION]) / buf, n + 1,
-              (n + 1) * (n + 1) / 4.0);
+  std::printf(
+      "peak gradient memory: adjoint %.1f buffers + accumulation %.1f buffers "
+      "(expected about n+1 = %d in place, (n+1)^2/4 = %.1f naive)\n",
+      static_cast<double>(s.peak_bytes[ADPROF_ROLE_ADJOINT]) / buf,
+      static_cast<double>(s.peak_bytes[ADPROF_ROLE_ACCUMULATION]) / buf, n + 1,
+      (n + 1) * (n + 1) / 4.0);
   samples::print_memory("densenet");
   samples::dump(c, grads[0]);
   return 0;

@@ -45,9 +45,10 @@ int main(int argc, char **argv) {
   std::printf("eam N=%lld, %d calls | policies: %s\n", static_cast<long long>(N), calls,
               samples::policies(c.opts).c_str());
   std::printf("loss = %.12g\ngrad norm = %.12g\n", loss.item(), samples::norm(grads[0]));
-  std::printf("AD gradient:          %.3f us per call, %.2f storage allocations per call after "
-              "the first\n",
-              t_ad * 1e6, calls > 1 ? static_cast<double>(later) / (calls - 1) : 0.0);
+  std::printf(
+      "AD gradient:          %.3f us per call, %.2f storage allocations per call after "
+      "the first\n",
+      t_ad * 1e6, calls > 1 ? static_cast<double>(later) / (calls - 1) : 0.0);
   if (!vm.count("no-hand")) {
     std::vector<double> g(static_cast<size_t>(N));
     const double *px = x.data<double>();
@@ -56,7 +57,8 @@ int main(int argc, char **argv) {
     const double t_hand = samples::seconds_since(t1) / calls;
     double diff = 0;
     const double *pg = grads[0].data<double>();
-    for (int64_t i = 0; i < N; ++i) diff = std::max(diff, std::abs(g[static_cast<size_t>(i)] - pg[i]));
+    for (int64_t i = 0; i < N; ++i)
+      diff = std::max(diff, std::abs(g[static_cast<size_t>(i)] - pg[i]));
     std::printf("hand-written gradient: %.3f us per call, 0 allocations per call\n", t_hand * 1e6);
     std::printf("AD / hand-written time = %.2fx, max |difference| = %.3g\n", t_ad / t_hand, diff);
   }

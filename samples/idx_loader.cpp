@@ -1,12 +1,12 @@
 #include "idx_loader.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <sys/stat.h>
 
 namespace samples {
 namespace {
@@ -17,9 +17,8 @@ struct GzCloser {
 using Gz = std::unique_ptr<gzFile_s, GzCloser>;
 
 Gz open(const std::string &path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0)
-    throw DataError(path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw DataError(path + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw DataError(path + ": not a regular file");
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) throw DataError(path + ": cannot open: " + std::strerror(errno));
@@ -87,7 +86,8 @@ IdxImages load_idx_images(const std::string &path, int64_t max_count) {
 std::vector<uint8_t> load_idx_labels(const std::string &path, int64_t max_count) {
   Gz f = open(path);
   const std::vector<int64_t> d = header(f.get(), path, 1);
-  std::vector<uint8_t> labels(static_cast<size_t>(max_count < 0 ? d[0] : std::min(d[0], max_count)));
+  std::vector<uint8_t> labels(
+      static_cast<size_t>(max_count < 0 ? d[0] : std::min(d[0], max_count)));
   read_exact(f.get(), path, labels.data(), labels.size(),
              (std::to_string(labels.size()) + " labels").c_str());
   return labels;
@@ -108,9 +108,8 @@ FashionMnist load_fashion_mnist(const std::string &dir, int64_t max_train, int64
       for (uint8_t l : *labels)
         if (l > 9) throw DataError(base + ": a label is out of range 0..9");
   } catch (const DataError &e) {
-    throw DataError(std::string(e.what()) + "; install the Debian package " +
-                    kFashionMnistPackage + " (sudo apt-get install " + kFashionMnistPackage +
-                    ") or pass --data-dir");
+    throw DataError(std::string(e.what()) + "; install the Debian package " + kFashionMnistPackage +
+                    " (sudo apt-get install " + kFashionMnistPackage + ") or pass --data-dir");
   }
   return m;
 }

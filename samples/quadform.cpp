@@ -10,8 +10,9 @@ int main(int argc, char **argv) {
   d.add_options()("dim", po::value<int64_t>()->default_value(500), "D, size of x")(
       "k", po::value<int>()->default_value(10), "K, number of matrices")(
       "calls", po::value<int>()->default_value(3), "gradient evaluations (each an adprof step)")(
-      "active-A", "mark the A_k as requiring gradients (like parameters); the gradient is still "
-                  "asked for x only, through grad(loss, {x}) on the tape");
+      "active-A",
+      "mark the A_k as requiring gradients (like parameters); the gradient is still "
+      "asked for x only, through grad(loss, {x}) on the tape");
   po::variables_map vm;
   samples::Common c;
   const int rc = samples::parse(

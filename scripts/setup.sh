@@ -8,7 +8,7 @@ packages=(
   libjemalloc-dev libboost-program-options-dev libzstd-dev zlib1g-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libabsl-dev
   qt6-base-dev qt6-svg-dev libgl-dev
-  dataset-fashion-mnist heaptrack
+  dataset-fashion-mnist heaptrack clang-format
 )
 
 missing=()

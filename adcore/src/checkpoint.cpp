@@ -44,8 +44,9 @@ Tensor checkpoint_sequential(std::span<const std::function<Tensor(const Tensor &
   Tensor h = x;
   for (size_t k = 0; k < starts.size(); ++k) {
     const size_t b = starts[k], e = k + 1 < starts.size() ? starts[k + 1] : layers.size();
-    std::vector<std::function<Tensor(const Tensor &)>> part(layers.begin() + static_cast<std::ptrdiff_t>(b),
-                                                            layers.begin() + static_cast<std::ptrdiff_t>(e));
+    std::vector<std::function<Tensor(const Tensor &)>> part(
+        layers.begin() + static_cast<std::ptrdiff_t>(b),
+        layers.begin() + static_cast<std::ptrdiff_t>(e));
     SegmentFn seg = [part = std::move(part)](std::span<const Tensor> in) {
       Tensor t = in[0];
       for (const auto &f : part) t = f(t);

@@ -13,9 +13,7 @@
 
 namespace adcore {
 
-KernelFn Device::kernel(OpId op) const {
-  return op_def(op).kernel[static_cast<int>(kind())];
-}
+KernelFn Device::kernel(OpId op) const { return op_def(op).kernel[static_cast<int>(kind())]; }
 
 void Device::fill(void *p, size_t count, DType dtype, double value) {
   auto put = [&](auto v) {

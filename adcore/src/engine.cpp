@@ -103,8 +103,8 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
       throw std::invalid_argument(std::string("op ") + op_name(op) + ": inputs on different " +
                                   "devices (" + dev.name() + " and " + t.device().name() + ")");
   KernelFn k = dev.kernel(op);
-  if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " +
-                                   dev.name());
+  if (!k)
+    throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " + dev.name());
   Tape &tape = Tape::current();
   bool rec = false;
   if (g_grad_enabled && op_def(op).backward) {
@@ -121,8 +121,8 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
     adprof::OpScope scope(op_name_id(op), rec ? tape.size() : (1ULL << 63) | ++g_untaped_instance);
     adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
     out = empty(shape, dt, g_out_role, dev);
-    if (op_def(op).duplicates_input) retag_storage(*out.impl()->storage, ADPROF_ROLE_DUPLICATE,
-                                                   ins[0].storage_ptr());
+    if (op_def(op).duplicates_input)
+      retag_storage(*out.impl()->storage, ADPROF_ROLE_DUPLICATE, ins[0].storage_ptr());
     KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
     k(args);
     if (rec) tape.record(op, ins, a, out);
@@ -149,8 +149,8 @@ void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
       throw std::invalid_argument(std::string("op ") + op_name(op) + ": inputs on different " +
                                   "devices (" + dev.name() + " and " + t.device().name() + ")");
   KernelFn k = dev.kernel(op);
-  if (!k) throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " +
-                                   dev.name());
+  if (!k)
+    throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " + dev.name());
   adprof::OpScope scope(op_name_id(op), (1ULL << 63) | ++g_untaped_instance);
   adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
   Tensor out = ins[0];
@@ -318,7 +318,8 @@ void Tape::record_checkpoint(SegmentFn fn, std::span<const Tensor> ins, Tensor &
   Node &n = *nodes_[n_ - 1];
   n.segment = std::move(fn);
   if (profiled())
-    annotate(kinds().checkpoint, {static_cast<uint64_t>(n.id), ins.size(), addr(out.storage_ptr())});
+    annotate(kinds().checkpoint,
+             {static_cast<uint64_t>(n.id), ins.size(), addr(out.storage_ptr())});
 }
 
 void Tape::release_node(Node &n) {
@@ -448,9 +449,8 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
   ArenaScope arena(arena_ ? arena_.get() : current_arena());
   NoGrad ng;
   OutputRole orole(ADPROF_ROLE_ADJOINT);
-  const int32_t r = root.impl()->tape == this && root.impl()->tape_gen == gen_
-                        ? root.impl()->node
-                        : leaf_node(root);
+  const int32_t r = root.impl()->tape == this && root.impl()->tape_gen == gen_ ? root.impl()->node
+                                                                               : leaf_node(root);
   const size_t n = n_;
   adj_.resize(n);
   if (pending_.size() < n) pending_.resize(n);
@@ -480,8 +480,8 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
   if (profiled()) {
     // flags: bit 0 gradients go to the leaves' .grad, bit 1 inside value_and_grad, bit 2 an
     // optimizer was given.
-    const uint64_t flags = (to_leaf_grads ? 1u : 0u) | (!call_args_.empty() ? 2u : 0u) |
-                           (opt ? 4u : 0u);
+    const uint64_t flags =
+        (to_leaf_grads ? 1u : 0u) | (!call_args_.empty() ? 2u : 0u) | (opt ? 4u : 0u);
     annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, opts_.bits(), flags});
     uint64_t v[32];
     uint32_t c = 0;
@@ -543,7 +543,8 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
       const int32_t in = nd.in_node[j];
       if (gin_[j].defined()) accumulate(in, i, std::move(gin_[j]));
       gin_[j] = Tensor();
-      if (--deps_[static_cast<size_t>(in)] == 0 && nodes_[static_cast<size_t>(in)]->op == OpId::leaf)
+      if (--deps_[static_cast<size_t>(in)] == 0 &&
+          nodes_[static_cast<size_t>(in)]->op == OpId::leaf)
         deliver(in, opt, to_leaf_grads);
     }
   }
@@ -630,7 +631,11 @@ std::vector<Tensor> grad(const Tensor &root, std::span<const Tensor> wrt) {
 // ---------------- value_and_grad ----------------
 Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<const size_t> wrt,
                            std::span<Tensor> grads_out)
-    : t_(t), wrt_(wrt), out_(grads_out), prev_tape_(g_current), arena_(t.arena_.get()),
+    : t_(t),
+      wrt_(wrt),
+      out_(grads_out),
+      prev_tape_(g_current),
+      arena_(t.arena_.get()),
       prev_phase_(g_phase) {
   if (wrt.size() != grads_out.size())
     throw std::invalid_argument("value_and_grad: wrt/grads_out size mismatch");

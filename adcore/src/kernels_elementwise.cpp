@@ -58,19 +58,19 @@ void unary(const KernelArgs &a, F f) {
   iterate2(o.shape(), sx.d, z, [&](int64_t oi, int64_t i, int64_t) { po[oi] = f(px[i]); });
 }
 
-#define BINARY_KERNEL(name, expr)                                           \
-  void k_##name##_impl(const KernelArgs &a) {                               \
-    dispatch_float(a.out->dtype(), [&](auto tag) {                          \
-      using T = decltype(tag);                                              \
-      binary<T>(a, [](T x, T y) -> T { return expr; });                     \
-    });                                                                     \
+#define BINARY_KERNEL(name, expr)                       \
+  void k_##name##_impl(const KernelArgs &a) {           \
+    dispatch_float(a.out->dtype(), [&](auto tag) {      \
+      using T = decltype(tag);                          \
+      binary<T>(a, [](T x, T y) -> T { return expr; }); \
+    });                                                 \
   }
-#define UNARY_KERNEL(name, expr)                                            \
-  void k_##name##_impl(const KernelArgs &a) {                               \
-    dispatch_float(a.out->dtype(), [&](auto tag) {                          \
-      using T = decltype(tag);                                              \
-      unary<T>(a, [](T x) -> T { return expr; });                           \
-    });                                                                     \
+#define UNARY_KERNEL(name, expr)                   \
+  void k_##name##_impl(const KernelArgs &a) {      \
+    dispatch_float(a.out->dtype(), [&](auto tag) { \
+      using T = decltype(tag);                     \
+      unary<T>(a, [](T x) -> T { return expr; });  \
+    });                                            \
   }
 
 BINARY_KERNEL(add, x + y)

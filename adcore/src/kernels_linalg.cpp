@@ -48,8 +48,8 @@ void gemv(bool t, int64_t rows, int64_t cols, const float *a, int64_t lda, const
 void gemv(bool t, int64_t rows, int64_t cols, const double *a, int64_t lda, const double *x,
           int64_t incx, double *y) {
   cblas_dgemv(CblasRowMajor, t ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-              static_cast<int>(cols), 1.0, a, static_cast<int>(lda), x, static_cast<int>(incx),
-              0.0, y, 1);
+              static_cast<int>(cols), 1.0, a, static_cast<int>(lda), x, static_cast<int>(incx), 0.0,
+              y, 1);
 }
 float vdot(int64_t n, const float *x, int64_t ix, const float *y, int64_t iy) {
   return cblas_sdot(static_cast<int>(n), x, static_cast<int>(ix), y, static_cast<int>(iy));
@@ -99,7 +99,8 @@ void bmm_impl(const KernelArgs &args) {
   mat_layout(b.shape(), b.strides(), 1, 2, tb, ldb);
   const int64_t m = a.shape()[1], k = a.shape()[2], n = b.shape()[2];
   for (int64_t i = 0; i < a.shape()[0]; ++i)
-    gemm(ta, tb, m, n, k, pa + i * a.strides()[0], lda, pb + i * b.strides()[0], ldb, c + i * m * n);
+    gemm(ta, tb, m, n, k, pa + i * a.strides()[0], lda, pb + i * b.strides()[0], ldb,
+         c + i * m * n);
 }
 
 }  // namespace

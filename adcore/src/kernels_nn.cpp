@@ -11,8 +11,8 @@
 namespace adcore::detail {
 namespace {
 
-void gemm_b(bool ta, bool tb, int m, int n, int k, const float *a, int lda, const float *b,
-            int ldb, float beta, float *c, int ldc) {
+void gemm_b(bool ta, bool tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+            float beta, float *c, int ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
@@ -57,8 +57,8 @@ struct ConvDims {
   int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
 };
 ConvDims conv_dims(const Shape &x, const Shape &w, const Shape &out, const Attrs &a) {
-  return ConvDims{x.d[0], x.d[1], x.d[2], x.d[3], w.d[0], w.d[2], w.d[3], out.d[2], out.d[3],
-                  a.i[0], a.i[1]};
+  return ConvDims{x.d[0], x.d[1],   x.d[2],   x.d[3], w.d[0], w.d[2],
+                  w.d[3], out.d[2], out.d[3], a.i[0], a.i[1]};
 }
 
 template <class T>
@@ -169,7 +169,8 @@ void pool_windows(const Shape &xs, const Shape &os, const Attrs &a, F f) {
   const int64_t k = a.i[0], s = a.i[1];
   for (int64_t nc = 0; nc < N * C; ++nc)
     for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) f(nc * H * W + oh * s * W + ow * s, W, k, (nc * OH + oh) * OW + ow);
+      for (int64_t ow = 0; ow < OW; ++ow)
+        f(nc * H * W + oh * s * W + ow * s, W, k, (nc * OH + oh) * OW + ow);
 }
 }  // namespace
 
@@ -249,7 +250,8 @@ void k_sgd_update(const KernelArgs &a) {
     const T lr = static_cast<T>(a.attrs->s[0]);
     const Shape sg = bstrides(g, a.out->shape());
     int64_t z[kMaxRank] = {};
-    iterate2(a.out->shape(), sg.d, z, [&](int64_t oi, int64_t j, int64_t) { pp[oi] -= lr * pg[j]; });
+    iterate2(a.out->shape(), sg.d, z,
+             [&](int64_t oi, int64_t j, int64_t) { pp[oi] -= lr * pg[j]; });
   });
 }
 

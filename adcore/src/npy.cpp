@@ -29,7 +29,8 @@ const char *descr(DType t) {
 void save_npy(const std::string &path, const Tensor &t) {
   const Tensor c = to_device(t.contiguous(), cpu());  // a device tensor is copied to the host
   std::string shape = "(";
-  for (int i = 0; i < c.rank(); ++i) shape += std::to_string(c.shape()[i]) + (c.rank() == 1 ? "," : i + 1 < c.rank() ? ", " : "");
+  for (int i = 0; i < c.rank(); ++i)
+    shape += std::to_string(c.shape()[i]) + (c.rank() == 1 ? "," : i + 1 < c.rank() ? ", " : "");
   shape += ")";
   std::string header = std::string("{'descr': '") + descr(c.dtype()) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
@@ -54,7 +55,8 @@ Tensor load_npy(const std::string &path) {
   char magic[10];
   f.read(magic, 10);
   if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) throw std::runtime_error(path + ": not .npy");
-  const size_t hl = static_cast<unsigned char>(magic[8]) | (static_cast<unsigned char>(magic[9]) << 8);
+  const size_t hl =
+      static_cast<unsigned char>(magic[8]) | (static_cast<unsigned char>(magic[9]) << 8);
   std::string h(hl, ' ');
   f.read(h.data(), static_cast<std::streamsize>(hl));
   DType dt;

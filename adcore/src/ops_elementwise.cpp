@@ -120,7 +120,8 @@ void b_relu(BackwardCtx &c) {
 }
 void b_add_n(BackwardCtx &c) {
   for (size_t i = 0; i < c.gin.size(); ++i)
-    if (c.need(static_cast<int>(i))) c.gin[i] = sum_to(c.gout, c.in_meta(static_cast<int>(i)).shape);
+    if (c.need(static_cast<int>(i)))
+      c.gin[i] = sum_to(c.gout, c.in_meta(static_cast<int>(i)).shape);
 }
 
 Tensor contiguous_copy(const Tensor &t) {

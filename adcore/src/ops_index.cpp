@@ -27,8 +27,8 @@ void b_index_select(BackwardCtx &c) {
 }
 void b_gather(BackwardCtx &c) {
   if (c.need(0))
-    c.gin[0] = gather_backward(c.gout, c.in_meta(0).shape, static_cast<int>(c.attrs().i[0]),
-                               c.in(1));
+    c.gin[0] =
+        gather_backward(c.gout, c.in_meta(0).shape, static_cast<int>(c.attrs().i[0]), c.in(1));
 }
 void b_gather_nd(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = gather_nd_backward(c.gout, c.in_meta(0).shape, c.in(1));

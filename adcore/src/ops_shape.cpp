@@ -56,7 +56,8 @@ bool view_strides(const Tensor &a, const Shape &ns, Shape &out) {
 
 void b_transpose(BackwardCtx &c) {
   if (c.need(0))
-    c.gin[0] = transpose(c.gout, static_cast<int>(c.attrs().i[0]), static_cast<int>(c.attrs().i[1]));
+    c.gin[0] =
+        transpose(c.gout, static_cast<int>(c.attrs().i[0]), static_cast<int>(c.attrs().i[1]));
 }
 void b_reshape(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = reshape(c.gout, c.in_meta(0).shape);

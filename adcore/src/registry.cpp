@@ -102,7 +102,8 @@ const char *op_name(OpId op) { return kTable[static_cast<size_t>(op)].name; }
 uint32_t op_name_id(OpId op) {
   static const std::array<uint32_t, kOpCount> ids = [] {
     std::array<uint32_t, kOpCount> r{};
-    for (int i = 0; i < kOpCount; ++i) r[static_cast<size_t>(i)] = intern(kTable[static_cast<size_t>(i)].name);
+    for (int i = 0; i < kOpCount; ++i)
+      r[static_cast<size_t>(i)] = intern(kTable[static_cast<size_t>(i)].name);
     return r;
   }();
   return ids[static_cast<size_t>(op)];

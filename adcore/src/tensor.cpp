@@ -184,8 +184,8 @@ void store(void *base, DType t, int64_t off, double v) {
 }  // namespace
 
 double Tensor::item() const {
-  if (numel() != 1) throw std::invalid_argument("item: tensor has " + std::to_string(numel()) +
-                                                " elements");
+  if (numel() != 1)
+    throw std::invalid_argument("item: tensor has " + std::to_string(numel()) + " elements");
   if (!device().host_accessible()) return to_device(*this, cpu()).item();
   return load(raw(), dtype(), 0);
 }
@@ -268,8 +268,8 @@ Tensor make_view(const Tensor &base, const Shape &shape, const Shape &strides, i
 
 Tensor empty(const Shape &shape, DType dtype, adprof_role role, Device &dev) {
   TensorImpl *t = TensorImpl::make();
-  t->storage = allocate_storage(dev, static_cast<size_t>(shape.numel()) * dtype_size(dtype),
-                                role, dtype, shape);
+  t->storage = allocate_storage(dev, static_cast<size_t>(shape.numel()) * dtype_size(dtype), role,
+                                dtype, shape);
   t->shape = shape;
   t->strides = contiguous_strides(shape);
   t->dtype = dtype;

@@ -67,8 +67,10 @@ void report(benchmark::State &st, uint64_t mallocs0) {
   st.counters["allocs_per_grad"] = static_cast<double>(g_mallocs.load() - mallocs0) / it;
   st.counters["peak_MiB"] = static_cast<double>(s.peak_total) / (1 << 20);
   st.counters["adjoint_MiB"] = static_cast<double>(s.peak_bytes[ADPROF_ROLE_ADJOINT]) / (1 << 20);
-  st.counters["accum_MiB"] = static_cast<double>(s.peak_bytes[ADPROF_ROLE_ACCUMULATION]) / (1 << 20);
-  st.counters["cache_MiB"] = static_cast<double>(s.peak_bytes[ADPROF_ROLE_FORWARD_CACHE]) / (1 << 20);
+  st.counters["accum_MiB"] =
+      static_cast<double>(s.peak_bytes[ADPROF_ROLE_ACCUMULATION]) / (1 << 20);
+  st.counters["cache_MiB"] =
+      static_cast<double>(s.peak_bytes[ADPROF_ROLE_FORWARD_CACHE]) / (1 << 20);
   st.counters["dup_MiB"] = static_cast<double>(s.peak_bytes[ADPROF_ROLE_DUPLICATE]) / (1 << 20);
 }
 
@@ -182,7 +184,8 @@ void BM_chain_checkpoint(benchmark::State &st) {
   const int v = static_cast<int>(st.range(0));
   st.SetLabel(variant_name(v, "no-checkpoint"));
   std::vector<std::function<Tensor(const Tensor &)>> layers;
-  for (int i = 0; i < 16; ++i) layers.push_back([](const Tensor &t) { return tanh(affine(t, 1.1, 0.1)); });
+  for (int i = 0; i < 16; ++i)
+    layers.push_back([](const Tensor &t) { return tanh(affine(t, 1.1, 0.1)); });
   run_grad(st, variant_options(v, &Options::checkpointing),
            [&](auto in) { return sum(checkpoint_sequential(layers, in[0])); },
            {rand_uniform(Shape{100000}, 1, -1, 1)});
@@ -192,10 +195,25 @@ void BM_chain_checkpoint(benchmark::State &st) {
 
 BENCHMARK(BM_eam)->ArgsProduct({{100, 1000}, {kOptimised, kNaive}});
 BENCHMARK(BM_eam_hand)->Arg(100)->Arg(1000);
-BENCHMARK(BM_quadform)->Arg(kOptimised)->Arg(kNaive)->Arg(kPolicyOff)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_densenet)->Arg(kOptimised)->Arg(kNaive)->Arg(kPolicyOff)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_gather)->Arg(kOptimised)->Arg(kNaive)->Arg(kPolicyOff)->Unit(benchmark::kMillisecond)->Iterations(5);
-BENCHMARK(BM_mlp)->ArgsProduct({{kOptimised, kNaive, kPolicyOff}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_quadform)
+    ->Arg(kOptimised)
+    ->Arg(kNaive)
+    ->Arg(kPolicyOff)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_densenet)
+    ->Arg(kOptimised)
+    ->Arg(kNaive)
+    ->Arg(kPolicyOff)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gather)
+    ->Arg(kOptimised)
+    ->Arg(kNaive)
+    ->Arg(kPolicyOff)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_mlp)
+    ->ArgsProduct({{kOptimised, kNaive, kPolicyOff}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_branches)->Arg(kOptimised)->Arg(kPolicyOff)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_chain_checkpoint)->Arg(kOptimised)->Arg(kPolicyOff)->Unit(benchmark::kMillisecond);
 

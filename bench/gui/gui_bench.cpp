@@ -14,12 +14,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <thread>
 #include <vector>
-#include <ctime>
 
 #include "adprof/replay.h"
-
 #include "adprof/report.h"
 #include "adprof/timeline.h"
 #include "main_window.h"
@@ -43,7 +42,9 @@ double thread_cpu() {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return v.empty()      ? 0
+         : v.size() % 2 ? v[v.size() / 2]
+                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 }  // namespace
@@ -55,9 +56,12 @@ int main(int argc, char **argv) {
   int runs = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     QString k = argv[i], v = argv[i + 1];
-    if (k == "--trace") trace = v;
-    else if (k == "--pairs") pairs = v;
-    else if (k == "--runs") runs = v.toInt();
+    if (k == "--trace")
+      trace = v;
+    else if (k == "--pairs")
+      pairs = v;
+    else if (k == "--runs")
+      runs = v.toInt();
   }
   if (trace.isEmpty()) {
     trace = QDir::temp().filePath(QString("adprof-gui-bench-%1.adtrace").arg(pairs));
@@ -80,8 +84,8 @@ int main(int argc, char **argv) {
   }
 
   std::vector<double> t_gui_first, t_gui_all;
-  std::vector<double> t_read, t_replay, t_analyze, t_timeline, t_both, c_read, c_replay,
-      c_analyze, c_timeline;
+  std::vector<double> t_read, t_replay, t_analyze, t_timeline, t_both, c_read, c_replay, c_analyze,
+      c_timeline;
   uint64_t events = 0;
   for (int run = 0; run < runs; ++run) {
     // Per phase: reading (decompress + merge), replay, and the two analyses on top.
@@ -136,9 +140,12 @@ int main(int argc, char **argv) {
   std::printf("events: %llu\n", static_cast<unsigned long long>(events));
   std::printf("phase                        wall median   cpu median\n");
   std::printf("read only (next())           %8.3f s   %8.3f s\n", median(t_read), median(c_read));
-  std::printf("read + Replay::apply         %8.3f s   %8.3f s\n", median(t_replay), median(c_replay));
-  std::printf("analyze (2 passes)           %8.3f s   %8.3f s\n", median(t_analyze), median(c_analyze));
-  std::printf("build_timeline               %8.3f s   %8.3f s\n", median(t_timeline), median(c_timeline));
+  std::printf("read + Replay::apply         %8.3f s   %8.3f s\n", median(t_replay),
+              median(c_replay));
+  std::printf("analyze (2 passes)           %8.3f s   %8.3f s\n", median(t_analyze),
+              median(c_analyze));
+  std::printf("build_timeline               %8.3f s   %8.3f s\n", median(t_timeline),
+              median(c_timeline));
   std::printf("analyze || build_timeline    %8.3f s   (two threads, wall)\n", median(t_both));
   std::fflush(stdout);
 
@@ -155,8 +162,8 @@ int main(int argc, char **argv) {
       window.timeline()->repaint();  // the first paint of the new timeline
       first = double(clock.nsecsElapsed()) * 1e-9;
     });
-    auto c2 = QObject::connect(&window, &adprof::gui::MainWindow::traceLoaded, &loop,
-                               &QEventLoop::quit);
+    auto c2 =
+        QObject::connect(&window, &adprof::gui::MainWindow::traceLoaded, &loop, &QEventLoop::quit);
     window.openTrace(trace);
     loop.exec();
     double all = double(clock.nsecsElapsed()) * 1e-9;
@@ -200,10 +207,11 @@ int main(int argc, char **argv) {
     }
   }
   std::sort(wall_ms.begin(), wall_ms.end());
-  std::printf("repaint after zoom/pan (%zu repaints, %dx%d): median %.2f ms, p95 %.2f ms, max "
-              "%.2f ms (paintEvent alone: median %.2f ms)\n",
-              wall_ms.size(), tl->width(), tl->height(), median(wall_ms),
-              wall_ms[wall_ms.size() * 95 / 100], wall_ms.back(), median(paint_ms));
+  std::printf(
+      "repaint after zoom/pan (%zu repaints, %dx%d): median %.2f ms, p95 %.2f ms, max "
+      "%.2f ms (paintEvent alone: median %.2f ms)\n",
+      wall_ms.size(), tl->width(), tl->height(), median(wall_ms),
+      wall_ms[wall_ms.size() * 95 / 100], wall_ms.back(), median(paint_ms));
   std::printf("samples drawn in the last repaint: %zu\n", tl->samplesDrawn());
   return 0;
 }

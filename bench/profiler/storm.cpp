@@ -25,8 +25,9 @@ void worker(int index, long iterations, size_t window) {
     void *&slot = slots[next(rng) % window];
     free(slot);
     uint64_t r = next(rng) % 100;
-    size_t size = r < 80 ? 8 + next(rng) % 248 : r < 98 ? 256 + next(rng) % 7936
-                                                        : 8192 + next(rng) % 57344;
+    size_t size = r < 80   ? 8 + next(rng) % 248
+                  : r < 98 ? 256 + next(rng) % 7936
+                           : 8192 + next(rng) % 57344;
     slot = malloc(size);
     static_cast<volatile char *>(slot)[0] = 1;
   }

@@ -21,7 +21,7 @@ struct Outcome {
   std::shared_ptr<const T> value;  // null when failed or cancelled
   std::string error;               // plain words, for the user
   bool cancelled = false;
-  double seconds = 0;              // wall time the job took
+  double seconds = 0;  // wall time the job took
 };
 
 // The live set at one instant, as the "At an instant" view shows it.

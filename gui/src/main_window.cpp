@@ -78,9 +78,7 @@ MainWindow::MainWindow(QWidget *parent) : QMainWindow(parent) {
 
 MainWindow::~MainWindow() = default;
 
-QDockWidget *MainWindow::dock(const QString &name) const {
-  return findChild<QDockWidget *>(name);
-}
+QDockWidget *MainWindow::dock(const QString &name) const { return findChild<QDockWidget *>(name); }
 
 void MainWindow::buildUi() {
   // ---- centre: grouping, the chart, the selection's totals ----
@@ -265,9 +263,9 @@ void MainWindow::buildActions() {
   });
   open->setShortcut(QKeySequence::Open);
   QAction *base = file->addAction(tr("Open &base trace to compare..."), this, [this] {
-    QString path = QFileDialog::getOpenFileName(this, tr("Open a base trace"),
-                                                QFileInfo(path_).path(),
-                                                tr("adprof traces (*.adtrace*);;All files (*)"));
+    QString path =
+        QFileDialog::getOpenFileName(this, tr("Open a base trace"), QFileInfo(path_).path(),
+                                     tr("adprof traces (*.adtrace*);;All files (*)"));
     if (!path.isEmpty()) openBase(path);
   });
   base->setShortcut(QKeySequence("Ctrl+Shift+O"));
@@ -290,11 +288,10 @@ void MainWindow::buildActions() {
   file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
 
   QMenu *view = menuBar()->addMenu(tr("&View"));
-  const char *names[] = {"Stack by &role", "Stack by &op", "Stack by &phase",
-                         "Stack by &device"};
+  const char *names[] = {"Stack by &role", "Stack by &op", "Stack by &phase", "Stack by &device"};
   for (int i = 0; i < 4; ++i) {
-    QAction *a = view->addAction(tr(names[i]), this,
-                                 [this, i] { grouping_box_->setCurrentIndex(i); });
+    QAction *a =
+        view->addAction(tr(names[i]), this, [this, i] { grouping_box_->setCurrentIndex(i); });
     a->setShortcut(QKeySequence(QString("Ctrl+%1").arg(i + 1)));
   }
   view->addSeparator();
@@ -310,15 +307,19 @@ void MainWindow::buildActions() {
       ->setShortcut(QKeySequence("Alt+Right"));
   view->addAction(tr("Go to the &peak"), this, &MainWindow::goToPeak)
       ->setShortcut(QKeySequence("Ctrl+P"));
-  view->addAction(tr("Clear the &selection"), this, [this] {
-        timeline_->clearSelection();
-        timeline_->setHighlightOp({});
-      })->setShortcut(QKeySequence("Escape"));
-  view->addAction(tr("&Filter buffers"), this, [this] {
-        if (auto *d = dock("instant")) d->raise();
-        filter_->setFocus();
-        filter_->selectAll();
-      })->setShortcut(QKeySequence::Find);
+  view->addAction(tr("Clear the &selection"), this,
+                  [this] {
+                    timeline_->clearSelection();
+                    timeline_->setHighlightOp({});
+                  })
+      ->setShortcut(QKeySequence("Escape"));
+  view->addAction(tr("&Filter buffers"), this,
+                  [this] {
+                    if (auto *d = dock("instant")) d->raise();
+                    filter_->setFocus();
+                    filter_->selectAll();
+                  })
+      ->setShortcut(QKeySequence::Find);
   view->addSeparator();
   for (QDockWidget *d : findChildren<QDockWidget *>()) view->addAction(d->toggleViewAction());
 }
@@ -388,9 +389,10 @@ void MainWindow::fail(const QString &path, const std::string &error) {
   status_->setText(tr("Cannot open %1").arg(last_error_));
   if (error_box_) error_box_->close();
   // Not modal: a bad file never blocks the window (nor a test or a screenshot run).
-  auto *box = new QMessageBox(QMessageBox::Critical, tr("Cannot open the trace"),
-                              tr("%1 cannot be read:\n\n%2").arg(path, QString::fromStdString(error)),
-                              QMessageBox::Ok, this);
+  auto *box =
+      new QMessageBox(QMessageBox::Critical, tr("Cannot open the trace"),
+                      tr("%1 cannot be read:\n\n%2").arg(path, QString::fromStdString(error)),
+                      QMessageBox::Ok, this);
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->setModal(false);
   if (qEnvironmentVariable("QT_QPA_PLATFORM") != "offscreen") box->show();
@@ -408,10 +410,10 @@ void MainWindow::openTrace(const QString &path) {
     pending_ok_ &= ok;
     if (--pending_parts_ == 0) {
       if (pending_ok_) {
-        status_->setText(tr("%1: peak %2 at %3, %4 events")
-                             .arg(path, format_bytes_q(report_->peak),
-                                  format_seconds(report_->peak_time))
-                             .arg(report_->events));
+        status_->setText(
+            tr("%1: peak %2 at %3, %4 events")
+                .arg(path, format_bytes_q(report_->peak), format_seconds(report_->peak_time))
+                .arg(report_->events));
         addRecent(path);
       }
       emit traceLoaded(pending_ok_);
@@ -422,8 +424,10 @@ void MainWindow::openTrace(const QString &path) {
       [this, path, finish_part](Outcome<Timeline> r) {
         if (path != pending_path_) return;
         if (!r.value) {
-          if (!r.cancelled) fail(path, r.error);
-          else status_->setText(tr("Loading cancelled."));
+          if (!r.cancelled)
+            fail(path, r.error);
+          else
+            status_->setText(tr("Loading cancelled."));
           loader_.cancelLoad(0);
           return finish_part(false);
         }
@@ -440,8 +444,10 @@ void MainWindow::openTrace(const QString &path) {
       [this, path, finish_part](Outcome<Report> r) {
         if (path != pending_path_) return;
         if (!r.value) {
-          if (!r.cancelled) fail(path, r.error);
-          else status_->setText(tr("Loading cancelled."));
+          if (!r.cancelled)
+            fail(path, r.error);
+          else
+            status_->setText(tr("Loading cancelled."));
           loader_.cancelLoad(0);
           return finish_part(false);
         }
@@ -560,8 +566,7 @@ void MainWindow::showInstant(double time, bool at_peak) {
                                 .arg(format_bytes_q(d.host))
                                 .arg(d.buffers.size())
                                 .arg(format_seconds(d.time), d.at_peak ? tr(" (the peak)") : ""));
-    for (int r = 0; r < live_proxy_->rowCount(); ++r)
-      live_view_->expand(live_proxy_->index(r, 0));
+    for (int r = 0; r < live_proxy_->rowCount(); ++r) live_view_->expand(live_proxy_->index(r, 0));
     emit instantShown();
   };
   if (at_peak) return shown(instant_at_peak(*report_));

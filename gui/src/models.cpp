@@ -72,8 +72,16 @@ void LiveBuffersModel::setInstant(InstantData data) {
       const LiveBuffer &b = data_.buffers[i];
       tree[qs(b.role)][op_kind(b.op)].push_back(static_cast<int>(i));
     }
-    struct Op { QString name; uint64_t bytes; std::vector<int> buffers; };
-    struct Role { QString name; uint64_t bytes; std::vector<Op> ops; };
+    struct Op {
+      QString name;
+      uint64_t bytes;
+      std::vector<int> buffers;
+    };
+    struct Role {
+      QString name;
+      uint64_t bytes;
+      std::vector<Op> ops;
+    };
     std::vector<Role> roles;
     for (auto &[role, ops] : tree) {
       Role r{role, 0, {}};
@@ -138,8 +146,8 @@ const LiveBuffer *LiveBuffersModel::buffer(const QModelIndex &index) const {
   return &data_.buffers[g.buffers[index.row()]];
 }
 
-QVariant LiveBuffersModel::groupData(const QString &name, uint64_t bytes, size_t count,
-                                     int column, int role) const {
+QVariant LiveBuffersModel::groupData(const QString &name, uint64_t bytes, size_t count, int column,
+                                     int role) const {
   if (column == Name) {
     if (role == Qt::DisplayRole) return QStringLiteral("%1 (%2)").arg(name).arg(count);
     if (role == SortRole || role == RowKeyRole) return name;
@@ -164,9 +172,12 @@ QVariant LiveBuffersModel::bufferData(const LiveBuffer &b, int column, int role)
             .arg(name, format_bytes_q(b.size), hex(b.addr), qs(b.op), qs(b.phase));
       return text_cell(name, role);
     }
-    case Size: return bytes_cell(b.size, role);
-    case Dtype: return text_cell(qs(b.dtype), role);
-    case Shape: return text_cell(shape_text(b.shape), role);
+    case Size:
+      return bytes_cell(b.size, role);
+    case Dtype:
+      return text_cell(qs(b.dtype), role);
+    case Shape:
+      return text_cell(shape_text(b.shape), role);
     case Age: {
       double age = std::max(0.0, data_.time - b.alloc_time);
       if (role == Qt::DisplayRole) return format_seconds(age);
@@ -174,8 +185,10 @@ QVariant LiveBuffersModel::bufferData(const LiveBuffer &b, int column, int role)
       if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
       return {};
     }
-    case Op: return text_cell(qs(b.op), role);
-    case Phase: return text_cell(qs(b.phase), role);
+    case Op:
+      return text_cell(qs(b.op), role);
+    case Phase:
+      return text_cell(qs(b.phase), role);
     case Source: {
       if (!b.source) return {};
       if (role == LinkRole) return QVariant::fromValue<qulonglong>(b.source);
@@ -190,8 +203,10 @@ QVariant LiveBuffersModel::bufferData(const LiveBuffer &b, int column, int role)
       }
       return {};
     }
-    case Address: return text_cell(hex(b.addr), role);
-    default: return {};
+    case Address:
+      return text_cell(hex(b.addr), role);
+    default:
+      return {};
   }
 }
 
@@ -248,11 +263,16 @@ QVariant FindingsModel::cell(int row, int column, int role) const {
     case Bytes:
       if (f.bytes == 0 && role == Qt::DisplayRole) return QString();
       return bytes_cell(f.bytes, role);
-    case Message: return text_cell(qs(f.message), role);
-    case Evidence: return text_cell(qs(f.evidence), role);
-    case Fix: return text_cell(qs(f.fix), role);
-    case Kind: return text_cell(qs(f.kind), role);
-    default: return {};
+    case Message:
+      return text_cell(qs(f.message), role);
+    case Evidence:
+      return text_cell(qs(f.evidence), role);
+    case Fix:
+      return text_cell(qs(f.fix), role);
+    case Kind:
+      return text_cell(qs(f.kind), role);
+    default:
+      return {};
   }
 }
 
@@ -263,19 +283,29 @@ OpsModel::OpsModel(QObject *parent)
                  tr("Temporaries"), tr("Temporary bytes")},
                 parent) {}
 
-void OpsModel::setOps(std::vector<OpSummary> ops) { reset([&] { ops_ = std::move(ops); }); }
+void OpsModel::setOps(std::vector<OpSummary> ops) {
+  reset([&] { ops_ = std::move(ops); });
+}
 
 QVariant OpsModel::cell(int row, int column, int role) const {
   const OpSummary &o = ops_[row];
   switch (column) {
-    case Name: return text_cell(qs(o.name), role);
-    case Calls: return count_cell(o.calls, role);
-    case Allocations: return count_cell(o.allocations, role);
-    case Bytes: return bytes_cell(o.bytes, role);
-    case LiveAtPeak: return bytes_cell(o.live_at_peak, role);
-    case Temporaries: return count_cell(o.temporaries, role);
-    case TemporaryBytes: return bytes_cell(o.temporary_bytes, role);
-    default: return {};
+    case Name:
+      return text_cell(qs(o.name), role);
+    case Calls:
+      return count_cell(o.calls, role);
+    case Allocations:
+      return count_cell(o.allocations, role);
+    case Bytes:
+      return bytes_cell(o.bytes, role);
+    case LiveAtPeak:
+      return bytes_cell(o.live_at_peak, role);
+    case Temporaries:
+      return count_cell(o.temporaries, role);
+    case TemporaryBytes:
+      return bytes_cell(o.temporary_bytes, role);
+    default:
+      return {};
   }
 }
 
@@ -285,66 +315,83 @@ WhatIfModel::WhatIfModel(QObject *parent)
     : ModelBase({tr("Policy"), tr("Predicted peak"), tr("Measured peak"), tr("Saving"), tr("Note")},
                 parent) {}
 
-void WhatIfModel::setData(WhatIfData data) { reset([&] { data_ = std::move(data); }); }
+void WhatIfModel::setData(WhatIfData data) {
+  reset([&] { data_ = std::move(data); });
+}
 
 QVariant WhatIfModel::cell(int row, int column, int role) const {
   const WhatIfRow &r = data_.rows[row];
   switch (column) {
-    case Policy: return text_cell(qs(r.policy), role);
+    case Policy:
+      return text_cell(qs(r.policy), role);
     case Predicted:
-      if (!r.applicable) return role == Qt::DisplayRole ? QVariant(tr("not predicted")) : QVariant();
+      if (!r.applicable)
+        return role == Qt::DisplayRole ? QVariant(tr("not predicted")) : QVariant();
       return bytes_cell(r.predicted_peak, role);
-    case Measured: return bytes_cell(data_.measured_peak, role);
+    case Measured:
+      return bytes_cell(data_.measured_peak, role);
     case Saving: {
       if (!r.applicable) return {};
-      int64_t saving = static_cast<int64_t>(data_.measured_peak) -
-                       static_cast<int64_t>(r.predicted_peak);
+      int64_t saving =
+          static_cast<int64_t>(data_.measured_peak) - static_cast<int64_t>(r.predicted_peak);
       if (role == SortRole) return QVariant::fromValue<qlonglong>(saving);
       if (role == Qt::DisplayRole)
         return (saving < 0 ? "-" : "") + format_bytes_q(static_cast<uint64_t>(std::llabs(saving)));
       if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
       return {};
     }
-    case Note: return text_cell(qs(r.note), role);
-    default: return {};
+    case Note:
+      return text_cell(qs(r.note), role);
+    default:
+      return {};
   }
 }
 
 // ---- DiffModel ----
 
 DiffModel::DiffModel(QObject *parent)
-    : ModelBase({tr("Kind"), tr("Name"), tr("Base"), tr("This trace"), tr("Change"),
-                 tr("Change %")},
-                parent) {}
+    : ModelBase(
+          {tr("Kind"), tr("Name"), tr("Base"), tr("This trace"), tr("Change"), tr("Change %")},
+          parent) {}
 
-void DiffModel::setRows(std::vector<DiffRow> rows) { reset([&] { rows_ = std::move(rows); }); }
+void DiffModel::setRows(std::vector<DiffRow> rows) {
+  reset([&] { rows_ = std::move(rows); });
+}
 
 QVariant DiffModel::cell(int row, int column, int role) const {
   const DiffRow &r = rows_[row];
   int64_t delta = static_cast<int64_t>(r.current) - static_cast<int64_t>(r.base);
   switch (column) {
-    case Kind: return text_cell(qs(r.kind), role);
-    case Name: return text_cell(qs(r.name), role);
-    case Base: return bytes_cell(r.base, role);
-    case Current: return bytes_cell(r.current, role);
+    case Kind:
+      return text_cell(qs(r.kind), role);
+    case Name:
+      return text_cell(qs(r.name), role);
+    case Base:
+      return bytes_cell(r.base, role);
+    case Current:
+      return bytes_cell(r.current, role);
     case Delta:
       if (role == SortRole) return QVariant::fromValue<qlonglong>(delta);
       if (role == Qt::DisplayRole)
-        return QString(delta > 0 ? "+" : delta < 0 ? "-" : "") +
+        return QString(delta > 0   ? "+"
+                       : delta < 0 ? "-"
+                                   : "") +
                format_bytes_q(static_cast<uint64_t>(std::llabs(delta)));
       if (role == Qt::ForegroundRole && delta != 0)
         return QBrush(delta > 0 ? QColor(0xB2, 0x3A, 0x00) : QColor(0x00, 0x6E, 0x50));
       if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
       return {};
     case DeltaPercent: {
-      if (r.base == 0) return role == Qt::DisplayRole && r.current ? QVariant(tr("new")) : QVariant();
+      if (r.base == 0)
+        return role == Qt::DisplayRole && r.current ? QVariant(tr("new")) : QVariant();
       double pct = 100.0 * static_cast<double>(delta) / static_cast<double>(r.base);
       if (role == SortRole) return pct;
       if (role == Qt::DisplayRole) return QString::asprintf("%+.1f %%", pct);
       if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
       return {};
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 

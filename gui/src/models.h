@@ -47,8 +47,7 @@ class LiveBuffersModel : public ModelBase {
     uint64_t bytes = 0;
     std::vector<int> ops;  // indices into ops_
   };
-  QVariant groupData(const QString &name, uint64_t bytes, size_t count, int column,
-                     int role) const;
+  QVariant groupData(const QString &name, uint64_t bytes, size_t count, int column, int role) const;
   QVariant bufferData(const LiveBuffer &b, int column, int role) const;
 
   InstantData data_;
@@ -77,8 +76,16 @@ class OpsModel : public ModelBase {
   Q_OBJECT
 
  public:
-  enum Column { Name, Calls, Allocations, Bytes, LiveAtPeak, Temporaries, TemporaryBytes,
-                ColumnCount };
+  enum Column {
+    Name,
+    Calls,
+    Allocations,
+    Bytes,
+    LiveAtPeak,
+    Temporaries,
+    TemporaryBytes,
+    ColumnCount
+  };
   explicit OpsModel(QObject *parent = nullptr);
   void setOps(std::vector<OpSummary> ops);
   const std::vector<OpSummary> &ops() const { return ops_; }

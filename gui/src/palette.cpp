@@ -10,35 +10,48 @@ namespace adprof::gui {
 namespace {
 // Paul Tol, "muted" (https://personal.sron.nl/~pault/): distinct for the common forms of
 // colour blindness, and on paper.
-const QColor kTolMuted[] = {QColor(0x33, 0x22, 0x88), QColor(0x88, 0xCC, 0xEE),
-                            QColor(0x44, 0xAA, 0x99), QColor(0x11, 0x77, 0x33),
-                            QColor(0x99, 0x99, 0x33), QColor(0xDD, 0xCC, 0x77),
-                            QColor(0xCC, 0x66, 0x77), QColor(0x88, 0x22, 0x55),
-                            QColor(0xAA, 0x44, 0x99)};
+const QColor kTolMuted[] = {
+    QColor(0x33, 0x22, 0x88), QColor(0x88, 0xCC, 0xEE), QColor(0x44, 0xAA, 0x99),
+    QColor(0x11, 0x77, 0x33), QColor(0x99, 0x99, 0x33), QColor(0xDD, 0xCC, 0x77),
+    QColor(0xCC, 0x66, 0x77), QColor(0x88, 0x22, 0x55), QColor(0xAA, 0x44, 0x99)};
 }  // namespace
 
 QColor role_color(int role) {
   switch (role) {
-    case ADPROF_ROLE_PARAMETER: return kTolMuted[0];
-    case ADPROF_ROLE_INPUT: return kTolMuted[1];
-    case ADPROF_ROLE_ACTIVATION: return kTolMuted[2];
-    case ADPROF_ROLE_FORWARD_CACHE: return kTolMuted[3];
-    case ADPROF_ROLE_ADJOINT: return kTolMuted[5];
-    case ADPROF_ROLE_ACCUMULATION: return kTolMuted[6];
-    case ADPROF_ROLE_DUPLICATE: return kTolMuted[8];
-    case ADPROF_ROLE_OPTIMIZER_STATE: return kTolMuted[7];
-    case ADPROF_ROLE_WORKSPACE: return kTolMuted[4];
-    default: return other_color();
+    case ADPROF_ROLE_PARAMETER:
+      return kTolMuted[0];
+    case ADPROF_ROLE_INPUT:
+      return kTolMuted[1];
+    case ADPROF_ROLE_ACTIVATION:
+      return kTolMuted[2];
+    case ADPROF_ROLE_FORWARD_CACHE:
+      return kTolMuted[3];
+    case ADPROF_ROLE_ADJOINT:
+      return kTolMuted[5];
+    case ADPROF_ROLE_ACCUMULATION:
+      return kTolMuted[6];
+    case ADPROF_ROLE_DUPLICATE:
+      return kTolMuted[8];
+    case ADPROF_ROLE_OPTIMIZER_STATE:
+      return kTolMuted[7];
+    case ADPROF_ROLE_WORKSPACE:
+      return kTolMuted[4];
+    default:
+      return other_color();
   }
 }
 
 // Okabe-Ito: blue, vermillion, bluish green; grey for "other".
 QColor phase_color(int phase) {
   switch (phase) {
-    case ADPROF_PHASE_FORWARD: return QColor(0x00, 0x72, 0xB2);
-    case ADPROF_PHASE_BACKWARD: return QColor(0xD5, 0x5E, 0x00);
-    case ADPROF_PHASE_OPTIMIZER: return QColor(0x00, 0x9E, 0x73);
-    default: return QColor(0xBB, 0xBB, 0xBB);
+    case ADPROF_PHASE_FORWARD:
+      return QColor(0x00, 0x72, 0xB2);
+    case ADPROF_PHASE_BACKWARD:
+      return QColor(0xD5, 0x5E, 0x00);
+    case ADPROF_PHASE_OPTIMIZER:
+      return QColor(0x00, 0x9E, 0x73);
+    default:
+      return QColor(0xBB, 0xBB, 0xBB);
   }
 }
 

@@ -12,7 +12,7 @@ QColor phase_color(int phase);
 QColor series_color(int index);  // ops and other categorical series
 QColor other_color();            // "other ops", "foreign"
 QColor peak_color();
-QColor base_color();             // the diff's base trace
+QColor base_color();  // the diff's base trace
 QString format_bytes_q(uint64_t bytes);
 QString format_seconds(double seconds);
 

@@ -22,8 +22,8 @@ constexpr int kRoleOrder[] = {ADPROF_ROLE_PARAMETER,       ADPROF_ROLE_INPUT,
                               ADPROF_ROLE_FORWARD_CACHE,   ADPROF_ROLE_ADJOINT,
                               ADPROF_ROLE_ACCUMULATION,    ADPROF_ROLE_DUPLICATE,
                               ADPROF_ROLE_WORKSPACE,       ADPROF_ROLE_FOREIGN};
-constexpr int kPhaseOrder[] = {ADPROF_PHASE_FORWARD, ADPROF_PHASE_BACKWARD,
-                               ADPROF_PHASE_OPTIMIZER, ADPROF_PHASE_OTHER};
+constexpr int kPhaseOrder[] = {ADPROF_PHASE_FORWARD, ADPROF_PHASE_BACKWARD, ADPROF_PHASE_OPTIMIZER,
+                               ADPROF_PHASE_OTHER};
 
 double nice_step(double range, int target) {
   double raw = range / std::max(1, target);
@@ -208,8 +208,7 @@ std::vector<TimelineWidget::Series> TimelineWidget::series(const Timeline &t) co
     case Grouping::Op:
       for (size_t i = 0; i < t.op_names.size(); ++i)
         out.push_back({QString::fromStdString(t.op_names[i]),
-                       i + 1 == t.op_names.size() ? other_color() : series_color(int(i)),
-                       int(i)});
+                       i + 1 == t.op_names.size() ? other_color() : series_color(int(i)), int(i)});
       break;
     case Grouping::Device:
       out.push_back({"host", QColor(0x00, 0x72, 0xB2), 0});
@@ -221,19 +220,21 @@ std::vector<TimelineWidget::Series> TimelineWidget::series(const Timeline &t) co
 
 uint64_t TimelineWidget::value(const TimelineSample &s, const Series &series) const {
   switch (grouping_) {
-    case Grouping::Role: return s.by_role[series.index];
-    case Grouping::Phase: return s.by_phase[series.index];
+    case Grouping::Role:
+      return s.by_role[series.index];
+    case Grouping::Phase:
+      return s.by_phase[series.index];
     case Grouping::Op:
       return size_t(series.index) < s.by_op.size() ? s.by_op[series.index] : 0;
-    case Grouping::Device: return series.index == 0 ? s.host : s.device;
+    case Grouping::Device:
+      return series.index == 0 ? s.host : s.device;
   }
   return 0;
 }
 
 const Timeline &TimelineWidget::source() const {
-  const Timeline &whole = (grouping_ == Grouping::Op || !highlight_op_.isEmpty()) && ops_
-                              ? *ops_
-                              : *overview_;
+  const Timeline &whole =
+      (grouping_ == Grouping::Op || !highlight_op_.isEmpty()) && ops_ ? *ops_ : *overview_;
   if (detail_ && detail_from_ <= from_ + 1e-12 && detail_to_ >= to_ - 1e-12 &&
       detail_->op_names == whole.op_names)
     return *detail_;
@@ -292,11 +293,11 @@ QString TimelineWidget::selectionSummary() const {
   QString text = QStringLiteral("%1 .. %2 (%3)")
                      .arg(format_seconds(sel_from_), format_seconds(sel_to_),
                           format_seconds(sel_to_ - sel_from_));
-  text += QStringLiteral("   highest %1 at %2   lowest %3   start %4   end %5   change %6%7")
-              .arg(format_bytes_q(host(top)), format_seconds(top ? top->time : sel_from_),
-                   format_bytes_q(host(low)), format_bytes_q(host(start)),
-                   format_bytes_q(host(end)), change < 0 ? "-" : "+",
-                   format_bytes_q(uint64_t(std::llabs(change))));
+  text +=
+      QStringLiteral("   highest %1 at %2   lowest %3   start %4   end %5   change %6%7")
+          .arg(format_bytes_q(host(top)), format_seconds(top ? top->time : sel_from_),
+               format_bytes_q(host(low)), format_bytes_q(host(start)), format_bytes_q(host(end)),
+               change < 0 ? "-" : "+", format_bytes_q(uint64_t(std::llabs(change))));
   if (top) {
     QStringList parts;
     for (const Series &ser : series(t))
@@ -362,9 +363,9 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     return 0;
   };
   auto col_total = [&](int c) -> uint64_t {
-    if (column[c] >= 0) return samples[column[c]].host + (grouping_ == Grouping::Device
-                                                              ? samples[column[c]].device
-                                                              : 0);
+    if (column[c] >= 0)
+      return samples[column[c]].host +
+             (grouping_ == Grouping::Device ? samples[column[c]].device : 0);
     if (column[c] == -1 && seed) return seed->host;
     return 0;
   };
@@ -412,8 +413,7 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     p.setPen(QPen(QColor(0xE4, 0xE4, 0xE4), 0));
     p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
     p.setPen(Qt::black);
-    p.drawText(QRectF(x - 60, plot.bottom() + 3, 120, 16), Qt::AlignCenter,
-               format_tick(v, xstep));
+    p.drawText(QRectF(x - 60, plot.bottom() + 3, 120, 16), Qt::AlignCenter, format_tick(v, xstep));
   }
 
   // ---- the stacked areas: one polygon per series, flat across each column ----
@@ -478,8 +478,9 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     if (at != t.op_names.end()) {
       const size_t op = size_t(at - t.op_names.begin());
       auto op_value = [&](int c) -> double {
-        const TimelineSample *s = column[c] >= 0 ? &samples[column[c]]
-                                  : column[c] == -1 ? seed : nullptr;
+        const TimelineSample *s = column[c] >= 0    ? &samples[column[c]]
+                                  : column[c] == -1 ? seed
+                                                    : nullptr;
         return s && op < s->by_op.size() ? double(s->by_op[op]) : 0.0;
       };
       QPolygonF line;
@@ -543,7 +544,8 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     p.setPen(Qt::NoPen);
     p.setBrush(peak_color());
     p.drawPolygon(QPolygonF({QPointF(x - 6, y - 10), QPointF(x + 6, y - 10), QPointF(x, y)}));
-    QString label = tr("peak %1 at %2").arg(format_bytes_q(peak_bytes_), format_seconds(peak_time_));
+    QString label =
+        tr("peak %1 at %2").arg(format_bytes_q(peak_bytes_), format_seconds(peak_time_));
     double w = fm.horizontalAdvance(label) + 8;
     double lx = x + w + 6 > plot.right() ? x - w - 6 : x + 6;
     QRectF box(lx, std::max(plot.top() + 2, y - 28), w, fm.height() + 2);
@@ -590,7 +592,10 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     for (const Series &s : ser) {
       bool any = false;
       for (const TimelineSample &x : t.samples)
-        if (value(x, s)) { any = true; break; }
+        if (value(x, s)) {
+          any = true;
+          break;
+        }
       if (any) legend(s.color, s.name, false);
     }
   }
@@ -613,8 +618,7 @@ void TimelineWidget::mousePressEvent(QMouseEvent *event) {
   press_to_ = to_;
   pressed_ = true;
   dragging_ = false;
-  selecting_ = event->button() == Qt::RightButton ||
-               (event->modifiers() & Qt::ShiftModifier);
+  selecting_ = event->button() == Qt::RightButton || (event->modifiers() & Qt::ShiftModifier);
 }
 
 void TimelineWidget::mouseMoveEvent(QMouseEvent *event) {

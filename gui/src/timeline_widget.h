@@ -34,7 +34,7 @@ class TimelineWidget : public QWidget {
   // A diff's base trace: its live bytes overlaid as a line (null: none).
   void setBase(std::shared_ptr<const Timeline> timeline);
   void setPeak(double time, uint64_t bytes);
-  void setInstant(double time);  // the "at an instant" cursor; < 0: none
+  void setInstant(double time);            // the "at an instant" cursor; < 0: none
   void setHighlightOp(const QString &op);  // empty: none
   void setGrouping(Grouping grouping);
   Grouping grouping() const { return grouping_; }

@@ -152,7 +152,8 @@ void TraceLoader::whatIf(const QString &path, std::function<void(Outcome<WhatIf>
   auto job = std::make_shared<Job>();
   job->channel = "whatif";
   const std::string file = path.toStdString();
-  start<WhatIf>(job, [file](Job &) { return predict_policies(file); }, std::move(done));
+  start<WhatIf>(
+      job, [file](Job &) { return predict_policies(file); }, std::move(done));
 }
 
 void TraceLoader::waitForIdle() {

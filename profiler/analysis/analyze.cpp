@@ -5,10 +5,10 @@
 // the peak in a log, which a new peak clears. At the end, the live set at the peak is the
 // blocks still live that are older than the peak, plus the log.
 // Memory is bounded by live blocks and distinct ops, never by the number of events.
+#include <absl/container/flat_hash_set.h>
+
 #include <algorithm>
 #include <unordered_map>
-
-#include <absl/container/flat_hash_set.h>
 
 #include "adprof/findings.h"
 #include "adprof/report.h"
@@ -45,9 +45,9 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   Replay replay;
   bool have_adcore_tape = false;
   uint64_t peak_serial = 0;
-  std::vector<std::pair<uint64_t, Block>> peak_log;      // (key, state at the peak)
+  std::vector<std::pair<uint64_t, Block>> peak_log;  // (key, state at the peak)
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> peak_log_shapes;  // (addr, shape)
-  absl::flat_hash_set<uint64_t> retagged_since_peak;     // keys whose peak state is logged
+  absl::flat_hash_set<uint64_t> retagged_since_peak;  // keys whose peak state is logged
   auto log_peak_state = [&](uint64_t key, const Block &b) {
     peak_log.emplace_back(key, b);
     if (const auto *shape = replay.shape_of(b))
@@ -88,7 +88,8 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     if (!changed) continue;
     const Replay::LastChange &c = replay.last();
     for (const auto &[key, old] : c.removed)
-      if (old.serial <= peak_serial && (is_host_space(old.space) || old.space == ADPROF_SPACE_MMAP) &&
+      if (old.serial <= peak_serial &&
+          (is_host_space(old.space) || old.space == ADPROF_SPACE_MMAP) &&
           !retagged_since_peak.contains(key))
         log_peak_state(key, old);
     if (c.retag && c.before.serial <= peak_serial &&

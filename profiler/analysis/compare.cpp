@@ -68,11 +68,11 @@ double parse_quantity(const std::string &text, bool *percent) {
   *percent = unit == "%";
   if (unit.empty() || unit == "%") return v;
   static const std::map<std::string, double> units = {
-      {"B", 1},          {"KiB", 1024.0},        {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-      {"KB", 1000.0},    {"MB", 1e6},            {"GB", 1e9},        {"K", 1024.0},
-      {"M", 1048576.0},  {"G", 1073741824.0}};
+      {"B", 1},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1000.0},
+      {"MB", 1e6}, {"GB", 1e9},     {"K", 1024.0},      {"M", 1048576.0},      {"G", 1073741824.0}};
   auto it = units.find(unit);
-  if (it == units.end()) throw std::invalid_argument("unknown unit '" + unit + "' in '" + text + "'");
+  if (it == units.end())
+    throw std::invalid_argument("unknown unit '" + unit + "' in '" + text + "'");
   return v * it->second;
 }
 
@@ -142,7 +142,8 @@ GateResult evaluate(const Gate &gate, const std::map<std::string, double> *base,
   };
   bool known = current.count(gate.metric) || (base && base->count(gate.metric)) ||
                gate.metric.rfind("op.", 0) == 0 || gate.metric.rfind("op_allocations.", 0) == 0;
-  if (!known) throw std::invalid_argument("unknown metric '" + gate.metric + "' in '" + gate.text + "'");
+  if (!known)
+    throw std::invalid_argument("unknown metric '" + gate.metric + "' in '" + gate.text + "'");
   r.current = value_of(current);
   bool bytes = is_bytes_metric(gate.metric);
   if (gate.change) {
@@ -170,8 +171,8 @@ ReportDiff diff_reports(const Report &base, const Report &current) {
   for (const auto &[k, v] : mb) names.insert(k);
   for (const auto &[k, v] : mc) names.insert(k);
   // Headline metrics first, then the rest alphabetically.
-  std::vector<std::string> order = {"peak", "allocations", "bytes_allocated", "temporaries",
-                                    "allocations_per_step", "device.peak"};
+  std::vector<std::string> order = {"peak",        "allocations",          "bytes_allocated",
+                                    "temporaries", "allocations_per_step", "device.peak"};
   for (const auto &n : names)
     if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
   for (const auto &n : order) {
@@ -215,7 +216,8 @@ std::string render_diff_text(const ReportDiff &d, const std::vector<GateResult> 
   }
   if (!gates.empty()) {
     o += "\nGates:\n";
-    for (const auto &g : gates) o += std::string(g.failed ? "  FAIL " : "  ok   ") + g.explanation + "\n";
+    for (const auto &g : gates)
+      o += std::string(g.failed ? "  FAIL " : "  ok   ") + g.explanation + "\n";
   }
   return o;
 }

@@ -18,7 +18,6 @@ std::string share(uint64_t bytes, uint64_t peak) {
   return format_bytes(bytes) + " (" + percent(bytes, peak) + " of peak)";
 }
 
-
 void duplicates(const Report &r, std::vector<Finding> &out) {
   for (const LiveBuffer &b : r.live_at_peak) {
     if (b.role != "duplicate") continue;
@@ -31,8 +30,9 @@ void duplicates(const Report &r, std::vector<Finding> &out) {
     f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
                  std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
     if (b.dtype == "i64")
-      f.fix = "keep indices in their original width: adcore gathers and scatters with i32 "
-              "indices natively (drop --widen-indices)";
+      f.fix =
+          "keep indices in their original width: adcore gathers and scatters with i32 "
+          "indices natively (drop --widen-indices)";
     else
       f.fix = "operate on the source directly instead of materialising a copy";
     out.push_back(std::move(f));
@@ -57,9 +57,9 @@ void content_duplicates(const Report &r, std::vector<Finding> &out) {
     f.kind = "content_duplicate";
     f.bytes = extra;
     auto name = [](const LiveBuffer *b) { return b->label.empty() ? b->op : b->label; };
-    f.message = share(extra, r.peak) + ": " + std::to_string(members.size()) +
-                " live buffers of " + format_bytes(key.second) + " hold identical contents (" +
-                name(members[0]) + " and " + std::to_string(members.size() - 1) + " copies)";
+    f.message = share(extra, r.peak) + ": " + std::to_string(members.size()) + " live buffers of " +
+                format_bytes(key.second) + " hold identical contents (" + name(members[0]) +
+                " and " + std::to_string(members.size() - 1) + " copies)";
     std::string ev = "same content hash " + std::to_string(key.first) + ":";
     for (size_t i = 0; i < members.size() && i < 4; ++i)
       ev += " " + name(members[i]) + " (" + members[i]->role + ")";
@@ -85,8 +85,9 @@ void arena_idle(const Report &r, std::vector<Finding> &out) {
   f.message = share(bytes, r.peak) + ": " + std::to_string(count) +
               " idle buffers held by the reusable tape's arena for the next evaluation";
   f.evidence = "role workspace, label adcore.arena.idle, live at the peak";
-  f.fix = "the arena trades memory for zero allocations per call; --no-reuse-tape returns the "
-          "buffers to the allocator at the end of each gradient";
+  f.fix =
+      "the arena trades memory for zero allocations per call; --no-reuse-tape returns the "
+      "buffers to the allocator at the end of each gradient";
   out.push_back(std::move(f));
 }
 
@@ -116,8 +117,9 @@ void accumulation(const Report &r, std::vector<Finding> &out) {
     ev += std::to_string(cb.first) + " x " + target;
   }
   f.evidence = ev;
-  f.fix = "in-place gradient accumulation adds each contribution as it arrives and keeps one "
-          "buffer per gradient (drop --no-inplace-accumulation)";
+  f.fix =
+      "in-place gradient accumulation adds each contribution as it arrives and keeps one "
+      "buffer per gradient (drop --no-inplace-accumulation)";
   out.push_back(std::move(f));
 }
 
@@ -146,9 +148,8 @@ void policy_savings(const Report &r, std::vector<Finding> &out) {
     Finding f;
     f.kind = "policy." + p.name;
     f.bytes = static_cast<uint64_t>(p.saving);
-    f.message = share(f.bytes, r.peak) + " would be saved by " + p.title +
-                ": predicted peak " + format_bytes(p.predicted_peak) + " instead of " +
-                format_bytes(r.peak);
+    f.message = share(f.bytes, r.peak) + " would be saved by " + p.title + ": predicted peak " +
+                format_bytes(p.predicted_peak) + " instead of " + format_bytes(r.peak);
     f.evidence = p.explanation + " (adprof whatif replays the recorded tape)";
     f.fix = "switch " + p.title + " on (drop " + p.flag + ")";
     out.push_back(std::move(f));
@@ -163,8 +164,9 @@ void steady_allocations(const Report &r, std::vector<Finding> &out) {
               std::to_string(static_cast<uint64_t>(r.steady_allocations_per_step)) +
               " heap allocations per step after the first";
   f.evidence = std::to_string(r.steps.size()) + " steps recorded";
-  f.fix = "a reusable tape and arena serves repeated evaluations from the buffers of the first "
-          "(drop --no-reuse-tape)";
+  f.fix =
+      "a reusable tape and arena serves repeated evaluations from the buffers of the first "
+      "(drop --no-reuse-tape)";
   out.push_back(std::move(f));
 }
 
@@ -176,9 +178,8 @@ void allocator_overhead(const Report &r, std::vector<Finding> &out) {
   f.kind = "allocator_overhead";
   f.bytes = over;
   f.message = format_bytes(over) + " held by the allocator beyond the requested bytes at the peak";
-  f.evidence = "jemalloc resident " + format_bytes(r.jemalloc_resident_at_peak) +
-               ", requested " + format_bytes(r.peak) + ", size-class rounding " +
-               format_bytes(r.peak_slack);
+  f.evidence = "jemalloc resident " + format_bytes(r.jemalloc_resident_at_peak) + ", requested " +
+               format_bytes(r.peak) + ", size-class rounding " + format_bytes(r.peak_slack);
   f.fix = "fewer, larger and longer-lived buffers; a reusable arena";
   out.push_back(std::move(f));
 }

@@ -6,10 +6,10 @@ namespace adprof {
 
 namespace {
 constexpr const char *kRoleNames[kRoleCount] = {
-    "foreign", "parameter", "input",     "activation",      "forward_cache",
+    "foreign", "parameter",    "input",     "activation",      "forward_cache",
     "adjoint", "accumulation", "duplicate", "optimizer_state", "workspace"};
 constexpr const char *kPhaseNames[kPhaseCount] = {"other", "forward", "backward", "optimizer"};
-constexpr const char *kSpaceNames[kSpaceCount] = {"heap",          "mmap",       "device_block",
+constexpr const char *kSpaceNames[kSpaceCount] = {"heap",           "mmap",       "device_block",
                                                   "device_segment", "device_raw", "host_pinned"};
 const std::string kEmpty;
 const std::vector<OpFrame> kNoOps;
@@ -46,7 +46,9 @@ const std::vector<OpFrame> &Replay::op_stack(uint32_t thread) const {
   return thread < threads_.size() ? threads_[thread].ops : kNoOps;
 }
 
-const std::string &Replay::name(uint32_t id) const { return id < names_.size() ? names_[id] : kEmpty; }
+const std::string &Replay::name(uint32_t id) const {
+  return id < names_.size() ? names_[id] : kEmpty;
+}
 
 std::string Replay::op_label(uint32_t name_id, uint64_t instance) const {
   if (name_id == 0) return "(no op)";

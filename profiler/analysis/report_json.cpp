@@ -45,9 +45,9 @@ json to_json(const Report &r) {
                 {"end", r.end_reason},
                 {"corrupt_chunks", r.corrupt_chunks},
                 {"missing_chunks", r.missing_chunks}};
-  j["totals"] = {{"allocations", r.allocations},     {"frees", r.frees},
+  j["totals"] = {{"allocations", r.allocations},         {"frees", r.frees},
                  {"bytes_allocated", r.bytes_allocated}, {"unmatched_frees", r.unmatched_frees},
-                 {"live_at_end", r.live_at_end},     {"temporaries", r.temporaries},
+                 {"live_at_end", r.live_at_end},         {"temporaries", r.temporaries},
                  {"temporary_bytes", r.temporary_bytes}};
   json by_op = json::array();
   for (const auto &o : r.peak_by_op) by_op.push_back({{"name", o.name}, {"bytes", o.bytes}});
@@ -68,8 +68,12 @@ json to_json(const Report &r) {
                     {"max_rss", r.max_rss}};
   json mappings = json::array();
   for (const auto &b : r.largest_mappings)
-    mappings.push_back({{"addr", b.addr}, {"size", b.size}, {"role", b.role}, {"op", b.op},
-                        {"phase", b.phase}, {"label", b.label}});
+    mappings.push_back({{"addr", b.addr},
+                        {"size", b.size},
+                        {"role", b.role},
+                        {"op", b.op},
+                        {"phase", b.phase},
+                        {"label", b.label}});
   j["mappings"] = {{"peak", r.mapped_peak}, {"at_peak", r.mapped_at_peak}, {"largest", mappings}};
   j["device"] = {{"peak", r.device_peak},
                  {"time_s", r.device_peak_time},
@@ -269,11 +273,10 @@ Report report_from_json(const json &j) {
       r.live_at_peak.push_back(std::move(lb));
     }
     for (const auto &p : at(j, "policy_savings"))
-      r.policy_savings.push_back({p.value("name", std::string()), p.value("title", std::string()),
-                                  p.value("flag", std::string()),
-                                  p.value("predicted_peak", uint64_t{0}),
-                                  p.value("saving", int64_t{0}),
-                                  p.value("explanation", std::string())});
+      r.policy_savings.push_back(
+          {p.value("name", std::string()), p.value("title", std::string()),
+           p.value("flag", std::string()), p.value("predicted_peak", uint64_t{0}),
+           p.value("saving", int64_t{0}), p.value("explanation", std::string())});
     for (const auto &f : at(j, "findings"))
       r.findings.push_back({f.value("kind", std::string()), f.value("message", std::string()),
                             f.value("evidence", std::string()), f.value("fix", std::string()),

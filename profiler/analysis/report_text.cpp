@@ -90,8 +90,7 @@ std::string render_text(const Report &r, size_t top) {
     if (r.peak_by_role[role])
       add(o, "    %-26s %12s  %5.1f%%\n", role_name(role),
           format_bytes(r.peak_by_role[role]).c_str(), pct(r.peak_by_role[role], r.peak));
-  add(o, "  Allocator overhead: size-class rounding %s",
-      format_bytes(r.peak_slack).c_str());
+  add(o, "  Allocator overhead: size-class rounding %s", format_bytes(r.peak_slack).c_str());
   if (r.have_allocator_stats) {
     uint64_t over = r.jemalloc_resident_at_peak > r.jemalloc_allocated_at_peak
                         ? r.jemalloc_resident_at_peak - r.jemalloc_allocated_at_peak
@@ -106,7 +105,8 @@ std::string render_text(const Report &r, size_t top) {
     add(o, "  RSS at the peak %s, highest RSS %s\n", format_bytes(r.rss_at_peak).c_str(),
         format_bytes(r.max_rss).c_str());
   if (r.mapped_peak) {
-    add(o, "  Anonymous mappings (not in the peak: mostly reserved address space): %s mapped at the "
+    add(o,
+        "  Anonymous mappings (not in the peak: mostly reserved address space): %s mapped at the "
         "peak, at most %s",
         format_bytes(r.mapped_at_peak).c_str(), format_bytes(r.mapped_peak).c_str());
     if (!r.largest_mappings.empty()) {
@@ -149,8 +149,7 @@ std::string render_text(const Report &r, size_t top) {
         b.op.c_str(), b.label.c_str(), type.c_str());
   }
 
-  add(o, "\nBy phase:        %14s %14s %12s %12s\n", "allocations", "frees", "bytes",
-      "peak");
+  add(o, "\nBy phase:        %14s %14s %12s %12s\n", "allocations", "frees", "bytes", "peak");
   for (const PhaseSummary &p : r.phases)
     if (p.allocations || p.frees || p.peak)
       add(o, "    %-12s %14s %14s %12s %12s\n", p.name.c_str(), count(p.allocations).c_str(),
@@ -161,13 +160,13 @@ std::string render_text(const Report &r, size_t top) {
   for (size_t i = 0; i < r.ops.size() && i < top; ++i) {
     const OpSummary &s = r.ops[i];
     add(o, "    %-24s %10s %12s %12s %12s %12s\n", s.name.c_str(), count(s.calls).c_str(),
-        count(s.allocations).c_str(), format_bytes(s.bytes).c_str(),
-        count(s.temporaries).c_str(), format_bytes(s.live_at_peak).c_str());
+        count(s.allocations).c_str(), format_bytes(s.bytes).c_str(), count(s.temporaries).c_str(),
+        format_bytes(s.live_at_peak).c_str());
   }
   add(o, "\nTotals: %s allocations (%s), %s frees, %s temporaries (%s), %s live at exit",
-      count(r.allocations).c_str(), format_bytes(r.bytes_allocated).c_str(),
-      count(r.frees).c_str(), count(r.temporaries).c_str(),
-      format_bytes(r.temporary_bytes).c_str(), format_bytes(r.live_at_end).c_str());
+      count(r.allocations).c_str(), format_bytes(r.bytes_allocated).c_str(), count(r.frees).c_str(),
+      count(r.temporaries).c_str(), format_bytes(r.temporary_bytes).c_str(),
+      format_bytes(r.live_at_end).c_str());
   if (r.unmatched_frees)
     add(o, ", %s frees of blocks allocated before recording", count(r.unmatched_frees).c_str());
   add(o, "\n");

@@ -9,12 +9,18 @@ namespace {
 
 const char *dtype_name(uint8_t dtype) {
   switch (dtype) {
-    case ADPROF_DTYPE_F32: return "f32";
-    case ADPROF_DTYPE_F64: return "f64";
-    case ADPROF_DTYPE_I32: return "i32";
-    case ADPROF_DTYPE_I64: return "i64";
-    case ADPROF_DTYPE_BOOL: return "bool";
-    default: return "";
+    case ADPROF_DTYPE_F32:
+      return "f32";
+    case ADPROF_DTYPE_F64:
+      return "f64";
+    case ADPROF_DTYPE_I32:
+      return "i32";
+    case ADPROF_DTYPE_I64:
+      return "i64";
+    case ADPROF_DTYPE_BOOL:
+      return "bool";
+    default:
+      return "";
   }
 }
 
@@ -34,8 +40,8 @@ Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t m
   return describe_blocks(std::move(live), replay, reader, max_buffers);
 }
 
-Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live,
-                         const Replay &replay, const TraceReader &reader, size_t max_buffers) {
+Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, const Replay &replay,
+                         const TraceReader &reader, size_t max_buffers) {
   Snapshot s;
   std::erase_if(live, [](const auto &p) { return !is_host_space(p.second->space); });
   std::unordered_map<uint32_t, uint64_t> op_bytes;

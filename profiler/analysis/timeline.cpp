@@ -11,7 +11,8 @@ namespace {
 // Keeps the higher of each adjacent pair: halves the series, keeps every peak's height.
 void thin(std::vector<TimelineSample> &s) {
   size_t out = 0;
-  for (size_t i = 0; i + 1 < s.size(); i += 2) s[out++] = s[i].host >= s[i + 1].host ? s[i] : s[i + 1];
+  for (size_t i = 0; i + 1 < s.size(); i += 2)
+    s[out++] = s[i].host >= s[i + 1].host ? s[i] : s[i + 1];
   if (s.size() % 2) s[out++] = s.back();
   s.resize(out);
 }
@@ -35,7 +36,8 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
   // bucket keeps its highest moment, and a new bucket is only pushed when time leaves the last,
   // so there is no allocation per change. Thinning stays as a bound for what lies past the hint.
   double window_end = std::min(options.to, std::max(reader.duration_hint(), options.from));
-  double bucket_width = std::max((window_end - options.from) / static_cast<double>(max_samples), 1e-9);
+  double bucket_width =
+      std::max((window_end - options.from) / static_cast<double>(max_samples), 1e-9);
   TimelineSample current;
   int64_t current_bucket = -1;
   auto flush = [&] {

@@ -62,7 +62,7 @@ struct TraceReader::Impl {
   // chunk's base timestamp, which no event of that chunk precedes.
   using Entry = std::pair<uint64_t, uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  int64_t current = -1;  // thread being served, outside the heap; -1: none
+  int64_t current = -1;        // thread being served, outside the heap; -1: none
   uint64_t index_corrupt = 0;  // damage found while indexing (kept across rewinds)
   std::vector<uint8_t> stored_buf;
   std::string out_text;
@@ -127,8 +127,9 @@ struct TraceReader::Impl {
       }
       if (c.flags & fmt::kChunkFlagZstd) {
         t.data.resize(c.raw);
-        size_t n = dctx ? ZSTD_decompressDCtx(dctx, t.data.data(), c.raw, stored_buf.data(), c.stored)
-                        : ZSTD_decompress(t.data.data(), c.raw, stored_buf.data(), c.stored);
+        size_t n =
+            dctx ? ZSTD_decompressDCtx(dctx, t.data.data(), c.raw, stored_buf.data(), c.stored)
+                 : ZSTD_decompress(t.data.data(), c.raw, stored_buf.data(), c.stored);
         if (ZSTD_isError(n) || n != c.raw) {
           ++stats->corrupt_chunks;
           continue;
@@ -294,8 +295,12 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
       damage = "a partial chunk header";
       break;
     }
-    ChunkRef ref{offset,           fmt::get_u64(c + 24), fmt::get_u32(c + 12),
-                 fmt::get_u32(c + 16), fmt::get_u32(c + 20), fmt::get_u32(c + 32),
+    ChunkRef ref{offset,
+                 fmt::get_u64(c + 24),
+                 fmt::get_u32(c + 12),
+                 fmt::get_u32(c + 16),
+                 fmt::get_u32(c + 20),
+                 fmt::get_u32(c + 32),
                  fmt::get_u32(c + 36)};
     uint32_t tid = fmt::get_u32(c + 8);
     if (fmt::get_u32(c) != fmt::kChunkMagic || ref.stored > fmt::kMaxChunkBytes ||
@@ -339,8 +344,7 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
         }
       }
     } else {
-      auto [it, inserted] =
-          thread_index.try_emplace(tid, static_cast<uint32_t>(m.threads.size()));
+      auto [it, inserted] = thread_index.try_emplace(tid, static_cast<uint32_t>(m.threads.size()));
       if (inserted) {
         m.threads.emplace_back();
         m.threads.back().tid = tid;

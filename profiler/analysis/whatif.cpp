@@ -37,8 +37,20 @@ constexpr uint64_t kActivity = 1, kEarlyRelease = 2, kInplace = 4, kFused = 8, k
 constexpr uint64_t kPredictable = kActivity | kEarlyRelease | kInplace | kFused | kNativeI32;
 
 enum class Kind : uint8_t {
-  kOther, kBegin, kNode, kSave, kRelease, kCheckpointNode, kBackwardBegin, kBackwardNode,
-  kContribution, kComplete, kOptimizerStep, kEnd, kRequested, kAdjointSum
+  kOther,
+  kBegin,
+  kNode,
+  kSave,
+  kRelease,
+  kCheckpointNode,
+  kBackwardBegin,
+  kBackwardNode,
+  kContribution,
+  kComplete,
+  kOptimizerStep,
+  kEnd,
+  kRequested,
+  kAdjointSum
 };
 
 Kind kind_of(const std::string &n) {
@@ -131,7 +143,7 @@ class Tracker {
 // ---------------- pass 1: tape generations ----------------
 struct Fact {
   uint64_t size = 0;
-  uint64_t death = 0;       // event index of its recorded death (0: not before the tape's end)
+  uint64_t death = 0;        // event index of its recorded death (0: not before the tape's end)
   bool tape_killed = false;  // died because the tape released it (the tape was the last holder)
   int64_t rule = -1;         // allocated by this node's backward rule
 };
@@ -183,11 +195,11 @@ struct Action {
   bool arena = false;
 };
 struct Plan {
-  std::unordered_set<uint64_t> suppress;             // never allocated
-  std::unordered_map<uint64_t, int> extra_holds;     // held beyond its own recorded life
+  std::unordered_set<uint64_t> suppress;                 // never allocated
+  std::unordered_map<uint64_t, int> extra_holds;         // held beyond its own recorded life
   std::unordered_multimap<uint64_t, uint64_t> on_death;  // when key dies: release a hold of value
-  std::map<uint64_t, std::vector<Action>> at;        // after event index: actions
-  std::unordered_set<uint64_t> pooled;               // storages the arena would hold
+  std::map<uint64_t, std::vector<Action>> at;            // after event index: actions
+  std::unordered_set<uint64_t> pooled;                   // storages the arena would hold
   uint64_t suppressed_bytes = 0, virtual_bytes = 0, early_bytes = 0, early_count = 0,
            suppressed_count = 0, virtual_count = 0;
 };
@@ -353,8 +365,8 @@ struct Planner {
 
   void inplace() {
     if (!(flip & kInplace)) return;
-    std::unordered_map<uint64_t, int> holders;      // storage -> targets holding it as adjoint
-    std::unordered_map<uint64_t, uint64_t> alias;   // predicted adjoint -> recorded adjoint
+    std::unordered_map<uint64_t, int> holders;       // storage -> targets holding it as adjoint
+    std::unordered_map<uint64_t, uint64_t> alias;    // predicted adjoint -> recorded adjoint
     std::unordered_map<uint64_t, uint64_t> adjoint;  // recorded adjoint -> predicted adjoint
     const bool arena = ((g.backward_bits | g.bits) & kReuse) || (flip & kReuse);
     // Targets in the order their adjoints complete: the reverse sweep goes from high ids down,
@@ -422,8 +434,7 @@ struct Planner {
       auto al = alias.find(now);
       const uint64_t sz = now >= g_virtual_ids ? vsize[now] : size_of(now);
       const bool unique = holders[now] == 1 && death_before(now, k.index) &&
-                          (al == alias.end() || death_before(al->second, k.index)) &&
-                          sz == k.bytes;
+                          (al == alias.end() || death_before(al->second, k.index)) && sz == k.bytes;
       if (unique) continue;
       const uint64_t v = g_virtual_ids++;
       vsize[v] = k.bytes;
@@ -476,8 +487,8 @@ struct ThreadState {
   std::vector<Rule> rules;
   Gen *deliver_gen = nullptr;
   uint64_t deliver_node = 0;
-  uint64_t pending_release_addr = 0;  // the last annotation was a release of this address
-  bool forward = false;                // in the forward phase
+  uint64_t pending_release_addr = 0;    // the last annotation was a release of this address
+  bool forward = false;                 // in the forward phase
   std::vector<uint64_t> since_forward;  // storages described since the forward phase began
 };
 
@@ -524,9 +535,9 @@ WhatIf predict_policies(TraceReader &reader) {
   Replay replay;
   Tracker tracker;
   std::vector<ThreadState> threads;
-  std::vector<Kind> kinds;  // name id -> kind
-  std::unordered_set<uint64_t> gave;      // storages the recording gave back to an arena
-  std::vector<uint64_t> widened;          // storages labelled adcore.widened_index
+  std::vector<Kind> kinds;                 // name id -> kind
+  std::unordered_set<uint64_t> gave;       // storages the recording gave back to an arena
+  std::vector<uint64_t> widened;           // storages labelled adcore.widened_index
   std::vector<std::unique_ptr<Gen>> open;  // generations in flight
   uint64_t widened_bytes = 0;
 
@@ -850,9 +861,11 @@ WhatIf predict_policies(TraceReader &reader) {
     p.predicted_peak = s.peak;
     // The model's own error on the recording (replayed vs measured) is taken out.
     const int64_t offset = static_cast<int64_t>(measured) - static_cast<int64_t>(w.replayed_peak);
-    p.predicted_peak = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.peak) + offset));
+    p.predicted_peak =
+        static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.peak) + offset));
     p.saving = static_cast<int64_t>(measured) - static_cast<int64_t>(p.predicted_peak);
-    p.saving_fraction = measured ? static_cast<double>(p.saving) / static_cast<double>(measured) : 0;
+    p.saving_fraction =
+        measured ? static_cast<double>(p.saving) / static_cast<double>(measured) : 0;
   };
   for (size_t i = 0; i < std::size(kPolicies); ++i) {
     const PolicyDef &d = kPolicies[i];
@@ -871,11 +884,13 @@ WhatIf predict_policies(TraceReader &reader) {
       p.reason = "already on in the recording";
     } else if (policy_scenario[i] < 0) {
       if (bit == kCheckpoint)
-        p.reason = "not predictable from this trace: a run without checkpointing does not mark "
-                   "segments, and recomputation allocates on nested tapes";
+        p.reason =
+            "not predictable from this trace: a run without checkpointing does not mark "
+            "segments, and recomputation allocates on nested tapes";
       else
-        p.reason = "not predictable from this trace: the reusable tape changes how often memory "
-                   "is allocated, not what is live (peak within an arena's idle buffers)";
+        p.reason =
+            "not predictable from this trace: the reusable tape changes how often memory "
+            "is allocated, not what is live (peak within an arena's idle buffers)";
     } else {
       const Scenario &s = sc[static_cast<size_t>(policy_scenario[i])];
       p.applicable = true;

@@ -99,8 +99,8 @@ enum class EventType : uint8_t {
 inline constexpr uint8_t kEventTypeCount = 15;
 
 enum class CounterKind : uint8_t {
-  kClockNs = 0,          // monotonic ns since start: calibrates ticks
-  kRss = 1,              // resident set size, bytes
+  kClockNs = 0,  // monotonic ns since start: calibrates ticks
+  kRss = 1,      // resident set size, bytes
   kJemallocAllocated = 2,
   kJemallocActive = 3,
   kJemallocResident = 4,

@@ -161,8 +161,7 @@ ADPROF_EXPORT void adprof_describe(const void *ptr, adprof_dtype dtype, uint32_t
   if (!ptr || (rank && !shape)) return;
   if (rank > fmt::kMaxRank) rank = fmt::kMaxRank;
   if (!reserve(ts, 32 + rank * fmt::kMaxVarintBytes)) return;
-  uint8_t *p =
-      put_addr(ts, begin(ts, fmt::EventType::kDescribe), reinterpret_cast<uintptr_t>(ptr));
+  uint8_t *p = put_addr(ts, begin(ts, fmt::EventType::kDescribe), reinterpret_cast<uintptr_t>(ptr));
   p = fmt::put_varint(p, static_cast<uint64_t>(dtype));
   p = fmt::put_varint(p, rank);
   for (uint32_t i = 0; i < rank; ++i)
@@ -178,8 +177,7 @@ ADPROF_EXPORT void adprof_content_hash(const void *ptr, uint64_t hash) {
   end_event(ts, fmt::put_varint(p, hash));
 }
 
-ADPROF_EXPORT void adprof_annotate(uint32_t kind_name_id, const uint64_t *values,
-                                   uint32_t count) {
+ADPROF_EXPORT void adprof_annotate(uint32_t kind_name_id, const uint64_t *values, uint32_t count) {
   ThreadState &ts = t_state;
   if (count && !values) return;
   if (count > fmt::kMaxAnnotateValues) count = fmt::kMaxAnnotateValues;

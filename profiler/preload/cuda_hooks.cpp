@@ -17,10 +17,10 @@ using namespace adprof::preload;
 
 namespace {
 
-using CudaError = int;  // cudaError_t; 0 is cudaSuccess
-using CuResult = int;   // CUresult; 0 is CUDA_SUCCESS
-using Stream = void *;  // cudaStream_t
-using DevicePtr = unsigned long long;  // CUdeviceptr
+using CudaError = int;                   // cudaError_t; 0 is cudaSuccess
+using CuResult = int;                    // CUresult; 0 is CUDA_SUCCESS
+using Stream = void *;                   // cudaStream_t
+using DevicePtr = unsigned long long;    // CUdeviceptr
 constexpr int kCudaErrorNotFound = 500;  // what we return if the real function is missing
 
 template <typename F>

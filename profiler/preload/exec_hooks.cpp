@@ -56,21 +56,21 @@ ADPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
 }
 
 // execl, execlp, execle: the variadic forms, collected into an argv on the stack.
-#define ADPROF_COLLECT_ARGS(first, last_named, envp_out)                 \
-  char *argv[kMaxListArgs + 1];                                          \
-  int argc = 0;                                                          \
-  va_list ap;                                                            \
-  va_start(ap, last_named);                                              \
-  argv[argc++] = const_cast<char *>(first);                              \
-  while (argv[argc - 1] != nullptr) {                                    \
-    if (argc == kMaxListArgs) {                                          \
-      va_end(ap);                                                        \
-      errno = E2BIG;                                                     \
-      return -1;                                                         \
-    }                                                                    \
-    argv[argc++] = va_arg(ap, char *);                                   \
-  }                                                                      \
-  envp_out;                                                              \
+#define ADPROF_COLLECT_ARGS(first, last_named, envp_out) \
+  char *argv[kMaxListArgs + 1];                          \
+  int argc = 0;                                          \
+  va_list ap;                                            \
+  va_start(ap, last_named);                              \
+  argv[argc++] = const_cast<char *>(first);              \
+  while (argv[argc - 1] != nullptr) {                    \
+    if (argc == kMaxListArgs) {                          \
+      va_end(ap);                                        \
+      errno = E2BIG;                                     \
+      return -1;                                         \
+    }                                                    \
+    argv[argc++] = va_arg(ap, char *);                   \
+  }                                                      \
+  envp_out;                                              \
   va_end(ap)
 
 ADPROF_EXPORT int execl(const char *path, const char *arg, ...) {

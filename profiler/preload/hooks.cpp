@@ -40,7 +40,8 @@ void resolve_allocator() {
   r.free = reinterpret_cast<decltype(r.free)>(dlsym(jemalloc, "free"));
   r.calloc = reinterpret_cast<decltype(r.calloc)>(dlsym(jemalloc, "calloc"));
   r.realloc = reinterpret_cast<decltype(r.realloc)>(dlsym(jemalloc, "realloc"));
-  r.posix_memalign = reinterpret_cast<decltype(r.posix_memalign)>(dlsym(jemalloc, "posix_memalign"));
+  r.posix_memalign =
+      reinterpret_cast<decltype(r.posix_memalign)>(dlsym(jemalloc, "posix_memalign"));
   r.aligned_alloc = reinterpret_cast<decltype(r.aligned_alloc)>(dlsym(jemalloc, "aligned_alloc"));
   r.memalign = reinterpret_cast<decltype(r.memalign)>(dlsym(jemalloc, "memalign"));
   if (r.malloc && r.free && r.calloc && r.realloc && r.posix_memalign && r.aligned_alloc &&

@@ -213,8 +213,8 @@ void snapshot_idle_threads(ZSTD_CCtx *cctx, uint8_t *copy, uint8_t *zbuf, size_t
     g_snapshot_marks[i].published = word;
     size_t n = cctx ? ZSTD_compressCCtx(cctx, zbuf, zcap, copy, used, g_zstd_level) : 0;
     if (cctx && !ZSTD_isError(n) && n < used)
-      write_chunk(b->tid, seq, b->base_ts, 0, fmt::kChunkFlagZstd, zbuf,
-                  static_cast<uint32_t>(n), used);
+      write_chunk(b->tid, seq, b->base_ts, 0, fmt::kChunkFlagZstd, zbuf, static_cast<uint32_t>(n),
+                  used);
     else
       write_chunk(b->tid, seq, b->base_ts, 0, 0, copy, used, used);
   }
@@ -588,8 +588,8 @@ __attribute__((constructor(101))) void start_recording() {
   g_start_ticks = now_ticks();
   g_fd = create_trace_file(path, sizeof path);
   if (g_fd < 0) {
-    say("cannot create trace '", path, errno == EEXIST ? "': file exists; not recording"
-                                                         : "'; not recording");
+    say("cannot create trace '", path,
+        errno == EEXIST ? "': file exists; not recording" : "'; not recording");
     --ts.guard;
     return;
   }

@@ -99,8 +99,7 @@ ADPROF_HOT bool reserve(ThreadState &ts, size_t bytes) {
 
 // Writes tag and time delta; returns the cursor for the body. Timestamps never go backwards
 // within a thread (a migrated thread may read a slightly older TSC).
-ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand,
-                                uint64_t t) {
+ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
   uint8_t *p = ts.cursor;
   *p++ = static_cast<uint8_t>(static_cast<uint8_t>(type) | (operand << 4));
   uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;

@@ -97,8 +97,8 @@ TEST(AdcoreEngine, CheckpointMatchesPlainAndSqrtSchedule) {
     const size_t wrt[1] = {0};
     Tensor g[1];
     tape.value_and_grad(
-        [&](std::span<const Tensor> in) { return sum(checkpoint_sequential(layers, in[0])); },
-        args, wrt, g);
+        [&](std::span<const Tensor> in) { return sum(checkpoint_sequential(layers, in[0])); }, args,
+        wrt, g);
     if (ref.empty()) {
       ref = g[0].to_vector();
     } else {
@@ -112,8 +112,8 @@ TEST(AdcoreEngine, RegistryIsComplete) {
   for (int i = 1; i < kOpCount; ++i) {
     const OpDef &d = op_def(static_cast<OpId>(i));
     EXPECT_EQ(static_cast<int>(d.id), i);
-    const bool is_view = d.id == OpId::transpose || d.id == OpId::reshape ||
-                         d.id == OpId::slice || d.id == OpId::expand || d.id == OpId::checkpoint;
+    const bool is_view = d.id == OpId::transpose || d.id == OpId::reshape || d.id == OpId::slice ||
+                         d.id == OpId::expand || d.id == OpId::checkpoint;
     EXPECT_TRUE(is_view || cpu().supports(d.id)) << d.name;
   }
 }

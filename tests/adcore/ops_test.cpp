@@ -15,8 +15,8 @@ Tensor R(Shape s, uint64_t seed, double lo = -1.0, double hi = 1.0) {
 Tensor P(Shape s, uint64_t seed) { return R(s, seed, 0.5, 2.0); }
 // Broadcasting shape pairs (a, b).
 const std::vector<std::pair<Shape, Shape>> kPairs = {
-    {Shape{3}, Shape{3}},       {Shape{2, 3}, Shape{3}},       {Shape{2, 1}, Shape{1, 4}},
-    {Shape{4, 1, 3}, Shape{2, 1}}, {Shape{}, Shape{2, 2}},    {Shape{2, 3, 4}, Shape{2, 3, 4}}};
+    {Shape{3}, Shape{3}},          {Shape{2, 3}, Shape{3}}, {Shape{2, 1}, Shape{1, 4}},
+    {Shape{4, 1, 3}, Shape{2, 1}}, {Shape{}, Shape{2, 2}},  {Shape{2, 3, 4}, Shape{2, 3, 4}}};
 }  // namespace
 
 TEST(AdcoreOps, BinaryElementwiseWithBroadcasting) {
@@ -50,8 +50,12 @@ TEST(AdcoreOps, UnaryElementwise) {
 
 TEST(AdcoreOps, AddNAndCast) {
   check_grad([](auto in) { return add_n(in); }, {R(Shape{5}, 1), R(Shape{5}, 2), R(Shape{5}, 3)});
-  check_grad([](auto in) { const Tensor xs[2] = {in[0], in[0]}; return add_n(xs); },
-             {R(Shape{4}, 4)});
+  check_grad(
+      [](auto in) {
+        const Tensor xs[2] = {in[0], in[0]};
+        return add_n(xs);
+      },
+      {R(Shape{4}, 4)});
   // Through f32 and back (finite differences are meaningless at f32 precision: compare with
   // the analytic gradient 2x instead).
   const Tensor x = R(Shape{6}, 5);
@@ -94,8 +98,10 @@ TEST(AdcoreOps, MatrixProducts) {
              {R(Shape{4, 3}, 9), R(Shape{4, 2}, 10)});
   check_grad([](auto in) { return matmul(in[0], transpose(in[1])); },
              {R(Shape{3, 4}, 11), R(Shape{2, 4}, 12)});
-  check_grad([](auto in) { return bmm(in[0], in[1]); }, {R(Shape{2, 3, 4}, 13), R(Shape{2, 4, 2}, 14)});
-  check_grad([](auto in) { return matmul(in[0], in[1]); }, {R(Shape{2, 3, 4}, 15), R(Shape{4, 2}, 16)});
+  check_grad([](auto in) { return bmm(in[0], in[1]); },
+             {R(Shape{2, 3, 4}, 13), R(Shape{2, 4, 2}, 14)});
+  check_grad([](auto in) { return matmul(in[0], in[1]); },
+             {R(Shape{2, 3, 4}, 15), R(Shape{4, 2}, 16)});
   check_grad([](auto in) { return dot(in[0], in[1]); }, {R(Shape{6}, 17), R(Shape{6}, 18)});
 }
 
@@ -117,10 +123,15 @@ TEST(AdcoreOps, IndexingWithI32AndI64) {
       o.native_i32_indices = native;
       const std::vector<int64_t> iv = {2, 0, 2, 1};
       const Tensor idx = from_ints(iv, Shape{4}, it);
-      check_grad([idx](auto in) { return index_select(in[0], 0, idx); }, {R(Shape{3, 2}, 1)}, 1e-6, o);
-      check_grad([idx](auto in) { return index_select(in[0], 1, idx); }, {R(Shape{2, 3}, 2)}, 1e-6, o);
-      check_grad([idx](auto in) { return embedding(in[0], reshape(idx, Shape{2, 2})); },
-                 {R(Shape{3, 5}, 3)}, 1e-6, o);
+      check_grad([idx](auto in) { return index_select(in[0], 0, idx); }, {R(Shape{3, 2}, 1)}, 1e-6,
+                 o);
+      check_grad([idx](auto in) { return index_select(in[0], 1, idx); }, {R(Shape{2, 3}, 2)}, 1e-6,
+                 o);
+      check_grad(
+          [idx](auto in) {
+            return embedding(in[0], reshape(idx, Shape{2, 2}));
+          },
+          {R(Shape{3, 5}, 3)}, 1e-6, o);
       const std::vector<int64_t> gv = {1, 0, 0, 2, 2, 2};
       const Tensor gidx = from_ints(gv, Shape{3, 2}, it);
       check_grad([gidx](auto in) { return gather(in[0], 1, gidx); }, {R(Shape{3, 3}, 4)}, 1e-6, o);
@@ -128,7 +139,8 @@ TEST(AdcoreOps, IndexingWithI32AndI64) {
                  {R(Shape{3, 4}, 5), R(Shape{3, 2}, 6)}, 1e-6, o);
       const std::vector<int64_t> nv = {0, 1, 1, 2, 0, 1, 1, 0};
       const Tensor nidx = from_ints(nv, Shape{4, 2}, it);
-      check_grad([nidx](auto in) { return gather_nd(in[0], nidx); }, {R(Shape{2, 3, 2}, 7)}, 1e-6, o);
+      check_grad([nidx](auto in) { return gather_nd(in[0], nidx); }, {R(Shape{2, 3, 2}, 7)}, 1e-6,
+                 o);
     }
   }
 }
@@ -195,7 +207,8 @@ TEST(AdcoreOps, EveryPolicyCombinationGivesTheSameGradients) {
     }
     for (int k = 0; k < 2; ++k) {
       const std::vector<double> v = g[k].to_vector();
-      for (size_t j = 0; j < v.size(); ++j) ASSERT_NEAR(v[j], ref[static_cast<size_t>(k)][j], 1e-12) << bits;
+      for (size_t j = 0; j < v.size(); ++j)
+        ASSERT_NEAR(v[j], ref[static_cast<size_t>(k)][j], 1e-12) << bits;
     }
   }
 }

@@ -15,7 +15,7 @@ struct GradRun {
 };
 
 GradRun run_grad(const Options &o, const std::function<Tensor(std::span<const Tensor>)> &f,
-             const std::vector<Tensor> &args, std::vector<size_t> wrt, int calls = 1) {
+                 const std::vector<Tensor> &args, std::vector<size_t> wrt, int calls = 1) {
   GradRun r;
   Tape tape(o);
   std::vector<Tensor> g(wrt.size());
@@ -49,7 +49,8 @@ TEST(AdcorePolicy, ActivityAnalysisQuadformHasNoASizedAdjoint) {
   for (bool active_A : {false, true}) {
     const std::vector<Tensor> args = samples::quadform_args(D, K, active_A);
     const GradRun on = run_grad(Options{}, samples::quadform_f, args, {0});
-    const GradRun off = run_grad(with(&Options::activity_analysis, false), samples::quadform_f, args, {0});
+    const GradRun off =
+        run_grad(with(&Options::activity_analysis, false), samples::quadform_f, args, {0});
     expect_same(on, off, 1e-10);
     const int64_t a_bytes = D * D * 8;
     EXPECT_LT(on.stats.peak_bytes[ADPROF_ROLE_ADJOINT], a_bytes);
@@ -114,7 +115,8 @@ TEST(AdcorePolicy, FusedOptimizerFreesGradientsInBackward) {
       Optimizer &opt = adam ? static_cast<Optimizer &>(ad) : sgd;
       for (const Tensor &p : m.params()) opt.add_param(p);
       reset_alloc_stats();
-      for (int s = 0; s < 3; ++s) Tape::thread_default().backward(samples::mlp_loss(m, false), &opt);
+      for (int s = 0; s < 3; ++s)
+        Tape::thread_default().backward(samples::mlp_loss(m, false), &opt);
       peak_adjoint[fused] = alloc_stats().peak_bytes[ADPROF_ROLE_ADJOINT];
       for (const Tensor &p : m.params()) {
         params[fused].push_back(p.to_vector());
@@ -133,7 +135,8 @@ TEST(AdcorePolicy, CheckpointingSqrtScheduleCutsForwardCaches) {
   const int L = 16;
   const int64_t S = 20000;
   std::vector<std::function<Tensor(const Tensor &)>> layers;
-  for (int i = 0; i < L; ++i) layers.push_back([](const Tensor &t) { return tanh(affine(t, 1.1, 0.1)); });
+  for (int i = 0; i < L; ++i)
+    layers.push_back([](const Tensor &t) { return tanh(affine(t, 1.1, 0.1)); });
   auto f = [&](std::span<const Tensor> in) { return sum(checkpoint_sequential(layers, in[0])); };
   const std::vector<Tensor> args = {rand_uniform(Shape{S}, 1, -1, 1)};
   const GradRun on = run_grad(Options{}, f, args, {0});
@@ -157,9 +160,11 @@ TEST(AdcorePolicy, ReusableTapeMakesNoAllocationsAfterTheFirstCall) {
     std::vector<double> hand(static_cast<size_t>(N));
     samples::eam_grad_hand(args[0].data<double>(), hand.data(), N);
     const auto v = g[0].to_vector();
-    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], hand[i], 1e-9 * (1 + std::abs(hand[i])));
+    for (size_t i = 0; i < v.size(); ++i)
+      EXPECT_NEAR(v[i], hand[i], 1e-9 * (1 + std::abs(hand[i])));
 
-    const GradRun naive = run_grad(with(&Options::reuse_tape, false), samples::eam_f, args, {0}, 10);
+    const GradRun naive =
+        run_grad(with(&Options::reuse_tape, false), samples::eam_f, args, {0}, 10);
     EXPECT_GE(naive.stats.heap_allocs, 10u * 10u);
   }
 }
@@ -168,7 +173,8 @@ TEST(AdcorePolicy, NativeI32IndicesMakeNoWideningDuplicate) {
   const int64_t side = 16, rows = 1 << 12;
   const std::vector<Tensor> args = samples::gather_args(side, rows, DType::I32);
   const GradRun on = run_grad(Options{}, samples::gather_f, args, {0});
-  const GradRun off = run_grad(with(&Options::native_i32_indices, false), samples::gather_f, args, {0});
+  const GradRun off =
+      run_grad(with(&Options::native_i32_indices, false), samples::gather_f, args, {0});
   expect_same(on, off, 1e-6);
   EXPECT_EQ(on.stats.allocs[ADPROF_ROLE_DUPLICATE], 0u);
   EXPECT_GE(off.stats.peak_bytes[ADPROF_ROLE_DUPLICATE], rows * 3 * 8);
@@ -186,8 +192,10 @@ TEST(AdcorePolicy, NaiveAndOptimisedAgreeOnEverySample) {
   };
   std::vector<Case> cases = {
       {"quadform", samples::quadform_f, samples::quadform_args(50, 3, false), 1e-10},
-      {"densenet", [](auto in) { return samples::densenet_f(in, 5); },
-       {rand_uniform(Shape{1000}, 2, -1, 1, DType::F32)}, 1e-6},
+      {"densenet",
+       [](auto in) { return samples::densenet_f(in, 5); },
+       {rand_uniform(Shape{1000}, 2, -1, 1, DType::F32)},
+       1e-6},
       {"eam", samples::eam_f, {rand_uniform(Shape{100}, 3, 0, 1)}, 1e-10},
       {"gather", samples::gather_f, samples::gather_args(8, 512, DType::I32), 1e-6},
   };

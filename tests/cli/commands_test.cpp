@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "adprof/report.h"
 #include "../support/sanitizer_skip.h"
+#include "adprof/report.h"
 
 namespace fs = std::filesystem;
 
@@ -43,8 +43,8 @@ class Cli : public ::testing::Test {
 
   Result sh(const std::string &command) {
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() +
-                       "' 2>'" + err.string() + "'";
+    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() + "' 2>'" +
+                       err.string() + "'";
     int status = std::system(full.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -94,7 +94,8 @@ TEST_F(Cli, RunReportsAccumulationAndExitsWithProgramStatus) {
   EXPECT_EQ(adprof("run -o killed.adtrace -- sh -c 'kill -9 $$'").code, 128 + 9);
   Result missing = adprof("run -o m.adtrace -- /nonexistent/program");
   EXPECT_EQ(missing.code, 2);
-  EXPECT_NE(missing.err.find("cannot run '/nonexistent/program'"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("cannot run '/nonexistent/program'"), std::string::npos)
+      << missing.err;
   Result exists = adprof("run -o three.adtrace -- true");
   EXPECT_EQ(exists.code, 2);
   EXPECT_NE(exists.err.find("already exists"), std::string::npos);

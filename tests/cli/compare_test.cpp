@@ -1,9 +1,9 @@
 // Metrics, gates and diffs over hand-made reports: the numbers are known, so every outcome is.
+#include "adprof/compare.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "adprof/compare.h"
 
 namespace adprof {
 namespace {
@@ -48,12 +48,12 @@ TEST(Gates, ParseForms) {
 TEST(Gates, RelativeAndAbsolute) {
   auto base = report_metrics(make_report(100 << 20, 1000, 0));
   auto grown = report_metrics(make_report(106 << 20, 1050, 4 << 20));
-  EXPECT_TRUE(evaluate(parse_gate("peak > +5%"), &base, grown).failed);      // +6%
+  EXPECT_TRUE(evaluate(parse_gate("peak > +5%"), &base, grown).failed);  // +6%
   EXPECT_FALSE(evaluate(parse_gate("peak > +10%"), &base, grown).failed);
   EXPECT_FALSE(evaluate(parse_gate("allocations > +10%"), &base, grown).failed);  // +5%
   EXPECT_TRUE(evaluate(parse_gate("role.duplicate > 0"), &base, grown).failed);
   EXPECT_FALSE(evaluate(parse_gate("role.duplicate > 0"), &base, base).failed);
-  EXPECT_TRUE(evaluate(parse_gate("peak > +5MiB"), &base, grown).failed);    // +6 MiB
+  EXPECT_TRUE(evaluate(parse_gate("peak > +5MiB"), &base, grown).failed);  // +6 MiB
   EXPECT_FALSE(evaluate(parse_gate("peak > 200MiB"), nullptr, grown).failed);
   EXPECT_TRUE(evaluate(parse_gate("op.matmul > 100MiB"), nullptr, grown).failed);
   EXPECT_FALSE(evaluate(parse_gate("op.absent > 0"), nullptr, grown).failed);  // absent op: 0 B

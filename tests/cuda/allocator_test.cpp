@@ -348,7 +348,7 @@ TEST_F(Fixture, SetLimitAppliesToLaterReservations) {
   void *p = a.allocate(kMiB);
   a.set_limit(2 * kMiB);
   EXPECT_THROW(a.allocate(kMiB + 512), OutOfMemory);  // would need a large segment
-  void *q = a.allocate(512 * kKiB);                    // fits in the small segment
+  void *q = a.allocate(512 * kKiB);                   // fits in the small segment
   a.set_limit(0);
   void *r = a.allocate(kMiB + 512);
   a.deallocate(p);

@@ -82,7 +82,8 @@ TEST_F(GpuPolicy, ActivityAnalysisQuadform) {
   const int K = 4;
   const std::vector<Tensor> args = samples::quadform_args(D, K, false);
   const DevRun on = run_grad(Options{}, samples::quadform_f, args, {0});
-  const DevRun off = run_grad(with(&Options::activity_analysis, false), samples::quadform_f, args, {0});
+  const DevRun off =
+      run_grad(with(&Options::activity_analysis, false), samples::quadform_f, args, {0});
   print("activity_analysis", on, off);
   expect_same(on, off, 1e-10);
   const uint64_t a_bytes = D * D * 8;
@@ -124,7 +125,8 @@ TEST_F(GpuPolicy, InPlaceAccumulationDensenet) {
   expect_same(on, off, 1e-6);
   EXPECT_EQ(on.grads[0][0], 128.0);
   EXPECT_EQ(peak(on, ADPROF_ROLE_ACCUMULATION), 0u);
-  EXPECT_GE(off.stats.peak_by_role.count[ADPROF_ROLE_ACCUMULATION], static_cast<uint64_t>((n + 1) * (n + 1) / 4 - 1));
+  EXPECT_GE(off.stats.peak_by_role.count[ADPROF_ROLE_ACCUMULATION],
+            static_cast<uint64_t>((n + 1) * (n + 1) / 4 - 1));
   EXPECT_GT(off.stats.requested_peak, on.stats.requested_peak + 10 * S * 4);
 }
 
@@ -146,7 +148,8 @@ TEST_F(GpuPolicy, FusedOptimizerMlp) {
       for (const Tensor &p : m.params()) opt.add_param(p);
       cuda::synchronize();
       cuda::allocator().reset_peaks();
-      for (int s = 0; s < 3; ++s) Tape::thread_default().backward(samples::mlp_loss(m, false), &opt);
+      for (int s = 0; s < 3; ++s)
+        Tape::thread_default().backward(samples::mlp_loss(m, false), &opt);
       peak_adjoint[fused] = cuda::allocator().stats().peak_by_role.bytes[ADPROF_ROLE_ADJOINT];
       for (const Tensor &p : m.params()) {
         ASSERT_EQ(&p.device(), &cuda::device());
@@ -155,9 +158,11 @@ TEST_F(GpuPolicy, FusedOptimizerMlp) {
     }
     set_default_options(Options{});
     for (size_t k = 0; k < params[0].size(); ++k)
-      for (size_t j = 0; j < params[0][k].size(); ++j) ASSERT_NEAR(params[0][k][j], params[1][k][j], 1e-5);
-    std::printf("[device peak] fused_optimizer(%s) adjoint on %llu B off %llu B\n", adam ? "adam" : "sgd",
-                static_cast<unsigned long long>(peak_adjoint[1]), static_cast<unsigned long long>(peak_adjoint[0]));
+      for (size_t j = 0; j < params[0][k].size(); ++j)
+        ASSERT_NEAR(params[0][k][j], params[1][k][j], 1e-5);
+    std::printf("[device peak] fused_optimizer(%s) adjoint on %llu B off %llu B\n",
+                adam ? "adam" : "sgd", static_cast<unsigned long long>(peak_adjoint[1]),
+                static_cast<unsigned long long>(peak_adjoint[0]));
     EXPECT_LT(peak_adjoint[1], peak_adjoint[0]) << (adam ? "adam" : "sgd");
   }
 }
@@ -166,7 +171,8 @@ TEST_F(GpuPolicy, CheckpointingSqrtSchedule) {
   const int L = 16;
   const int64_t S = 20000;
   std::vector<std::function<Tensor(const Tensor &)>> layers;
-  for (int i = 0; i < L; ++i) layers.push_back([](const Tensor &t) { return tanh(affine(t, 1.1, 0.1)); });
+  for (int i = 0; i < L; ++i)
+    layers.push_back([](const Tensor &t) { return tanh(affine(t, 1.1, 0.1)); });
   auto f = [&](std::span<const Tensor> in) { return sum(checkpoint_sequential(layers, in[0])); };
   const std::vector<Tensor> args = {rand_uniform(Shape{S}, 1, -1, 1)};
   const DevRun on = run_grad(Options{}, f, args, {0});
@@ -205,7 +211,8 @@ TEST_F(GpuPolicy, NativeI32IndicesGather) {
   const int64_t side = 16, rows = 1 << 12;
   const std::vector<Tensor> args = samples::gather_args(side, rows, DType::I32);
   const DevRun on = run_grad(Options{}, samples::gather_f, args, {0});
-  const DevRun off = run_grad(with(&Options::native_i32_indices, false), samples::gather_f, args, {0});
+  const DevRun off =
+      run_grad(with(&Options::native_i32_indices, false), samples::gather_f, args, {0});
   print("native_i32_indices", on, off);
   expect_same(on, off, 1e-6);
   EXPECT_EQ(peak(on, ADPROF_ROLE_DUPLICATE), 0u);

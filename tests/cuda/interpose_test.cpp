@@ -40,8 +40,8 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   const std::string workload = env_or("CUDA_INTERPOSE_WORKLOAD", CUDA_INTERPOSE_WORKLOAD);
   ASSERT_TRUE(std::filesystem::exists(preload)) << preload;
   ASSERT_TRUE(std::filesystem::exists(workload)) << workload;
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("adprof-cuda-" + std::to_string(getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("adprof-cuda-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string trace = dir + "/cuda.adtrace";
   const std::string cmd = "sh -c 'ADPROF_ROOT_PID=$$ LD_PRELOAD=\"" + preload +
@@ -90,8 +90,8 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   bool workspace = false, segment = false, matmul_block = false, adjoint_backward = false,
        foreign_raw = false;
   for (const Seen &s : allocs) {
-    if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op == "matmul" &&
-        s.role == ADPROF_ROLE_WORKSPACE && s.size == (32u << 20))
+    if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op == "matmul" && s.role == ADPROF_ROLE_WORKSPACE &&
+        s.size == (32u << 20))
       workspace = true;
     if (s.space == ADPROF_SPACE_DEVICE_SEGMENT) segment = true;
     if (s.space == ADPROF_SPACE_DEVICE_BLOCK && s.op == "matmul" && s.size == 64 * 128 * 4)
@@ -111,8 +111,8 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   // Segments counted once: no live raw block shares an address with a live segment.
   for (const auto &[key, b] : replay.blocks())
     if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
-      EXPECT_EQ(replay.blocks().count(adprof::Replay::key(adprof::Replay::address_of(key),
-                                                          ADPROF_SPACE_DEVICE_RAW)),
+      EXPECT_EQ(replay.blocks().count(
+                    adprof::Replay::key(adprof::Replay::address_of(key), ADPROF_SPACE_DEVICE_RAW)),
                 0u);
     }
   EXPECT_GE(peak_device, 64u * 128 * 4);

@@ -1,7 +1,6 @@
 // adprof-gui under QT_QPA_PLATFORM=offscreen: the models show what the analysis library
 // computed (equal to `adprof report --json` of the same trace), the timeline draws something,
 // its peak marker sits at the peak's time, and clicking there lists the peak's buffers.
-#include "../support/sanitized_build.h"
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QFile>
@@ -17,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "../support/sanitized_build.h"
 #include "adprof/snapshot.h"
 #include "adprof/whatif.h"
 #include "main_window.h"
@@ -32,7 +32,8 @@ constexpr uint64_t kMiB = 1 << 20;
 QString record(const QString &dir, const QString &name, const QStringList &args) {
   QString trace = QDir(dir).filePath(name);
   QProcess p;
-  p.start(ADPROF_CLI, QStringList{"run", "-o", trace, "--no-report", "--", GUI_TEST_WORKLOAD} + args);
+  p.start(ADPROF_CLI,
+          QStringList{"run", "-o", trace, "--no-report", "--", GUI_TEST_WORKLOAD} + args);
   if (!p.waitForFinished(60000) || p.exitCode() != 0)
     qFatal("recording failed: %s", p.readAllStandardError().constData());
   return trace;
@@ -195,7 +196,8 @@ void GuiTest::timelineIsDrawnAndPeakMarkerAtPeakTime() {
     return n;
   };
   int at = std::max({black_in_column(x - 1), black_in_column(x), black_in_column(x + 1)});
-  QVERIFY2(at > plot.height() / 4, qPrintable(QString("only %1 marker pixels at x=%2").arg(at).arg(x)));
+  QVERIFY2(at > plot.height() / 4,
+           qPrintable(QString("only %1 marker pixels at x=%2").arg(at).arg(x)));
   // ... and not just anywhere: a column well away from the peak has no such line.
   int away = x > plot.center().x() ? plot.left() + 20 : plot.right() - 20;
   QVERIFY(black_in_column(away) < plot.height() / 8);
@@ -209,8 +211,8 @@ void GuiTest::clickAtPeakListsPeakBuffers() {
   window_->loader().waitForIdle();
   QVERIFY(!window_->liveModel()->instant().at_peak);
   QSignalSpy shown(window_.get(), &MainWindow::instantShown);
-  QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(std::lround(t->peakX())),
-                                                  int(t->plotRect().center().y())));
+  QTest::mouseClick(t, Qt::LeftButton, {},
+                    QPoint(int(std::lround(t->peakX())), int(t->plotRect().center().y())));
   QVERIFY(shown.count() || shown.wait(10000));
   const InstantData &d = window_->liveModel()->instant();
   QVERIFY(d.at_peak);

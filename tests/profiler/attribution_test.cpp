@@ -39,7 +39,7 @@ TEST(Attribution, ScopesStampOpPhaseAndRole) {
       {2 * kMiB, "inner#2", "forward", "forward_cache"},  // RoleScope inside a nested OpScope
       {3 * kMiB, "outer#1", "forward", "activation"},     // role restored after the scope
       {4 * kMiB, "grad#3", "backward", "adjoint"},
-      {2 * kMiB + 0, nullptr, nullptr, nullptr},          // (the duplicate: checked below)
+      {2 * kMiB + 0, nullptr, nullptr, nullptr},  // (the duplicate: checked below)
       {8 * kMiB, "peak_marker#4", "optimizer", "optimizer_state"},
   };
   int twos = 0;

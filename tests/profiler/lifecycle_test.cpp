@@ -94,8 +94,7 @@ TEST(Lifecycle, ForkedChildThatExecsHasItsOwnTrace) {
   pid_t child = child_pid(r.out);
   ASSERT_GT(child, 0) << r.out;
   std::string child_trace = trace + "." + std::to_string(child);
-  EXPECT_EQ(files_in(dir.path()),
-            (std::vector<std::string>{"t", "t." + std::to_string(child)}));
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"t", "t." + std::to_string(child)}));
   TraceSummary parent = summarize(trace);
   EXPECT_TRUE(parent.complete) << parent.reason;
   EXPECT_EQ(parent.ops["parent"].allocations, 10u);
@@ -132,8 +131,8 @@ TEST(Lifecycle, SigkillAfterSleepKeepsFlushedEvents) {
   TempDir dir;
   std::string trace = dir / "t", marker = dir / "marker";
   SpawnOptions o;
-  o.argv = {ADPROF_TEST_CLI, "run", "-o", trace, "--no-report", "--", ADPROF_TEST_LIFECYCLE,
-            "sleep", marker};
+  o.argv = {ADPROF_TEST_CLI,       "run",   "-o",  trace, "--no-report", "--",
+            ADPROF_TEST_LIFECYCLE, "sleep", marker};
   Child adprof_run(o);
   ASSERT_TRUE(wait_for_file(marker, 30));
   pid_t pid = static_cast<pid_t>(std::stol(read_file(marker)));

@@ -2,11 +2,12 @@
 // files give a clear one-line error (exit 2) or a report that says the trace was cut or
 // damaged — never a crash. The same inputs are kept as a fuzz corpus (corpus/), which the
 // reader also reads here.
+#include "adprof/report.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "adprof/report.h"
 #include "test_util.h"
 
 namespace {
@@ -92,8 +93,8 @@ TEST(ReportCli, TruncatedTraces) {
   ASSERT_GT(bytes.size(), 200u);
   // The CLI at a few offsets: inside the header, just after it, inside the first chunk header,
   // inside the first payload, just before the end.
-  for (size_t cut : {size_t{1}, size_t{63}, size_t{64}, size_t{80}, size_t{150},
-                     bytes.size() / 2, bytes.size() - 1}) {
+  for (size_t cut : {size_t{1}, size_t{63}, size_t{64}, size_t{80}, size_t{150}, bytes.size() / 2,
+                     bytes.size() - 1}) {
     std::string path = dir / ("cut" + std::to_string(cut));
     write_file(path, bytes.substr(0, cut));
     Result r = run_cli({"report", path});
@@ -134,8 +135,8 @@ TEST(ReportCli, FlippedBytes) {
     EXPECT_NE(r.out.find("damaged chunk"), std::string::npos) << r.out;
   }
   // In the first chunk's header: its magic, sizes, thread, flags, sequence.
-  for (size_t at : {size_t{0}, size_t{4}, size_t{8}, size_t{12}, size_t{16}, size_t{20},
-                    size_t{24}, size_t{32}, size_t{36}}) {
+  for (size_t at : {size_t{0}, size_t{4}, size_t{8}, size_t{12}, size_t{16}, size_t{20}, size_t{24},
+                    size_t{32}, size_t{36}}) {
     std::string b = bytes;
     b[chunk + at] ^= 0x04;
     std::string path = dir / ("header" + std::to_string(at));

@@ -53,9 +53,9 @@ TEST(Settings, SymlinkIsNotFollowed) {
 
 TEST(Settings, MalformedSettingsRunUntracedWithOneMessage) {
   const std::pair<std::string, std::string> bad[] = {
-      {"ADPROF_SAMPLE_MS", "abc"},     {"ADPROF_SAMPLE_MS", "0"},
-      {"ADPROF_SAMPLE_MS", "10ms"},    {"ADPROF_SAMPLE_MS", "99999999999999999999"},
-      {"ADPROF_ZSTD_LEVEL", "100"},    {"ADPROF_ROOT_PID", "me"},
+      {"ADPROF_SAMPLE_MS", "abc"},  {"ADPROF_SAMPLE_MS", "0"},
+      {"ADPROF_SAMPLE_MS", "10ms"}, {"ADPROF_SAMPLE_MS", "99999999999999999999"},
+      {"ADPROF_ZSTD_LEVEL", "100"}, {"ADPROF_ROOT_PID", "me"},
   };
   for (const auto &[key, value] : bad) {
     SCOPED_TRACE(key + "=" + value);

@@ -104,7 +104,7 @@ struct SpawnOptions {
   std::vector<std::string> argv;
   // Under the preload library, writing this trace (empty: not preloaded).
   std::string trace;
-  bool root_pid = true;  // set ADPROF_ROOT_PID to the child's pid
+  bool root_pid = true;                                  // set ADPROF_ROOT_PID to the child's pid
   std::vector<std::pair<std::string, std::string>> env;  // added/overriding variables
   int umask_value = -1;
   long fsize_limit = -1;  // RLIMIT_FSIZE in bytes (SIGXFSZ ignored)
@@ -247,8 +247,7 @@ inline Result run_cli(std::vector<std::string> args, double timeout_s = 120) {
 inline bool wait_for_file(const std::string &path, double timeout_s) {
   auto start = std::chrono::steady_clock::now();
   while (!fs::exists(path)) {
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-        timeout_s)
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s)
       return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }

@@ -73,9 +73,8 @@ inline std::vector<uint8_t> file_header(const HeaderFields &h = {}) {
 }
 
 // A chunk: 40-byte header (CRC over header bytes 8..39 then the stored payload) + payload.
-inline std::vector<uint8_t> chunk(uint32_t thread, uint32_t seq, uint64_t base_ts,
-                                  uint32_t events, const std::vector<uint8_t> &raw,
-                                  bool compress) {
+inline std::vector<uint8_t> chunk(uint32_t thread, uint32_t seq, uint64_t base_ts, uint32_t events,
+                                  const std::vector<uint8_t> &raw, bool compress) {
   std::vector<uint8_t> stored = raw;
   uint32_t flags = 0;
   if (compress) {
@@ -105,33 +104,33 @@ inline std::vector<uint8_t> footer(uint64_t events, uint64_t chunks, uint64_t re
 // type, thread 1 in a zstd chunk, and a footer. Its decoded form is checked field by field.
 inline std::vector<uint8_t> chunk0_events() {
   Bytes e;
-  e.tag(4, 1, 0);                                                // 1000 phase forward
-  e.tag(9, 0, 1).varint(1).varint(6).text("matmul");             // 1001 name 1
-  e.tag(2, 0, 2).varint(1).varint(7);                            // 1003 op_begin matmul#7
-  e.tag(5, 5, 0);                                                // 1003 role adjoint
-  e.tag(0, 0, 3).zz(0x1000).varint(100000).varint(12);           // 1006 alloc heap
-  e.tag(0, 2, 1).zz(0x1000).varint(4096).varint(0).varint(1);    // 1007 alloc dev block
-  e.tag(1, 1, 1).zz(0x5000).varint(8192);                        // 1008 free mmap 0x7000
-  e.tag(6, 7, 0).zz(-0x6000).varint(0x3000);                     // 1008 retag 0x1000 dup
-  e.tag(7, 0, 5).varint(42);                                     // 1013 step 42
-  e.tag(8, 1, 0).varint(123456);                                 // 1013 counter rss
-  e.tag(10, 0, 0).varint(4).text("main");                        // 1013 thread name
+  e.tag(4, 1, 0);                                                       // 1000 phase forward
+  e.tag(9, 0, 1).varint(1).varint(6).text("matmul");                    // 1001 name 1
+  e.tag(2, 0, 2).varint(1).varint(7);                                   // 1003 op_begin matmul#7
+  e.tag(5, 5, 0);                                                       // 1003 role adjoint
+  e.tag(0, 0, 3).zz(0x1000).varint(100000).varint(12);                  // 1006 alloc heap
+  e.tag(0, 2, 1).zz(0x1000).varint(4096).varint(0).varint(1);           // 1007 alloc dev block
+  e.tag(1, 1, 1).zz(0x5000).varint(8192);                               // 1008 free mmap 0x7000
+  e.tag(6, 7, 0).zz(-0x6000).varint(0x3000);                            // 1008 retag 0x1000 dup
+  e.tag(7, 0, 5).varint(42);                                            // 1013 step 42
+  e.tag(8, 1, 0).varint(123456);                                        // 1013 counter rss
+  e.tag(10, 0, 0).varint(4).text("main");                               // 1013 thread name
   e.tag(11, 0, 1).varint(1).varint(3).varint(1).varint(2).varint(300);  // 1014 annotate
-  e.tag(12, 0, 0).zz(0).varint(1);                               // 1014 label 0x1000
-  e.tag(13, 0, 0).zz(0).varint(1).varint(2).varint(3).varint(4); // 1014 describe f32 [3,4]
-  e.tag(14, 0, 0).zz(0).varint(0xDEADBEEFull);                   // 1014 content hash
-  e.tag(3, 0, 1);                                                // 1015 op_end
-  e.tag(1, 0, 1).zz(0);                                          // 1016 free heap 0x1000
-  e.tag(1, 2, 1).zz(0x1000).varint(1);                           // 1017 free dev 0x2000
+  e.tag(12, 0, 0).zz(0).varint(1);                                      // 1014 label 0x1000
+  e.tag(13, 0, 0).zz(0).varint(1).varint(2).varint(3).varint(4);        // 1014 describe f32 [3,4]
+  e.tag(14, 0, 0).zz(0).varint(0xDEADBEEFull);                          // 1014 content hash
+  e.tag(3, 0, 1);                                                       // 1015 op_end
+  e.tag(1, 0, 1).zz(0);                                                 // 1016 free heap 0x1000
+  e.tag(1, 2, 1).zz(0x1000).varint(1);                                  // 1017 free dev 0x2000
   return e.v;
 }
 inline constexpr uint32_t kChunk0Events = 18;
 
 inline std::vector<uint8_t> chunk1_events() {
   Bytes e;
-  e.tag(4, 2, 0);                                   // 1005 phase backward
-  e.tag(0, 0, 4).zz(0x9000).varint(64).varint(0);   // 1009 alloc heap 0x9000
-  e.tag(1, 0, 10).zz(0);                            // 1019 free 0x9000
+  e.tag(4, 2, 0);                                  // 1005 phase backward
+  e.tag(0, 0, 4).zz(0x9000).varint(64).varint(0);  // 1009 alloc heap 0x9000
+  e.tag(1, 0, 10).zz(0);                           // 1019 free 0x9000
   return e.v;
 }
 inline constexpr uint32_t kChunk1Events = 3;

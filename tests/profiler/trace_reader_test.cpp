@@ -1,10 +1,11 @@
 // The reader against hand-packed bytes (trace_builder.h packs them per trace_format.h, not with
 // the writer's code): every event type decoded field by field, threads merged by time, zstd and
 // raw chunks, the footer; and what the reader does with damaged bytes.
+#include "adprof/trace_reader.h"
+
 #include <gtest/gtest.h>
 
 #include "adprof/replay.h"
-#include "adprof/trace_reader.h"
 #include "test_util.h"
 #include "trace_builder.h"
 
@@ -232,7 +233,7 @@ TEST(TraceReaderBytes, SequenceGapCountsMissingChunks) {
   Bytes f;
   f.append(file_header());
   f.append(chunk(0, 0, 1000, kChunk0Events, chunk0_events(), false));
-  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));  // seq 3 first: fine
+  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));   // seq 3 first: fine
   f.append(chunk(1, 5, 2000, kChunk1Events, chunk1_events(), false));  // seq 4 lost
   TraceReader r(save(dir, "t", f.v));
   auto ev = read_all(r);

@@ -9,7 +9,7 @@
 #include "sanitized_build.h"
 
 #ifdef ADPROF_SANITIZED_BUILD
-#define ADPROF_SKIP_IF_SANITIZED()                                                       \
+#define ADPROF_SKIP_IF_SANITIZED()                                                         \
   GTEST_SKIP() << "runs a sanitized program under the adprof interposer, which ASan/TSan " \
                   "forbid (they own malloc); covered by the release build"
 #else

@@ -1,6 +1,8 @@
 // adprof whatif: for each memory policy, record a sample with the policy off, predict the peak
 // with it on, record the sample with it on, and require the prediction within 5% of the
 // measured peak (analyze().peak of the second trace).
+#include "adprof/whatif.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,10 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/sanitizer_skip.h"
 #include "adprof/replay.h"
 #include "adprof/report.h"
-#include "adprof/whatif.h"
-#include "../support/sanitizer_skip.h"
 
 namespace fs = std::filesystem;
 
@@ -49,8 +50,8 @@ class WhatIf : public ::testing::Test {
 
   Result sh(const std::string &command) {
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() +
-                       "' 2>'" + err.string() + "'";
+    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() + "' 2>'" +
+                       err.string() + "'";
     int status = std::system(full.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -83,16 +84,15 @@ class WhatIf : public ::testing::Test {
     if (policy != "all") {
       EXPECT_FALSE(p->recorded_on);
     }
-    const double predicted =
-        static_cast<double>(p->predicted_peak);
-    const double measured =
-        static_cast<double>(adprof::analyze(on).peak);
+    const double predicted = static_cast<double>(p->predicted_peak);
+    const double measured = static_cast<double>(adprof::analyze(on).peak);
     const double recorded = static_cast<double>(w.measured_peak);
-    std::printf("[whatif] %-22s %-40s recorded %.3f MiB predicted %.3f MiB measured %.3f MiB "
-                "error %+.2f%%\n",
-                policy.c_str(), (fs::path(program).filename().string() + " " + off_args).c_str(),
-                recorded / 1048576.0, predicted / 1048576.0, measured / 1048576.0,
-                100.0 * (predicted - measured) / measured);
+    std::printf(
+        "[whatif] %-22s %-40s recorded %.3f MiB predicted %.3f MiB measured %.3f MiB "
+        "error %+.2f%%\n",
+        policy.c_str(), (fs::path(program).filename().string() + " " + off_args).c_str(),
+        recorded / 1048576.0, predicted / 1048576.0, measured / 1048576.0,
+        100.0 * (predicted - measured) / measured);
     EXPECT_LE(std::fabs(predicted - measured), 0.05 * measured)
         << policy << ": predicted " << predicted << " measured " << measured;
     // And the policy is on in the second recording.
@@ -158,8 +158,7 @@ TEST_F(WhatIf, AllPoliciesFromNaiveBranches) {
 }
 
 TEST_F(WhatIf, CliTableJsonAndErrors) {
-  const std::string trace =
-      record("naive", kSamples + "/densenet --size 65536 --naive");
+  const std::string trace = record("naive", kSamples + "/densenet --size 65536 --naive");
   Result r = adprof("whatif " + trace);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Measured peak"), std::string::npos);

@@ -14,8 +14,9 @@ int main(int argc, char **argv) {
       "size", po::value<int64_t>()->default_value(100000), "S, elements per branch (f64)");
   po::variables_map vm;
   samples::Common c;
-  const int rc = samples::parse(argc, argv, "whatif_workload",
-                                "whatif_workload: L parallel branches sum(tanh(w_k * x)).", d, vm, c);
+  const int rc =
+      samples::parse(argc, argv, "whatif_workload",
+                     "whatif_workload: L parallel branches sum(tanh(w_k * x)).", d, vm, c);
   if (rc >= 0) return rc;
   const int L = vm["branches"].as<int>();
   const int64_t S = vm["size"].as<int64_t>();

@@ -1,5 +1,7 @@
 // The IDX/gzip loader of samples/cnn: reads what it is given, and turns a missing, truncated or
 // malformed Fashion-MNIST file into one line that names the file and the Debian package.
+#include "idx_loader.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,8 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include "idx_loader.h"
 
 namespace fs = std::filesystem;
 using samples::DataError;
@@ -146,8 +146,7 @@ TEST_F(IdxLoader, TruncatedHeaderEmptyFileAndWrongKind) {
   // An image file where the labels belong.
   write_gz(dir_ / "train-labels-idx1-ubyte.gz", idx_bytes({20, 28, 28}, pattern(20 * 784, 9)));
   e = load_error();
-  EXPECT_NE(e.find("not an IDX file of unsigned bytes with 1 dimensions"), std::string::npos)
-      << e;
+  EXPECT_NE(e.find("not an IDX file of unsigned bytes with 1 dimensions"), std::string::npos) << e;
   EXPECT_NE(e.find(kPackageHint), std::string::npos) << e;
 }
 

@@ -65,13 +65,12 @@ class Workloads : public ::testing::Test {
     const fs::path trace = dir_ / (name + ".adtrace"), out = dir_ / (name + ".out"),
                    err = dir_ / (name + ".err");
     const std::string cmd = std::string(ADPROF_CLI) + " run --no-report -o '" + trace.string() +
-                            "' -- " + program + " >'" + out.string() + "' 2>'" + err.string() +
-                            "'";
+                            "' -- " + program + " >'" + out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(cmd.c_str());
     Profiled r;
     r.out = slurp(out);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << cmd << "\n" << r.out << slurp(err);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\n"
+                                                               << r.out << slurp(err);
     r.rep = adprof::analyze(trace.string());
     EXPECT_TRUE(r.rep.complete);
     return r;
@@ -81,10 +80,11 @@ class Workloads : public ::testing::Test {
   fs::path dir_;
 };
 
-const bool have_fashion = fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-#define NEED_FASHION()                                                                         \
-  if (!have_fashion)                                                                           \
-  GTEST_SKIP() << "/usr/share/datasets/fashion-mnist missing: install the Debian package "      \
+const bool have_fashion =
+    fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+#define NEED_FASHION()                                                                     \
+  if (!have_fashion)                                                                       \
+  GTEST_SKIP() << "/usr/share/datasets/fashion-mnist missing: install the Debian package " \
                   "dataset-fashion-mnist (scripts/setup.sh does)"
 
 constexpr const char *kCnnShort =
@@ -157,7 +157,7 @@ TEST_F(Workloads, CharlmLossFallsAndItsPeakHoldsATrainingStep) {
   ASSERT_EQ(first.size(), 1u) << r.out;
   ASSERT_EQ(valid.size(), 1u) << r.out;
   ASSERT_GE(logged.size(), 4u) << r.out;
-  EXPECT_LT(logged[3], logged[0]) << r.out;        // mean of steps 31-40 < mean of steps 1-10
+  EXPECT_LT(logged[3], logged[0]) << r.out;      // mean of steps 31-40 < mean of steps 1-10
   EXPECT_LT(valid[0], first[0] - 0.5) << r.out;  // held-out loss after training
   EXPECT_NE(r.out.find("sample: The "), std::string::npos) << r.out;
 
@@ -173,8 +173,9 @@ TEST_F(Workloads, CharlmLossFallsAndItsPeakHoldsATrainingStep) {
 TEST_F(Workloads, CharlmCheckpointAndFusedOptimizer) {
   ADPROF_SKIP_IF_SANITIZED();
   const std::string small =
-      CHARLM + std::string(" --steps 3 --seq 32 --width 32 --layers 2 --heads 2 --batch 8"
-                           " --generate 0 -q --no-reuse-tape");
+      CHARLM + std::string(
+                   " --steps 3 --seq 32 --width 32 --layers 2 --heads 2 --batch 8"
+                   " --generate 0 -q --no-reuse-tape");
   const adprof::Report on = profile("on", small).rep;
   const adprof::Report nockpt = profile("nockpt", small + " --no-checkpoint").rep;
   const adprof::Report nofuse = profile("nofuse", small + " --no-fused-optimizer").rep;

@@ -9,7 +9,7 @@ namespace adcore::devalloc {
 
 const char *role_name(adprof_role r) {
   static const char *const kNames[ADPROF_ROLE_COUNT] = {
-      "foreign", "parameter",  "input",     "activation",      "forward_cache",
+      "foreign", "parameter",    "input",     "activation",      "forward_cache",
       "adjoint", "accumulation", "duplicate", "optimizer_state", "workspace"};
   const int i = static_cast<int>(r);
   return i >= 0 && i < ADPROF_ROLE_COUNT ? kNames[i] : "?";
@@ -44,7 +44,8 @@ void ProfilerTracker::block_freed(const void *p, uint32_t device) {
 void ProfilerTracker::oom(size_t requested, const Stats &s, uint32_t device) {
   static const uint32_t kind = adprof_name("adcore.cuda.oom");
   uint64_t v[5 + ADPROF_ROLE_COUNT] = {requested, s.reserved, s.allocated, s.limit, device};
-  for (int r = 0; r < ADPROF_ROLE_COUNT; ++r) v[5 + r] = s.live_by_role.bytes[static_cast<size_t>(r)];
+  for (int r = 0; r < ADPROF_ROLE_COUNT; ++r)
+    v[5 + r] = s.live_by_role.bytes[static_cast<size_t>(r)];
   adprof_annotate(kind, v, static_cast<uint32_t>(std::size(v)));
 }
 ProfilerTracker &profiler_tracker() {
@@ -105,7 +106,8 @@ CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto &[addr, seg] : segments_) {
     for (Block *b = seg->first; b; b = b->next)
-      if (!b->free && tracker_) tracker_->block_freed(reinterpret_cast<void *>(b->addr), driver_.device());
+      if (!b->free && tracker_)
+        tracker_->block_freed(reinterpret_cast<void *>(b->addr), driver_.device());
     if (tracker_) tracker_->segment_released(reinterpret_cast<void *>(seg->addr), driver_.device());
     driver_.release(reinterpret_cast<void *>(seg->addr), seg->size);
   }
@@ -296,7 +298,8 @@ size_t CachingAllocator::release_free_segments_locked() {
     if (seg.used == 0) {
       Block *b = seg.first;  // one free block covering the segment
       (b->small ? small_free_ : large_free_).erase(b);
-      if (tracker_) tracker_->segment_released(reinterpret_cast<void *>(seg.addr), driver_.device());
+      if (tracker_)
+        tracker_->segment_released(reinterpret_cast<void *>(seg.addr), driver_.device());
       driver_.release(reinterpret_cast<void *>(seg.addr), seg.size);
       s_.reserved -= seg.size;
       s_.segment_releases += 1;
@@ -328,7 +331,8 @@ Stats CachingAllocator::stats_locked() const {
   s.free_blocks = small_free_.size() + large_free_.size();
   s.largest_free = 0;
   if (!small_free_.empty()) s.largest_free = (*small_free_.rbegin())->size;
-  if (!large_free_.empty()) s.largest_free = std::max<uint64_t>(s.largest_free, (*large_free_.rbegin())->size);
+  if (!large_free_.empty())
+    s.largest_free = std::max<uint64_t>(s.largest_free, (*large_free_.rbegin())->size);
   return s;
 }
 
@@ -375,7 +379,8 @@ std::string CachingAllocator::report_locked(size_t top_blocks) const {
   for (int r = 0; r < ADPROF_ROLE_COUNT; ++r)
     if (s.live_by_role.count[static_cast<size_t>(r)]) roles.push_back(r);
   std::sort(roles.begin(), roles.end(), [&](int a, int b) {
-    return s.live_by_role.bytes[static_cast<size_t>(a)] > s.live_by_role.bytes[static_cast<size_t>(b)];
+    return s.live_by_role.bytes[static_cast<size_t>(a)] >
+           s.live_by_role.bytes[static_cast<size_t>(b)];
   });
   if (roles.empty()) os << " nothing";
   for (int r : roles)
@@ -391,8 +396,8 @@ std::string CachingAllocator::report_locked(size_t top_blocks) const {
   if (!live.empty()) {
     os << ".\nLargest live blocks:";
     for (size_t i = 0; i < live.size() && i < top_blocks; ++i)
-      os << (i ? ", " : " ") << format_bytes(live[i]->requested) << ' '
-         << role_name(live[i]->role) << " #" << live[i]->seq;
+      os << (i ? ", " : " ") << format_bytes(live[i]->requested) << ' ' << role_name(live[i]->role)
+         << " #" << live[i]->seq;
   }
   os << '.';
   return os.str();

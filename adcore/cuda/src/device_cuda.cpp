@@ -59,10 +59,20 @@ uint64_t parse_limit(const char *s) {
   double mul = 1;
   if (end && *end) {
     switch (*end) {
-      case 'k': case 'K': mul = 1024.0; break;
-      case 'm': case 'M': mul = 1024.0 * 1024; break;
-      case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-      default: break;
+      case 'k':
+      case 'K':
+        mul = 1024.0;
+        break;
+      case 'm':
+      case 'M':
+        mul = 1024.0 * 1024;
+        break;
+      case 'g':
+      case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        break;
+      default:
+        break;
     }
   }
   return v > 0 ? static_cast<uint64_t>(v * mul) : 0;

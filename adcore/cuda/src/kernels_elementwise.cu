@@ -15,11 +15,16 @@ struct BinOp {
   Bin op;
   __device__ T operator()(T x, T y) const {
     switch (op) {
-      case Bin::add: return x + y;
-      case Bin::sub: return x - y;
-      case Bin::mul: return x * y;
-      case Bin::div: return x / y;
-      case Bin::pow: return pow(x, y);
+      case Bin::add:
+        return x + y;
+      case Bin::sub:
+        return x - y;
+      case Bin::mul:
+        return x * y;
+      case Bin::div:
+        return x / y;
+      case Bin::pow:
+        return pow(x, y);
     }
     return T(0);
   }
@@ -28,17 +33,28 @@ struct BinOp {
 template <class T>
 __device__ T un(Un op, T x, T s0, T s1, double p) {
   switch (op) {
-    case Un::neg: return -x;
-    case Un::exp: return exp(x);
-    case Un::log: return log(x);
-    case Un::sqrt: return sqrt(x);
-    case Un::abs: return fabs(x);
-    case Un::sign: return static_cast<T>((x > T(0)) - (x < T(0)));
-    case Un::tanh: return tanh(x);
-    case Un::sigmoid: return T(1) / (T(1) + exp(-x));
-    case Un::relu: return x > T(0) ? x : T(0);
-    case Un::step: return x > T(0) ? T(1) : T(0);
-    case Un::affine: return s0 * x + s1;
+    case Un::neg:
+      return -x;
+    case Un::exp:
+      return exp(x);
+    case Un::log:
+      return log(x);
+    case Un::sqrt:
+      return sqrt(x);
+    case Un::abs:
+      return fabs(x);
+    case Un::sign:
+      return static_cast<T>((x > T(0)) - (x < T(0)));
+    case Un::tanh:
+      return tanh(x);
+    case Un::sigmoid:
+      return T(1) / (T(1) + exp(-x));
+    case Un::relu:
+      return x > T(0) ? x : T(0);
+    case Un::step:
+      return x > T(0) ? T(1) : T(0);
+    case Un::affine:
+      return s0 * x + s1;
     case Un::powf:
       // Same special cases as the CPU kernel (exact small integer powers).
       if (p == 2.0) return x * x;
@@ -47,7 +63,8 @@ __device__ T un(Un op, T x, T s0, T s1, double p) {
       if (p == 1.0) return x;
       if (p == 0.0) return T(1);
       return pow(x, s0);
-    case Un::ident: return x;
+    case Un::ident:
+      return x;
   }
   return T(0);
 }
@@ -111,8 +128,8 @@ __global__ void sgd_kernel(T *p, const T *grad, int64_t n, Geo g, T lr) {
 }
 
 template <class T>
-__global__ void adam_kernel(T *p, const T *g, T *m, T *v, int64_t n, T lr, T b1, T b2, T eps,
-                            T c1, T c2) {
+__global__ void adam_kernel(T *p, const T *g, T *m, T *v, int64_t n, T lr, T b1, T b2, T eps, T c1,
+                            T c2) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {
     m[i] = b1 * m[i] + (T(1) - b1) * g[i];
@@ -124,12 +141,23 @@ __global__ void adam_kernel(T *p, const T *g, T *m, T *v, int64_t n, T lr, T b1,
 template <class F>
 void dispatch_any(int dt, F f) {
   switch (dt) {
-    case 1: f(float{}); break;
-    case 2: f(double{}); break;
-    case 3: f(int32_t{}); break;
-    case 4: f(int64_t{}); break;
-    case 5: f(bool{}); break;
-    default: throw std::invalid_argument("cuda cast: bad dtype " + std::to_string(dt));
+    case 1:
+      f(float{});
+      break;
+    case 2:
+      f(double{});
+      break;
+    case 3:
+      f(int32_t{});
+      break;
+    case 4:
+      f(int64_t{});
+      break;
+    case 5:
+      f(bool{});
+      break;
+    default:
+      throw std::invalid_argument("cuda cast: bad dtype " + std::to_string(dt));
   }
 }
 
@@ -186,8 +214,8 @@ void cast(int src, int dst, void *out, const void *x, int64_t n, const Geo &g) {
     using S = decltype(st);
     dispatch_any(dst, [&](auto dt) {
       using D = decltype(dt);
-      cast_kernel<S, D><<<grid(n), kThreads, 0, s()>>>(static_cast<D *>(out),
-                                                       static_cast<const S *>(x), n, g);
+      cast_kernel<S, D>
+          <<<grid(n), kThreads, 0, s()>>>(static_cast<D *>(out), static_cast<const S *>(x), n, g);
     });
   });
   check_launch("cast");
@@ -219,9 +247,8 @@ void sgd(bool f64, void *p, const void *grad, int64_t n, const Geo &g, double lr
     sgd_kernel<<<grid(n), kThreads, 0, s()>>>(static_cast<double *>(p),
                                               static_cast<const double *>(grad), n, g, lr);
   else
-    sgd_kernel<<<grid(n), kThreads, 0, s()>>>(static_cast<float *>(p),
-                                              static_cast<const float *>(grad), n, g,
-                                              static_cast<float>(lr));
+    sgd_kernel<<<grid(n), kThreads, 0, s()>>>(
+        static_cast<float *>(p), static_cast<const float *>(grad), n, g, static_cast<float>(lr));
   check_launch("sgd_update");
 }
 
@@ -233,9 +260,9 @@ void adam(bool f64, void *p, const void *grad, void *m, void *v, int64_t n, doub
   auto go = [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<<<grid(n), kThreads, 0, s()>>>(
-        static_cast<T *>(p), static_cast<const T *>(grad), static_cast<T *>(m),
-        static_cast<T *>(v), n, static_cast<T>(lr), static_cast<T>(b1), static_cast<T>(b2),
-        static_cast<T>(eps), static_cast<T>(c1), static_cast<T>(c2));
+        static_cast<T *>(p), static_cast<const T *>(grad), static_cast<T *>(m), static_cast<T *>(v),
+        n, static_cast<T>(lr), static_cast<T>(b1), static_cast<T>(b2), static_cast<T>(eps),
+        static_cast<T>(c1), static_cast<T>(c2));
   };
   if (f64)
     go(double{});

@@ -14,7 +14,8 @@ namespace {
 // A reduction: output j walks the kept dims, each output reduces over the reduced dims.
 struct RedGeo {
   int kr = 0, rr = 0;
-  int64_t kshape[kRank] = {}, kst[kRank] = {}, kcs[kRank] = {};  // kept: shape, x strides, x contiguous strides
+  int64_t kshape[kRank] = {}, kst[kRank] = {},
+          kcs[kRank] = {};  // kept: shape, x strides, x contiguous strides
   int64_t rshape[kRank] = {}, rst[kRank] = {}, rcs[kRank] = {};
   int64_t rcount = 1;
 };
@@ -112,7 +113,9 @@ __global__ void reduce_block(Red op, T *out, const T *x, RedGeo r, double scale)
   const int64_t j = blockIdx.x;
   int64_t base, unused;
   unravel(j, r.kr, r.kshape, r.kst, r.kcs, base, unused);
-  auto combine_max = [](double a, double b) { return isnan(a) ? a : isnan(b) ? b : (b > a ? b : a); };
+  auto combine_max = [](double a, double b) {
+    return isnan(a) ? a : isnan(b) ? b : (b > a ? b : a);
+  };
   double v = op == Red::sum ? 0.0 : -INFINITY;
   for (int64_t i = threadIdx.x; i < r.rcount; i += blockDim.x) {
     int64_t o, u2;
@@ -394,8 +397,8 @@ void reduce(Red op, bool f64, void *out, const void *x, int64_t on, const Geo &g
   check_launch("reduce");
 }
 
-void max_backward(bool f64, void *out, const void *x, const void *m, const void *grad,
-                  const Geo &g, uint32_t mask) {
+void max_backward(bool f64, void *out, const void *x, const void *m, const void *grad, const Geo &g,
+                  uint32_t mask) {
   const RedGeo r = make_red(g, mask);
   int64_t xn = 1, on = 1;
   for (int d = 0; d < g.rank; ++d) xn *= g.shape[d];
@@ -436,8 +439,8 @@ void im2col(bool f64, const Conv &d, const void *x, void *col) {
   if (!n) return;
   fl(f64, [&](auto tag) {
     using T = decltype(tag);
-    im2col_kernel<T><<<grid(n), kThreads, 0, s()>>>(d, static_cast<const T *>(x),
-                                                     static_cast<T *>(col));
+    im2col_kernel<T>
+        <<<grid(n), kThreads, 0, s()>>>(d, static_cast<const T *>(x), static_cast<T *>(col));
   });
   check_launch("im2col");
 }
@@ -447,8 +450,8 @@ void col2im_add(bool f64, const Conv &d, const void *col, void *x) {
   if (!n) return;
   fl(f64, [&](auto tag) {
     using T = decltype(tag);
-    col2im_kernel<T><<<grid(n), kThreads, 0, s()>>>(d, static_cast<const T *>(col),
-                                                     static_cast<T *>(x));
+    col2im_kernel<T>
+        <<<grid(n), kThreads, 0, s()>>>(d, static_cast<const T *>(col), static_cast<T *>(x));
   });
   check_launch("col2im");
 }
@@ -459,9 +462,8 @@ void max_pool(bool f64, void *out, const void *x, int64_t NC, int64_t H, int64_t
   if (!n) return;
   fl(f64, [&](auto tag) {
     using T = decltype(tag);
-    pool_kernel<T><<<grid(n), kThreads, 0, s()>>>(true, static_cast<T *>(out),
-                                                   static_cast<const T *>(x), NC, H, W, OH, OW,
-                                                   k, st);
+    pool_kernel<T><<<grid(n), kThreads, 0, s()>>>(
+        true, static_cast<T *>(out), static_cast<const T *>(x), NC, H, W, OH, OW, k, st);
   });
   check_launch("max_pool2d");
 }
@@ -472,23 +474,22 @@ void avg_pool(bool f64, void *out, const void *x, int64_t NC, int64_t H, int64_t
   if (!n) return;
   fl(f64, [&](auto tag) {
     using T = decltype(tag);
-    pool_kernel<T><<<grid(n), kThreads, 0, s()>>>(false, static_cast<T *>(out),
-                                                   static_cast<const T *>(x), NC, H, W, OH, OW,
-                                                   k, st);
+    pool_kernel<T><<<grid(n), kThreads, 0, s()>>>(
+        false, static_cast<T *>(out), static_cast<const T *>(x), NC, H, W, OH, OW, k, st);
   });
   check_launch("avg_pool2d");
 }
 
-void max_pool_backward(bool f64, void *out, const void *grad, const void *x, int64_t NC,
-                       int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t k, int64_t st) {
+void max_pool_backward(bool f64, void *out, const void *grad, const void *x, int64_t NC, int64_t H,
+                       int64_t W, int64_t OH, int64_t OW, int64_t k, int64_t st) {
   fl(f64, [&](auto tag) {
     using T = decltype(tag);
     cudaMemsetAsync(out, 0, static_cast<size_t>(NC * H * W) * sizeof(T), s());
     const int64_t n = NC * OH * OW;
     if (n)
-      pool_backward_kernel<T><<<grid(n), kThreads, 0, s()>>>(
-          true, static_cast<T *>(out), static_cast<const T *>(grad), static_cast<const T *>(x),
-          NC, H, W, OH, OW, k, st);
+      pool_backward_kernel<T>
+          <<<grid(n), kThreads, 0, s()>>>(true, static_cast<T *>(out), static_cast<const T *>(grad),
+                                          static_cast<const T *>(x), NC, H, W, OH, OW, k, st);
   });
   check_launch("max_pool2d_backward");
 }
@@ -500,9 +501,9 @@ void avg_pool_backward(bool f64, void *out, const void *grad, int64_t NC, int64_
     cudaMemsetAsync(out, 0, static_cast<size_t>(NC * H * W) * sizeof(T), s());
     const int64_t n = NC * OH * OW;
     if (n)
-      pool_backward_kernel<T><<<grid(n), kThreads, 0, s()>>>(
-          false, static_cast<T *>(out), static_cast<const T *>(grad), nullptr, NC, H, W, OH, OW,
-          k, st);
+      pool_backward_kernel<T><<<grid(n), kThreads, 0, s()>>>(false, static_cast<T *>(out),
+                                                             static_cast<const T *>(grad), nullptr,
+                                                             NC, H, W, OH, OW, k, st);
   });
   check_launch("avg_pool2d_backward");
 }
@@ -516,8 +517,8 @@ void index_select(bool f64, bool i64, void *out, const void *x, const void *idx,
     const int64_t total = outer * n * inner;
     if (total)
       index_select_kernel<T, I><<<grid(total), kThreads, 0, s()>>>(
-          static_cast<T *>(out), static_cast<const T *>(x), static_cast<const I *>(idx), outer,
-          D, inner, n, backward);
+          static_cast<T *>(out), static_cast<const T *>(x), static_cast<const I *>(idx), outer, D,
+          inner, n, backward);
   });
   check_launch("index_select");
 }
@@ -528,9 +529,9 @@ void gather_along(bool f64, bool i64, void *dst, const void *src, const void *id
   fi(f64, i64, [&](auto ft, auto it) {
     using T = decltype(ft);
     using I = decltype(it);
-    gather_along_kernel<T, I><<<grid(n), kThreads, 0, s()>>>(
-        static_cast<T *>(dst), static_cast<const T *>(src), static_cast<const I *>(idx), n, g,
-        sdim, D, mode);
+    gather_along_kernel<T, I>
+        <<<grid(n), kThreads, 0, s()>>>(static_cast<T *>(dst), static_cast<const T *>(src),
+                                        static_cast<const I *>(idx), n, g, sdim, D, mode);
   });
   check_launch("gather");
 }
@@ -547,9 +548,9 @@ void gather_nd(bool f64, bool i64, void *dst, const void *src, const void *idx, 
   fi(f64, i64, [&](auto ft, auto it) {
     using T = decltype(ft);
     using I = decltype(it);
-    gather_nd_kernel<T, I><<<grid(total), kThreads, 0, s()>>>(
-        static_cast<T *>(dst), static_cast<const T *>(src), static_cast<const I *>(idx), m, k,
-        inner, x, backward);
+    gather_nd_kernel<T, I>
+        <<<grid(total), kThreads, 0, s()>>>(static_cast<T *>(dst), static_cast<const T *>(src),
+                                            static_cast<const I *>(idx), m, k, inner, x, backward);
   });
   check_launch("gather_nd");
 }

@@ -19,7 +19,21 @@ struct Geo {
 };
 
 enum class Bin : int { add, sub, mul, div, pow };
-enum class Un : int { neg, exp, log, sqrt, abs, sign, tanh, sigmoid, relu, step, affine, powf, ident };
+enum class Un : int {
+  neg,
+  exp,
+  log,
+  sqrt,
+  abs,
+  sign,
+  tanh,
+  sigmoid,
+  relu,
+  step,
+  affine,
+  powf,
+  ident
+};
 enum class Red : int { sum, max, logsumexp };
 // Type codes: adcore::DType values (1 f32, 2 f64, 3 i32, 4 i64, 5 bool).
 
@@ -47,8 +61,8 @@ void adam(bool f64, void *p, const void *grad, void *m, void *v, int64_t n, doub
 void reduce(Red op, bool f64, void *out, const void *x, int64_t on, const Geo &g, uint32_t mask,
             double scale);
 // max backward: out (x-shaped, contiguous) gets g[j] at the first x == m[j] of each group.
-void max_backward(bool f64, void *out, const void *x, const void *m, const void *grad,
-                  const Geo &g, uint32_t mask);
+void max_backward(bool f64, void *out, const void *x, const void *m, const void *grad, const Geo &g,
+                  uint32_t mask);
 // sum_i x[i*ix] * y[i*iy] into out[0]
 void dot(bool f64, void *out, const void *x, int64_t ix, const void *y, int64_t iy, int64_t n);
 // softmax / log_softmax over rows (outer, len, inner), contiguous.
@@ -58,13 +72,13 @@ void softmax(bool f64, bool log, void *out, const void *x, int64_t outer, int64_
 struct Conv {
   int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
 };
-void im2col(bool f64, const Conv &d, const void *x, void *col);       // one image
-void col2im_add(bool f64, const Conv &d, const void *col, void *x);   // one image
+void im2col(bool f64, const Conv &d, const void *x, void *col);      // one image
+void col2im_add(bool f64, const Conv &d, const void *col, void *x);  // one image
 // Pooling over (N*C) planes; kernel k, stride s.
 void max_pool(bool f64, void *out, const void *x, int64_t NC, int64_t H, int64_t W, int64_t OH,
               int64_t OW, int64_t k, int64_t s);
-void max_pool_backward(bool f64, void *out, const void *grad, const void *x, int64_t NC,
-                       int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t k, int64_t s);
+void max_pool_backward(bool f64, void *out, const void *grad, const void *x, int64_t NC, int64_t H,
+                       int64_t W, int64_t OH, int64_t OW, int64_t k, int64_t s);
 void avg_pool(bool f64, void *out, const void *x, int64_t NC, int64_t H, int64_t W, int64_t OH,
               int64_t OW, int64_t k, int64_t s);
 void avg_pool_backward(bool f64, void *out, const void *grad, int64_t NC, int64_t H, int64_t W,

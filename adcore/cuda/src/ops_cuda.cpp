@@ -91,8 +91,7 @@ void k_cast(const KernelArgs &a) {
   Tensor &o = *a.out;
   k::Geo g = geo(o.shape());
   put(g.a, x.strides());
-  k::cast(static_cast<int>(x.dtype()), static_cast<int>(o.dtype()), o.raw(), x.raw(), o.numel(),
-          g);
+  k::cast(static_cast<int>(x.dtype()), static_cast<int>(o.dtype()), o.raw(), x.raw(), o.numel(), g);
 }
 
 void k_add_n(const KernelArgs &a) {
@@ -138,26 +137,26 @@ void k_max_backward(const KernelArgs &a) {
 
 // ---- matrix products (cuBLAS, row-major through the transposed column-major product) ----
 // C (m x n, row-major, ldc) = op(A) (m x k) * op(B) (k x n), A/B row-major with lda/ldb.
-void gemm(bool dbl, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const void *A,
-          int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+void gemm(bool dbl, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const void *A, int64_t lda,
+          const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
   if (m == 0 || n == 0) return;
   cublasHandle_t h = blas();
   const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(kk);
   if (dbl) {
     const double one = 1.0;
-    check_blas(cublasDgemm(h, ob, oa, N, M, K, &one, static_cast<const double *>(B),
-                           static_cast<int>(ldb), static_cast<const double *>(A),
-                           static_cast<int>(lda), &beta, static_cast<double *>(C),
-                           static_cast<int>(ldc)),
-               "dgemm");
+    check_blas(
+        cublasDgemm(h, ob, oa, N, M, K, &one, static_cast<const double *>(B), static_cast<int>(ldb),
+                    static_cast<const double *>(A), static_cast<int>(lda), &beta,
+                    static_cast<double *>(C), static_cast<int>(ldc)),
+        "dgemm");
   } else {
     const float one = 1.0f, b = static_cast<float>(beta);
-    check_blas(cublasSgemm(h, ob, oa, N, M, K, &one, static_cast<const float *>(B),
-                           static_cast<int>(ldb), static_cast<const float *>(A),
-                           static_cast<int>(lda), &b, static_cast<float *>(C),
-                           static_cast<int>(ldc)),
-               "sgemm");
+    check_blas(
+        cublasSgemm(h, ob, oa, N, M, K, &one, static_cast<const float *>(B), static_cast<int>(ldb),
+                    static_cast<const float *>(A), static_cast<int>(lda), &b,
+                    static_cast<float *>(C), static_cast<int>(ldc)),
+        "sgemm");
   }
 }
 
@@ -184,8 +183,8 @@ void k_matmul(const KernelArgs &args) {
     mat_layout(b.shape(), b.strides(), 0, 1, tb, ldb);
     const int64_t inc = vinc(a);
     if (inc != 1) {  // a strided vector: a (k x 1) matrix transposed
-      gemm(dbl, true, tb, 1, b.shape()[1], b.shape()[0], a.raw(), inc, b.raw(), ldb, 0.0,
-           c.raw(), b.shape()[1]);
+      gemm(dbl, true, tb, 1, b.shape()[1], b.shape()[0], a.raw(), inc, b.raw(), ldb, 0.0, c.raw(),
+           b.shape()[1]);
     } else {
       gemm(dbl, false, tb, 1, b.shape()[1], b.shape()[0], a.raw(),
            std::max<int64_t>(1, b.shape()[0]), b.raw(), ldb, 0.0, c.raw(), b.shape()[1]);
@@ -275,8 +274,8 @@ void k_index_select(const KernelArgs &a) {
   const int dim = static_cast<int>(a.attrs->i[0]);
   int64_t outer, inner;
   split(x.shape(), dim, outer, inner);
-  k::index_select(f64(x), i64(idx), a.out->raw(), x.raw(), idx.raw(), outer, x.shape()[dim],
-                  inner, idx.numel(), false);
+  k::index_select(f64(x), i64(idx), a.out->raw(), x.raw(), idx.raw(), outer, x.shape()[dim], inner,
+                  idx.numel(), false);
   check_indices();
 }
 
@@ -312,17 +311,16 @@ void k_gather(const KernelArgs &a) {
 void k_gather_backward(const KernelArgs &a) {
   Tensor &out = *a.out;
   out.device().memset_zero(out.raw(), out.nbytes());
-  along(out.raw(), a.in[0].raw(), a.in[1], out.shape(), static_cast<int>(a.attrs->i[0]),
-        f64(out), 1);
+  along(out.raw(), a.in[0].raw(), a.in[1], out.shape(), static_cast<int>(a.attrs->i[0]), f64(out),
+        1);
 }
 
 void k_scatter_add(const KernelArgs &a) {
   Tensor &out = *a.out;
-  check(cudaMemcpyAsync(out.raw(), a.in[0].raw(), out.nbytes(), cudaMemcpyDeviceToDevice,
-                        stream()),
+  check(cudaMemcpyAsync(out.raw(), a.in[0].raw(), out.nbytes(), cudaMemcpyDeviceToDevice, stream()),
         "scatter_add copy");
-  along(out.raw(), a.in[2].raw(), a.in[1], out.shape(), static_cast<int>(a.attrs->i[0]),
-        f64(out), 1);
+  along(out.raw(), a.in[2].raw(), a.in[1], out.shape(), static_cast<int>(a.attrs->i[0]), f64(out),
+        1);
 }
 
 void gather_nd_impl(const Tensor &idx, const Shape &xs, void *dst, const void *src, bool dbl,
@@ -358,8 +356,8 @@ void k_softmax(const KernelArgs &a) {
 }
 
 k::Conv conv_dims(const Shape &x, const Shape &w, const Shape &out, const Attrs &a) {
-  return k::Conv{x.d[0], x.d[1], x.d[2], x.d[3], w.d[0], w.d[2], w.d[3], out.d[2], out.d[3],
-                 a.i[0], a.i[1]};
+  return k::Conv{x.d[0], x.d[1],   x.d[2],   x.d[3], w.d[0], w.d[2],
+                 w.d[3], out.d[2], out.d[3], a.i[0], a.i[1]};
 }
 
 void k_conv2d(const KernelArgs &a) {
@@ -383,8 +381,8 @@ void k_conv2d_backward_input(const KernelArgs &a) {
   Scratch col(static_cast<size_t>(ckk * ohw) * dtype_size(out.dtype()));
   out.device().memset_zero(out.raw(), out.nbytes());
   for (int64_t n = 0; n < d.N; ++n) {
-    gemm(dbl, true, false, ckk, ohw, d.O, a.in[1].raw(), ckk, at(a.in[0], n * d.O * ohw), ohw,
-         0.0, col.get(), ohw);
+    gemm(dbl, true, false, ckk, ohw, d.O, a.in[1].raw(), ckk, at(a.in[0], n * d.O * ohw), ohw, 0.0,
+         col.get(), ohw);
     k::col2im_add(dbl, d, col.get(), at(out, n * d.C * d.H * d.W));
   }
 }

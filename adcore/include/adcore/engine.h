@@ -38,15 +38,15 @@ struct Node {
   OpId op = OpId::leaf;
   int32_t id = -1;
   Attrs attrs;
-  std::vector<int32_t> in_node;      // per input: the node producing it, -1 if inactive
-  std::vector<TensorMeta> in_meta;   // per input: shape and dtype
-  std::vector<Tensor> saved;         // per input: the tensor saved for backward (or empty)
-  Tensor saved_out;                  // the output, when saved
+  std::vector<int32_t> in_node;     // per input: the node producing it, -1 if inactive
+  std::vector<TensorMeta> in_meta;  // per input: shape and dtype
+  std::vector<Tensor> saved;        // per input: the tensor saved for backward (or empty)
+  Tensor saved_out;                 // the output, when saved
   TensorMeta out_meta;
-  Tensor leaf;                       // leaf nodes: the leaf tensor
-  SegmentFn segment;                 // checkpoint nodes: the segment to recompute
-  bool requested = false;            // its gradient was asked for
-  bool released = false;             // its caches were released
+  Tensor leaf;             // leaf nodes: the leaf tensor
+  SegmentFn segment;       // checkpoint nodes: the segment to recompute
+  bool requested = false;  // its gradient was asked for
+  bool released = false;   // its caches were released
   void clear();
 };
 
@@ -54,8 +54,8 @@ struct Node {
 struct BackwardCtx {
   const Node &node;
   const Tensor &gout;
-  std::span<Tensor> gin;              // gin[i]: write the gradient of input i here
-  std::span<const uint8_t> needs;     // needs[i]: is input i's gradient wanted
+  std::span<Tensor> gin;           // gin[i]: write the gradient of input i here
+  std::span<const uint8_t> needs;  // needs[i]: is input i's gradient wanted
   const Tensor &in(int i) const { return node.saved[static_cast<size_t>(i)]; }
   const Tensor &out() const { return node.saved_out; }
   const Attrs &attrs() const { return node.attrs; }

@@ -26,7 +26,7 @@ Tensor sign(const Tensor &a);  // not differentiable
 Tensor tanh(const Tensor &a);
 Tensor sigmoid(const Tensor &a);
 Tensor relu(const Tensor &a);
-Tensor step(const Tensor &a);  // 1 where a > 0, else 0; not differentiable
+Tensor step(const Tensor &a);              // 1 where a > 0, else 0; not differentiable
 Tensor add_n(std::span<const Tensor> xs);  // sum of same-shape tensors
 Tensor copy(const Tensor &a);              // a fresh buffer with a's values
 // In place a += b (b broadcast to a); not recorded (used by accumulation and optimizers).

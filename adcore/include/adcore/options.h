@@ -39,8 +39,8 @@ struct Options {
   uint64_t bits() const {
     return (activity_analysis ? 1u : 0u) | (early_release ? 2u : 0u) |
            (inplace_accumulation ? 4u : 0u) | (fused_optimizer ? 8u : 0u) |
-           (checkpointing ? 16u : 0u) | (reuse_tape ? 32u : 0u) |
-           (native_i32_indices ? 64u : 0u) | (hash_contents ? 128u : 0u);
+           (checkpointing ? 16u : 0u) | (reuse_tape ? 32u : 0u) | (native_i32_indices ? 64u : 0u) |
+           (hash_contents ? 128u : 0u);
   }
 };
 

@@ -46,7 +46,7 @@ inline constexpr int kOpCount = static_cast<int>(OpId::kCount);
 
 // Op attributes: a small POD carried by the node for the backward rule.
 struct Attrs {
-  double s[4] = {0, 0, 0, 0};  // scalars (affine alpha/beta, pow exponent, lr, ...)
+  double s[4] = {0, 0, 0, 0};    // scalars (affine alpha/beta, pow exponent, lr, ...)
   int64_t i[kMaxRank + 2] = {};  // axes, dims, strides, paddings
   int ni = 0;
   bool keepdim = false;

@@ -1,7 +1,8 @@
 // libFuzzer target for the trace reader: the input is a trace file; the reader must refuse it
 // with TraceError or read every event, and the replay must digest whatever it yields.
 // Build: configure with -DCMAKE_CXX_COMPILER=clang++ -DADPROF_FUZZ=ON, then
-//   build/fuzz/tests/profiler/profiler_trace_reader_fuzz -max_len=65536 CORPUS_COPY tests/profiler/corpus
+//   build/fuzz/tests/profiler/profiler_trace_reader_fuzz -max_len=65536 CORPUS_COPY
+//   tests/profiler/corpus
 #include <unistd.h>
 
 #include <cstdint>

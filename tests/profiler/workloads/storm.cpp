@@ -178,8 +178,7 @@ int main(int argc, char **argv) {
     if (!f) return 3;
     fprintf(f, "allocations %llu\nfrees %llu\nbytes %llu\nviolations %llu\n",
             static_cast<unsigned long long>(sum.allocations),
-            static_cast<unsigned long long>(sum.frees),
-            static_cast<unsigned long long>(sum.bytes),
+            static_cast<unsigned long long>(sum.frees), static_cast<unsigned long long>(sum.bytes),
             static_cast<unsigned long long>(sum.violations));
     fclose(f);
   }

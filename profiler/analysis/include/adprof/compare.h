@@ -26,7 +26,7 @@ struct Gate {
   bool relative = false;  // value is a percentage of the base
   bool change = false;    // compare the change from the base, not the value itself
 };
-Gate parse_gate(const std::string &text);  // throws std::invalid_argument with a clear message
+Gate parse_gate(const std::string &text);       // throws std::invalid_argument with a clear message
 uint64_t parse_bytes(const std::string &text);  // "64MiB" -> 67108864; throws invalid_argument
 
 struct GateResult {
@@ -48,9 +48,9 @@ struct DiffRow {
 };
 
 struct ReportDiff {
-  std::vector<DiffRow> rows;             // every metric in either report, in order
-  std::vector<std::string> appeared;     // ops / labelled buffers live at the new peak only
-  std::vector<std::string> vanished;     // ... at the base peak only
+  std::vector<DiffRow> rows;          // every metric in either report, in order
+  std::vector<std::string> appeared;  // ops / labelled buffers live at the new peak only
+  std::vector<std::string> vanished;  // ... at the base peak only
 };
 ReportDiff diff_reports(const Report &base, const Report &current);
 

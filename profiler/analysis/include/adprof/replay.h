@@ -3,14 +3,14 @@
 // the GUI and the what-if analysis are all built on this one replay.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
+
 #include <array>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <absl/container/flat_hash_map.h>
 
 #include "adprof/context.h"
 #include "adprof/trace_reader.h"
@@ -21,9 +21,9 @@ inline constexpr int kRoleCount = ADPROF_ROLE_COUNT;
 inline constexpr int kPhaseCount = ADPROF_PHASE_COUNT;
 inline constexpr int kSpaceCount = ADPROF_SPACE_COUNT;
 
-const char *role_name(int role);    // "forward_cache", ...
-const char *phase_name(int phase);  // "backward", ...
-const char *space_name(int space);  // "heap", "mmap", ...
+const char *role_name(int role);              // "forward_cache", ...
+const char *phase_name(int phase);            // "backward", ...
+const char *space_name(int space);            // "heap", "mmap", ...
 int role_from_name(const std::string &name);  // -1 if unknown
 
 // Host bytes: the heap and pinned host memory. Anonymous mappings are counted apart: what a
@@ -97,7 +97,7 @@ class Replay {
   int thread_phase(uint32_t thread) const;
   const std::vector<OpFrame> &op_stack(uint32_t thread) const;
 
-  const std::string &name(uint32_t id) const;  // "" for unknown ids
+  const std::string &name(uint32_t id) const;                       // "" for unknown ids
   std::string op_label(uint32_t name_id, uint64_t instance) const;  // "cast#3"
   const std::vector<std::string> &thread_names() const { return thread_names_; }
   const std::array<uint64_t, format::kCounterKindCount> &counters() const { return counters_; }

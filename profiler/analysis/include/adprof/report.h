@@ -7,10 +7,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
@@ -28,13 +27,13 @@ struct LiveBuffer {
   std::string space;
   uint32_t device = 0;
   uint32_t thread = 0;
-  std::string op;     // "matmul#12", or "(no op)"
+  std::string op;         // "matmul#12", or "(no op)"
   double alloc_time = 0;  // seconds since start
   std::string label;
   std::string dtype;
   std::vector<int64_t> shape;
-  uint64_t source = 0;          // duplicate: address of its source
-  std::string source_label;     // the source's label or op, when it was live at the peak
+  uint64_t source = 0;       // duplicate: address of its source
+  std::string source_label;  // the source's label or op, when it was live at the peak
   uint64_t content_hash = 0;
 };
 
@@ -116,7 +115,7 @@ struct Report {
   std::string peak_phase;   // phase of the thread that reached it
   std::array<uint64_t, kRoleCount> peak_by_role{};
   std::array<uint64_t, kPhaseCount> peak_by_phase{};
-  std::vector<NamedBytes> peak_by_op;  // descending
+  std::vector<NamedBytes> peak_by_op;    // descending
   std::vector<LiveBuffer> live_at_peak;  // descending by size
   uint64_t peak_slack = 0;               // usable - requested of the blocks live at the peak
   // jemalloc statistics sampled nearest before the peak and at the end
@@ -125,8 +124,8 @@ struct Report {
   uint64_t jemalloc_active_at_peak = 0, jemalloc_retained_at_peak = 0;
   uint64_t rss_at_peak = 0, max_rss = 0;
   // anonymous mappings, counted apart from the peak (see is_host_space)
-  uint64_t mapped_peak = 0;         // highest bytes mapped
-  uint64_t mapped_at_peak = 0;      // mapped when host memory peaked
+  uint64_t mapped_peak = 0;                  // highest bytes mapped
+  uint64_t mapped_at_peak = 0;               // mapped when host memory peaked
   std::vector<LiveBuffer> largest_mappings;  // live at the host peak, largest first (at most 5)
   // device
   uint64_t device_peak = 0;

@@ -17,7 +17,7 @@ struct Snapshot {
   uint64_t host = 0;
   std::array<uint64_t, kRoleCount> by_role{};
   std::array<uint64_t, kPhaseCount> by_phase{};
-  std::vector<NamedBytes> by_op;   // op kinds, descending
+  std::vector<NamedBytes> by_op;    // op kinds, descending
   std::vector<LiveBuffer> buffers;  // host buffers, descending by size (at most max_buffers)
   uint64_t slack = 0;
 };
@@ -26,8 +26,8 @@ struct Snapshot {
 Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers);
 
 // Describes a given set of blocks (address, block); `replay` resolves names. Host blocks only.
-Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live,
-                         const Replay &replay, const TraceReader &reader, size_t max_buffers);
+Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, const Replay &replay,
+                         const TraceReader &reader, size_t max_buffers);
 
 // Replays `reader` from its start up to `time` (seconds) or up to event number `event` (1-based,
 // 0: use time), and describes what is live there.

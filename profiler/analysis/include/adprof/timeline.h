@@ -39,7 +39,7 @@ struct Timeline {
   std::vector<PhaseBand> phases;  // phase of the thread that last changed phase
   std::vector<StepMark> steps;
   std::vector<std::string> op_names;  // names of the by_op series (last: "other ops")
-  double start = 0;  // the window, seconds since the start of the recording
+  double start = 0;                   // the window, seconds since the start of the recording
   double end = 0;
   uint64_t peak = 0;
   double peak_time = 0;
@@ -49,11 +49,11 @@ struct Timeline {
 
 struct TimelineOptions {
   size_t max_samples = 4096;
-  double from = 0;       // window in seconds; samples outside it are not kept
+  double from = 0;  // window in seconds; samples outside it are not kept
   double to = 1e300;
   std::vector<std::string> tracked_ops;  // op kinds to give their own by_op series
   std::function<void(double)> progress;
-  std::function<bool()> cancelled;       // polled now and then; true stops early
+  std::function<bool()> cancelled;  // polled now and then; true stops early
 };
 
 Timeline build_timeline(TraceReader &reader, const TimelineOptions &options = {});

@@ -37,25 +37,25 @@ struct Event {
   format::EventType type{};
   uint8_t operand = 0;  // space, phase, role or counter kind (see trace_format.h)
   uint32_t thread = 0;
-  uint64_t ticks = 0;   // absolute timestamp
-  uint64_t addr = 0;    // alloc, free, retag, label, describe, content hash
-  uint64_t a = 0;       // alloc: size; free: mmap length; op_begin: name id; step; counter value;
-                        // name: id; label: name id; describe: dtype; hash; annotate: kind id
-  uint64_t b = 0;       // alloc: slack (usable - size); op_begin: instance; retag: source
+  uint64_t ticks = 0;  // absolute timestamp
+  uint64_t addr = 0;   // alloc, free, retag, label, describe, content hash
+  uint64_t a = 0;      // alloc: size; free: mmap length; op_begin: name id; step; counter value;
+                       // name: id; label: name id; describe: dtype; hash; annotate: kind id
+  uint64_t b = 0;      // alloc: slack (usable - size); op_begin: instance; retag: source
   uint32_t device = 0;
-  std::string_view text;              // name, thread name (valid until the next call)
-  std::span<const uint64_t> values;   // annotate values, describe dims (same)
+  std::string_view text;             // name, thread name (valid until the next call)
+  std::span<const uint64_t> values;  // annotate values, describe dims (same)
 };
 
 // How the recording ended, from the footer (or its absence).
 struct TraceEnd {
-  bool complete = false;        // footer present, normal exit
-  bool cut = true;              // no footer, or footer says signal / write error
-  bool exec = false;            // the process exec'd: TRACE.1 (or .N+1) holds the new image
-  std::string reason;           // plain words: "cut: no footer (killed?)", "ended by signal 6"
+  bool complete = false;  // footer present, normal exit
+  bool cut = true;        // no footer, or footer says signal / write error
+  bool exec = false;      // the process exec'd: TRACE.1 (or .N+1) holds the new image
+  std::string reason;     // plain words: "cut: no footer (killed?)", "ended by signal 6"
   uint64_t footer_events = 0;
   uint64_t footer_dropped = 0;
-  uint64_t cut_at_offset = 0;   // where reading stopped, for a cut or damaged file
+  uint64_t cut_at_offset = 0;  // where reading stopped, for a cut or damaged file
 };
 
 struct ReadStats {

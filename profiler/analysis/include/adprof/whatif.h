@@ -23,14 +23,14 @@
 namespace adprof {
 
 struct PolicyPrediction {
-  std::string name;       // "inplace_accumulation" (the adcore::Options field)
-  std::string title;      // "in-place accumulation"
-  std::string flag;       // the sample switch that turns it off: "--no-inplace-accumulation"
-  int bit = -1;           // policy bit in adcore.tape.begin / backward_begin (-1: all)
-  bool recorded_on = false;  // on in every tape of the recording
+  std::string name;             // "inplace_accumulation" (the adcore::Options field)
+  std::string title;            // "in-place accumulation"
+  std::string flag;             // the sample switch that turns it off: "--no-inplace-accumulation"
+  int bit = -1;                 // policy bit in adcore.tape.begin / backward_begin (-1: all)
+  bool recorded_on = false;     // on in every tape of the recording
   bool recorded_mixed = false;  // on in some tapes, off in others
-  bool applicable = false;  // a prediction was made (false: see reason)
-  std::string reason;       // why there is no prediction ("already on", "not predictable ...")
+  bool applicable = false;      // a prediction was made (false: see reason)
+  std::string reason;           // why there is no prediction ("already on", "not predictable ...")
   uint64_t measured_peak = 0;   // host peak of the recording (= adprof report's peak)
   uint64_t predicted_peak = 0;  // host peak with the switch on
   int64_t saving = 0;           // measured - predicted (bytes; negative: the policy costs)
@@ -40,10 +40,10 @@ struct PolicyPrediction {
 
 struct WhatIf {
   std::string trace;
-  bool adcore_tape = false;      // the trace holds adcore tape annotations
-  std::string reason;            // when !adcore_tape: why nothing is predicted
+  bool adcore_tape = false;  // the trace holds adcore tape annotations
+  std::string reason;        // when !adcore_tape: why nothing is predicted
   uint64_t measured_peak = 0;
-  uint64_t tapes = 0;            // tape generations seen
+  uint64_t tapes = 0;                                    // tape generations seen
   uint64_t recorded_bits_and = 0, recorded_bits_or = 0;  // policy bits over all tapes
   // Replaying the recording with nothing changed, through the same model: equal to
   // measured_peak unless the model lost track of a block (a check on the replay itself).

@@ -42,12 +42,12 @@
 namespace adcore::devalloc {
 
 inline constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
-inline constexpr size_t kMinBlock = 512;            // rounding granularity
-inline constexpr size_t kSmallSize = 1 * kMiB;      // largest "small" request
-inline constexpr size_t kSmallSegment = 2 * kMiB;   // segment size of the small pool
-inline constexpr size_t kMinLargeAlloc = 10 * kMiB; // below: 20 MiB segments
+inline constexpr size_t kMinBlock = 512;             // rounding granularity
+inline constexpr size_t kSmallSize = 1 * kMiB;       // largest "small" request
+inline constexpr size_t kSmallSegment = 2 * kMiB;    // segment size of the small pool
+inline constexpr size_t kMinLargeAlloc = 10 * kMiB;  // below: 20 MiB segments
 inline constexpr size_t kLargeSegment = 20 * kMiB;
-inline constexpr size_t kRoundLarge = 2 * kMiB;     // huge segments are rounded to this
+inline constexpr size_t kRoundLarge = 2 * kMiB;  // huge segments are rounded to this
 
 // Where segments come from: cudaMalloc/cudaFree on a GPU, a fake address space in tests.
 class SegmentDriver {
@@ -73,12 +73,12 @@ struct Stats {
   uint64_t largest_free = 0;                   // largest free block
   uint64_t segments = 0, active_blocks = 0, free_blocks = 0;
   uint64_t alloc_calls = 0, free_calls = 0;
-  uint64_t cache_hits = 0;      // requests served without reserving a segment
+  uint64_t cache_hits = 0;  // requests served without reserving a segment
   uint64_t splits = 0, merges = 0;
   uint64_t segment_reserves = 0, segment_releases = 0;
   uint64_t releases_on_demand = 0;  // times cached segments were released to make room
   uint64_t ooms = 0;
-  uint64_t limit = 0;               // 0: no limit but the driver's
+  uint64_t limit = 0;  // 0: no limit but the driver's
   RoleBytes live_by_role, peak_by_role;
   // 1 - largest_free / cached: 0 when the cached bytes are one block (or none), near 1 when
   // they are scattered in many small pieces.
