@@ -82,6 +82,18 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       step.peak = replay.host_live();
     } else if (e.type == format::EventType::kName && e.text == "adcore.tape.begin") {
       have_adcore_tape = true;
+    } else if (e.type == format::EventType::kAnnotate && e.values.size() >= 5 + kRoleCount &&
+               replay.name(static_cast<uint32_t>(e.a)) == "adcore.cuda.oom") {
+      // {requested, reserved, allocated, limit, device, live bytes by role...}
+      if (r.device_ooms++ == 0) {
+        r.oom_requested = e.values[0];
+        r.oom_reserved = e.values[1];
+        r.oom_allocated = e.values[2];
+        r.oom_limit = e.values[3];
+        r.oom_device = static_cast<uint32_t>(e.values[4]);
+        r.oom_time = reader.seconds(e.ticks);
+        for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values[5 + i];
+      }
     } else if (e.type == format::EventType::kCounter && e.operand == 1) {
       r.max_rss = std::max(r.max_rss, e.a);
     }

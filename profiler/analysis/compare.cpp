@@ -95,6 +95,7 @@ std::map<std::string, double> report_metrics(const Report &r) {
       r.steady_allocations_per_step >= 0 ? r.steady_allocations_per_step : 0.0;
   m["device.peak"] = static_cast<double>(r.device_peak);
   m["device.reserved_peak"] = static_cast<double>(r.device_reserved_peak);
+  m["device.ooms"] = static_cast<double>(r.device_ooms);
   for (int i = 0; i < kRoleCount; ++i)
     m[std::string("role.") + role_name(i)] = static_cast<double>(r.peak_by_role[i]);
   for (const PhaseSummary &p : r.phases) m["phase." + p.name] = static_cast<double>(p.peak);

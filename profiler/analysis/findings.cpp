@@ -156,6 +156,31 @@ void policy_savings(const Report &r, std::vector<Finding> &out) {
   }
 }
 
+// The device ran out of memory: what filled it, from the allocator's own account.
+void device_oom(const Report &r, std::vector<Finding> &out) {
+  if (r.device_ooms == 0) return;
+  Finding f;
+  f.kind = "device_oom";
+  f.bytes = r.oom_allocated;
+  f.message = "device " + std::to_string(r.oom_device) + " ran out of memory asking for " +
+              format_bytes(r.oom_requested) + " (" + format_bytes(r.oom_allocated) +
+              " allocated, " + format_bytes(r.oom_reserved) + " reserved, limit " +
+              format_bytes(r.oom_limit) + ")";
+  std::vector<int> roles;
+  for (int i = 0; i < kRoleCount; ++i)
+    if (r.oom_by_role[i]) roles.push_back(i);
+  std::sort(roles.begin(), roles.end(),
+            [&](int a, int b) { return r.oom_by_role[a] > r.oom_by_role[b]; });
+  std::string ev = "live then:";
+  for (int i : roles) ev += std::string(" ") + role_name(i) + " " + format_bytes(r.oom_by_role[i]);
+  if (r.device_ooms > 1) ev += "; " + std::to_string(r.device_ooms) + " out-of-memory events";
+  f.evidence = ev;
+  f.fix =
+      "the largest role above is what to shrink first (the findings on host memory apply the "
+      "same way on the device)";
+  out.push_back(std::move(f));
+}
+
 void steady_allocations(const Report &r, std::vector<Finding> &out) {
   if (r.steady_allocations_per_step <= 0) return;
   Finding f;
@@ -194,6 +219,7 @@ std::vector<Finding> find_findings(const Report &report) {
   arena_idle(report, out);
   forward_caches(report, out);
   policy_savings(report, out);
+  device_oom(report, out);
   steady_allocations(report, out);
   allocator_overhead(report, out);
   std::stable_sort(out.begin(), out.end(),

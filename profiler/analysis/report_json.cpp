@@ -78,7 +78,16 @@ json to_json(const Report &r) {
   j["device"] = {{"peak", r.device_peak},
                  {"time_s", r.device_peak_time},
                  {"reserved_peak", r.device_reserved_peak},
-                 {"by_role", named_array(r.device_peak_by_role, role_name)}};
+                 {"by_role", named_array(r.device_peak_by_role, role_name)},
+                 {"ooms", r.device_ooms},
+                 {"oom",
+                  {{"requested", r.oom_requested},
+                   {"reserved", r.oom_reserved},
+                   {"allocated", r.oom_allocated},
+                   {"limit", r.oom_limit},
+                   {"device", r.oom_device},
+                   {"time_s", r.oom_time},
+                   {"by_role", named_array(r.oom_by_role, role_name)}}}};
   json phases = json::array();
   for (const auto &p : r.phases)
     phases.push_back({{"name", p.name},
@@ -223,6 +232,17 @@ Report report_from_json(const json &j) {
       r.device_peak_time = d.value("time_s", 0.0);
       r.device_reserved_peak = d.value("reserved_peak", uint64_t{0});
       read_named_array(at(d, "by_role"), r.device_peak_by_role, role_name);
+      r.device_ooms = d.value("ooms", uint64_t{0});
+      const json &oom = at(d, "oom");
+      if (oom.is_object()) {
+        r.oom_requested = oom.value("requested", uint64_t{0});
+        r.oom_reserved = oom.value("reserved", uint64_t{0});
+        r.oom_allocated = oom.value("allocated", uint64_t{0});
+        r.oom_limit = oom.value("limit", uint64_t{0});
+        r.oom_device = oom.value("device", 0u);
+        r.oom_time = oom.value("time_s", 0.0);
+        read_named_array(at(oom, "by_role"), r.oom_by_role, role_name);
+      }
     }
     const json &phases = at(j, "phases");
     for (size_t i = 0; i < phases.size() && i < r.phases.size(); ++i) {

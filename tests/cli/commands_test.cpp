@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,23 @@ TEST_F(Cli, TimelineAndExports) {
   std::string folded = slurp(dir_ / "f.txt");
   EXPECT_NE(folded.find("backward;"), std::string::npos) << folded;
   EXPECT_NE(folded.find(";accumulation"), std::string::npos) << folded;
+}
+
+TEST_F(Cli, DeviceOutOfMemoryIsReported) {
+  adprof::Report r = run_report("oom", OOM_WORKLOAD);
+  EXPECT_EQ(r.device_ooms, 1u);
+  EXPECT_EQ(r.oom_requested, 64u << 20);
+  EXPECT_EQ(r.oom_limit, 100u << 20);
+  EXPECT_EQ(r.oom_by_role[ADPROF_ROLE_ACTIVATION], 60u << 20);
+  auto it = std::find_if(r.findings.begin(), r.findings.end(),
+                         [](const adprof::Finding &f) { return f.kind == "device_oom"; });
+  ASSERT_NE(it, r.findings.end());
+  EXPECT_NE(it->message.find("ran out of memory asking for 64.0 MiB"), std::string::npos)
+      << it->message;
+  EXPECT_NE(it->evidence.find("activation 60.0 MiB adjoint 30.0 MiB"), std::string::npos)
+      << it->evidence;
+  EXPECT_EQ(
+      adprof("check " + (dir_ / "oom.adtrace").string() + " --fail-if 'device.ooms > 0'").code, 1);
 }
 
 TEST_F(Cli, UsageAndInputErrors) {

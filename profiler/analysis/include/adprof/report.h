@@ -132,6 +132,12 @@ struct Report {
   double device_peak_time = 0;
   uint64_t device_reserved_peak = 0;
   std::array<uint64_t, kRoleCount> device_peak_by_role{};
+  // A device allocator's out-of-memory (adcore's "adcore.cuda.oom" annotation): the first one.
+  uint64_t device_ooms = 0;
+  uint64_t oom_requested = 0, oom_reserved = 0, oom_allocated = 0, oom_limit = 0;
+  uint32_t oom_device = 0;
+  double oom_time = 0;
+  std::array<uint64_t, kRoleCount> oom_by_role{};
   // breakdowns
   std::array<PhaseSummary, kPhaseCount> phases;
   std::vector<OpSummary> ops;  // descending by bytes
