@@ -126,8 +126,14 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
     KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
     k(args);
     if (rec) tape.record(op, ins, a, out);
-    if (tape.options().hash_contents && profiled())
+    if (tape.options().hash_contents && profiled()) {
       adprof_content_hash(out.storage_ptr(), content_hash(out));
+      // Inputs too (leaves and data no op made), when they cover their whole storage: a copy of
+      // an input is then found byte-identical to it.
+      for (const Tensor &t : ins)
+        if (t.is_contiguous() && t.nbytes() == t.impl()->storage->bytes)
+          adprof_content_hash(t.storage_ptr(), content_hash(t));
+    }
   }
   if (other) adprof_set_phase(ADPROF_PHASE_OTHER);
   return out;

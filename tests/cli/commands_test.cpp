@@ -174,6 +174,24 @@ TEST_F(Cli, TimelineAndExports) {
   EXPECT_NE(folded.find(";accumulation"), std::string::npos) << folded;
 }
 
+TEST_F(Cli, HashContentsFindsByteIdenticalBuffers) {
+  ADPROF_SKIP_IF_SANITIZED();
+  // densenet's x1 is x0 summed alone: the same bytes in a second buffer.
+  adprof::Report r =
+      run_report("hc", DENSENET " --hash-contents --no-reuse-tape --quiet" + std::string(kSmall));
+  auto it = std::find_if(r.findings.begin(), r.findings.end(),
+                         [](const adprof::Finding &f) { return f.kind == "content_duplicate"; });
+  ASSERT_NE(it, r.findings.end());
+  EXPECT_EQ(it->bytes, 262144u * 4);
+  EXPECT_NE(it->evidence.find("densenet.x0"), std::string::npos) << it->evidence;
+  EXPECT_NE(it->evidence.find("densenet.x1"), std::string::npos) << it->evidence;
+  // Without hashes there is nothing to compare.
+  adprof::Report plain =
+      run_report("plain", DENSENET " --no-reuse-tape --quiet" + std::string(kSmall));
+  EXPECT_TRUE(std::none_of(plain.findings.begin(), plain.findings.end(),
+                           [](const adprof::Finding &f) { return f.kind == "content_duplicate"; }));
+}
+
 TEST_F(Cli, DeviceOutOfMemoryIsReported) {
   adprof::Report r = run_report("oom", OOM_WORKLOAD);
   EXPECT_EQ(r.device_ooms, 1u);
