@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 
 namespace adprof::cli {
 
@@ -16,6 +18,31 @@ po::variables_map parse(const std::vector<std::string> &args,
     po::notify(vm);
   } catch (const po::error &e) {
     throw UsageError(e.what());
+  }
+  return vm;
+}
+
+std::optional<po::variables_map> parse_command(const std::string &command,
+                                               const std::vector<std::string> &args,
+                                               const po::options_description &options,
+                                               const std::vector<std::string> &positionals,
+                                               size_t required) {
+  po::positional_options_description positional;
+  for (const std::string &name : positionals) positional.add(name.c_str(), 1);
+  po::variables_map vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < required && i < positionals.size(); ++i) {
+    if (vm.count(positionals[i])) continue;
+    std::string names;
+    for (size_t k = 0; k < required; ++k) {
+      std::string upper = positionals[k];
+      for (char &c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      names += (k ? " and " : "") + upper;
+    }
+    throw UsageError(command + " needs " + names + " (see adprof " + command + " --help)");
   }
   return vm;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,15 @@ po::variables_map parse(const std::vector<std::string> &args,
                         const po::positional_options_description &positional = {});
 
 // Progress on stderr (only when it is a terminal): "  analysing 42%".
+// Parses a command's arguments, `positionals` filling one value each, in order. Returns
+// nullopt after printing the options (--help); throws a UsageError naming `command` when one
+// of the first `required` positionals is missing.
+std::optional<po::variables_map> parse_command(const std::string &command,
+                                               const std::vector<std::string> &args,
+                                               const po::options_description &options,
+                                               const std::vector<std::string> &positionals,
+                                               size_t required);
+
 // Writes a whole file; a failure (disk full, no permission) is a UsageError naming the path.
 void write_file(const std::string &path, const std::string &text);
 

@@ -88,15 +88,9 @@ int command_diff(const std::vector<std::string> &args) {
       "markdown", "print a Markdown table (for a pull-request comment)")(
       "json", "print the diff as JSON")("base", po::value<std::string>(), "base run")(
       "new", po::value<std::string>(), "new run");
-  po::positional_options_description positional;
-  positional.add("base", 1).add("new", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("base") || !vm.count("new"))
-    throw UsageError("diff needs BASE and NEW (see adprof diff --help)");
+  auto parsed = parse_command("diff", args, options, {"base", "new"}, 2);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   std::vector<Gate> gates = gates_from(vm);
   Report base = load(vm["base"].as<std::string>());
   Report current = load(vm["new"].as<std::string>());
@@ -142,14 +136,9 @@ int command_check(const std::vector<std::string> &args) {
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "any other gate with an unsigned value, e.g. 'op.cast > 1MiB'")(
       "json", "print the results as JSON")("run", po::value<std::string>(), "trace or report");
-  po::positional_options_description positional;
-  positional.add("run", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("run")) throw UsageError("check needs a trace or report (see adprof check --help)");
+  auto parsed = parse_command("check", args, options, {"run"}, 1);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   std::vector<Gate> gates = gates_from(vm);
   auto budget = [&](const std::string &metric, const std::string &value) {
     try {

@@ -16,14 +16,9 @@ int command_dump(const std::vector<std::string> &args) {
   options.add_options()("help,h", "show this help")(
       "limit", po::value<uint64_t>()->default_value(UINT64_MAX), "stop after N events")(
       "trace", po::value<std::string>(), "trace");
-  po::positional_options_description positional;
-  positional.add("trace", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("trace")) throw UsageError("dump needs a TRACE (see adprof dump --help)");
+  auto parsed = parse_command("dump", args, options, {"trace"}, 1);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   TraceReader reader(vm["trace"].as<std::string>());
   Replay names;  // only to resolve interned names
   Event e;

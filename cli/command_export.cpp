@@ -145,14 +145,9 @@ int command_export(const std::vector<std::string> &args) {
                                                     "Chrome/Perfetto trace JSON output")(
       "folded", po::value<std::string>(), "folded stacks output")("trace", po::value<std::string>(),
                                                                   "trace");
-  po::positional_options_description positional;
-  positional.add("trace", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("trace")) throw UsageError("export needs a TRACE (see adprof export --help)");
+  auto parsed = parse_command("export", args, options, {"trace"}, 1);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   if (!vm.count("perfetto") && !vm.count("folded"))
     throw UsageError("export needs --perfetto FILE or --folded FILE");
   std::string trace = vm["trace"].as<std::string>();

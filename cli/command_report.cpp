@@ -19,14 +19,9 @@ int command_report(const std::vector<std::string> &args) {
       "json", "print the report as JSON (schema: docs/REPORT_SCHEMA.md)")(
       "top", po::value<size_t>()->default_value(10), "rows in each table")(
       "trace", po::value<std::string>(), "the trace file");
-  po::positional_options_description positional;
-  positional.add("trace", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("trace")) throw UsageError("report needs a TRACE file (see adprof report --help)");
+  auto parsed = parse_command("report", args, options, {"trace"}, 1);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
   Report report = analyze(vm["trace"].as<std::string>(), analyze_options);

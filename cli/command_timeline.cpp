@@ -189,14 +189,9 @@ int command_timeline(const std::vector<std::string> &args) {
       "to", po::value<double>()->default_value(1e300), "window end (s)")(
       "no-color", "plain characters even on a terminal")("trace", po::value<std::string>(),
                                                          "trace");
-  po::positional_options_description positional;
-  positional.add("trace", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("trace")) throw UsageError("timeline needs a TRACE (see adprof timeline --help)");
+  auto parsed = parse_command("timeline", args, options, {"trace"}, 1);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   int width = vm["width"].as<int>(), height = vm["height"].as<int>();
   if (width < 20 || width > 1000 || height < 4 || height > 200)
     throw UsageError("--width must be 20..1000 and --height 4..200");

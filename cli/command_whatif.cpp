@@ -18,14 +18,9 @@ int command_whatif(const std::vector<std::string> &args) {
       "Options");
   options.add_options()("help,h", "show this help")("json", "print the predictions as JSON")(
       "trace", po::value<std::string>(), "the trace file");
-  po::positional_options_description positional;
-  positional.add("trace", 1);
-  auto vm = parse(args, options, positional);
-  if (vm.count("help")) {
-    std::cout << options;
-    return kExitOk;
-  }
-  if (!vm.count("trace")) throw UsageError("whatif needs a TRACE file (see adprof whatif --help)");
+  auto parsed = parse_command("whatif", args, options, {"trace"}, 1);
+  if (!parsed) return kExitOk;
+  const po::variables_map &vm = *parsed;
   WhatIf w = predict_policies(vm["trace"].as<std::string>());
   if (vm.count("json"))
     std::cout << to_json(w).dump(2) << '\n';

@@ -8,41 +8,8 @@
 #include <cstdlib>
 #include <functional>
 
+#include "../../tests/support/counting_malloc.h"
 #include "workloads.h"
-
-namespace {
-std::atomic<uint64_t> g_mallocs{0};
-}
-
-extern "C" {
-void *__libc_malloc(size_t);
-void *__libc_calloc(size_t, size_t);
-void *__libc_realloc(void *, size_t);
-void *__libc_memalign(size_t, size_t);
-void __libc_free(void *);
-void *malloc(size_t n) {
-  g_mallocs.fetch_add(1, std::memory_order_relaxed);
-  return __libc_malloc(n);
-}
-void *calloc(size_t a, size_t b) {
-  g_mallocs.fetch_add(1, std::memory_order_relaxed);
-  return __libc_calloc(a, b);
-}
-void *realloc(void *p, size_t n) {
-  g_mallocs.fetch_add(1, std::memory_order_relaxed);
-  return __libc_realloc(p, n);
-}
-void *aligned_alloc(size_t al, size_t n) {
-  g_mallocs.fetch_add(1, std::memory_order_relaxed);
-  return __libc_memalign(al, n);
-}
-int posix_memalign(void **out, size_t al, size_t n) {
-  g_mallocs.fetch_add(1, std::memory_order_relaxed);
-  *out = __libc_memalign(al, n);
-  return *out ? 0 : 12;
-}
-void free(void *p) { __libc_free(p); }
-}
 
 using namespace adcore;
 
@@ -64,7 +31,8 @@ const char *variant_name(int v, const char *policy) {
 void report(benchmark::State &st, uint64_t mallocs0) {
   const AllocStats &s = alloc_stats();
   const double it = static_cast<double>(st.iterations());
-  st.counters["allocs_per_grad"] = static_cast<double>(g_mallocs.load() - mallocs0) / it;
+  st.counters["allocs_per_grad"] =
+      static_cast<double>(adprof_support::g_heap_calls.load() - mallocs0) / it;
   st.counters["peak_MiB"] = static_cast<double>(s.peak_total) / (1 << 20);
   st.counters["adjoint_MiB"] = static_cast<double>(s.peak_bytes[ADPROF_ROLE_ADJOINT]) / (1 << 20);
   st.counters["accum_MiB"] =
@@ -83,7 +51,7 @@ void run_grad(benchmark::State &st, const Options &o,
   Tensor g[1];
   tape.value_and_grad(f, args, wrt, g);
   reset_alloc_stats();
-  const uint64_t m0 = g_mallocs.load();
+  const uint64_t m0 = adprof_support::g_heap_calls.load();
   for (auto _ : st) {
     Tensor loss = tape.value_and_grad(f, args, wrt, g);
     benchmark::DoNotOptimize(loss.impl());
@@ -104,7 +72,7 @@ void BM_eam_hand(benchmark::State &st) {
   const Tensor x = rand_uniform(Shape{N}, 5, 0, 1);
   std::vector<double> g(static_cast<size_t>(N));
   reset_alloc_stats();
-  const uint64_t m0 = g_mallocs.load();
+  const uint64_t m0 = adprof_support::g_heap_calls.load();
   for (auto _ : st) {
     samples::eam_grad_hand(x.data<double>(), g.data(), N);
     benchmark::DoNotOptimize(g.data());
@@ -149,7 +117,7 @@ void BM_mlp(benchmark::State &st) {
   for (const Tensor &p : m.params()) opt.add_param(p);
   Tape::thread_default().backward(samples::mlp_loss(m, o.checkpointing), &opt);
   reset_alloc_stats();
-  const uint64_t m0 = g_mallocs.load();
+  const uint64_t m0 = adprof_support::g_heap_calls.load();
   for (auto _ : st) Tape::thread_default().backward(samples::mlp_loss(m, o.checkpointing), &opt);
   report(st, m0);
   set_default_options(Options{});
@@ -175,7 +143,7 @@ void BM_branches(benchmark::State &st) {
   std::vector<Tensor> g(wrt.size());
   tape.value_and_grad(f, args, wrt, g);
   reset_alloc_stats();
-  const uint64_t m0 = g_mallocs.load();
+  const uint64_t m0 = adprof_support::g_heap_calls.load();
   for (auto _ : st) tape.value_and_grad(f, args, wrt, g);
   report(st, m0);
 }

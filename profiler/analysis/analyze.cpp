@@ -23,12 +23,6 @@ struct OpTotals {
   uint64_t calls = 0, allocations = 0, bytes = 0, temporaries = 0, temporary_bytes = 0;
 };
 
-std::string op_kind_name(const Replay &replay, uint32_t id) {
-  if (id == 0) return "(no op)";
-  const std::string &n = replay.name(id);
-  return n.empty() ? "op" + std::to_string(id) : n;
-}
-
 }  // namespace
 
 Report analyze(const std::string &trace_path, const AnalyzeOptions &options) {
@@ -228,7 +222,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
 
   for (const auto &[id, t] : ops) {
     OpSummary s;
-    s.name = op_kind_name(replay, id);
+    s.name = replay.op_kind(id);
     s.calls = t.calls;
     s.allocations = t.allocations;
     s.bytes = t.bytes;

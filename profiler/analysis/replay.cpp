@@ -50,13 +50,17 @@ const std::string &Replay::name(uint32_t id) const {
   return id < names_.size() ? names_[id] : kEmpty;
 }
 
-std::string Replay::op_label(uint32_t name_id, uint64_t instance) const {
+std::string Replay::op_kind(uint32_t name_id) const {
   if (name_id == 0) return "(no op)";
-  std::string n = name(name_id);
-  if (n.empty()) n = "op" + std::to_string(name_id);
+  const std::string &n = name(name_id);
+  return n.empty() ? "op" + std::to_string(name_id) : n;
+}
+
+std::string Replay::op_label(uint32_t name_id, uint64_t instance) const {
+  if (name_id == 0) return op_kind(0);
   // Instances with the top bit set are calls outside the tape (backward-pass ops, no_grad).
-  if (instance >> 63) return n + "#u" + std::to_string(instance & ~(1ull << 63));
-  return n + "#" + std::to_string(instance);
+  if (instance >> 63) return op_kind(name_id) + "#u" + std::to_string(instance & ~(1ull << 63));
+  return op_kind(name_id) + "#" + std::to_string(instance);
 }
 
 const std::vector<int64_t> *Replay::shape_of(const Block &b) const {

@@ -24,12 +24,6 @@ const char *dtype_name(uint8_t dtype) {
   }
 }
 
-std::string op_kind_name(const Replay &replay, uint32_t id) {
-  if (id == 0) return "(no op)";
-  const std::string &n = replay.name(id);
-  return n.empty() ? "op" + std::to_string(id) : n;
-}
-
 }  // namespace
 
 Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers) {
@@ -84,7 +78,7 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     lb.content_hash = b->content_hash;
     s.buffers.push_back(std::move(lb));
   }
-  for (const auto &[id, bytes] : op_bytes) s.by_op.push_back({op_kind_name(replay, id), bytes});
+  for (const auto &[id, bytes] : op_bytes) s.by_op.push_back({replay.op_kind(id), bytes});
   std::sort(s.by_op.begin(), s.by_op.end(), [](const auto &a, const auto &b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
   });

@@ -16,39 +16,11 @@
 #define ADCORE_COUNT_MALLOC 1
 #endif
 
-namespace {
-std::atomic<uint64_t> g_calls{0};
-}
-
 #if ADCORE_COUNT_MALLOC
-extern "C" {
-void *__libc_malloc(size_t);
-void *__libc_calloc(size_t, size_t);
-void *__libc_realloc(void *, size_t);
-void *__libc_memalign(size_t, size_t);
-void __libc_free(void *);
-void *malloc(size_t n) {
-  g_calls.fetch_add(1, std::memory_order_relaxed);
-  return __libc_malloc(n);
-}
-void *calloc(size_t a, size_t b) {
-  g_calls.fetch_add(1, std::memory_order_relaxed);
-  return __libc_calloc(a, b);
-}
-void *realloc(void *p, size_t n) {
-  g_calls.fetch_add(1, std::memory_order_relaxed);
-  return __libc_realloc(p, n);
-}
-void *aligned_alloc(size_t al, size_t n) {
-  g_calls.fetch_add(1, std::memory_order_relaxed);
-  return __libc_memalign(al, n);
-}
-int posix_memalign(void **out, size_t al, size_t n) {
-  g_calls.fetch_add(1, std::memory_order_relaxed);
-  *out = __libc_memalign(al, n);
-  return *out ? 0 : 12;
-}
-void free(void *p) { __libc_free(p); }
+#include "../support/counting_malloc.h"
+#else
+namespace adprof_support {
+inline std::atomic<uint64_t> g_heap_calls{0};  // never counts: the tests skip
 }
 #endif
 
@@ -63,14 +35,14 @@ TEST(AdcoreAlloc, RepeatedEamGradientsMakeZeroHeapAllocations) {
     Tensor g[1];
     Tape tape;
     tape.value_and_grad(samples::eam_f, args, wrt, g);  // first call: allocates
-    const uint64_t before = g_calls.load();
+    const uint64_t before = adprof_support::g_heap_calls.load();
     for (int i = 0; i < 200; ++i) {
-      const uint64_t c0 = g_calls.load();
+      const uint64_t c0 = adprof_support::g_heap_calls.load();
       adprof_step(static_cast<uint64_t>(i));
       tape.value_and_grad(samples::eam_f, args, wrt, g);
-      EXPECT_EQ(g_calls.load() - c0, 0u) << "call " << i + 2 << " N=" << N;
+      EXPECT_EQ(adprof_support::g_heap_calls.load() - c0, 0u) << "call " << i + 2 << " N=" << N;
     }
-    EXPECT_EQ(g_calls.load() - before, 0u) << "N=" << N;
+    EXPECT_EQ(adprof_support::g_heap_calls.load() - before, 0u) << "N=" << N;
   }
 }
 
@@ -84,7 +56,7 @@ TEST(AdcoreAlloc, WithoutReuseEveryCallAllocates) {
   Tensor g[1];
   Tape tape(o);
   tape.value_and_grad(samples::eam_f, args, wrt, g);
-  const uint64_t before = g_calls.load();
+  const uint64_t before = adprof_support::g_heap_calls.load();
   for (int i = 0; i < 10; ++i) tape.value_and_grad(samples::eam_f, args, wrt, g);
-  EXPECT_GE(g_calls.load() - before, 10u * 10u);
+  EXPECT_GE(adprof_support::g_heap_calls.load() - before, 10u * 10u);
 }

@@ -97,7 +97,8 @@ class Replay {
   int thread_phase(uint32_t thread) const;
   const std::vector<OpFrame> &op_stack(uint32_t thread) const;
 
-  const std::string &name(uint32_t id) const;                       // "" for unknown ids
+  const std::string &name(uint32_t id) const;   // "" for unknown ids
+  std::string op_kind(uint32_t name_id) const;  // "cast", "(no op)", "op7" when unnamed
   std::string op_label(uint32_t name_id, uint64_t instance) const;  // "cast#3"
   const std::vector<std::string> &thread_names() const { return thread_names_; }
   const std::array<uint64_t, format::kCounterKindCount> &counters() const { return counters_; }
