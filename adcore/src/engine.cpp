@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <stdexcept>
 
 #include "adcore/optim.h"
 #include "internal.h"
+#include "plan.h"
 
 namespace adcore {
 namespace {
@@ -17,6 +19,12 @@ thread_local adprof_phase g_phase = ADPROF_PHASE_OTHER;
 thread_local adprof_role g_out_role = ADPROF_ROLE_ACTIVATION;
 thread_local uint64_t g_untaped_instance = 0;
 uint32_t g_next_tape_id = 1;
+// Replay plans (plan.h): the one recording the current value_and_grad call, the one replaying it.
+thread_local detail::Plan *g_rec = nullptr;
+thread_local detail::Plan *g_play = nullptr;
+// Calls replayed after this many plans were built on one tape run on the normal path (a tape
+// whose calls keep changing signature would otherwise build a plan every call).
+constexpr int kMaxPlanBuilds = 8;
 
 constexpr uint64_t kNoNode = ~0ULL;
 
@@ -96,7 +104,55 @@ class EnableGrad {
 // ---------------- dispatcher ----------------
 namespace detail {
 
+// What the tape-private parts of a replay need.
+struct TapeAccess {
+  // The replayed call diverged from its plan: the entries played so far become tape nodes, the
+  // plan is dropped, and the call goes on on the normal path.
+  static void abandon_replay() {
+    Plan *p = g_play;
+    g_play = nullptr;
+    Tape &t = *p->tape();
+    try {
+      p->materialize();
+    } catch (...) {
+      p->end();
+      t.plan_.reset();
+      throw;
+    }
+    p->end();
+    t.plan_.reset();
+  }
+};
+
+uint64_t untaped_instance() { return (1ULL << 63) | ++g_untaped_instance; }
+
+namespace {
+bool recordable(const Tape &tape, OpId op, std::span<const Tensor> ins) {
+  if (!g_grad_enabled || !op_def(op).backward) return false;
+  for (const Tensor &t : ins)
+    if (tape.active(t)) return true;
+  return false;
+}
+}  // namespace
+
 Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &shape, DType dt) {
+  if (Plan *p = g_play; p && p->tape() == &Tape::current()) {
+    const bool rec = recordable(*p->tape(), op, ins);
+    if (const PlanEntry *e = p->match(PlanStep::Kernel, op, ins, a, &shape, dt, rec)) {
+      const bool other = g_phase == ADPROF_PHASE_OTHER;
+      if (other) adprof_set_phase(ADPROF_PHASE_FORWARD);
+      Tensor out;
+      {
+        adprof::OpScope scope(e->name_id, rec ? e->instance : untaped_instance());
+        adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+        p->execute(*e);
+        out = p->produce(*e);
+      }
+      if (other) adprof_set_phase(ADPROF_PHASE_OTHER);
+      return out;
+    }
+    TapeAccess::abandon_replay();
+  }
   Device &dev = ins.empty() ? default_device() : ins[0].device();
   for (const Tensor &t : ins)
     if (&t.device() != &dev)
@@ -106,19 +162,13 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
   if (!k)
     throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " + dev.name());
   Tape &tape = Tape::current();
-  bool rec = false;
-  if (g_grad_enabled && op_def(op).backward) {
-    for (const Tensor &t : ins)
-      if (tape.active(t)) {
-        rec = true;
-        break;
-      }
-  }
+  const bool rec = recordable(tape, op, ins);
   const bool other = g_phase == ADPROF_PHASE_OTHER;
   if (other) adprof_set_phase(ADPROF_PHASE_FORWARD);
   Tensor out;
   {
-    adprof::OpScope scope(op_name_id(op), rec ? tape.size() : (1ULL << 63) | ++g_untaped_instance);
+    const uint64_t instance = rec ? tape.size() : (1ULL << 63) | ++g_untaped_instance;
+    adprof::OpScope scope(op_name_id(op), instance);
     adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
     out = empty(shape, dt, g_out_role, dev);
     if (op_def(op).duplicates_input)
@@ -126,6 +176,9 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
     KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
     k(args);
     if (rec) tape.record(op, ins, a, out);
+    if (g_rec && g_rec->tape() == &tape)
+      g_rec->rec_kernel(PlanStep::Kernel, op, k, ins, a, &out, rec, instance,
+                        rec ? out.impl()->node : -1);
     if (tape.options().hash_contents && profiled()) {
       adprof_content_hash(out.storage_ptr(), content_hash(out));
       // Inputs too (leaves and data no op made), when they cover their whole storage: a copy of
@@ -141,14 +194,38 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
 
 Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view) {
   Tape &tape = Tape::current();
-  if (g_grad_enabled && tape.active(in)) {
-    adprof::OpScope scope(op_name_id(op), tape.size());
+  const bool rec = g_grad_enabled && tape.active(in);
+  if (Plan *p = g_play; p && p->tape() == &tape) {
+    if (!rec) return view;  // not on the tape: nothing was planned for it either
+    if (const PlanEntry *e = p->match(PlanStep::View, op, std::span<const Tensor>(&in, 1), a,
+                                      nullptr, in.dtype(), true, &view)) {
+      adprof::OpScope scope(e->name_id, e->instance);
+      p->tag_view(*e, view);
+      return view;
+    }
+    TapeAccess::abandon_replay();
+  }
+  if (rec) {
+    const uint64_t instance = tape.size();
+    adprof::OpScope scope(op_name_id(op), instance);
     tape.record(op, std::span<const Tensor>(&in, 1), a, view);
+    if (g_rec && g_rec->tape() == &tape)
+      g_rec->rec_view(op, in, a, view, instance, view.impl()->node);
   }
   return view;
 }
 
 void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
+  if (Plan *p = g_play; p && p->tape() == &Tape::current()) {
+    if (const PlanEntry *e =
+            p->match(PlanStep::InPlace, op, ins, a, nullptr, ins[0].dtype(), false)) {
+      adprof::OpScope scope(e->name_id, untaped_instance());
+      adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+      p->execute(*e);
+      return;
+    }
+    TapeAccess::abandon_replay();
+  }
   Device &dev = ins[0].device();
   for (const Tensor &t : ins)
     if (&t.device() != &dev)
@@ -157,11 +234,15 @@ void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
   KernelFn k = dev.kernel(op);
   if (!k)
     throw std::runtime_error(std::string("op ") + op_name(op) + " not supported on " + dev.name());
-  adprof::OpScope scope(op_name_id(op), (1ULL << 63) | ++g_untaped_instance);
-  adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
-  Tensor out = ins[0];
-  KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
-  k(args);
+  {
+    adprof::OpScope scope(op_name_id(op), (1ULL << 63) | ++g_untaped_instance);
+    adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+    Tensor out = ins[0];
+    KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
+    k(args);
+  }
+  if (g_rec && g_rec->tape() == &Tape::current())
+    g_rec->rec_kernel(PlanStep::InPlace, op, k, ins, a, nullptr, false, 0, -1);
 }
 
 }  // namespace detail
@@ -184,6 +265,7 @@ Tape::Tape(Options opts) : opts_(opts), id_(g_next_tape_id++) {
 }
 
 Tape::~Tape() {
+  plan_.reset();
   reset();
   for (Node *n : nodes_) delete n;
   if (arena_) arena_->set_open(false);
@@ -191,6 +273,8 @@ Tape::~Tape() {
 }
 
 void Tape::set_options(const Options &o) {
+  plan_.reset();
+  plan_builds_ = 0;
   reset();
   opts_ = o;
   if (opts_.reuse_tape && !arena_) arena_ = Ref<Arena>(new Arena());
@@ -317,6 +401,7 @@ void Tape::record(OpId op, std::span<const Tensor> ins, const Attrs &a, Tensor &
 }
 
 void Tape::record_checkpoint(SegmentFn fn, std::span<const Tensor> ins, Tensor &out) {
+  if (g_rec && g_rec->tape() == this) g_rec->fail();  // segments recompute on nested tapes
   {
     adprof::OpScope scope(op_name_id(OpId::checkpoint), size());
     record(OpId::checkpoint, ins, Attrs{}, out);
@@ -506,6 +591,7 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
   } else {
     DeviceScope on_root(root.device());
     adj_[static_cast<size_t>(r)] = full(root.shape(), 1.0, root.dtype(), ADPROF_ROLE_ADJOINT);
+    if (g_rec && g_rec->tape() == this) g_rec->rec_fill(adj_[static_cast<size_t>(r)], 1.0);
   }
   if (nodes_[static_cast<size_t>(r)]->op == OpId::leaf) deliver(r, opt, to_leaf_grads);
 
@@ -529,6 +615,8 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
     if (g.defined()) {
       adprof::OpScope scope(op_name_id(nd.op), static_cast<uint64_t>(i));
       adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+      detail::Plan *recording = g_rec && g_rec->tape() == this ? g_rec : nullptr;
+      if (recording) recording->rec_scope(true, op_name_id(nd.op), static_cast<uint64_t>(i));
       if (profiled()) annotate(kinds().backward_node, {static_cast<uint64_t>(i)});
       std::span<Tensor> gin(gin_.data(), k);
       std::span<const uint8_t> needs(needs_.data(), k);
@@ -538,6 +626,7 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
         BackwardCtx ctx{nd, g, gin, needs};
         op_def(nd.op).backward(ctx);
       }
+      if (recording) recording->rec_scope(false, 0, 0);
     }
     g = Tensor();
     if (opts_.early_release) release_node(nd);
@@ -562,6 +651,7 @@ void Tape::run_checkpoint_backward(Node &n, const Tensor &g, std::span<Tensor> g
   // Recompute the segment on a nested tape (same policies, no arena of its own) in the backward
   // phase; the recomputed values are activations / forward caches again. Then differentiate
   // the nested tape with `g` as the seed.
+  if (g_rec && g_rec->tape() == this) g_rec->fail();
   Options o = opts_;
   o.reuse_tape = false;
   Tape inner(o);
@@ -612,6 +702,7 @@ void Tape::gradients_impl(const Tensor &root, const Tensor *seed, std::span<cons
       OutputRole role(ADPROF_ROLE_ADJOINT);
       DeviceScope on_wrt(wrt[k].device());
       out[k] = zeros(wrt[k].shape(), wrt[k].dtype(), ADPROF_ROLE_ADJOINT);
+      if (g_rec && g_rec->tape() == this) g_rec->rec_fill(out[k], 0.0);
     }
   }
   results_ = {};
@@ -635,6 +726,8 @@ std::vector<Tensor> grad(const Tensor &root, std::span<const Tensor> wrt) {
 }
 
 // ---------------- value_and_grad ----------------
+bool Tape::has_plan() const { return plan_ && plan_->ready(); }
+
 Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<const size_t> wrt,
                            std::span<Tensor> grads_out)
     : t_(t),
@@ -642,12 +735,16 @@ Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<cons
       out_(grads_out),
       prev_tape_(g_current),
       arena_(t.arena_.get()),
-      prev_phase_(g_phase) {
+      prev_phase_(g_phase),
+      prev_rec_(g_rec),
+      prev_play_(g_play),
+      exceptions_(std::uncaught_exceptions()) {
   if (wrt.size() != grads_out.size())
     throw std::invalid_argument("value_and_grad: wrt/grads_out size mismatch");
   for (Tensor &g : grads_out) g = Tensor();  // their buffers go back to the arena
   t.reset();
   g_current = &t;
+  g_rec = g_play = nullptr;
   t.call_args_.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     bool act = !t.opts_.activity_analysis && is_floating(args[i].dtype());
@@ -659,21 +756,72 @@ Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<cons
   }
   g_phase = ADPROF_PHASE_FORWARD;
   adprof_set_phase(ADPROF_PHASE_FORWARD);
+  // Replay plan: replay a ready plan of this signature; else record one (a plan that could not be
+  // built for this signature keeps the calls on the normal path).
+  if (!t.opts_.reuse_tape || t.opts_.hash_contents) return;
+  const std::span<const Tensor> call(t.call_args_.data(), t.call_args_.size());
+  if (t.plan_ && t.plan_->matches(call, wrt)) {
+    if (!t.plan_->ready()) return;
+    t.plan_->begin(call);
+    g_play = t.plan_.get();
+    mode_ = kReplay;
+  } else if (t.plan_builds_ < kMaxPlanBuilds) {
+    t.plan_.reset();  // a plan of another signature: its buffers go back to the arena
+    t.plan_ = std::make_unique<detail::Plan>(t, call, wrt);
+    ++t.plan_builds_;
+    g_rec = t.plan_.get();
+    mode_ = kRecord;
+  }
 }
 
 Tape::CallScope::~CallScope() {
+  const bool unwinding = std::uncaught_exceptions() > exceptions_;
+  if (mode_ == kReplay && g_play) {
+    g_play->end();
+    if (unwinding) t_.plan_.reset();
+  }
   t_.call_args_.clear();
   t_.reset();
+  if (mode_ == kRecord && g_rec && g_rec == t_.plan_.get()) {
+    bool ok = false;
+    if (!unwinding) {
+      try {
+        ok = t_.plan_->build();
+      } catch (...) {
+        ok = false;
+      }
+    }
+    // A plan that failed is kept (as "this signature is not planned") unless f threw.
+    if (!ok && (unwinding || !t_.plan_->failed())) t_.plan_.reset();
+  }
+  g_rec = prev_rec_;
+  g_play = prev_play_;
   g_current = prev_tape_;
   g_phase = prev_phase_;
   adprof_set_phase(prev_phase_);
 }
 
 void Tape::CallScope::finish(const Tensor &loss) {
+  if (mode_ == kReplay && g_play) {
+    detail::Plan &p = *g_play;
+    if (p.finish_forward(loss)) {
+      {
+        Phase phase(ADPROF_PHASE_BACKWARD);
+        p.play_backward();
+      }
+      p.results(out_);
+      ++t_.replayed_calls_;
+      return;
+    }
+    detail::TapeAccess::abandon_replay();
+  }
+  detail::Plan *recording = g_rec && g_rec == t_.plan_.get() ? g_rec : nullptr;
+  if (recording) recording->rec_loss(loss);
   // Leaves for every wrt argument (an argument f did not use gets zeros).
   t_.wrt_args_.resize(wrt_.size());
   for (size_t k = 0; k < wrt_.size(); ++k) t_.wrt_args_[k] = t_.call_args_[wrt_[k]];
   t_.gradients(loss, std::span<const Tensor>(t_.wrt_args_.data(), t_.wrt_args_.size()), out_);
+  if (recording) recording->rec_results(out_);
   for (Tensor &w : t_.wrt_args_) w = Tensor();
 }
 

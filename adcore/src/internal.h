@@ -21,6 +21,12 @@ inline Tensor run(OpId op, std::initializer_list<Tensor> ins, const Attrs &a, co
 Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view);
 // Runs an in-place op: ins[0] is written; never recorded.
 void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a);
+// Op scope instance of an op run off the tape: 1<<63 | a per-thread counter.
+uint64_t untaped_instance();
+// At least n free objects in the thread's TensorImpl / StorageImpl pools (a replay plan makes
+// sure its calls find the objects they need there).
+void reserve_tensor_impls(size_t n);
+void reserve_storage_impls(size_t n);
 
 int norm_axis(int axis, int rank);
 // Strides of `t` broadcast to `out` (0 on broadcast dims), aligned right.

@@ -6,22 +6,40 @@
 #include "adcore/device.h"
 
 namespace adcore {
+namespace detail {
+void plan_storage_died(StorageImpl &s);  // plan.cpp
+}
 namespace {
 
 thread_local AllocStats g_stats;
 thread_local Arena *g_arena = nullptr;
 thread_local adprof_role g_alloc_role = ADPROF_ROLE_FOREIGN;
 
-// Freed StorageImpl objects kept for reuse (the object, not its memory block).
+// Freed StorageImpl objects kept for reuse (the object, not its memory block). The hot path
+// reads a plain thread-local pointer; the pool is made on a thread's first use.
+constexpr size_t kPoolCap = 1 << 14;
+struct StoragePool;
+thread_local StoragePool *g_pool = nullptr;
+thread_local bool g_pool_gone = false;  // the thread's pool was destroyed (thread exit)
 struct StoragePool {
   std::vector<StorageImpl *> free;
-  StoragePool() { free.reserve(1u << 12); }
+  StoragePool() {
+    free.reserve(1u << 12);
+    g_pool = this;
+  }
   ~StoragePool() {
     for (StorageImpl *s : free) delete s;
+    g_pool = nullptr;
+    g_pool_gone = true;
   }
+  StoragePool(const StoragePool &) = delete;
+  StoragePool &operator=(const StoragePool &) = delete;
 };
-thread_local StoragePool g_pool;
-constexpr size_t kPoolCap = 1 << 14;
+StoragePool *storage_pool() {
+  if (g_pool || g_pool_gone) return g_pool;
+  thread_local StoragePool pool;
+  return &pool;
+}
 
 void count_in(adprof_role r, size_t bytes) {
   AllocStats &s = g_stats;
@@ -115,12 +133,20 @@ Arena *current_arena() { return g_arena; }
 ArenaScope::ArenaScope(Arena *a) : prev_(g_arena) { g_arena = a; }
 ArenaScope::~ArenaScope() { g_arena = prev_; }
 
+namespace detail {
+void reserve_storage_impls(size_t n) {
+  StoragePool *p = storage_pool();
+  while (p && p->free.size() < n && p->free.size() < kPoolCap) p->free.push_back(new StorageImpl());
+}
+}  // namespace detail
+
 Storage allocate_storage(Device &dev, size_t bytes, adprof_role role, DType dtype,
                          const Shape &shape) {
   StorageImpl *s;
-  if (!g_pool.free.empty()) {
-    s = g_pool.free.back();
-    g_pool.free.pop_back();
+  StoragePool *pool = storage_pool();
+  if (pool && !pool->free.empty()) {
+    s = pool->free.back();
+    pool->free.pop_back();
   } else {
     s = new StorageImpl();
   }
@@ -159,6 +185,11 @@ Storage allocate_storage(Device &dev, size_t bytes, adprof_role role, DType dtyp
 }
 
 void StorageImpl::destroy(StorageImpl *s) {
+  if (s->plan) {
+    detail::plan_storage_died(*s);
+    s->plan = nullptr;
+    s->plan_slot = -1;
+  }
   count_out(s->role, s->bytes);
   g_stats.frees[s->role] += 1;
   if (s->arena && s->arena->open()) {
@@ -177,8 +208,9 @@ void StorageImpl::destroy(StorageImpl *s) {
   s->arena.reset();
   s->data = nullptr;
   s->refs = 0;
-  if (g_pool.free.size() < kPoolCap) {
-    g_pool.free.push_back(s);
+  StoragePool *pool = storage_pool();
+  if (pool && pool->free.size() < kPoolCap) {
+    pool->free.push_back(s);
   } else {
     delete s;
   }

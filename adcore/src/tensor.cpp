@@ -70,25 +70,51 @@ Shape broadcast_shapes(const Shape &a, const Shape &b) {
 }
 
 // --- TensorImpl pool ---
+// The hot path reads a plain thread-local pointer (no TLS initialisation guard); the pool itself
+// is made, and registered for destruction, on a thread's first use.
 namespace {
+constexpr size_t kImplPoolCap = 1u << 14;
+struct ImplPool;
+thread_local ImplPool *g_impls = nullptr;
+thread_local bool g_impls_gone = false;  // the thread's pool was destroyed (thread exit)
 struct ImplPool {
   std::vector<TensorImpl *> free;
-  ImplPool() { free.reserve(1u << 12); }
+  ImplPool() {
+    free.reserve(1u << 12);
+    g_impls = this;
+  }
   ~ImplPool() {
     for (TensorImpl *t : free) delete t;
+    g_impls = nullptr;
+    g_impls_gone = true;
   }
+  ImplPool(const ImplPool &) = delete;
+  ImplPool &operator=(const ImplPool &) = delete;
 };
-thread_local ImplPool g_impls;
+ImplPool *impls() {
+  if (g_impls || g_impls_gone) return g_impls;
+  thread_local ImplPool pool;
+  return &pool;
+}
 }  // namespace
 
 TensorImpl *TensorImpl::make() {
-  if (!g_impls.free.empty()) {
-    TensorImpl *t = g_impls.free.back();
-    g_impls.free.pop_back();
+  ImplPool *p = impls();
+  if (p && !p->free.empty()) {
+    TensorImpl *t = p->free.back();
+    p->free.pop_back();
     return t;
   }
   return new TensorImpl();
 }
+
+namespace detail {
+void reserve_tensor_impls(size_t n) {
+  ImplPool *p = impls();
+  while (p && p->free.size() < n && p->free.size() < kImplPoolCap)
+    p->free.push_back(new TensorImpl());
+}
+}  // namespace detail
 
 void TensorImpl::destroy(TensorImpl *t) {
   t->storage.reset();
@@ -99,8 +125,9 @@ void TensorImpl::destroy(TensorImpl *t) {
   t->tape_gen = 0;
   t->node = -1;
   t->refs = 0;
-  if (g_impls.free.size() < (1u << 14)) {
-    g_impls.free.push_back(t);
+  ImplPool *p = impls();
+  if (p && p->free.size() < kImplPoolCap) {
+    p->free.push_back(t);
   } else {
     delete t;
   }
@@ -111,20 +138,6 @@ int64_t Tensor::size(int dim) const {
   if (dim < 0) dim += rank();
   if (dim < 0 || dim >= rank()) throw std::invalid_argument("size: bad dim");
   return shape()[dim];
-}
-
-bool Tensor::is_contiguous() const {
-  int64_t acc = 1;
-  for (int i = rank() - 1; i >= 0; --i) {
-    if (shape()[i] != 1 && strides()[i] != acc) return false;
-    acc *= shape()[i];
-  }
-  return true;
-}
-
-void *Tensor::raw() const {
-  return static_cast<char *>(impl_->storage->data) +
-         impl_->offset * static_cast<int64_t>(dtype_size(impl_->dtype));
 }
 
 namespace {

@@ -43,7 +43,24 @@ TEST(AdcoreAlloc, RepeatedEamGradientsMakeZeroHeapAllocations) {
       EXPECT_EQ(adprof_support::g_heap_calls.load() - c0, 0u) << "call " << i + 2 << " N=" << N;
     }
     EXPECT_EQ(adprof_support::g_heap_calls.load() - before, 0u) << "N=" << N;
+    EXPECT_EQ(tape.replayed_calls(), 200u) << "N=" << N;  // the replay plan ran every call
   }
+}
+
+TEST(AdcoreAlloc, HoldingThePreviousValueStillMakesZeroHeapAllocations) {
+  if (!ADCORE_COUNT_MALLOC)
+    GTEST_SKIP() << "malloc not countable under ASan/TSan (they own malloc)";
+  // `loss = tape.value_and_grad(...)`: the previous value is still held when the next call
+  // starts, so the plan's buffer for it changes hands; the two buffers alternate via the arena.
+  const Tensor args[1] = {rand_uniform(Shape{100}, 5, 0, 1)};
+  const size_t wrt[1] = {0};
+  Tensor g[1], loss;
+  Tape tape;
+  for (int i = 0; i < 2; ++i) loss = tape.value_and_grad(samples::eam_f, args, wrt, g);
+  const uint64_t before = adprof_support::g_heap_calls.load();
+  for (int i = 0; i < 100; ++i) loss = tape.value_and_grad(samples::eam_f, args, wrt, g);
+  EXPECT_EQ(adprof_support::g_heap_calls.load() - before, 0u);
+  EXPECT_EQ(tape.replayed_calls(), 101u);
 }
 
 TEST(AdcoreAlloc, WithoutReuseEveryCallAllocates) {

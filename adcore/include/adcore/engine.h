@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,10 @@
 namespace adcore {
 
 class Optimizer;
+namespace detail {
+class Plan;
+struct TapeAccess;
+}  // namespace detail
 
 struct TensorMeta {
   Shape shape;
@@ -117,6 +122,11 @@ class Tape {
   // floating argument active) and writes the gradient w.r.t. args[wrt[i]] into grads_out[i].
   // grads_out's previous contents are released first, so a loop that keeps passing the same
   // grads_out reuses the same buffers. Returns f's value.
+  // With reuse_tape, the first call also records a replay plan; later calls with the same
+  // signature (arguments' dtype/shape/strides/device, wrt) still run f, but each op only checks
+  // that it is the next planned one and runs its kernel into a planned buffer, and backward is
+  // replayed from the plan (docs/ADCORE.md, "Replayed calls"). Anything unplanned falls back to
+  // the normal path.
   template <class F>
   Tensor value_and_grad(F &&f, std::span<const Tensor> args, std::span<const size_t> wrt,
                         std::span<Tensor> grads_out) {
@@ -132,8 +142,14 @@ class Tape {
   // Arena of this tape (nullptr without reuse_tape).
   Arena *arena() const { return arena_.get(); }
 
+  // Replay plan state (for tests): does the tape hold a plan ready to replay, and how many calls
+  // of value_and_grad were replayed from one (to the end, without falling back).
+  bool has_plan() const;
+  uint64_t replayed_calls() const { return replayed_calls_; }
+
  private:
   friend class TapeScope;
+  friend struct detail::TapeAccess;
   class CallScope {
    public:
     CallScope(Tape &t, std::span<const Tensor> args, std::span<const size_t> wrt,
@@ -144,12 +160,16 @@ class Tape {
     CallScope &operator=(const CallScope &) = delete;
 
    private:
+    enum Mode : uint8_t { kNormal, kRecord, kReplay };
     Tape &t_;
     std::span<const size_t> wrt_;
     std::span<Tensor> out_;
     Tape *prev_tape_;
     ArenaScope arena_;
     adprof_phase prev_phase_;
+    detail::Plan *prev_rec_, *prev_play_;
+    int exceptions_;
+    Mode mode_ = kNormal;
   };
 
   Node &new_node(OpId op);
@@ -180,6 +200,10 @@ class Tape {
   std::vector<uint8_t> needs_;
   std::span<Tensor> results_;  // gradients() outputs, indexed through node.requested order
   std::vector<int32_t> result_node_;
+  // replay plan (value_and_grad with reuse_tape)
+  std::unique_ptr<detail::Plan> plan_;
+  int plan_builds_ = 0;
+  uint64_t replayed_calls_ = 0;
 };
 
 // Makes `t` the current tape for the scope.

@@ -30,6 +30,9 @@ struct StorageImpl {
   adprof_role role = ADPROF_ROLE_FOREIGN;
   int saved = 0;  // how many tape nodes hold it as a forward cache
   Ref<Arena> arena;
+  // A tape's replay plan that knows this storage (recording: slot >= 0; a planned buffer: -2).
+  void *plan = nullptr;
+  int32_t plan_slot = -1;
   static void destroy(StorageImpl *s);
 };
 using Storage = Ref<StorageImpl>;

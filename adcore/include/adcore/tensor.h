@@ -48,9 +48,19 @@ class Tensor {
   DType dtype() const { return impl_->dtype; }
   Device &device() const { return *impl_->storage->device; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
-  bool is_contiguous() const;
+  bool is_contiguous() const {
+    int64_t acc = 1;
+    for (int i = impl_->shape.rank - 1; i >= 0; --i) {
+      if (impl_->shape.d[i] != 1 && impl_->strides.d[i] != acc) return false;
+      acc *= impl_->shape.d[i];
+    }
+    return true;
+  }
   // Address of element 0 (the profiler identifies buffers by their storage's base pointer).
-  void *raw() const;
+  void *raw() const {
+    return static_cast<char *>(impl_->storage->data) +
+           impl_->offset * static_cast<int64_t>(dtype_size(impl_->dtype));
+  }
   const void *storage_ptr() const { return impl_->storage->data; }
   template <class T>
   T *data() const {

@@ -1,0 +1,510 @@
+// The replay plan of a reusable tape: see plan.h and docs/ADCORE.md ("Replayed calls").
+#include "plan.h"
+
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace adcore::detail {
+namespace {
+
+PlanMeta meta_of(const TensorImpl &t) { return {t.offset, t.shape, t.strides, t.dtype}; }
+bool same(const PlanMeta &m, const TensorImpl &t) {
+  return m.dtype == t.dtype && m.offset == t.offset && m.shape == t.shape && m.strides == t.strides;
+}
+bool same(const TensorImpl &a, const TensorImpl &b) {
+  return a.dtype == b.dtype && a.offset == b.offset && a.shape == b.shape && a.strides == b.strides;
+}
+bool same_attrs(const Attrs &x, const Attrs &y) {
+  return std::memcmp(x.s, y.s, sizeof x.s) == 0 && std::memcmp(x.i, y.i, sizeof x.i) == 0 &&
+         x.ni == y.ni && x.keepdim == y.keepdim && x.dtype == y.dtype;
+}
+void set_plan(StorageImpl &s, void *plan, int32_t slot) {
+  s.plan = plan;
+  s.plan_slot = slot;
+}
+constexpr int32_t kPlannedBuffer = -2;
+
+}  // namespace
+
+void plan_storage_died(StorageImpl &s) {
+  if (s.plan_slot >= 0) static_cast<Plan *>(s.plan)->storage_died(s);
+}
+
+Plan::Plan(Tape &tape, std::span<const Tensor> call_args, std::span<const size_t> wrt)
+    : tape_(&tape), args_(call_args), key_wrt_(wrt.begin(), wrt.end()) {
+  for (const Tensor &a : call_args) {
+    key_args_.push_back(meta_of(*a.impl()));
+    key_devs_.push_back(&a.device());
+  }
+}
+
+Plan::~Plan() { untag(); }
+
+void Plan::untag() {
+  // Storages of the recording call still alive, and the planned buffers, forget the plan.
+  for (StorageImpl *s : slot_storage_)
+    if (s && s->plan == this) set_plan(*s, nullptr, -1);
+  slot_storage_.clear();
+  for (Buffer &b : buffers_)
+    if (b.storage && b.storage->plan == this) set_plan(*b.storage, nullptr, -1);
+}
+
+// ---------------- recording ----------------
+int32_t Plan::add_value(int32_t slot, int32_t ext, const TensorImpl &t) {
+  const auto id = static_cast<int32_t>(values_.size());
+  values_.push_back(Value{slot, ext, meta_of(t)});
+  if (slot >= 0)
+    slot_values_[static_cast<size_t>(slot)].push_back(id);
+  else
+    exts_[static_cast<size_t>(ext)].values.push_back(id);
+  return id;
+}
+
+int32_t Plan::value_of(const Tensor &t) {
+  TensorImpl &ti = *t.impl();
+  StorageImpl *s = ti.storage.get();
+  if (s->plan == this && s->plan_slot >= 0) {
+    for (int32_t v : slot_values_[static_cast<size_t>(s->plan_slot)])
+      if (same(values_[static_cast<size_t>(v)].meta, ti)) return v;
+    return add_value(s->plan_slot, -1, ti);
+  }
+  if (s->plan) {  // a storage another plan knows (nested recordings): not supported
+    failed_ = true;
+    return -1;
+  }
+  // A tensor from outside the planned kernels: an argument, a captured tensor, one f created.
+  // Known by its object; in backward also by its storage (views of a saved input).
+  for (const auto &[impl, v] : view_aliases_)
+    if (impl.get() == &ti) return v;
+  int32_t ext = -1;
+  for (size_t e = 0; e < exts_.size() && ext < 0; ++e)
+    if (exts_[e].first.get() == &ti) ext = static_cast<int32_t>(e);
+  if (ext < 0 && in_backward_) {
+    for (size_t e = 0; e < exts_.size() && ext < 0; ++e)
+      if (exts_[e].first->storage.get() == s) ext = static_cast<int32_t>(e);
+    if (ext < 0) {
+      failed_ = true;
+      return -1;
+    }
+  }
+  if (ext < 0) {
+    Ext x;
+    x.first = Ref<TensorImpl>(&ti);
+    x.dev = s->device;
+    x.active = tape_->active(t);
+    for (size_t i = 0; i < args_.size(); ++i)
+      if (args_[i].impl() == &ti) x.arg = static_cast<int32_t>(i);
+    ext = static_cast<int32_t>(exts_.size());
+    exts_.push_back(std::move(x));
+    return add_value(-1, ext, ti);
+  }
+  for (int32_t v : exts_[static_cast<size_t>(ext)].values)
+    if (same(values_[static_cast<size_t>(v)].meta, ti)) return v;
+  return add_value(-1, ext, ti);
+}
+
+int32_t Plan::new_slot_value(const Tensor &t) {
+  StorageImpl *s = t.impl()->storage.get();
+  if (s->plan) {
+    failed_ = true;
+    return -1;
+  }
+  const auto id = static_cast<int32_t>(slots_.size());
+  set_plan(*s, this, id);
+  slots_.push_back(Slot{s->device, s->bytes, s->role, t.dtype(), t.shape(), events_++});
+  slot_storage_.push_back(s);
+  slot_values_.emplace_back();
+  return add_value(id, -1, *t.impl());
+}
+
+void Plan::storage_died(StorageImpl &s) {
+  const auto i = static_cast<size_t>(s.plan_slot);
+  slots_[i].death = events_++;
+  slot_storage_[i] = nullptr;
+}
+
+void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor> ins,
+                      const Attrs &a, const Tensor *out, bool rec, uint64_t instance,
+                      int32_t node) {
+  if (failed_) return;
+  PlanEntry e;
+  e.step = step;
+  e.op = op;
+  e.rec = rec;
+  e.kernel = k;
+  e.name_id = op_name_id(op);
+  e.instance = instance;
+  e.node = node;
+  e.attrs = a;
+  e.in_begin = static_cast<uint32_t>(in_val_.size());
+  e.nin = static_cast<uint32_t>(ins.size());
+  for (const Tensor &t : ins) {
+    const int32_t v = value_of(t);
+    if (v < 0) return;
+    in_val_.push_back(v);
+  }
+  if (step == PlanStep::Kernel) {
+    e.out = new_slot_value(*out);
+    if (e.out < 0) return;
+  } else {
+    e.out = in_val_[e.in_begin];  // in place: input 0 is written
+  }
+  (in_backward_ ? bwd_ : fwd_).push_back(e);
+}
+
+void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &view,
+                    uint64_t instance, int32_t node) {
+  if (failed_) return;
+  PlanEntry e;
+  e.step = PlanStep::View;
+  e.op = op;
+  e.rec = true;
+  e.name_id = op_name_id(op);
+  e.instance = instance;
+  e.node = node;
+  e.attrs = a;
+  e.in_begin = static_cast<uint32_t>(in_val_.size());
+  e.nin = 1;
+  const int32_t v = value_of(in);
+  if (v < 0) return;
+  in_val_.push_back(v);
+  const Value &base = values_[static_cast<size_t>(v)];
+  if (base.slot >= 0) {
+    e.out = value_of(view);
+  } else {
+    // A view of an outside tensor: a value of the same outside tensor, known by this object too.
+    Ext &x = exts_[static_cast<size_t>(base.ext)];
+    e.out = -1;
+    for (int32_t w : x.values)
+      if (same(values_[static_cast<size_t>(w)].meta, *view.impl())) e.out = w;
+    if (e.out < 0) e.out = add_value(-1, base.ext, *view.impl());
+    view_aliases_.push_back({Ref<TensorImpl>(view.impl()), e.out});  // later uses of this object
+  }
+  if (e.out < 0) return;
+  fwd_.push_back(e);
+}
+
+void Plan::rec_fill(const Tensor &t, double value) {
+  if (failed_) return;
+  PlanEntry e;
+  e.step = PlanStep::Fill;
+  e.fill = value;
+  e.out = new_slot_value(t);
+  if (e.out < 0) return;
+  (in_backward_ ? bwd_ : fwd_).push_back(e);
+}
+
+void Plan::rec_scope(bool begin, uint32_t name_id, uint64_t instance) {
+  if (failed_) return;
+  PlanEntry e;
+  e.step = begin ? PlanStep::ScopeBegin : PlanStep::ScopeEnd;
+  e.name_id = name_id;
+  e.instance = instance;
+  (in_backward_ ? bwd_ : fwd_).push_back(e);
+}
+
+void Plan::rec_loss(const Tensor &loss) {
+  if (failed_) return;
+  loss_ = value_of(loss);
+  if (loss_ >= 0 && values_[static_cast<size_t>(loss_)].slot < 0) failed_ = true;
+  in_backward_ = true;
+}
+
+void Plan::rec_results(std::span<const Tensor> out) {
+  if (failed_) return;
+  for (const Tensor &t : out) {
+    const int32_t v = value_of(t);
+    if (v < 0 || values_[static_cast<size_t>(v)].slot < 0) {
+      failed_ = true;
+      return;
+    }
+    results_.push_back(v);
+  }
+}
+
+bool Plan::build() {
+  // Storages that survived the recording call (the value, the gradients, anything f kept)
+  // forget the plan; the plan takes its own buffers at the first replay.
+  untag();
+  view_aliases_.clear();
+  for (Ext &x : exts_) x.first.reset();
+  if (failed_ || loss_ < 0 || results_.size() != key_wrt_.size()) {
+    failed_ = true;
+    return false;
+  }
+  // Buffers (interval colouring in birth order): a slot takes a buffer of its device and size
+  // whose last occupant died before it was born; a slot that survived the call keeps its buffer
+  // to the end. So the plan needs as many buffers of each size as the call had live at once.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot &s = slots_[i];
+    size_t b = buffers_.size();
+    for (size_t j = 0; j < buffers_.size(); ++j) {
+      const Buffer &c = buffers_[j];
+      const Slot &f = slots_[static_cast<size_t>(c.first_slot)];
+      if (c.free_at < s.birth && f.dev == s.dev && f.bytes == s.bytes) {
+        b = j;
+        break;
+      }
+    }
+    if (b == buffers_.size()) {
+      buffers_.emplace_back();
+      buffers_.back().first_slot = static_cast<int32_t>(i);
+    }
+    Buffer &buf = buffers_[b];
+    buf.free_at = s.death < 0 ? std::numeric_limits<int64_t>::max() : s.death;
+    buf.nslots += 1;
+    s.buffer = static_cast<int32_t>(b);
+  }
+  vals_.resize(values_.size());
+  for (size_t v = 0; v < values_.size(); ++v) {
+    const Value &x = values_[v];
+    TensorImpl *t = TensorImpl::make();
+    if (x.slot >= 0) {
+      Buffer &b = buffers_[static_cast<size_t>(slots_[static_cast<size_t>(x.slot)].buffer)];
+      b.expected_refs += 1;
+      b.values.push_back(static_cast<int32_t>(v));
+    }
+    t->offset = x.meta.offset;
+    t->shape = x.meta.shape;
+    t->strides = x.meta.strides;
+    t->dtype = x.meta.dtype;
+    vals_[v] = Tensor(Ref<TensorImpl>(t));
+  }
+  in_.resize(in_val_.size());
+  for (size_t i = 0; i < in_val_.size(); ++i) in_[i] = vals_[static_cast<size_t>(in_val_[i])];
+  loss_buffer_ = buffer_of(loss_);
+  for (size_t b = 0; b < buffers_.size(); ++b)
+    if (buffers_[b].nslots > 1 && static_cast<int32_t>(b) != loss_buffer_)
+      shared_.push_back(static_cast<int32_t>(b));
+  for (PlanEntry &e : fwd_)
+    if (e.step == PlanStep::Kernel)
+      e.check_excl = buffers_[static_cast<size_t>(buffer_of(e.out))].nslots > 1;
+  slot_values_.clear();
+  slot_values_.shrink_to_fit();
+  // Replayed calls take their tensor objects (one per forward output and view f sees, the
+  // arguments' aliases, the gradients) and the buffers' storage objects from the thread's pools.
+  reserve_tensor_impls(fwd_.size() + results_.size() + key_args_.size() + 16);
+  reserve_storage_impls(2 * buffers_.size() + 4);
+  ready_ = true;
+  return true;
+}
+
+void Plan::acquire() {
+  // The buffers come from the tape's arena (where the recording call left its own).
+  for (Buffer &b : buffers_) {
+    const Slot &s = slots_[static_cast<size_t>(b.first_slot)];
+    b.storage = allocate_storage(*s.dev, s.bytes, s.role, s.dtype, s.shape);
+    set_plan(*b.storage, this, kPlannedBuffer);
+    for (int32_t v : b.values) vals_[static_cast<size_t>(v)].impl()->storage = b.storage;
+  }
+  acquired_ = true;
+}
+
+int32_t Plan::buffer_of(int32_t v) const {
+  return slots_[static_cast<size_t>(values_[static_cast<size_t>(v)].slot)].buffer;
+}
+
+// ---------------- replay ----------------
+bool Plan::matches(std::span<const Tensor> call_args, std::span<const size_t> wrt) const {
+  if (call_args.size() != key_args_.size() || wrt.size() != key_wrt_.size()) return false;
+  for (size_t i = 0; i < wrt.size(); ++i)
+    if (wrt[i] != key_wrt_[i]) return false;
+  for (size_t i = 0; i < call_args.size(); ++i)
+    if (!same(key_args_[i], *call_args[i].impl()) || &call_args[i].device() != key_devs_[i])
+      return false;
+  return true;
+}
+
+void Plan::swap_buffer(Buffer &b) {
+  // Someone outside still holds this buffer (the previous call's value, a kept gradient): it
+  // becomes theirs, and the plan takes another buffer of the same size (from the arena).
+  const Slot &s = slots_[static_cast<size_t>(b.first_slot)];
+  Storage fresh = allocate_storage(*s.dev, s.bytes, s.role, s.dtype, s.shape);
+  set_plan(*fresh, this, kPlannedBuffer);
+  set_plan(*b.storage, nullptr, -1);
+  for (int32_t v : b.values) vals_[static_cast<size_t>(v)].impl()->storage = fresh;
+  b.storage = std::move(fresh);
+}
+
+void Plan::begin(std::span<const Tensor> call_args) {
+  args_ = call_args;
+  ++call_;
+  cursor_ = 0;
+  role_depth_ = 0;
+  if (!acquired_) acquire();
+  for (Buffer &b : buffers_)
+    if (b.storage->refs != b.expected_refs) swap_buffer(b);
+}
+
+bool Plan::bind(int32_t v, const Tensor &t) {
+  const TensorImpl &ti = *t.impl();
+  TensorImpl &vi = *vals_[static_cast<size_t>(v)].impl();
+  if (!same(vi, ti)) return false;
+  const int32_t xi = values_[static_cast<size_t>(v)].ext;
+  if (xi < 0) return ti.storage.get() == vi.storage.get();
+  Ext &x = exts_[static_cast<size_t>(xi)];
+  if (x.bound_call == call_) return ti.storage.get() == x.bound.impl()->storage.get();
+  // First use in this call of a tensor from outside: same device, not one of the plan's own
+  // buffers, the same argument (or, for any other tensor, the same activity).
+  if (ti.storage->plan == this || ti.storage->device != x.dev) return false;
+  if (x.arg >= 0) {
+    if (static_cast<size_t>(x.arg) >= args_.size() ||
+        args_[static_cast<size_t>(x.arg)].impl() != &ti)
+      return false;
+  } else if (tape_->active(t) != x.active) {
+    return false;
+  }
+  x.bound = t;
+  x.bound_call = call_;
+  for (int32_t w : x.values) vals_[static_cast<size_t>(w)].impl()->storage = ti.storage;
+  return true;
+}
+
+const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
+                             const Shape *shape, DType dt, bool rec, const Tensor *view) {
+  if (cursor_ >= fwd_.size()) return nullptr;
+  const PlanEntry &e = fwd_[cursor_];
+  if (e.step != step || e.op != op || e.rec != rec || e.nin != ins.size() ||
+      !same_attrs(e.attrs, a))
+    return nullptr;
+  if (shape) {
+    const TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
+    if (o.dtype != dt || o.shape != *shape) return nullptr;
+  }
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!bind(in_val_[e.in_begin + i], ins[i])) return nullptr;
+  if (e.check_excl) {
+    const Buffer &b = buffers_[static_cast<size_t>(buffer_of(e.out))];
+    if (b.storage->refs != b.expected_refs) return nullptr;
+  }
+  if (view) {  // the view f made is the planned one
+    const TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
+    if (!same(o, *view->impl()) || o.storage.get() != view->impl()->storage.get()) return nullptr;
+  }
+  ++cursor_;
+  return &e;
+}
+
+void Plan::execute(const PlanEntry &e) {
+  Tensor *out = e.step == PlanStep::InPlace ? &in_[e.in_begin] : &vals_[static_cast<size_t>(e.out)];
+  const KernelArgs args{in_.data() + e.in_begin, static_cast<int>(e.nin), out, &e.attrs};
+  e.kernel(args);
+}
+
+Tensor Plan::produce(const PlanEntry &e) {
+  TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
+  Tape *tape = e.rec ? tape_ : nullptr;
+  const uint64_t gen = e.rec ? tape_->generation() : 0;
+  const int32_t node = e.rec ? e.node : -1;
+  o.tape = tape;
+  o.tape_gen = gen;
+  o.node = node;
+  TensorImpl *t = TensorImpl::make();
+  t->storage = o.storage;
+  t->offset = o.offset;
+  t->shape = o.shape;
+  t->strides = o.strides;
+  t->dtype = o.dtype;
+  t->tape = tape;
+  t->tape_gen = gen;
+  t->node = node;
+  return Tensor(Ref<TensorImpl>(t));
+}
+
+void Plan::tag_view(const PlanEntry &e, Tensor &view) {
+  for (TensorImpl *t : {vals_[static_cast<size_t>(e.out)].impl(), view.impl()}) {
+    t->tape = tape_;
+    t->tape_gen = tape_->generation();
+    t->node = e.node;
+  }
+}
+
+bool Plan::finish_forward(const Tensor &loss) const {
+  if (cursor_ != fwd_.size()) return false;
+  const TensorImpl &l = *vals_[static_cast<size_t>(loss_)].impl();
+  if (!same(l, *loss.impl()) || l.storage.get() != loss.impl()->storage.get()) return false;
+  // Backward reuses shared buffers: nobody may still hold one (something f kept this time).
+  for (int32_t b : shared_) {
+    const Buffer &buf = buffers_[static_cast<size_t>(b)];
+    if (buf.storage->refs != buf.expected_refs) return false;
+  }
+  return true;
+}
+
+void Plan::play_backward() {
+  for (const PlanEntry &e : bwd_) {
+    switch (e.step) {
+      case PlanStep::Kernel:
+      case PlanStep::InPlace: {
+        adprof::OpScope scope(e.name_id, untaped_instance());
+        adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+        execute(e);
+        break;
+      }
+      case PlanStep::Fill: {
+        const Tensor &o = vals_[static_cast<size_t>(e.out)];
+        o.device().fill(o.raw(), static_cast<size_t>(o.numel()), o.dtype(), e.fill);
+        break;
+      }
+      case PlanStep::ScopeBegin:
+        adprof_op_begin(e.name_id, e.instance);
+        role_stack_[role_depth_++ & 7] = adprof_set_role(ADPROF_ROLE_WORKSPACE);
+        break;
+      case PlanStep::ScopeEnd:
+        adprof_set_role(role_stack_[--role_depth_ & 7]);
+        adprof_op_end();
+        break;
+      case PlanStep::View:
+        break;
+    }
+  }
+}
+
+void Plan::results(std::span<Tensor> out) {
+  for (size_t k = 0; k < out.size(); ++k) {
+    const TensorImpl &o = *vals_[static_cast<size_t>(results_[k])].impl();
+    TensorImpl *t = TensorImpl::make();
+    t->storage = o.storage;
+    t->offset = o.offset;
+    t->shape = o.shape;
+    t->strides = o.strides;
+    t->dtype = o.dtype;
+    out[k] = Tensor(Ref<TensorImpl>(t));
+  }
+}
+
+void Plan::end() {
+  for (Ext &x : exts_) {
+    if (x.bound_call != call_ || !x.bound.defined()) continue;
+    x.bound = Tensor();
+    for (int32_t w : x.values) vals_[static_cast<size_t>(w)].impl()->storage.reset();
+  }
+}
+
+void Plan::materialize() {
+  std::vector<Tensor> ins;
+  for (size_t j = 0; j < cursor_; ++j) {
+    const PlanEntry &e = fwd_[j];
+    if (!e.rec) continue;
+    ins.clear();
+    for (uint32_t i = 0; i < e.nin; ++i) {
+      const auto v = static_cast<size_t>(in_val_[e.in_begin + i]);
+      const int32_t xi = values_[v].ext;
+      const Ext *x = xi >= 0 ? &exts_[static_cast<size_t>(xi)] : nullptr;
+      // The tensor f passed (so that a leaf is the argument itself), else the plan's own.
+      if (x && x->bound_call == call_ && x->bound.defined() &&
+          same(*x->bound.impl(), *vals_[v].impl()))
+        ins.push_back(x->bound);
+      else
+        ins.push_back(vals_[v]);
+    }
+    Tensor &out = vals_[static_cast<size_t>(e.out)];
+    adprof::OpScope scope(e.name_id, e.instance);
+    tape_->record(e.op, ins, e.attrs, out);
+    if (out.impl()->node != e.node)
+      throw std::logic_error("adcore: replay plan out of step with the tape");
+  }
+}
+
+}  // namespace adcore::detail

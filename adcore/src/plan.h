@@ -1,0 +1,173 @@
+// The replay plan of a reusable tape (policy reuse_tape; docs/ADCORE.md "Replayed calls").
+//
+// The first value_and_grad call of a Tape records, beside its normal work, every kernel it runs
+// (forward and backward), what each kernel read and wrote, and when each buffer born in the call
+// died. build() then plans the buffers (slots whose lifetimes do not overlap share one buffer, as
+// in a two-phase graph allocator) and makes the plan's own tensors over them.
+//
+// A later call with the same signature (arguments' dtype/shape/strides/device, wrt, options)
+// still runs f: each op f calls is matched against the next planned forward entry (op, attributes,
+// inputs: the same planned value, or an outside tensor of the recorded layout and activity) and,
+// when it matches, only runs its kernel into the planned buffer, in its op scope. Backward, which
+// no user code drives, is replayed as a straight list of kernel calls. Nothing is allocated, no
+// node is made and no shape is inferred. The values are recomputed from the current inputs.
+//
+// Any mismatch (a different op, input, layout or activity; f returning another value; a planned
+// buffer still held by someone) ends the replay: the forward entries already played are recorded
+// as tape nodes (materialize), the plan is dropped and the call goes on on the normal path.
+#pragma once
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "internal.h"
+
+namespace adcore::detail {
+
+enum class PlanStep : uint8_t { Kernel, InPlace, View, Fill, ScopeBegin, ScopeEnd };
+
+struct PlanEntry {
+  PlanStep step = PlanStep::Kernel;
+  OpId op = OpId::leaf;
+  bool rec = false;         // forward: the op was recorded on the tape
+  bool check_excl = false;  // forward: the output buffer is shared, check nobody else holds it
+  KernelFn kernel = nullptr;
+  uint32_t name_id = 0;
+  uint64_t instance = 0;  // op scope instance (rec entries and backward node scopes)
+  int32_t node = -1;      // rec entries: tape node id of the output
+  int32_t out = -1;       // value written (Kernel, View, Fill)
+  uint32_t in_begin = 0, nin = 0;
+  double fill = 0;
+  Attrs attrs;
+};
+
+// Layout of a tensor over its storage.
+struct PlanMeta {
+  int64_t offset = 0;
+  Shape shape, strides;
+  DType dtype = DType::F32;
+};
+
+class Plan {
+ public:
+  Plan(Tape &tape, std::span<const Tensor> call_args, std::span<const size_t> wrt);
+  ~Plan();
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+
+  Tape *tape() const { return tape_; }
+  bool ready() const { return ready_; }
+  bool failed() const { return failed_; }
+
+  // ---- recording (a normal call) ----
+  void fail() { failed_ = true; }
+  // A kernel ran: Kernel (out is a new buffer) or InPlace (ins[0] written).
+  void rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor> ins, const Attrs &a,
+                  const Tensor *out, bool rec, uint64_t instance, int32_t node);
+  void rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &view, uint64_t instance,
+                int32_t node);
+  void rec_fill(const Tensor &t, double value);
+  void rec_scope(bool begin, uint32_t name_id, uint64_t instance);
+  void rec_loss(const Tensor &loss);  // f's value; backward follows
+  void rec_results(std::span<const Tensor> out);
+  void storage_died(StorageImpl &s);
+  // After the recording call: plans the buffers (taken from the arena at the first replay).
+  bool build();
+
+  // ---- replay ----
+  // Same signature as the recording call?
+  bool matches(std::span<const Tensor> call_args, std::span<const size_t> wrt) const;
+  // Starts a replayed call (the current arena must be the tape's): takes the buffers the first
+  // time; planned buffers still held from outside are replaced.
+  void begin(std::span<const Tensor> call_args);
+  // The next forward entry if it matches (its inputs bound), else nullptr.
+  const PlanEntry *match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
+                         const Shape *shape, DType dt, bool rec, const Tensor *view = nullptr);
+  void execute(const PlanEntry &e);
+  // A new tensor (for f) over the entry's output, tagged as the tape node the entry made.
+  Tensor produce(const PlanEntry &e);
+  void tag_view(const PlanEntry &e, Tensor &view);
+  // End of f: every entry played, f returned the planned value, no planned buffer held outside.
+  bool finish_forward(const Tensor &loss) const;
+  void play_backward();
+  void results(std::span<Tensor> out);
+  // Releases the outside tensors bound during the call.
+  void end();
+  // Divergence: the forward entries played so far become tape nodes.
+  void materialize();
+
+ private:
+  struct Value {
+    int32_t slot = -1, ext = -1;
+    PlanMeta meta;
+  };
+  struct Slot {
+    Device *dev;
+    size_t bytes;
+    adprof_role role;
+    DType dtype;
+    Shape shape;
+    int64_t birth, death = -1;  // event numbers; death -1: survived the call
+    int32_t buffer = -1;
+  };
+  struct Ext {
+    Ref<TensorImpl> first;  // recording: the tensor f passed at first use
+    int32_t arg = -1;       // index into the call's arguments, or -1
+    bool active = false;
+    Device *dev = nullptr;
+    uint64_t bound_call = 0;
+    Tensor bound;  // replay: the tensor bound in this call
+    std::vector<int32_t> values;
+  };
+  struct Buffer {
+    Storage storage;
+    int32_t first_slot = -1;
+    int expected_refs = 1;  // the plan's own references (this one and its values' tensors)
+    int nslots = 0;
+    int64_t free_at = -1;  // planning: death of the last occupant
+    std::vector<int32_t> values;
+  };
+
+  int32_t value_of(const Tensor &t);
+  int32_t new_slot_value(const Tensor &t);
+  int32_t add_value(int32_t slot, int32_t ext, const TensorImpl &t);
+  bool bind(int32_t v, const Tensor &t);
+  int32_t buffer_of(int32_t v) const;
+  void swap_buffer(Buffer &b);
+  void acquire();
+  void untag();
+
+  Tape *tape_;
+  std::span<const Tensor> args_;  // the tape's call arguments (valid during a call)
+  std::vector<PlanMeta> key_args_;
+  std::vector<Device *> key_devs_;
+  std::vector<size_t> key_wrt_;
+  bool ready_ = false, failed_ = false, in_backward_ = false, acquired_ = false;
+  int64_t events_ = 0;
+
+  std::vector<PlanEntry> fwd_, bwd_;
+  std::vector<int32_t> in_val_;  // per entry input: value id
+  std::vector<Value> values_;
+  std::vector<Slot> slots_;
+  std::vector<StorageImpl *> slot_storage_;  // recording: the storage of each slot
+  std::vector<std::vector<int32_t>> slot_values_;
+  std::vector<Ext> exts_;
+  std::vector<std::pair<Ref<TensorImpl>, int32_t>> view_aliases_;  // recording: views of exts
+  std::vector<Buffer> buffers_;
+  std::vector<int32_t> shared_;  // buffers holding more than one slot
+  int32_t loss_ = -1, loss_buffer_ = -1;
+  std::vector<int32_t> results_;
+
+  // replay state
+  std::vector<Tensor> vals_;  // the plan's tensors, one per value
+  std::vector<Tensor> in_;    // per entry input (kernel arguments)
+  uint64_t call_ = 0;
+  size_t cursor_ = 0;
+  adprof_role role_stack_[8] = {};  // roles around backward node scopes (not nested in practice)
+  int role_depth_ = 0;
+};
+
+// Called by StorageImpl::destroy for a storage a plan tagged.
+void plan_storage_died(StorageImpl &s);
+
+}  // namespace adcore::detail
