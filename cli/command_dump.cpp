@@ -23,9 +23,9 @@ int command_dump(const std::vector<std::string> &args) {
   Replay names;  // only to resolve interned names
   Event e;
   uint64_t limit = vm["limit"].as<uint64_t>();
-  static const char *types[] = {"alloc",  "free",     "op_begin", "op_end",   "phase",
-                                "role",   "retag",    "step",     "counter",  "name",
-                                "thread", "annotate", "label",    "describe", "hash"};
+  static const char *types[] = {"alloc", "free",     "op_begin", "op_end", "phase",  "role",
+                                "retag", "step",     "counter",  "name",   "thread", "annotate",
+                                "label", "describe", "hash",     "heap"};
   for (uint64_t n = 0; n < limit && reader.next(e); ++n) {
     names.apply(e);
     printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread, types[static_cast<int>(e.type)]);

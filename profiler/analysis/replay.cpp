@@ -280,6 +280,7 @@ bool Replay::apply(const Event &e) {
       return false;
     case fmt::EventType::kStep:
     case fmt::EventType::kAnnotate:
+    case fmt::EventType::kHeap:  // the reader yields compact heap events as kAlloc / kFree
       return false;
   }
   return false;

@@ -13,6 +13,9 @@
 #include <queue>
 #include <unordered_map>
 
+#include "chunk_columns.h"
+#include "heap_coder.h"
+
 namespace adprof {
 
 namespace fmt = format;
@@ -42,9 +45,23 @@ struct TraceReader::Impl {
     std::vector<ChunkRef> chunks;
     size_t next_chunk = 0;
     std::vector<uint8_t> data;
-    fmt::Cursor cur{nullptr, nullptr};
+    fmt::Cursor cur{nullptr, nullptr};  // the bodies (version 1: the whole events)
+    const uint8_t *tag = nullptr;       // version 2: the next tag; null: tags are inline
+    const uint8_t *tag_end = nullptr;
+    // Where each kind of field is read from: a column of a columnar chunk, else `cur`.
+    fmt::Cursor columns[fmt::kColumnCount];
+    fmt::Cursor *in[fmt::kColumnCount] = {};
+    bool columnar = false;
+
+    bool more() const { return tag ? tag < tag_end : cur.p && !cur.done(); }
+    bool bad() const {
+      bool b = false;
+      for (const fmt::Cursor *c : in) b |= c->bad;
+      return b;
+    }
     uint64_t ticks = 0;
     uint64_t last_addr = 0;
+    std::unique_ptr<fmt::HeapCoder> coder = std::make_unique<fmt::HeapCoder>();
     bool have_pending = false;
     bool started = false;
     Event pending;
@@ -68,6 +85,7 @@ struct TraceReader::Impl {
   std::string out_text;
   std::vector<uint64_t> out_values;
   ReadStats *stats = nullptr;
+  uint32_t version = fmt::kVersion;
 
   ZSTD_DCtx *dctx = ZSTD_createDCtx();  // one decompression context for every chunk
 
@@ -98,6 +116,8 @@ struct TraceReader::Impl {
       t.next_chunk = 0;
       t.data.clear();
       t.cur = {nullptr, nullptr};
+      t.tag = t.tag_end = nullptr;
+      for (auto &c : t.in) c = &t.cur;
       t.have_pending = false;
       t.started = false;
       t.expected_seq = t.chunks.empty() ? 0 : t.chunks.front().seq;
@@ -138,39 +158,83 @@ struct TraceReader::Impl {
         t.data.assign(stored_buf.begin(), stored_buf.end());
       }
       t.cur = {t.data.data(), t.data.data() + t.data.size()};
+      if (version >= 2) {
+        if (c.events > t.data.size()) {
+          ++stats->corrupt_chunks;
+          continue;
+        }
+        t.tag = t.data.data();
+        t.tag_end = t.tag + c.events;
+        t.cur.p = t.tag_end;
+      }
+      t.columnar = version >= 2 && (c.flags & fmt::kChunkFlagColumns);
+      for (auto &in : t.in) in = &t.cur;
+      if (t.columnar && !open_columns(t)) {
+        ++stats->corrupt_chunks;
+        continue;
+      }
       t.ticks = c.base_ts;
       t.last_addr = 0;
+      t.coder->reset();
       ++stats->chunks;
       return true;
     }
     return false;
   }
 
-  uint64_t addr(Thread &t) {
-    t.last_addr += static_cast<uint64_t>(fmt::unzigzag(t.cur.varint()));
+  // Splits a columnar chunk's bodies (after its tags) into its columns.
+  static bool open_columns(Thread &t) {
+    fmt::Cursor &dir = t.cur;
+    uint64_t length[fmt::kColumnCount];
+    for (uint64_t &n : length) n = dir.varint();
+    if (dir.bad) return false;
+    const uint8_t *p = dir.p;
+    for (int k = 0; k < fmt::kColumnCount; ++k) {
+      if (length[k] > static_cast<uint64_t>(dir.end - p)) return false;
+      t.columns[k] = {p, p + length[k]};
+      t.in[k] = &t.columns[k];
+      p += length[k];
+    }
+    return p == dir.end;
+  }
+
+  uint64_t addr(Thread &t, int column = fmt::kColOther) {
+    t.last_addr += static_cast<uint64_t>(fmt::unzigzag(t.in[column]->varint()));
     return t.last_addr;
   }
 
   // Decodes one event at the thread's cursor into t.pending. False on malformed bytes.
   bool decode(Thread &t) {
-    fmt::Cursor &c = t.cur;
+    fmt::Cursor &c = *t.in[fmt::kColOther];
     Event &e = t.pending;
     e = Event{};
-    uint8_t tag = c.byte();
+    uint8_t tag;
+    if (t.tag) {
+      if (t.tag == t.tag_end) return false;  // more body bytes than the tags account for
+      tag = *t.tag++;
+    } else {
+      tag = c.byte();
+    }
     uint8_t type = tag & 0x0F;
     e.operand = tag >> 4;
     e.thread = t.tid;
-    t.ticks += c.varint();
+    if (type == static_cast<uint8_t>(fmt::EventType::kHeap) && version >= 2)
+      return decode_heap(t, e.operand) && !t.bad();
+    t.ticks += t.in[fmt::kColDelta]->varint();
     e.ticks = t.ticks;
-    if (type >= fmt::kEventTypeCount) return false;
+    if (type >= fmt::kEventTypeCount - (version >= 2 ? 0 : 1)) return false;
     e.type = static_cast<fmt::EventType>(type);
     switch (e.type) {
+      case fmt::EventType::kHeap:
+        return false;  // handled above
       case fmt::EventType::kAlloc:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
         e.addr = addr(t);
         e.a = c.varint();
         e.b = c.varint();
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
+        if (e.operand == ADPROF_SPACE_HEAP)
+          t.coder->on_alloc(e.addr, fmt::HeapCoder::class_of(e.a + e.b));
         break;
       case fmt::EventType::kFree:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
@@ -234,19 +298,63 @@ struct TraceReader::Impl {
         e.a = c.varint();
         break;
     }
-    return !c.bad;
+    return !t.bad();
+  }
+
+  // A compact heap event (trace_format.h, "Heap events"), yielded as kAlloc or kFree.
+  bool decode_heap(Thread &t, uint8_t bits) {
+    Event &e = t.pending;
+    uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
+    if (dt == fmt::kHeapDeltaEscape) dt = t.in[fmt::kColDelta]->varint();
+    t.ticks += dt;
+    e.ticks = t.ticks;
+    e.operand = ADPROF_SPACE_HEAP;
+    fmt::HeapCoder &coder = *t.coder;
+    if (bits & fmt::kHeapFree) {
+      e.type = fmt::EventType::kFree;
+      if (bits & fmt::kHeapAddressed) {
+        e.addr = addr(t, fmt::kColHeapAddr);
+        uint64_t cls = t.in[fmt::kColOther]->varint();
+        if (cls > fmt::HeapCoder::kLargeClass) return false;
+        coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
+        return true;
+      }
+      uint64_t slot = t.columnar ? t.columns[fmt::kColSlotLow].byte() |
+                                       uint64_t{t.columns[fmt::kColSlotHigh].byte()} << 8
+                                 : t.cur.varint();
+      e.addr = coder.address_at(slot);
+      if (e.addr == 0) return false;
+      coder.on_free_slot(static_cast<uint32_t>(slot));
+      return true;
+    }
+    e.type = fmt::EventType::kAlloc;
+    uint64_t delta = bits & fmt::kHeapPredicted ? 0 : t.in[fmt::kColHeapAddr]->varint();
+    e.a = t.in[fmt::kColSize]->varint();
+    uint64_t usable = fmt::default_usable_size(e.a);
+    if (usable == 0) return false;
+    e.b = usable - e.a;
+    uint32_t cls = fmt::HeapCoder::class_of(usable);
+    if (bits & fmt::kHeapPredicted) {
+      e.addr = coder.predicted(cls);
+      if (e.addr == 0) return false;
+    } else {
+      e.addr = coder.next_expected(cls, usable) + static_cast<uint64_t>(fmt::unzigzag(delta));
+    }
+    coder.on_alloc(e.addr, cls);
+    return true;
   }
 
   // Puts the thread's next event in t.pending; false when the thread has no more.
   bool advance(Thread &t) {
     for (;;) {
-      if (t.cur.p && !t.cur.done()) {
+      if (t.more()) {
         if (decode(t)) {
           t.have_pending = true;
           return true;
         }
         ++stats->corrupt_chunks;  // undecodable bytes (checksum passed: a writer bug)
         t.cur.p = t.cur.end;
+        t.tag = t.tag_end;
       }
       if (!load_chunk(t)) return false;
     }
@@ -269,10 +377,11 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
       memcmp(h, fmt::kFileMagic, sizeof fmt::kFileMagic) != 0)
     throw TraceError("'" + path + "' is not an adprof trace");
   header_.version = fmt::get_u32(h + 8);
-  if (header_.version != fmt::kVersion)
+  if (header_.version < fmt::kOldestVersion || header_.version > fmt::kVersion)
     throw TraceError("'" + path + "' is an adprof trace of version " +
-                     std::to_string(header_.version) + "; this adprof reads version " +
-                     std::to_string(fmt::kVersion));
+                     std::to_string(header_.version) + "; this adprof reads versions " +
+                     std::to_string(fmt::kOldestVersion) + " to " + std::to_string(fmt::kVersion));
+  m.version = header_.version;
   if (fmt::get_u32(h + 60) != static_cast<uint32_t>(crc32(0L, h, 60)))
     throw TraceError("'" + path + "': the trace header is damaged (checksum mismatch)");
   header_.pid = fmt::get_u64(h + 16);
@@ -304,7 +413,9 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
                  fmt::get_u32(c + 36)};
     uint32_t tid = fmt::get_u32(c + 8);
     if (fmt::get_u32(c) != fmt::kChunkMagic || ref.stored > fmt::kMaxChunkBytes ||
-        ref.raw > fmt::kMaxChunkBytes || (ref.flags & ~fmt::kChunkFlagZstd) != 0 ||
+        ref.raw > fmt::kMaxChunkBytes ||
+        (ref.flags & ~(fmt::kChunkFlagZstd | fmt::kChunkFlagSnapshot | fmt::kChunkFlagColumns)) !=
+            0 ||
         (!(ref.flags & fmt::kChunkFlagZstd) && ref.stored != ref.raw)) {
       damage = "a damaged chunk header";
       break;
@@ -369,17 +480,22 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   }
   // A thread's chunks in sequence order. The writer may have written a snapshot of a buffer
   // (an idle thread's complete events) before the buffer itself: keep the longest per seq.
+  const bool v1 = header_.version < 2;
+  auto is_snapshot = [v1](const ChunkRef &c) {
+    return v1 ? c.events == 0 : (c.flags & fmt::kChunkFlagSnapshot) != 0;
+  };
   for (auto &t : m.threads) {
-    std::stable_sort(t.chunks.begin(), t.chunks.end(), [](const ChunkRef &a, const ChunkRef &b) {
+    std::stable_sort(t.chunks.begin(), t.chunks.end(), [&](const ChunkRef &a, const ChunkRef &b) {
       if (a.seq != b.seq) return a.seq < b.seq;
       if (a.raw != b.raw) return a.raw > b.raw;
-      return a.events > b.events;  // the full chunk before a snapshot of the same length
+      return !is_snapshot(a) && is_snapshot(b);  // the full chunk before a snapshot of its length
     });
-    // Snapshots carry an event count of 0; two full chunks with one seq mean damage.
+    // Two full chunks with one seq mean damage.
     auto last = std::unique(t.chunks.begin(), t.chunks.end(),
                             [&](const ChunkRef &kept, const ChunkRef &dropped) {
                               if (kept.seq != dropped.seq) return false;
-                              if (kept.events != 0 && dropped.events != 0) ++stats_.corrupt_chunks;
+                              if (!is_snapshot(kept) && !is_snapshot(dropped))
+                                ++stats_.corrupt_chunks;
                               return true;
                             });
     m.chunks_total -= static_cast<uint64_t>(t.chunks.end() - last);

@@ -1,20 +1,20 @@
-// The adprof trace file format, version 1. The writer (preload/recorder.cpp, preload/writer.cpp)
-// and the reader (analysis/trace_reader.cpp) both include this file; the layout documented here
-// is the one they implement, and tests/profiler/trace_reader_test.cpp checks the reader against
-// hand-packed bytes.
+// The adprof trace file format, version 2 (the reader also reads version 1). The writer
+// (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
+// include this file and heap_coder.h; the layout documented here is the one they implement, and
+// tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
 //
 // File  := FileHeader Chunk*                       (all integers little-endian)
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (1)
+//   8  u32      version (2; 1 = no kHeap events)
 //  12  u32      header size (64)
 //  16  u64      pid of the recorded process
 //  24  u64      start timestamp (ticks, same clock as events)
 //  32  u64      start wall clock (ns since the Unix epoch)
 //  40  u64      estimated ticks per second at start (refined by CLOCK counters)
 //  48  u32      page size
-//  52  u32      flags (bit 0: timestamps are TSC ticks / 32; else nanoseconds)
+//  52  u32      flags (bit 0: timestamps are TSC ticks >> 8 (version 1: >> 5); else ns)
 //  56  u32      reserved (0)
 //  60  u32      CRC-32 (zlib) of bytes 0..59
 //
@@ -23,21 +23,48 @@
 //   0  u32  magic "ADPC"
 //   4  u32  CRC-32 of header bytes 8..39 followed by the payload
 //   8  u32  thread index (0-based, in order of first event; kFooterThread for the footer)
-//  12  u32  flags (bit 0: payload is a zstd frame; else raw event bytes)
+//  12  u32  flags (bit 0: payload is zstd frames; else the raw bytes. bit 1 (version 2):
+//           a snapshot of the complete events of a buffer still being filled, which the
+//           reader replaces by a longer chunk of the same thread and sequence number. bit 2
+//           (version 2): the bodies are in columns, chunk_columns.h)
 //  16  u32  stored_size (payload bytes in the file)        <= kMaxChunkBytes
 //  20  u32  raw_size (event bytes after decompression)      <= kMaxChunkBytes
 //  24  u64  base timestamp: the first event's delta is relative to it
-//  32  u32  event count
+//  32  u32  event count (version 1: 0 in a snapshot)
 //  36  u32  chunk sequence number (per thread, from 0: a gap means lost chunks)
 //
-// A thread's events are written in its own chunks, each decodable alone: the delta bases
-// (timestamp, address) restart at the chunk's first-event timestamp and at 0. The reader
-// merges the threads' chunk streams by timestamp.
+// Raw chunk (version 2) := tags[event count] bodies: each event's tag byte in the first part,
+// the rest of it (Event below, less the tag) in the second, in the same order. Tags are far
+// more predictable than the bytes around them, and zstd codes them better apart. The writer
+// thread stores most chunks columnar (chunk_columns.h), each part a zstd frame of its own.
+// (Version 1: the events, tags inline.)
 //
-// Event := tag:u8 delta_ticks:varint body
+// A thread's events are written in its own chunks, each decodable alone: the delta bases
+// (timestamp, addresses) and the heap coder (heap_coder.h) restart at the chunk's first-event
+// timestamp, at 0 and empty. The reader merges the threads' chunk streams by timestamp.
+//
+// Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
+//        | tag:u8 [delta_ticks:varint] body      (kHeap: the delta is in the tag)
 //   tag low 4 bits: EventType; high 4 bits: a small operand (space, phase, role, counter kind).
 //   varint: LEB128 unsigned; zz(x): zigzag-encoded signed varint.
-//   Addresses are coded as zz(addr - previous address of this chunk).
+//   Addresses are coded as zz(addr - previous address of this chunk), kHeap's as below.
+//
+// Heap events (version 2). Most events of a program are heap allocations and frees, so they
+// have a compact form, kHeap, written whenever it applies; the general kAlloc/kFree forms
+// (space heap) remain for the rest. Both forms update the thread's heap coder (heap_coder.h)
+// in stream order: every heap allocation, `HeapCoder::on_alloc(addr, class_of(usable))`; a
+// kHeap free by slot, `on_free_slot(slot)`; by address, `on_free_address(addr, class)`; a kFree,
+// nothing.
+//   kHeap tag high bits: 0x10 free (else allocation); 0x60 delta ticks 0..2, or 3: a
+//   delta_ticks varint follows the tag; 0x80 allocation: the address is predicted; free: the
+//   block is given by address.
+//   allocation: [zz(addr - coder.next_expected(class, usable)) unless predicted] size:varint
+//               usable size = default_usable_size(size); class = class_of(usable);
+//               predicted: addr = coder.predicted(class)
+//   free:       slot:varint (the block's slot in the coder's table), or if addressed:
+//               zz(addr - previous address of this chunk) class:varint (class_of(usable))
+// The writer uses kHeap for an allocation whose usable size is the default one (plain malloc,
+// calloc, realloc) and for every free of a jemalloc block; kAlloc/kFree otherwise.
 //
 //   kAlloc    hi=space  zz(addr) size:varint slack:varint [device:varint if space >= 2]
 //             slack = usable size - requested size (jemalloc's size class rounding)
@@ -67,13 +94,16 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
 inline constexpr uint32_t kChunkHeaderSize = 40;
 inline constexpr uint32_t kMaxChunkBytes = 4u << 20;
 inline constexpr uint32_t kFooterThread = 0xFFFFFFFFu;
 inline constexpr uint32_t kChunkFlagZstd = 1;
+inline constexpr uint32_t kChunkFlagSnapshot = 2;
+inline constexpr uint32_t kChunkFlagColumns = 4;  // the bodies are in columns (chunk_columns.h)
 inline constexpr uint32_t kFileFlagTsc = 1;
 inline constexpr uint32_t kMaxNameBytes = 4096;
 inline constexpr uint32_t kMaxAnnotateValues = 32;
@@ -95,8 +125,16 @@ enum class EventType : uint8_t {
   kLabel = 12,
   kDescribe = 13,
   kContentHash = 14,
+  kHeap = 15,  // compact heap allocation or free (version 2); the reader yields kAlloc/kFree
 };
-inline constexpr uint8_t kEventTypeCount = 15;
+inline constexpr uint8_t kEventTypeCount = 16;
+
+// kHeap operand bits (the tag's high nibble).
+inline constexpr uint8_t kHeapFree = 0x1;
+inline constexpr uint8_t kHeapDeltaShift = 1;  // 2 bits: delta ticks 0..2, 3 = varint follows
+inline constexpr uint8_t kHeapDeltaEscape = 3;
+inline constexpr uint8_t kHeapPredicted = 0x8;  // allocation
+inline constexpr uint8_t kHeapAddressed = 0x8;  // free
 
 enum class CounterKind : uint8_t {
   kClockNs = 0,  // monotonic ns since start: calibrates ticks

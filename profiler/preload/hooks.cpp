@@ -74,7 +74,7 @@ ADPROF_HOT void note_alloc(ThreadState &ts, void *p, size_t size, int je_flags =
 }
 
 ADPROF_HOT void note_free(ThreadState &ts, void *p) {
-  if (ts.guard == 0) record_free(ts, p, ADPROF_SPACE_HEAP, 0, 0);
+  if (ts.guard == 0) record_free(ts, p, ADPROF_SPACE_HEAP, 0, 0, true);
 }
 
 void *aligned_impl(size_t alignment, size_t size) {

@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "chunk_columns.h"
 #include "preload_internal.h"
 
 namespace adprof::preload {
@@ -53,7 +54,7 @@ namespace {
 enum State : int { kInert = 0, kRecording = 1, kStopped = 2, kForkChild = 3, kFinished = 4 };
 
 constexpr int kFlushIntervalMs = 100;
-constexpr size_t kMaxQueuedBuffers = 512;  // 128 MiB of raw events waiting for the writer
+constexpr size_t kMaxQueuedBuffers = 128;  // 128 MiB of raw events waiting for the writer
 
 std::atomic<int> g_state{kInert};
 int g_fd = -1;
@@ -75,6 +76,13 @@ Buffer *g_full_tail = nullptr;
 size_t g_full_count = 0;
 Buffer *g_free_list = nullptr;
 bool g_stop_writer = false;
+
+// Heap coders (64 KiB each) of exited threads, for the next threads to reuse.
+struct PooledCoder {
+  fmt::HeapCoder coder;  // first: a thread's coder pointer is its PooledCoder's
+  PooledCoder *next;
+};
+PooledCoder *g_free_coders = nullptr;
 
 // Threads with a buffer, for the writer's snapshots of idle threads. A thread leaves it at
 // exit under the mutex, so the writer never reads a finished thread's state.
@@ -170,26 +178,77 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
   return true;
 }
 
-void write_buffer(Buffer *b, ZSTD_CCtx *cctx, uint8_t *zbuf, size_t zcap) {
+// Compresses a chunk (its tags, then its bodies) as zstd frames into `z`, columnar
+// (chunk_columns.h) when the bodies can be split: the tags, the column directory and each
+// column are frames of their own, so that each gets its own entropy tables; the reader
+// decompresses them in one call. Returns the stored size (0: write the chunk plain) and sets
+// the chunk's flags and raw size.
+struct Compressor {
+  ZSTD_CCtx *cctx = nullptr;
+  uint8_t *z = nullptr;  // compressed output
+  size_t z_cap = 0;
+  uint8_t *columns = nullptr;  // the columnar chunk
+  size_t columns_cap = 0;
+};
+
+size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const uint8_t *bodies,
+                      uint32_t body_len, uint32_t *flags, uint32_t *raw) {
+  if (!k.cctx) return 0;
+  size_t dir_at = 0;
+  size_t n =
+      k.columns ? fmt::to_columns(tags, events, bodies, body_len, k.columns, k.columns_cap, &dir_at)
+                : 0;
+  if (n == 0) return 0;
+  size_t cuts[2 + fmt::kColumnCount + 1];  // frame boundaries in the columnar chunk
+  size_t count = 0;
+  cuts[count++] = 0;
+  cuts[count++] = events;
+  fmt::Cursor dir{k.columns + events, k.columns + dir_at};
+  size_t at = dir_at;
+  cuts[count++] = at;
+  for (int c = 0; c < fmt::kColumnCount; ++c) {
+    at += dir.varint();
+    if (at != cuts[count - 1]) cuts[count++] = at;
+  }
+  size_t out = 0;
+  for (size_t i = 0; i + 1 < count; ++i) {
+    if (cuts[i + 1] == cuts[i]) continue;
+    size_t m = ZSTD_compressCCtx(k.cctx, k.z + out, k.z_cap - out, k.columns + cuts[i],
+                                 cuts[i + 1] - cuts[i], g_zstd_level);
+    if (ZSTD_isError(m)) return 0;
+    out += m;
+  }
+  if (out >= n) return 0;
+  *flags = fmt::kChunkFlagZstd | fmt::kChunkFlagColumns;
+  *raw = static_cast<uint32_t>(n);
+  return out;
+}
+
+// Puts a buffer's bodies right after its tags: the chunk's raw bytes (trace_format.h).
+void seal(Buffer *b, uint32_t events, uint32_t body_bytes) {
+  memmove(b->tags + events, b->bodies, body_bytes);
+  b->events = events;
+  b->used = events + body_bytes;
+}
+
+void write_buffer(Buffer *b, Compressor &k) {
   if (g_state.load() != kRecording && g_state.load() != kFinished) {
     g_events_dropped.fetch_add(b->events, std::memory_order_relaxed);
     return;
   }
-  if (cctx) {
-    size_t n = ZSTD_compressCCtx(cctx, zbuf, zcap, b->data, b->used, g_zstd_level);
-    if (!ZSTD_isError(n) && n < b->used) {
-      write_chunk(b->tid, b->seq, b->base_ts, b->events, fmt::kChunkFlagZstd, zbuf,
-                  static_cast<uint32_t>(n), b->used);
-      return;
-    }
+  uint32_t flags = 0, raw = 0;
+  if (size_t n = compress_chunk(k, b->tags, b->events, b->tags + b->events, b->used - b->events,
+                                &flags, &raw)) {
+    write_chunk(b->tid, b->seq, b->base_ts, b->events, flags, k.z, static_cast<uint32_t>(n), raw);
+    return;
   }
-  write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->data, b->used, b->used);
+  write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->tags, b->used, b->used);
 }
 
 // Writes the complete events of threads that have kept the same buffer since the last flush
 // tick (they went idle): a chunk with the buffer's thread and sequence number, which the
 // reader replaces by a longer one with the same numbers if the buffer fills later.
-void snapshot_idle_threads(ZSTD_CCtx *cctx, uint8_t *copy, uint8_t *zbuf, size_t zcap) {
+void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   ThreadState *self = &t_state;
   pthread_mutex_lock(&g_registry_mutex);
   for (uint32_t i = 0; i < kMaxRegistered && g_state.load() == kRecording; ++i) {
@@ -198,25 +257,30 @@ void snapshot_idle_threads(ZSTD_CCtx *cctx, uint8_t *copy, uint8_t *zbuf, size_t
     Buffer *b = ts->published_buf.load(std::memory_order_acquire);
     uint64_t word = ts->published.load(std::memory_order_acquire);
     if (!b || word == g_snapshot_marks[i].published) continue;
-    uint32_t seq = static_cast<uint32_t>(word >> 32), used = static_cast<uint32_t>(word);
+    uint32_t seq = static_cast<uint32_t>(word >> kPublishedSeqShift);
+    uint32_t events = static_cast<uint32_t>(word >> kPublishedEventsShift) & 0xFFFFF;
+    uint32_t used = static_cast<uint32_t>(word) & 0xFFFFF;
     // A thread that records starts a new buffer after each flush tick: only one that kept the
     // same buffer through a whole interval is idle and needs a snapshot.
     bool idle = g_snapshot_marks[i].seen_seq == seq;
     g_snapshot_marks[i].seen_seq = seq;
-    if (!idle || seq != b->seq || used > kBufferBytes) continue;
-    memcpy(copy, b->data, used);
+    if (!idle || seq != (b->seq & 0xFFFFFF) || used > kBodyBytes || events > kTagBytes) continue;
+    memcpy(copy, b->tags, events);
+    memcpy(copy + events, b->bodies, used);
     // The buffer only changes hands through this thread (the writer recycles buffers), so
     // if it is still the published one with the same seq, the bytes copied were complete.
     if (ts->published_buf.load(std::memory_order_acquire) != b ||
-        static_cast<uint32_t>(ts->published.load(std::memory_order_acquire) >> 32) != seq)
+        static_cast<uint32_t>(ts->published.load(std::memory_order_acquire) >>
+                              kPublishedSeqShift) != seq)
       continue;
     g_snapshot_marks[i].published = word;
-    size_t n = cctx ? ZSTD_compressCCtx(cctx, zbuf, zcap, copy, used, g_zstd_level) : 0;
-    if (cctx && !ZSTD_isError(n) && n < used)
-      write_chunk(b->tid, seq, b->base_ts, 0, fmt::kChunkFlagZstd, zbuf, static_cast<uint32_t>(n),
-                  used);
+    uint32_t flags = 0, raw = 0;
+    if (size_t n = compress_chunk(k, copy, events, copy + events, used, &flags, &raw))
+      write_chunk(b->tid, b->seq, b->base_ts, events, flags | fmt::kChunkFlagSnapshot, k.z,
+                  static_cast<uint32_t>(n), raw);
     else
-      write_chunk(b->tid, seq, b->base_ts, 0, 0, copy, used, used);
+      write_chunk(b->tid, b->seq, b->base_ts, events, fmt::kChunkFlagSnapshot, copy, events + used,
+                  events + used);
   }
   pthread_mutex_unlock(&g_registry_mutex);
 }
@@ -244,11 +308,29 @@ Buffer *take_free_buffer_locked() {
   return static_cast<Buffer *>(raw_mmap(sizeof(Buffer)));
 }
 
+fmt::HeapCoder *take_coder_locked() {
+  PooledCoder *c = g_free_coders;
+  if (c)
+    g_free_coders = c->next;
+  else
+    c = static_cast<PooledCoder *>(raw_mmap(sizeof(PooledCoder)));
+  return c ? &c->coder : nullptr;
+}
+
+void give_back_coder(ThreadState &ts) {
+  if (!ts.coder) return;
+  auto *c = reinterpret_cast<PooledCoder *>(ts.coder);
+  ts.coder = nullptr;
+  pthread_mutex_lock(&g_queue_mutex);
+  c->next = g_free_coders;
+  g_free_coders = c;
+  pthread_mutex_unlock(&g_queue_mutex);
+}
+
 void hand_off(ThreadState &ts) {
   Buffer *b = ts.buf;
   ts.published_buf.store(nullptr, std::memory_order_release);
-  b->events = ts.events;
-  b->used = static_cast<uint32_t>(ts.cursor - b->data);
+  seal(b, ts.events, static_cast<uint32_t>(ts.cursor - b->bodies));
   b->next = nullptr;
   pthread_mutex_lock(&g_queue_mutex);
   if (g_full_tail)
@@ -270,11 +352,12 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   b->base_ts = now_ticks();
   ts.last_ts = b->base_ts;
   ts.last_addr = 0;
+  if (ts.coder) ts.coder->reset();  // each chunk decodes alone
   ts.events = 0;
-  ts.cursor = b->data;
-  ts.end = b->data + kBufferBytes;
+  ts.cursor = b->bodies;
+  ts.end = b->bodies + kBodyBytes;
   ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
-  ts.seq_bits = static_cast<uint64_t>(b->seq) << 32;
+  ts.seq_bits = published_word(b->seq & 0xFFFFFF, 0, 0);
   ts.published.store(ts.seq_bits, std::memory_order_release);
   ts.published_buf.store(b, std::memory_order_release);
   // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.
@@ -315,6 +398,7 @@ void on_thread_exit(void *arg) {
     pthread_mutex_unlock(&g_registry_mutex);
   }
   if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
+  give_back_coder(*ts);
   --ts->guard;
 }
 
@@ -366,11 +450,15 @@ void *writer_main(void *) {
   ThreadState &ts = t_state;
   ts.guard = 1;  // what the writer allocates (zstd) is the profiler's, not the program's
   prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
-  ZSTD_CCtx *cctx = g_zstd_level > -100 ? ZSTD_createCCtx() : nullptr;
-  size_t zcap = ZSTD_compressBound(kBufferBytes);
-  auto *zbuf = static_cast<uint8_t *>(raw_mmap(zcap));
-  auto *copy = static_cast<uint8_t *>(raw_mmap(kBufferBytes));
-  if (!zbuf) cctx = nullptr;
+  Compressor k;
+  k.cctx = g_zstd_level > -100 ? ZSTD_createCCtx() : nullptr;
+  k.columns_cap = fmt::columns_scratch_bytes(kTagBytes, kBodyBytes);
+  k.columns = static_cast<uint8_t *>(raw_mmap(k.columns_cap));
+  // Frames of at most 2 + kColumnCount parts, each within its compress bound.
+  k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
+  k.z = static_cast<uint8_t *>(raw_mmap(k.z_cap));
+  auto *copy = static_cast<uint8_t *>(raw_mmap(kTagBytes + kBodyBytes));
+  if (!k.z || !k.columns) k.cctx = nullptr;
   uint64_t last_flush = now_ns();
   uint64_t last_sample = 0;
   for (;;) {
@@ -392,7 +480,7 @@ void *writer_main(void *) {
 
     while (list) {
       Buffer *next = list->next;
-      write_buffer(list, cctx, zbuf, zcap);
+      write_buffer(list, k);
       pthread_mutex_lock(&g_queue_mutex);
       list->next = g_free_list;
       g_free_list = list;
@@ -408,18 +496,17 @@ void *writer_main(void *) {
     }
     if (now - last_flush >= kFlushIntervalMs * 1000000ull) {
       last_flush = now;
-      if (copy) snapshot_idle_threads(cctx, copy, zbuf, zcap);
+      if (copy) snapshot_idle_threads(k, copy);
       g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
     }
   }
   // Final counters and the writer's own buffer.
   if (ts.buf && g_state.load() == kFinished) {
     sample_counters(ts, true);
-    ts.buf->events = ts.events;
-    ts.buf->used = static_cast<uint32_t>(ts.cursor - ts.buf->data);
-    write_buffer(ts.buf, cctx, zbuf, zcap);
+    seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
+    write_buffer(ts.buf, k);
   }
-  ZSTD_freeCCtx(cctx);
+  ZSTD_freeCCtx(k.cctx);
   return nullptr;
 }
 
@@ -431,14 +518,15 @@ void on_fatal_signal(int sig, siginfo_t *, void *) {
     ThreadState &ts = t_state;
     ++ts.guard;
     if (ts.buf && ts.events > 0) {
-      uint32_t used = static_cast<uint32_t>(ts.cursor - ts.buf->data);
-      write_chunk(ts.tid, ts.buf->seq, ts.buf->base_ts, ts.events, 0, ts.buf->data, used, used);
+      seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
+      write_chunk(ts.tid, ts.buf->seq, ts.buf->base_ts, ts.events, 0, ts.buf->tags, ts.buf->used,
+                  ts.buf->used);
       ts.events = 0;
     }
     // Complete chunks still queued: written raw (compression is not async-signal-safe).
     if (pthread_mutex_trylock(&g_queue_mutex) == 0) {
       for (Buffer *b = g_full_head; b; b = b->next)
-        write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->data, b->used, b->used);
+        write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->tags, b->used, b->used);
       g_full_head = g_full_tail = nullptr;
       pthread_mutex_unlock(&g_queue_mutex);
     }
@@ -639,7 +727,7 @@ bool recording() { return g_state.load(std::memory_order_relaxed) == kRecording;
 void finish_before_exec() { finish(fmt::EndReason::kExec); }
 
 bool refill(ThreadState &ts, size_t bytes) {
-  if (bytes > kBufferBytes / 2) return false;
+  if (bytes > kBodyBytes / 2) return false;
   if (g_state.load(std::memory_order_relaxed) != kRecording) {
     if (ts.buf) ts.end = ts.cursor;  // recording never resumes: keep failing fast
     return false;
@@ -668,6 +756,7 @@ bool refill(ThreadState &ts, size_t bytes) {
     while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording)
       pthread_cond_wait(&g_space_cond, &g_queue_mutex);
     b = take_free_buffer_locked();
+    if (!ts.coder) ts.coder = take_coder_locked();
     pthread_mutex_unlock(&g_queue_mutex);
   }
   if (!b) {

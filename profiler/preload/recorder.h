@@ -12,6 +12,7 @@
 #include <ctime>
 
 #include "adprof/context.h"
+#include "heap_coder.h"
 #include "trace_format.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,13 +23,21 @@
 #define ADPROF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define ADPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-extern "C" size_t nallocx(size_t size, int flags);  // jemalloc: usable size of a request
+extern "C" size_t nallocx(size_t size, int flags);      // jemalloc: usable size of a request
+extern "C" size_t sallocx(const void *ptr, int flags);  // jemalloc: usable size of a block
 
 namespace adprof::preload {
 
 namespace fmt = adprof::format;
 
-inline constexpr size_t kBufferBytes = 256 * 1024 - 64;  // raw event bytes per chunk
+// A chunk's events are written as two streams, their tags (one byte each) and their bodies,
+// because the tags are far more predictable than the bytes around them and compress better
+// apart (trace_format.h). Every event writes at least one body byte, so the tags, given as
+// much room as the bodies, never fill first. 512 KiB of bodies hold about 250,000 heap
+// events: few frees fall in a later chunk than their allocation (the heap coder only knows its
+// own chunk's blocks).
+inline constexpr size_t kBodyBytes = 512 * 1024;
+inline constexpr size_t kTagBytes = kBodyBytes;
 inline constexpr size_t kMaxFixedEvent = 64;  // largest fixed-size event (a role + an alloc)
 
 struct Buffer {
@@ -36,13 +45,23 @@ struct Buffer {
   uint64_t base_ts;
   uint32_t tid;
   uint32_t seq;
-  uint32_t events;
-  uint32_t used;
-  uint8_t data[kBufferBytes];
+  uint32_t events;  // = tags written
+  uint32_t used;    // body bytes written; after seal(): bytes of the chunk in `tags`
+  uint8_t tags[kTagBytes];
+  uint8_t bodies[kBodyBytes];
 };
 
+// What a thread publishes after every event (for the writer's snapshots of idle threads).
+inline constexpr int kPublishedEventsShift = 20;
+inline constexpr int kPublishedSeqShift = 40;
+inline uint64_t published_word(uint32_t seq, uint32_t events, uint32_t used) {
+  return static_cast<uint64_t>(seq) << kPublishedSeqShift |
+         static_cast<uint64_t>(events) << kPublishedEventsShift | used;
+}
+static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 20));
+
 struct ThreadState {
-  uint8_t *cursor = nullptr;  // next free byte in buf->data (null: no buffer)
+  uint8_t *cursor = nullptr;  // next free byte in buf->bodies (null: no buffer)
   uint8_t *end = nullptr;
   Buffer *buf = nullptr;
   uint64_t last_ts = 0;
@@ -58,11 +77,14 @@ struct ThreadState {
   uint8_t emitted_role = ADPROF_ROLE_FOREIGN;
   uint32_t op_depth = 0;
   // What the writer may read while the thread runs (recorder.cpp, snapshot_idle_threads): the
-  // current buffer, and (buffer seq << 32 | bytes of complete events) after every event.
+  // current buffer, and published_word(seq, events, body bytes) of its complete events.
   std::atomic<Buffer *> published_buf{nullptr};
   std::atomic<uint64_t> published{0};
-  uint64_t seq_bits = 0;  // the current buffer's seq << 32
+  uint64_t seq_bits = 0;  // published_word(buffer seq, 0, 0)
   uint32_t registry_slot = ~0u;
+  // The chunk's heap coder (heap_coder.h), reset with every buffer; null: the thread writes
+  // only the general event forms.
+  fmt::HeapCoder *coder = nullptr;
 };
 
 // initial-exec: the preload library is loaded at start-up, so its TLS sits in the static block
@@ -80,11 +102,12 @@ ADPROF_HOT uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Event clock: the TSC in units of 32 cycles (about 10 ns). Finer only costs trace bytes: most
-// deltas between a thread's events then fit one varint byte.
+// Event clock: the TSC in units of 256 cycles (about 100 ns). Finer only costs trace bytes:
+// the delta between a thread's heap events is then 0, 1 or 2 and fits in the event's tag.
+inline constexpr int kTickShift = 8;
 ADPROF_HOT uint64_t now_ticks() {
 #if defined(__x86_64__) || defined(__i386__)
-  return __rdtsc() >> 5;
+  return __rdtsc() >> kTickShift;
 #else
   return now_ns();
 #endif
@@ -101,7 +124,7 @@ ADPROF_HOT bool reserve(ThreadState &ts, size_t bytes) {
 // within a thread (a migrated thread may read a slightly older TSC).
 ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
   uint8_t *p = ts.cursor;
-  *p++ = static_cast<uint8_t>(static_cast<uint8_t>(type) | (operand << 4));
+  ts.buf->tags[ts.events] = static_cast<uint8_t>(static_cast<uint8_t>(type) | (operand << 4));
   uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;
   ts.last_ts = t > ts.last_ts ? t : ts.last_ts;
   return fmt::put_varint(p, dt);
@@ -112,7 +135,8 @@ ADPROF_HOT void end_event(ThreadState &ts, uint8_t *p) {
   ++ts.events;
   // A plain store on x86: lets the writer snapshot the complete events of a thread that then
   // goes idle (sleeps, blocks) for longer than a flush interval.
-  ts.published.store(ts.seq_bits | static_cast<uint32_t>(p - ts.buf->data),
+  ts.published.store(ts.seq_bits | static_cast<uint64_t>(ts.events) << kPublishedEventsShift |
+                         static_cast<uint64_t>(p - ts.buf->bodies),
                      std::memory_order_release);
 }
 
@@ -131,6 +155,18 @@ ADPROF_HOT void sync_role(ThreadState &ts, uint64_t t) {
   }
 }
 
+// A compact heap event's tag (kHeap), with the time delta in it when it is small; returns the
+// cursor for the body.
+ADPROF_HOT uint8_t *begin_heap_event(ThreadState &ts, uint8_t bits, uint64_t t) {
+  uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;
+  ts.last_ts = t > ts.last_ts ? t : ts.last_ts;
+  uint64_t inline_dt = dt < fmt::kHeapDeltaEscape ? dt : fmt::kHeapDeltaEscape;
+  ts.buf->tags[ts.events] =
+      static_cast<uint8_t>(static_cast<uint8_t>(fmt::EventType::kHeap) |
+                           ((bits | static_cast<uint8_t>(inline_dt << fmt::kHeapDeltaShift)) << 4));
+  return inline_dt == fmt::kHeapDeltaEscape ? fmt::put_varint(ts.cursor, dt) : ts.cursor;
+}
+
 // `je_flags`: the jemalloc flags of the request (alignment), to know its size class.
 ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adprof_space space,
                              uint32_t device, int je_flags = 0) {
@@ -138,19 +174,63 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
   size_t usable = space == ADPROF_SPACE_HEAP ? nallocx(size ? size : 1, je_flags) : size;
   uint64_t t = now_ticks();
   sync_role(ts, t);
-  uint8_t *p = begin_event(ts, fmt::EventType::kAlloc, space, t);
-  p = put_addr(ts, p, reinterpret_cast<uintptr_t>(ptr));
+  const uint64_t addr = reinterpret_cast<uintptr_t>(ptr);
+  uint8_t *p;
+  if (space == ADPROF_SPACE_HEAP && ADPROF_LIKELY(ts.coder != nullptr)) {
+    fmt::HeapCoder &coder = *ts.coder;
+    const uint32_t cls = fmt::HeapCoder::class_of(usable);
+    if (ADPROF_LIKELY(usable == fmt::default_usable_size(size))) {
+      if (coder.predicted(cls) == addr) {
+        p = begin_heap_event(ts, fmt::kHeapPredicted, t);
+      } else {
+        p = begin_heap_event(ts, 0, t);
+        p = fmt::put_varint(
+            p, fmt::zigzag(static_cast<int64_t>(addr - coder.next_expected(cls, usable))));
+      }
+      p = fmt::put_varint(p, size);
+      coder.on_alloc(addr, cls);
+      end_event(ts, p);
+      return;
+    }
+    coder.on_alloc(addr, cls);
+  }
+  p = begin_event(ts, fmt::EventType::kAlloc, space, t);
+  p = put_addr(ts, p, addr);
   p = fmt::put_varint(p, size);
   p = fmt::put_varint(p, usable >= size ? usable - size : 0);
   if (space >= ADPROF_SPACE_DEVICE_BLOCK) p = fmt::put_varint(p, device);
   end_event(ts, p);
 }
 
+// `jemalloc_block`: ptr is a block of the program's jemalloc (the free hook), whose size class
+// can be asked when the coder does not know it.
 ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space, size_t length,
-                            uint32_t device) {
+                            uint32_t device, bool jemalloc_block = false) {
   if (!reserve(ts, kMaxFixedEvent)) return;
-  uint8_t *p = begin_event(ts, fmt::EventType::kFree, space, now_ticks());
-  p = put_addr(ts, p, reinterpret_cast<uintptr_t>(ptr));
+  const uint64_t addr = reinterpret_cast<uintptr_t>(ptr);
+  const uint64_t t = now_ticks();
+  uint8_t *p;
+  if (space == ADPROF_SPACE_HEAP && ADPROF_LIKELY(ts.coder != nullptr)) {
+    const uint32_t slot = ts.coder->find(addr);
+    if (ADPROF_LIKELY(slot != fmt::HeapCoder::kNoSlot)) {
+      p = begin_heap_event(ts, fmt::kHeapFree, t);
+      p = fmt::put_varint(p, slot);
+      ts.coder->on_free_slot(slot);
+      end_event(ts, p);
+      return;
+    }
+    if (jemalloc_block) {  // allocated in an earlier chunk or by another thread
+      const uint32_t cls = fmt::HeapCoder::class_of(sallocx(ptr, 0));
+      p = begin_heap_event(ts, fmt::kHeapFree | fmt::kHeapAddressed, t);
+      p = put_addr(ts, p, addr);
+      p = fmt::put_varint(p, cls);
+      ts.coder->on_free_address(addr, cls);
+      end_event(ts, p);
+      return;
+    }
+  }
+  p = begin_event(ts, fmt::EventType::kFree, space, t);
+  p = put_addr(ts, p, addr);
   if (space == ADPROF_SPACE_MMAP) p = fmt::put_varint(p, length);
   if (space >= ADPROF_SPACE_DEVICE_BLOCK) p = fmt::put_varint(p, device);
   end_event(ts, p);

@@ -178,14 +178,14 @@ TEST(TraceReaderBytes, HeaderErrors) {
   }
   {
     HeaderFields h;
-    h.version = 2;
+    h.version = 3;
     Bytes b;
     b.append(file_header(h));
     try {
-      TraceReader r(save(dir, "v2", b.v));
-      FAIL() << "version 2 accepted";
+      TraceReader r(save(dir, "v3", b.v));
+      FAIL() << "version 3 accepted";
     } catch (const adprof::TraceError &e) {
-      EXPECT_NE(std::string(e.what()).find("version 2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
     }
   }
   {

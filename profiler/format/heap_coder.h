@@ -1,0 +1,162 @@
+// The heap coder: state that the writer and the reader of a trace (format version 2) both keep
+// per thread stream, so that the commonest events, heap allocations and frees, need few bytes.
+// Documented with the rest of the encoding in trace_format.h ("Heap events").
+//
+// Both sides reset it at the start of every chunk (a chunk still decodes alone) and update it
+// with the same heap events in the same order, so they agree on its contents:
+//   - a table of the blocks this thread allocated in this chunk and has not freed: a free of
+//     one is written as the block's slot in the table (13 bits) instead of its address;
+//   - for each small size class, a stack of the addresses this thread freed last, mirroring
+//     jemalloc's per-thread cache, which hands a freed block back first (LIFO): an allocation
+//     that gets the top of its class's stack is written without an address.
+// Neither side depends on the other being jemalloc-exact: a prediction that fails only costs
+// the bytes of the address, and the table only serves blocks it holds.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace adprof::format {
+
+// jemalloc's usable size for a malloc of `size` under its default size classes (16-byte
+// quantum, four classes per doubling); 0 when out of range. An allocation whose usable size is
+// this one is written without its slack.
+inline uint64_t default_usable_size(uint64_t size) {
+  if (size <= 8) return 8;
+  if (size <= 128) return (size + 15) & ~uint64_t{15};
+  if (size > (uint64_t{1} << 48)) return 0;
+  int lg = 64 - __builtin_clzll(size - 1);  // 2^(lg-1) < size <= 2^lg
+  uint64_t delta = uint64_t{1} << (lg - 3);
+  return (size + delta - 1) & ~(delta - 1);
+}
+
+class HeapCoder {
+ public:
+  static constexpr uint32_t kTableBits = 13;
+  static constexpr uint32_t kTableSize = 1u << kTableBits;
+  static constexpr uint32_t kTableMaxLoad = kTableSize / 4 * 3;
+  static constexpr uint32_t kSmallClasses = 49;  // usable sizes up to 32 KiB
+  static constexpr uint32_t kLargeClass = kSmallClasses;
+  static constexpr uint32_t kStackDepth = 64;
+  static constexpr uint32_t kNoSlot = ~0u;
+
+  // Index of a usable size: 0..48 for sizes up to 32 KiB (one per jemalloc class), else 49.
+  static uint32_t class_of(uint64_t usable) {
+    if (usable <= 128) return static_cast<uint32_t>(usable >> 3);
+    if (usable > 32768) return kLargeClass;
+    uint64_t x = usable - 1;
+    int lg = 63 - __builtin_clzll(x);  // 7..14
+    return 17 + static_cast<uint32_t>((lg - 7) * 4) + static_cast<uint32_t>((x >> (lg - 2)) & 3);
+  }
+
+  void reset() {
+    std::memset(table_, 0, sizeof table_);
+    std::memset(depth_, 0, sizeof depth_);
+    std::memset(last_alloc_, 0, sizeof last_alloc_);
+    count_ = 0;
+  }
+
+  // ---- allocations ----
+  // The address an allocation of class `cls` would get if it took the top of the class's
+  // stack; 0 when the stack is empty (or the class is large).
+  uint64_t predicted(uint32_t cls) const {
+    return cls < kSmallClasses && depth_[cls] ? stack_[cls][top_[cls]] : 0;
+  }
+  // Base of the address delta of an allocation that was not predicted: the address after the
+  // class's last allocation (jemalloc fills an empty cache with consecutive regions).
+  uint64_t next_expected(uint32_t cls, uint64_t usable) const { return last_alloc_[cls] + usable; }
+  // Every heap allocation, compact or not: pops the stack if it predicted `addr` (else the
+  // stack no longer mirrors jemalloc's cache and is emptied) and enters the block in the
+  // table (unless it is full).
+  void on_alloc(uint64_t addr, uint32_t cls) {
+    if (cls < kSmallClasses && depth_[cls]) {
+      if (stack_[cls][top_[cls]] == addr) {
+        --depth_[cls];
+        top_[cls] = (top_[cls] - 1) & (kStackDepth - 1);
+      } else {
+        depth_[cls] = 0;
+      }
+    }
+    last_alloc_[cls] = addr;
+    insert(addr, cls);
+  }
+
+  // ---- frees ----
+  // The slot of a live block in the table, or kNoSlot.
+  uint32_t find(uint64_t addr) const {
+    if (addr == 0 || addr >> 56) return kNoSlot;
+    for (uint32_t i = home(addr);; i = (i + 1) & (kTableSize - 1)) {
+      uint64_t entry = table_[i];
+      if (entry == 0) return kNoSlot;
+      if ((entry & kAddrMask) == addr) return i;
+    }
+  }
+  // The address in a slot; 0 for an empty slot or one out of range (a damaged stream).
+  uint64_t address_at(uint64_t slot) const {
+    return slot < kTableSize ? table_[slot] & kAddrMask : 0;
+  }
+  // A free written as its slot: takes the block out of the table and pushes its address on
+  // its class's stack. Returns the address (0: empty slot).
+  uint64_t on_free_slot(uint32_t slot) {
+    uint64_t entry = table_[slot];
+    if (entry == 0) return 0;
+    uint64_t addr = entry & kAddrMask;
+    erase(slot);
+    push(addr, static_cast<uint32_t>(entry >> 56) - 1);
+    return addr;
+  }
+  // A free written with its address and class (a block the table does not hold).
+  void on_free_address(uint64_t addr, uint32_t cls) { push(addr, cls); }
+
+ private:
+  static constexpr uint64_t kAddrMask = (uint64_t{1} << 56) - 1;
+
+  void push(uint64_t addr, uint32_t cls) {
+    if (cls >= kSmallClasses) return;
+    top_[cls] = (top_[cls] + 1) & (kStackDepth - 1);
+    stack_[cls][top_[cls]] = addr;
+    if (depth_[cls] < kStackDepth) ++depth_[cls];
+  }
+  static uint32_t home(uint64_t addr) {
+    return static_cast<uint32_t>(((addr >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kTableBits));
+  }
+  void insert(uint64_t addr, uint32_t cls) {
+    if (addr == 0 || addr >> 56) return;
+    uint64_t entry = addr | (static_cast<uint64_t>(cls + 1) << 56);
+    uint32_t i = home(addr);
+    for (;; i = (i + 1) & (kTableSize - 1)) {
+      if (table_[i] == 0) break;
+      if ((table_[i] & kAddrMask) == addr) {  // freed by another thread, allocated again
+        table_[i] = entry;
+        return;
+      }
+    }
+    if (count_ >= kTableMaxLoad) return;
+    table_[i] = entry;
+    ++count_;
+  }
+  // Linear probing's backward-shift deletion: no tombstones, so lookups stay short.
+  void erase(uint32_t slot) {
+    uint32_t hole = slot;
+    for (uint32_t j = (slot + 1) & (kTableSize - 1); table_[j] != 0;
+         j = (j + 1) & (kTableSize - 1)) {
+      uint32_t h = home(table_[j] & kAddrMask);
+      // Move j into the hole unless its home lies cyclically in (hole, j].
+      if (((j - h) & (kTableSize - 1)) >= ((j - hole) & (kTableSize - 1))) {
+        table_[hole] = table_[j];
+        hole = j;
+      }
+    }
+    table_[hole] = 0;
+    --count_;
+  }
+
+  uint64_t table_[kTableSize];  // 0: empty; else address | (class + 1) << 56
+  uint32_t count_ = 0;
+  uint8_t depth_[kSmallClasses];
+  uint8_t top_[kSmallClasses];
+  uint64_t stack_[kSmallClasses][kStackDepth];
+  uint64_t last_alloc_[kSmallClasses + 1];
+};
+
+}  // namespace adprof::format
