@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -147,6 +148,12 @@ struct Fact {
   bool tape_killed = false;  // died because the tape released it (the tape was the last holder)
   int64_t rule = -1;         // allocated by this node's backward rule
 };
+// A storage allocated inside a node's forward op scope (its output, or a workspace that died
+// before the node was recorded: transient).
+struct FwdAlloc {
+  uint64_t storage = 0, size = 0;
+  bool transient = false;
+};
 struct Save {
   uint64_t storage = 0, slot = 0, users = kNone, release = 0;
 };
@@ -157,6 +164,9 @@ struct Contribution {
 struct NodeInfo {
   bool leaf = false, requires_grad = false, checkpoint = false, requested = false;
   uint64_t out = 0, bytes = 0;
+  uint32_t op = 0;            // op name id
+  uint64_t at = 0;            // event index of its adcore.tape.node annotation
+  std::vector<FwdAlloc> fwd;  // allocated by its forward (for the checkpointing what-if)
   std::vector<int64_t> in;
   std::vector<Save> saves;
   uint64_t rule_begin = 0, rule_end = 0;
@@ -193,6 +203,15 @@ struct Action {
   uint64_t id;
   uint64_t size = 0;
   bool arena = false;
+  bool probe = false;  // take the predicted total right after this action (a transient)
+};
+// What the checkpointing what-if did to the longest chain (of the generation with the longest).
+struct ChainStats {
+  uint64_t nodes = 0, layers = 0, ops_per_layer = 0, segments = 0, generations = 0;
+  bool periodic = false;
+  uint64_t dropped = 0, dropped_bytes = 0;  // outputs not kept by the forward
+  uint64_t recomputed_bytes = 0;            // allocated again by the recomputation (all segments)
+  std::vector<uint32_t> layer_ops;          // op name ids of one layer
 };
 struct Plan {
   std::unordered_set<uint64_t> suppress;                 // never allocated
@@ -202,11 +221,13 @@ struct Plan {
   std::unordered_set<uint64_t> pooled;                   // storages the arena would hold
   uint64_t suppressed_bytes = 0, virtual_bytes = 0, early_bytes = 0, early_count = 0,
            suppressed_count = 0, virtual_count = 0;
+  ChainStats chain;
 };
 uint64_t g_virtual_ids = 1ULL << 62;
 
 struct Scenario {
-  uint64_t flip = 0;  // policy bits switched on
+  uint64_t flip = 0;   // policy bits switched on
+  bool chain = false;  // the checkpointing what-if: the longest chain through a sqrt(n) schedule
   Plan plan;
   // pass 2
   struct Live {
@@ -468,6 +489,296 @@ struct Planner {
     p.pooled.insert(g.window_backward.begin(), g.window_backward.end());
   }
 
+  // ---- checkpointing: the longest chain through checkpoint_sequential's sqrt(n) schedule ----
+  // A chain: nodes each consuming the previous node's output, that output used by no other
+  // node, any other input a leaf or inactive. Its layers: the shortest period of its op names
+  // that covers the most nodes (a stack of identical layers; at least 2 repeats), else one node
+  // per layer.
+  struct Run {
+    std::vector<size_t> nodes;  // the checkpointed nodes, in order
+    size_t period = 1, layers = 0;
+    bool periodic = false;  // layers found as repeats (else one node per layer)
+    int64_t input = -1;     // the node whose output feeds the first one
+  };
+  static constexpr size_t kMaxLayerOps = 256;
+
+  bool find_run(Run &r) const {
+    const size_t n = g.nodes.size();
+    std::vector<uint32_t> consumers(n, 0), len(n, 0);
+    std::vector<int64_t> pred(n, -1);
+    for (const NodeInfo &nd : g.nodes)
+      for (int64_t in : nd.in)
+        if (in >= 0 && static_cast<size_t>(in) < n) ++consumers[static_cast<size_t>(in)];
+    size_t end = 0;
+    uint32_t best = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const NodeInfo &nd = g.nodes[i];
+      if (nd.leaf || nd.checkpoint || !nd.at) continue;
+      int64_t prev = -1;
+      bool ok = true;
+      for (int64_t in : nd.in) {
+        if (in < 0) continue;
+        if (static_cast<size_t>(in) >= i) {
+          ok = false;
+          break;
+        }
+        if (g.nodes[static_cast<size_t>(in)].leaf) continue;
+        if (prev >= 0 && prev != in) {
+          ok = false;
+          break;
+        }
+        prev = in;
+      }
+      if (!ok) continue;
+      len[i] = 1;
+      if (prev >= 0 && len[static_cast<size_t>(prev)] &&
+          consumers[static_cast<size_t>(prev)] == 1) {
+        pred[i] = prev;
+        len[i] = len[static_cast<size_t>(prev)] + 1;
+      }
+      if (len[i] > best) {
+        best = len[i];
+        end = i;
+      }
+    }
+    if (best < 2) return false;
+    std::vector<size_t> c(best);
+    {
+      int64_t i = static_cast<int64_t>(end);
+      for (size_t k = best; k-- > 0; i = pred[static_cast<size_t>(i)])
+        c[k] = static_cast<size_t>(i);
+    }
+    const size_t m = c.size();
+    auto op = [&](size_t k) { return g.nodes[c[k]].op; };
+    size_t bp = 1, bstart = 0, bcount = 0, bcov = 0;
+    for (size_t p = 1; p <= std::min(m / 2, kMaxLayerOps); ++p) {
+      size_t i = 0;
+      while (i + p < m) {
+        if (op(i) != op(i + p)) {
+          ++i;
+          continue;
+        }
+        size_t j = i;
+        while (j + p < m && op(j) == op(j + p)) ++j;
+        const size_t count = (j - i + p) / p;
+        if (count >= 2 && count * p > bcov) {
+          bcov = count * p;
+          bp = p;
+          bstart = i;
+          bcount = count;
+        }
+        i = j;
+      }
+    }
+    r.periodic = bcount >= 2;
+    if (bcount < 2) {  // no repeated layer: every node is a layer
+      bp = 1;
+      bstart = 0;
+      bcount = m;
+    }
+    r.period = bp;
+    r.layers = bcount;
+    r.nodes.assign(c.begin() + static_cast<std::ptrdiff_t>(bstart),
+                   c.begin() + static_cast<std::ptrdiff_t>(bstart + bp * bcount));
+    // The segment input: the chain's previous node, else (all inputs leaves) a requested one,
+    // else the first active one; other inputs are captured by the segment.
+    r.input = pred[r.nodes[0]];
+    for (int64_t in : g.nodes[r.nodes[0]].in)
+      if (in >= 0 && (r.input < 0 || (g.nodes[static_cast<size_t>(in)].requested &&
+                                      !g.nodes[static_cast<size_t>(r.input)].requested)))
+        r.input = in;
+    return r.layers >= 2;
+  }
+
+  // Models adcore's checkpoint_sequential over the run (adcore/src/checkpoint.cpp and
+  // Tape::run_checkpoint_backward): the forward keeps only each segment's input; in backward,
+  // just before a segment's rules, the segment is recomputed on a nested tape (its forward
+  // allocations again, in the outer tape's arena), those caches die as the rules release them
+  // (the segment's output and the incoming gradient live until the segment's backward is
+  // over), the input's gradient is delivered as a copy, then the segment's input is released.
+  void checkpoint_chain() {
+    Run r;
+    if (!find_run(r)) return;
+    const size_t n = g.nodes.size(), per = r.period, L = r.layers;
+    size_t S = static_cast<size_t>(std::lround(std::sqrt(static_cast<double>(L))));
+    S = std::max<size_t>(1, std::min(S, L));
+    const bool arena = ((g.backward_bits | g.bits) & kReuse) != 0;
+    const bool early = ((g.backward ? g.backward_bits : g.bits) & kEarlyRelease) != 0;
+    bool deliver_copy = false;
+    for (const NodeInfo &nd : g.nodes)
+      if (nd.leaf && nd.requested && !nd.deliver_allocs.empty()) deliver_copy = true;
+    std::vector<char> in_run(n, 0);
+    for (size_t j : r.nodes) in_run[j] = 1;
+    std::vector<int64_t> last_consumer(n, -1);
+    for (size_t i = 0; i < n; ++i)
+      for (int64_t in : g.nodes[i].in)
+        if (in >= 0 && static_cast<size_t>(in) < n)
+          last_consumer[static_cast<size_t>(in)] =
+              std::max(last_consumer[static_cast<size_t>(in)], static_cast<int64_t>(i));
+    auto fact_of = [&](uint64_t s) -> const Fact * {
+      auto f = s ? g.facts.find(s) : g.facts.end();
+      return f != g.facts.end() ? &f->second : nullptr;
+    };
+    // The latest release of a save of s by a node outside the run.
+    auto outside_release = [&](uint64_t s) {
+      uint64_t d = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (in_run[i]) continue;
+        for (const Save &sv : g.nodes[i].saves)
+          if (sv.storage == s) d = std::max(d, sv.release ? sv.release : g.end_index);
+      }
+      return d;
+    };
+    auto at_of = [&](size_t q) { return g.nodes[r.nodes[q]].at; };
+    ChainStats st;
+    st.nodes = r.nodes.size();
+    st.layers = L;
+    st.ops_per_layer = per;
+    st.segments = S;
+    st.generations = 1;
+    st.periodic = r.periodic;
+    for (size_t k = 0; k < (r.periodic ? per : std::min<size_t>(r.nodes.size(), 8)); ++k)
+      st.layer_ops.push_back(g.nodes[r.nodes[k]].op);
+    auto kill_early = [&](uint64_t s, uint64_t idx, std::vector<Action> *list) {
+      const Fact *f = fact_of(s);
+      if (!f || !f->tape_killed || !idx || (f->death && idx >= f->death)) return false;
+      if (list)
+        list->push_back({Action::kKill, s});
+      else
+        p.at[idx].push_back({Action::kKill, s});
+      return true;
+    };
+
+    // Segments, as positions in r.nodes: [b, e).
+    struct Seg {
+      size_t b, e;
+      uint64_t done = 0, grad_bytes = 0;  // its backward is over; its input's gradient
+    };
+    std::vector<Seg> segs;
+    for (size_t k = 0; k < S; ++k)
+      segs.push_back({k * L / S * per, (k + 1 < S ? (k + 1) * L / S : L) * per});
+    for (Seg &sg : segs) {
+      const size_t b = r.nodes[sg.b];
+      const int64_t in = sg.b ? static_cast<int64_t>(r.nodes[sg.b - 1]) : r.input;
+      if (in >= 0)
+        for (const Contribution &c : g.nodes[static_cast<size_t>(in)].contributions)
+          if (c.from == static_cast<int64_t>(b)) {
+            sg.done = c.index;
+            sg.grad_bytes = c.bytes;
+          }
+      if (!sg.done) sg.done = g.nodes[b].rule_end;
+    }
+
+    // Forward: nothing inside a segment is kept. An output the tape held dies where the layer
+    // code drops it: a layer's input at the end of that layer, any other value after its last
+    // consumer. Segment outputs: the next segment's input (released after that segment's
+    // backward, below), or the run's output (dropped after its consumers, or kept by their saves).
+    std::unordered_map<uint64_t, uint64_t> drop;  // storage -> predicted death
+    std::unordered_set<uint64_t> boundary;
+    for (size_t k = 0; k + 1 < segs.size(); ++k)
+      boundary.insert(g.nodes[r.nodes[segs[k].e - 1]].out);
+    for (size_t k = 0; k < segs.size(); ++k)
+      for (size_t q = segs[k].b; q < segs[k].e; ++q) {
+        const size_t j = r.nodes[q];
+        const uint64_t s = g.nodes[j].out;
+        if (!s || boundary.count(s)) continue;
+        uint64_t idx;
+        if (q + 1 == r.nodes.size()) {
+          idx = last_consumer[j] >= 0 ? g.nodes[static_cast<size_t>(last_consumer[j])].at
+                                      : g.nodes[j].at;
+          idx = std::max(idx, outside_release(s));
+        } else if ((q + 1) % per == 0) {
+          idx = at_of(q + per);  // a layer's input: dropped when the layer has run
+        } else {
+          idx = last_consumer[j] >= 0 ? g.nodes[static_cast<size_t>(last_consumer[j])].at : 0;
+        }
+        uint64_t &d = drop[s];
+        d = std::max(d, idx);
+      }
+    for (const auto &[s, idx] : drop)
+      if (kill_early(s, idx, nullptr)) {
+        ++st.dropped;
+        st.dropped_bytes += g.facts[s].size;
+      }
+
+    // Backward: per segment, recompute, then release at `done`.
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const Seg &sg = segs[k];
+      const NodeInfo &last = g.nodes[r.nodes[sg.e - 1]];
+      const NodeInfo &first = g.nodes[r.nodes[sg.b]];
+      if (!last.rule_begin || !first.rule_end || !sg.done) continue;
+      std::vector<Action> &rec = p.at[last.rule_begin];
+      std::vector<Action> at_done;
+      std::vector<std::vector<uint64_t>> after(sg.e - sg.b);
+      for (size_t q = sg.b; q < sg.e; ++q) {
+        const NodeInfo &nd = g.nodes[r.nodes[q]];
+        std::vector<uint64_t> transient;
+        for (const FwdAlloc &a : nd.fwd) {
+          const uint64_t v = g_virtual_ids++;
+          rec.push_back({Action::kBirth, v, a.size, arena, true});
+          st.recomputed_bytes += a.size;
+          if (a.transient) {
+            transient.push_back(v);
+            continue;
+          }
+          if (q + 1 == sg.e && a.storage == nd.out) {  // the segment's output: until the end
+            at_done.push_back({Action::kKill, v});
+            continue;
+          }
+          const Fact *f = fact_of(a.storage);
+          if (f && f->tape_killed) {  // a cache: released by its rule (or at the end)
+            if (f->death && f->death < sg.done)
+              p.at[f->death].push_back({Action::kKill, v});
+            else
+              at_done.push_back({Action::kKill, v});
+            continue;
+          }
+          // Not kept: dies where it died in the recorded forward (after the same node).
+          const uint64_t d = f ? f->death : 0;
+          if (!d) {
+            at_done.push_back({Action::kKill, v});
+            continue;
+          }
+          size_t k2 = q;
+          while (k2 + 1 < sg.e && at_of(k2 + 1) <= d) ++k2;
+          after[k2 - sg.b].push_back(v);
+        }
+        for (uint64_t v : transient) rec.push_back({Action::kKill, v});
+        for (uint64_t v : after[q - sg.b]) rec.push_back({Action::kKill, v});
+      }
+      std::vector<Action> &end = p.at[sg.done];
+      if (deliver_copy && sg.grad_bytes) {  // the nested tape delivers the input's gradient
+        const uint64_t v = g_virtual_ids++;
+        end.push_back({Action::kBirth, v, sg.grad_bytes, arena, true});
+        end.push_back({Action::kKill, v});
+      }
+      end.insert(end.end(), at_done.begin(), at_done.end());
+      // The gradient the segment was seeded with lives until its backward is over.
+      uint64_t seed = last.sum;
+      if (!seed)
+        for (const Contribution &c : last.contributions)
+          if (c.index < last.rule_begin) seed = c.buffer;
+      const Fact *sf = fact_of(seed);
+      if (sf && sf->death && sf->death < sg.done) {
+        ++p.extra_holds[seed];
+        end.push_back({Action::kReleaseHold, seed});
+      }
+      // The segment's input, kept by the checkpoint node, is released after its backward.
+      if (!early) continue;
+      if (k > 0) {
+        kill_early(g.nodes[r.nodes[sg.b - 1]].out, sg.done, &end);
+      } else if (r.input >= 0 && !g.nodes[static_cast<size_t>(r.input)].leaf) {
+        const uint64_t s = g.nodes[static_cast<size_t>(r.input)].out;
+        const uint64_t d = std::max(sg.done, outside_release(s));
+        kill_early(s, d, d == sg.done ? &end : nullptr);
+      }
+    }
+    ChainStats &pc = p.chain;
+    const uint64_t gens = pc.generations + 1;
+    if (st.nodes > pc.nodes) pc = st;
+    pc.generations = gens;
+  }
+
   void run() {
     reuse();
     activity();
@@ -487,9 +798,10 @@ struct ThreadState {
   std::vector<Rule> rules;
   Gen *deliver_gen = nullptr;
   uint64_t deliver_node = 0;
-  uint64_t pending_release_addr = 0;    // the last annotation was a release of this address
-  bool forward = false;                 // in the forward phase
-  std::vector<uint64_t> since_forward;  // storages described since the forward phase began
+  uint64_t pending_release_addr = 0;          // the last annotation was a release of this address
+  bool forward = false;                       // in the forward phase
+  std::vector<uint64_t> since_forward;        // storages described since the forward phase began
+  std::vector<std::vector<FwdAlloc>> scopes;  // per open op scope: storages acquired in it
 };
 
 std::string mib(double bytes) {
@@ -555,6 +867,14 @@ WhatIf predict_policies(TraceReader &reader) {
   const int all_scenario = static_cast<int>(sc.size());
   sc.emplace_back();
   sc.back().flip = kPredictable | kReuse;
+  // Checkpointing: a program change (the longest chain run through checkpoint_sequential), so
+  // a scenario of its own, planned for every generation whatever its policy bits.
+  const int chain_scenario = static_cast<int>(sc.size());
+  sc.emplace_back();
+  sc.back().chain = true;
+  for (size_t i = 0; i < std::size(kPolicies); ++i)
+    if ((1ULL << kPolicies[i].bit) == kCheckpoint) policy_scenario[i] = chain_scenario;
+  bool checkpoint_nodes = false;  // the recording has checkpoint segments
 
   auto thread_state = [&](uint32_t t) -> ThreadState & {
     if (t >= threads.size()) threads.resize(t + 1);
@@ -581,6 +901,7 @@ WhatIf predict_policies(TraceReader &reader) {
     const Change c = tracker.apply(e, index);
     if (c.type == Change::kAcquire) {
       ts.pending_release_addr = 0;
+      if (!ts.scopes.empty()) ts.scopes.back().push_back({c.storage, c.size, false});
       if (!ts.rules.empty()) {
         ThreadState::Rule &r = ts.rules.back();
         r.gen->fact(c.storage, c.size).rule = static_cast<int64_t>(r.node);
@@ -591,6 +912,9 @@ WhatIf predict_policies(TraceReader &reader) {
       }
     } else if (c.type == Change::kRelease) {
       if (c.arena) gave.insert(c.storage);
+      if (!ts.scopes.empty())
+        for (FwdAlloc &a : ts.scopes.back())
+          if (a.storage == c.storage) a.transient = true;
       const bool killed = ts.pending_release_addr == c.addr;
       for (auto &g : open) {
         auto f = g->facts.find(c.storage);
@@ -600,7 +924,12 @@ WhatIf predict_policies(TraceReader &reader) {
       }
     }
     using T = format::EventType;
+    if (e.type == T::kOpBegin) {
+      ts.scopes.emplace_back();
+      continue;
+    }
     if (e.type == T::kOpEnd) {
+      if (!ts.scopes.empty()) ts.scopes.pop_back();
       const size_t depth = replay.op_stack(e.thread).size();
       while (!ts.rules.empty() && ts.rules.back().depth > depth) {
         ts.rules.back().gen->node(ts.rules.back().node).rule_end = index;
@@ -673,6 +1002,8 @@ WhatIf predict_policies(TraceReader &reader) {
         auto [s, size] = tracker.storage_at(v[2]);
         nd.out = s;
         nd.bytes = v[3];
+        nd.op = static_cast<uint32_t>(v[1]);
+        nd.at = index;
         if (s) g.fact(s, size);
         const bool leaf = replay.name(static_cast<uint32_t>(v[1])) == "leaf";
         if (leaf) {
@@ -682,6 +1013,12 @@ WhatIf predict_policies(TraceReader &reader) {
           nd.in.clear();
           for (size_t i = 5; i < v.size() && i < 5 + v[4]; ++i)
             nd.in.push_back(v[i] == kNone ? -1 : static_cast<int64_t>(v[i]));
+          if (!ts.scopes.empty()) {  // what its forward allocated (its op scope is open)
+            nd.fwd = std::move(ts.scopes.back());
+            ts.scopes.back().clear();
+            for (const FwdAlloc &a : nd.fwd)
+              if (!a.transient) g.fact(a.storage, a.size);
+          }
         }
         break;
       }
@@ -705,6 +1042,7 @@ WhatIf predict_policies(TraceReader &reader) {
       }
       case Kind::kCheckpointNode:
         if (!v.empty()) g.node(v[0]).checkpoint = true;
+        checkpoint_nodes = true;
         break;
       case Kind::kBackwardBegin:
         g.backward = true;
@@ -773,6 +1111,10 @@ WhatIf predict_policies(TraceReader &reader) {
         for (auto it = ts.rules.begin(); it != ts.rules.end();)
           it = it->gen == gp ? ts.rules.erase(it) : it + 1;
         for (Scenario &s : sc) {
+          if (s.chain) {
+            Planner(*gp, 0, s.plan).checkpoint_chain();
+            continue;
+          }
           const uint64_t flip = s.flip & ~gp->bits;
           if (!flip) continue;
           Planner(*gp, flip, s.plan).run();
@@ -793,7 +1135,10 @@ WhatIf predict_policies(TraceReader &reader) {
     g->end_index = index;
     for (Scenario &s : sc) {
       const uint64_t flip = s.flip & ~g->bits;
-      if (flip) Planner(*g, flip, s.plan).run();
+      if (s.chain)
+        Planner(*g, 0, s.plan).checkpoint_chain();
+      else if (flip)
+        Planner(*g, flip, s.plan).run();
     }
   }
   open.clear();
@@ -833,6 +1178,10 @@ WhatIf predict_policies(TraceReader &reader) {
         }
       }
       auto a = s.plan.at.find(index);
+      auto total_now = [&] {
+        return static_cast<int64_t>(replay2.host_live()) - static_cast<int64_t>(tracker2.phys()) +
+               s.phys;
+      };
       if (a != s.plan.at.end()) {
         for (const Action &act : a->second) {
           if (act.type == Action::kKill) {
@@ -844,11 +1193,12 @@ WhatIf predict_policies(TraceReader &reader) {
             s.alloc(act.id, act.size, act.arena, act.arena,
                     x != s.plan.extra_holds.end() ? x->second : 1);
           }
+          if (act.probe && total_now() > 0)
+            s.peak = std::max(s.peak, static_cast<uint64_t>(total_now()));
         }
         s.plan.at.erase(a);
       }
-      const int64_t total = static_cast<int64_t>(replay2.host_live()) -
-                            static_cast<int64_t>(tracker2.phys()) + s.phys;
+      const int64_t total = total_now();
       if (total > 0) s.peak = std::max(s.peak, static_cast<uint64_t>(total));
     }
   }
@@ -880,23 +1230,25 @@ WhatIf predict_policies(TraceReader &reader) {
     p.measured_peak = measured;
     if (!w.adcore_tape) {
       p.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
-    } else if (p.recorded_on) {
+    } else if (bit == kCheckpoint && checkpoint_nodes) {
+      p.reason = "already on in the recording (it has checkpoint segments)";
+    } else if (p.recorded_on && bit != kCheckpoint) {
       p.reason = "already on in the recording";
+    } else if (bit == kCheckpoint &&
+               !sc[static_cast<size_t>(chain_scenario)].plan.chain.generations) {
+      p.reason =
+          "no chain of at least 2 layers in the tape (nodes each consuming the previous one's "
+          "output alone)";
     } else if (policy_scenario[i] < 0) {
-      if (bit == kCheckpoint)
-        p.reason =
-            "not predictable from this trace: a run without checkpointing does not mark "
-            "segments, and recomputation allocates on nested tapes";
-      else
-        p.reason =
-            "not predictable from this trace: the reusable tape changes how often memory "
-            "is allocated, not what is live (peak within an arena's idle buffers)";
+      p.reason =
+          "not predictable from this trace: the reusable tape changes how often memory "
+          "is allocated, not what is live (peak within an arena's idle buffers)";
     } else {
       const Scenario &s = sc[static_cast<size_t>(policy_scenario[i])];
       p.applicable = true;
       fill(p, s);
       const Plan &pl = s.plan;
-      char line[256];
+      char line[512];
       switch (d.bit) {
         case 0:
           std::snprintf(line, sizeof line,
@@ -930,6 +1282,45 @@ WhatIf predict_policies(TraceReader &reader) {
                         static_cast<unsigned long long>(pl.early_count),
                         mib(static_cast<double>(pl.early_bytes)).c_str());
           break;
+        case 4: {
+          const ChainStats &c = pl.chain;
+          CheckpointChain &out = p.chain;
+          out.nodes = c.nodes;
+          out.layers = c.layers;
+          out.ops_per_layer = c.ops_per_layer;
+          out.segments = c.segments;
+          out.generations = c.generations;
+          out.dropped_bytes = c.dropped_bytes;
+          out.recomputed_bytes = c.recomputed_bytes;
+          std::string ops;
+          for (uint32_t id : c.layer_ops) {
+            if (c.periodic) out.layer.push_back(replay.op_kind(id));
+            ops += (ops.empty() ? "" : ", ") + replay.op_kind(id);
+          }
+          if (!c.periodic && c.nodes > c.layer_ops.size()) ops += ", ...";
+          if (ops.size() > 60) ops = ops.substr(0, 57) + "...";
+          char layers[128];
+          if (c.periodic)
+            std::snprintf(layers, sizeof layers, "%llu layers of %llu ops (%s)",
+                          static_cast<unsigned long long>(c.layers),
+                          static_cast<unsigned long long>(c.ops_per_layer), ops.c_str());
+          else
+            std::snprintf(layers, sizeof layers, "%llu nodes (%s), one layer each",
+                          static_cast<unsigned long long>(c.nodes), ops.c_str());
+          std::snprintf(line, sizeof line,
+                        "checkpoint_sequential over the longest chain, %s, in %llu segments: "
+                        "the forward drops %llu cached outputs (%s), backward recomputes each "
+                        "segment (%s allocated again)",
+                        layers, static_cast<unsigned long long>(c.segments),
+                        static_cast<unsigned long long>(c.dropped),
+                        mib(static_cast<double>(c.dropped_bytes)).c_str(),
+                        mib(static_cast<double>(c.recomputed_bytes)).c_str());
+          if (c.generations > 1)
+            std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
+                          " (in each of %llu tape generations)",
+                          static_cast<unsigned long long>(c.generations));
+          break;
+        }
         default:
           std::snprintf(line, sizeof line,
                         "%llu widened i64 copies of i32 index arrays (%s) not made",
@@ -957,8 +1348,8 @@ WhatIf predict_policies(TraceReader &reader) {
     w.all.explanation = "switched on together: " + on;
     if (!(w.recorded_bits_and & kReuse))
       w.all.explanation += ", and the reusable tape's arena (idle buffers kept by size)";
-    if (!(w.recorded_bits_and & kCheckpoint))
-      w.all.explanation += "; checkpointing not included (not predictable from this trace)";
+    w.all.explanation +=
+        "; checkpointing not included (the program must mark its segments: see its own row)";
   }
   if (!w.adcore_tape) w.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
   return w;
@@ -988,6 +1379,17 @@ nlohmann::json policy_json(const PolicyPrediction &p) {
     j["saving"] = p.saving;
     j["saving_fraction"] = p.saving_fraction;
     j["explanation"] = p.explanation;
+    if (p.chain.generations) {
+      const CheckpointChain &c = p.chain;
+      j["chain"] = {{"nodes", c.nodes},
+                    {"layers", c.layers},
+                    {"ops_per_layer", c.ops_per_layer},
+                    {"layer", c.layer},
+                    {"segments", c.segments},
+                    {"generations", c.generations},
+                    {"dropped_bytes", c.dropped_bytes},
+                    {"recomputed_bytes", c.recomputed_bytes}};
+    }
   } else {
     j["reason"] = p.reason;
   }

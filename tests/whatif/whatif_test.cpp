@@ -69,8 +69,17 @@ class WhatIf : public ::testing::Test {
   }
 
   // Records `program off_args`, predicts `policy`, records `program on_args`, compares.
-  void check(const std::string &policy, const std::string &program, const std::string &off_args,
-             const std::string &on_args) {
+  // Returns the prediction (from the off recording).
+  adprof::PolicyPrediction check(const std::string &policy, const std::string &program,
+                                 const std::string &off_args, const std::string &on_args,
+                                 bool off_is_off = true) {
+    adprof::PolicyPrediction result;
+    check_into(result, policy, program, off_args, on_args, off_is_off);
+    return result;
+  }
+  void check_into(adprof::PolicyPrediction &result, const std::string &policy,
+                  const std::string &program, const std::string &off_args,
+                  const std::string &on_args, bool off_is_off) {
     const std::string off = record("off", program + " " + off_args);
     const std::string on = record("on", program + " " + on_args);
     const adprof::WhatIf w = adprof::predict_policies(off);
@@ -81,8 +90,9 @@ class WhatIf : public ::testing::Test {
     const adprof::PolicyPrediction *p = adprof::find_policy(w, policy);
     ASSERT_NE(p, nullptr);
     ASSERT_TRUE(p->applicable) << p->reason;
+    result = *p;
     if (policy != "all") {
-      EXPECT_FALSE(p->recorded_on);
+      EXPECT_EQ(p->recorded_on, !off_is_off);
     }
     const double predicted = static_cast<double>(p->predicted_peak);
     const double measured = static_cast<double>(adprof::analyze(on).peak);
@@ -155,6 +165,52 @@ TEST_F(WhatIf, AllPoliciesFromNaiveGather) {
 
 TEST_F(WhatIf, AllPoliciesFromNaiveBranches) {
   check("all", WORKLOAD, "--branches 8 --size 100000 --naive", "--branches 8 --size 100000");
+}
+
+// Checkpointing: the recording runs a stack of plain layers; the prediction checkpoints its
+// longest chain with checkpoint_sequential's sqrt(n) schedule; the second recording runs the
+// same stack through checkpoint_sequential.
+TEST_F(WhatIf, CheckpointingChain) {
+  const adprof::PolicyPrediction p =
+      check("checkpointing", WORKLOAD, "--chain 16 --size 100000 --no-checkpoint",
+            "--chain 16 --size 100000 --checkpoint");
+  EXPECT_EQ(p.chain.layers, 16u);
+  EXPECT_EQ(p.chain.ops_per_layer, 2u);
+  EXPECT_EQ(p.chain.nodes, 32u);
+  EXPECT_EQ(p.chain.segments, 4u);
+  EXPECT_EQ(p.chain.layer, (std::vector<std::string>{"affine", "tanh"}));
+  EXPECT_GT(p.saving, 0);
+  EXPECT_NE(p.explanation.find("16 layers of 2 ops (affine, tanh)"), std::string::npos)
+      << p.explanation;
+}
+
+TEST_F(WhatIf, CheckpointingChainNoEarlyRelease) {
+  const adprof::PolicyPrediction p = check(
+      "checkpointing", WORKLOAD, "--chain 25 --size 100000 --no-checkpoint --no-early-release",
+      "--chain 25 --size 100000 --checkpoint --no-early-release");
+  EXPECT_EQ(p.chain.segments, 5u);
+}
+
+// A program that marks no segment: the policy is on but unused, and the prediction is the same.
+TEST_F(WhatIf, CheckpointingChainPolicyOnNoSegments) {
+  const adprof::PolicyPrediction p =
+      check("checkpointing", WORKLOAD, "--chain 36 --size 50000",
+            "--chain 36 --size 50000 --checkpoint", /*off_is_off=*/false);
+  EXPECT_EQ(p.chain.segments, 6u);
+  const nlohmann::json j = adprof::to_json(adprof::predict_policies(
+      record("again", WORKLOAD + std::string(" --chain 36 --size 50000"))));
+  bool found = false;
+  for (const auto &q : j["policies"])
+    if (q["name"] == "checkpointing") {
+      found = true;
+      EXPECT_EQ(q["recorded"], "on");
+      EXPECT_TRUE(q["applicable"].get<bool>());
+      EXPECT_GT(q["saving"].get<int64_t>(), 0);
+      EXPECT_EQ(q["chain"]["layers"].get<uint64_t>(), 36u);
+      EXPECT_EQ(q["chain"]["segments"].get<uint64_t>(), 6u);
+      EXPECT_EQ(q["chain"]["layer"], nlohmann::json({"affine", "tanh"}));
+    }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(WhatIf, CliTableJsonAndErrors) {

@@ -22,6 +22,19 @@
 
 namespace adprof {
 
+// The checkpointing what-if: the longest chain of the tape run through adcore's
+// checkpoint_sequential with its sqrt(n) schedule (docs/WHATIF.md).
+struct CheckpointChain {
+  uint64_t nodes = 0;              // tape nodes checkpointed (layers x ops_per_layer)
+  uint64_t layers = 0;             // repeats of the layer's op sequence (n of the schedule)
+  uint64_t ops_per_layer = 0;      // nodes per layer
+  uint64_t segments = 0;           // about sqrt(layers), as adcore::sqrt_schedule
+  uint64_t generations = 0;        // tape generations checkpointed (each one's longest chain)
+  uint64_t dropped_bytes = 0;      // outputs the forward no longer keeps
+  uint64_t recomputed_bytes = 0;   // allocated again by the recomputation in backward
+  std::vector<std::string> layer;  // op names of one layer ("affine", "tanh")
+};
+
 struct PolicyPrediction {
   std::string name;             // "inplace_accumulation" (the adcore::Options field)
   std::string title;            // "in-place accumulation"
@@ -36,6 +49,7 @@ struct PolicyPrediction {
   int64_t saving = 0;           // measured - predicted (bytes; negative: the policy costs)
   double saving_fraction = 0;   // saving / measured
   std::string explanation;      // one line: what changes, in bytes and buffers
+  CheckpointChain chain;        // checkpointing only, when applicable: the chain and schedule
 };
 
 struct WhatIf {
