@@ -151,7 +151,11 @@ void policy_savings(const Report &r, std::vector<Finding> &out) {
     f.message = share(f.bytes, r.peak) + " would be saved by " + p.title + ": predicted peak " +
                 format_bytes(p.predicted_peak) + " instead of " + format_bytes(r.peak);
     f.evidence = p.explanation + " (adprof whatif replays the recorded tape)";
-    f.fix = "switch " + p.title + " on (drop " + p.flag + ")";
+    f.fix = p.name == "checkpointing"
+                ? "run the longest chain's layers through adcore::checkpoint_sequential "
+                  "(sqrt(n) segments) with checkpointing on (no " +
+                      p.flag + ")"
+                : "switch " + p.title + " on (drop " + p.flag + ")";
     out.push_back(std::move(f));
   }
 }
