@@ -604,9 +604,11 @@ struct Planner {
     S = std::max<size_t>(1, std::min(S, L));
     const bool arena = ((g.backward_bits | g.bits) & kReuse) != 0;
     const bool early = ((g.backward ? g.backward_bits : g.bits) & kEarlyRelease) != 0;
-    bool deliver_copy = false;
+    // The nested tape returns the input's gradient as a requested one, through owned(): a copy,
+    // unless the recording shows a requested leaf's gradient delivered without one.
+    bool deliver_copy = true;
     for (const NodeInfo &nd : g.nodes)
-      if (nd.leaf && nd.requested && !nd.deliver_allocs.empty()) deliver_copy = true;
+      if (nd.leaf && nd.requested && nd.complete && nd.deliver_allocs.empty()) deliver_copy = false;
     std::vector<char> in_run(n, 0);
     for (size_t j : r.nodes) in_run[j] = 1;
     std::vector<int64_t> last_consumer(n, -1);
