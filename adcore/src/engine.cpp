@@ -125,6 +125,11 @@ struct TapeAccess {
 };
 
 uint64_t untaped_instance() { return (1ULL << 63) | ++g_untaped_instance; }
+uint64_t untaped_instances(uint64_t n) {
+  const uint64_t first = g_untaped_instance + 1;
+  g_untaped_instance += n;
+  return (1ULL << 63) | first;
+}
 
 namespace {
 bool recordable(const Tape &tape, OpId op, std::span<const Tensor> ins) {
@@ -137,13 +142,12 @@ bool recordable(const Tape &tape, OpId op, std::span<const Tensor> ins) {
 
 Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &shape, DType dt) {
   if (Plan *p = g_play; p && p->tape() == &Tape::current()) {
-    const bool rec = recordable(*p->tape(), op, ins);
-    if (const PlanEntry *e = p->match(PlanStep::Kernel, op, ins, a, &shape, dt, rec)) {
+    if (const PlanEntry *e = p->match(PlanStep::Kernel, op, ins, a, &shape, dt, g_grad_enabled)) {
       const bool other = g_phase == ADPROF_PHASE_OTHER;
       if (other) adprof_set_phase(ADPROF_PHASE_FORWARD);
       Tensor out;
       {
-        adprof::OpScope scope(e->name_id, rec ? e->instance : untaped_instance());
+        adprof::OpScope scope(e->name_id, e->rec ? e->instance : untaped_instance());
         adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
         p->execute(*e);
         out = p->produce(*e);
@@ -218,7 +222,7 @@ Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view) {
 void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
   if (Plan *p = g_play; p && p->tape() == &Tape::current()) {
     if (const PlanEntry *e =
-            p->match(PlanStep::InPlace, op, ins, a, nullptr, ins[0].dtype(), false)) {
+            p->match(PlanStep::InPlace, op, ins, a, nullptr, ins[0].dtype(), g_grad_enabled)) {
       adprof::OpScope scope(e->name_id, untaped_instance());
       adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
       p->execute(*e);
@@ -295,13 +299,6 @@ TapeScope::~TapeScope() { g_current = prev_; }
 
 const Options &current_options() { return Tape::current().options(); }
 void set_default_options(const Options &o) { Tape::thread_default().set_options(o); }
-
-bool Tape::active(const Tensor &t) const {
-  const TensorImpl *i = t.impl();
-  if (i->tape == this && i->tape_gen == gen_ && i->node >= 0) return true;
-  if (i->requires_grad) return true;
-  return !opts_.activity_analysis && is_floating(i->dtype);
-}
 
 Node &Tape::new_node(OpId op) {
   if (n_ == nodes_.size()) nodes_.push_back(new Node());
@@ -801,7 +798,7 @@ Tape::CallScope::~CallScope() {
   adprof_set_phase(prev_phase_);
 }
 
-void Tape::CallScope::finish(const Tensor &loss) {
+void Tape::CallScope::finish(Tensor &loss) {
   if (mode_ == kReplay && g_play) {
     detail::Plan &p = *g_play;
     if (p.finish_forward(loss)) {
@@ -809,7 +806,7 @@ void Tape::CallScope::finish(const Tensor &loss) {
         Phase phase(ADPROF_PHASE_BACKWARD);
         p.play_backward();
       }
-      p.results(out_);
+      p.results(out_, loss);
       ++t_.replayed_calls_;
       return;
     }

@@ -23,6 +23,8 @@ Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view);
 void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a);
 // Op scope instance of an op run off the tape: 1<<63 | a per-thread counter.
 uint64_t untaped_instance();
+// n consecutive such instances; returns the first.
+uint64_t untaped_instances(uint64_t n);
 // At least n free objects in the thread's TensorImpl / StorageImpl pools (a replay plan makes
 // sure its calls find the objects they need there).
 void reserve_tensor_impls(size_t n);

@@ -26,9 +26,15 @@ template <class T>
 void sum_into(const Tensor &x, T *po, int64_t on, uint32_t mask) {
   const T *px = static_cast<const T *>(x.raw());
   if ((mask & all_mask(x.rank())) == all_mask(x.rank()) && x.is_contiguous()) {
-    double acc = 0;
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) acc += px[i];
-    po[0] = static_cast<T>(acc);
+    // Four running sums (independent additions pipeline; the order is fixed, so results are
+    // reproducible), in double.
+    double acc[4] = {0, 0, 0, 0};
+    const int64_t n = x.numel();
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(px[i + k]);
+    for (; i < n; ++i) acc[0] += static_cast<double>(px[i]);
+    po[0] = static_cast<T>((acc[0] + acc[1]) + (acc[2] + acc[3]));
     return;
   }
   std::memset(po, 0, static_cast<size_t>(on) * sizeof(T));

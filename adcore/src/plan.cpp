@@ -132,6 +132,7 @@ void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor
   e.step = step;
   e.op = op;
   e.rec = rec;
+  e.has_backward = op_def(op).backward != nullptr;
   e.kernel = k;
   e.name_id = op_name_id(op);
   e.instance = instance;
@@ -160,6 +161,7 @@ void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &vie
   e.step = PlanStep::View;
   e.op = op;
   e.rec = true;
+  e.has_backward = true;
   e.name_id = op_name_id(op);
   e.instance = instance;
   e.node = node;
@@ -272,14 +274,25 @@ bool Plan::build() {
     vals_[v] = Tensor(Ref<TensorImpl>(t));
   }
   in_.resize(in_val_.size());
-  for (size_t i = 0; i < in_val_.size(); ++i) in_[i] = vals_[static_cast<size_t>(in_val_[i])];
+  expected_refs_.assign(values_.size(), 1);
+  uses_.resize(values_.size());
+  for (size_t i = 0; i < in_val_.size(); ++i) {
+    const auto v = static_cast<size_t>(in_val_[i]);
+    in_[i] = vals_[v];
+    expected_refs_[v] += 1;
+    uses_[v].push_back(static_cast<uint32_t>(i));
+  }
   loss_buffer_ = buffer_of(loss_);
   for (size_t b = 0; b < buffers_.size(); ++b)
     if (buffers_[b].nslots > 1 && static_cast<int32_t>(b) != loss_buffer_)
       shared_.push_back(static_cast<int32_t>(b));
-  for (PlanEntry &e : fwd_)
-    if (e.step == PlanStep::Kernel)
-      e.check_excl = buffers_[static_cast<size_t>(buffer_of(e.out))].nslots > 1;
+  for (PlanEntry &e : fwd_) {
+    if (e.step != PlanStep::Kernel) continue;
+    e.out_buffer = buffer_of(e.out);
+    e.check_excl = buffers_[static_cast<size_t>(e.out_buffer)].nslots > 1;
+  }
+  for (const PlanEntry &e : bwd_)
+    if (e.step == PlanStep::Kernel || e.step == PlanStep::InPlace) ++bwd_kernels_;
   slot_values_.clear();
   slot_values_.shrink_to_fit();
   // Replayed calls take their tensor objects (one per forward output and view f sees, the
@@ -316,15 +329,34 @@ bool Plan::matches(std::span<const Tensor> call_args, std::span<const size_t> wr
   return true;
 }
 
+bool Plan::exclusive(const Buffer &b) const {
+  if (b.storage->refs != b.expected_refs) return false;
+  for (int32_t v : b.values)
+    if (vals_[static_cast<size_t>(v)].impl()->refs != expected_refs_[static_cast<size_t>(v)])
+      return false;
+  return true;
+}
+
 void Plan::swap_buffer(Buffer &b) {
-  // Someone outside still holds this buffer (the previous call's value, a kept gradient): it
-  // becomes theirs, and the plan takes another buffer of the same size (from the arena).
+  // Someone outside still holds this buffer or one of its tensors (the previous call's value, a
+  // kept gradient, something f kept): they become theirs, and the plan takes another buffer of
+  // the same size (from the arena) and new tensor objects over it.
   const Slot &s = slots_[static_cast<size_t>(b.first_slot)];
-  Storage fresh = allocate_storage(*s.dev, s.bytes, s.role, s.dtype, s.shape);
-  set_plan(*fresh, this, kPlannedBuffer);
+  Storage fresh_storage = allocate_storage(*s.dev, s.bytes, s.role, s.dtype, s.shape);
+  set_plan(*fresh_storage, this, kPlannedBuffer);
   set_plan(*b.storage, nullptr, -1);
-  for (int32_t v : b.values) vals_[static_cast<size_t>(v)].impl()->storage = fresh;
-  b.storage = std::move(fresh);
+  for (int32_t v : b.values) {
+    Tensor &t = vals_[static_cast<size_t>(v)];
+    TensorImpl *n = TensorImpl::make();
+    n->storage = fresh_storage;
+    n->offset = t.impl()->offset;
+    n->shape = t.impl()->shape;
+    n->strides = t.impl()->strides;
+    n->dtype = t.impl()->dtype;
+    t = Tensor(Ref<TensorImpl>(n));
+    for (uint32_t pos : uses_[static_cast<size_t>(v)]) in_[pos] = t;
+  }
+  b.storage = std::move(fresh_storage);
 }
 
 void Plan::begin(std::span<const Tensor> call_args) {
@@ -334,12 +366,13 @@ void Plan::begin(std::span<const Tensor> call_args) {
   role_depth_ = 0;
   if (!acquired_) acquire();
   for (Buffer &b : buffers_)
-    if (b.storage->refs != b.expected_refs) swap_buffer(b);
+    if (!exclusive(b)) swap_buffer(b);
 }
 
 bool Plan::bind(int32_t v, const Tensor &t) {
   const TensorImpl &ti = *t.impl();
   TensorImpl &vi = *vals_[static_cast<size_t>(v)].impl();
+  if (&ti == &vi) return true;  // the plan's own tensor, as produced in this call
   if (!same(vi, ti)) return false;
   const int32_t xi = values_[static_cast<size_t>(v)].ext;
   if (xi < 0) return ti.storage.get() == vi.storage.get();
@@ -362,22 +395,27 @@ bool Plan::bind(int32_t v, const Tensor &t) {
 }
 
 const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
-                             const Shape *shape, DType dt, bool rec, const Tensor *view) {
+                             const Shape *shape, DType dt, bool grad_enabled, const Tensor *view) {
   if (cursor_ >= fwd_.size()) return nullptr;
   const PlanEntry &e = fwd_[cursor_];
-  if (e.step != step || e.op != op || e.rec != rec || e.nin != ins.size() ||
-      !same_attrs(e.attrs, a))
+  if (e.step != step || e.op != op || e.nin != ins.size() || !same_attrs(e.attrs, a))
     return nullptr;
+  // Would the normal path record it? (the same rule as the dispatcher's)
+  bool rec = false;
+  if (grad_enabled && e.has_backward)
+    for (const Tensor &t : ins)
+      if (tape_->active(t)) {
+        rec = true;
+        break;
+      }
+  if (rec != e.rec) return nullptr;
   if (shape) {
     const TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
     if (o.dtype != dt || o.shape != *shape) return nullptr;
   }
   for (size_t i = 0; i < ins.size(); ++i)
     if (!bind(in_val_[e.in_begin + i], ins[i])) return nullptr;
-  if (e.check_excl) {
-    const Buffer &b = buffers_[static_cast<size_t>(buffer_of(e.out))];
-    if (b.storage->refs != b.expected_refs) return nullptr;
-  }
+  if (e.check_excl && !exclusive(buffers_[static_cast<size_t>(e.out_buffer)])) return nullptr;
   if (view) {  // the view f made is the planned one
     const TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
     if (!same(o, *view->impl()) || o.storage.get() != view->impl()->storage.get()) return nullptr;
@@ -393,22 +431,28 @@ void Plan::execute(const PlanEntry &e) {
 }
 
 Tensor Plan::produce(const PlanEntry &e) {
+  // f gets the plan's own tensor of the value (the normal path's fresh output: no gradient flag,
+  // tagged as the node the op made). Who else holds it is checked where it matters (begin,
+  // shared buffers).
   TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
-  Tape *tape = e.rec ? tape_ : nullptr;
-  const uint64_t gen = e.rec ? tape_->generation() : 0;
-  const int32_t node = e.rec ? e.node : -1;
-  o.tape = tape;
-  o.tape_gen = gen;
-  o.node = node;
+  o.requires_grad = false;
+  o.tape = e.rec ? tape_ : nullptr;
+  o.tape_gen = e.rec ? tape_->generation() : 0;
+  o.node = e.rec ? e.node : -1;
+  return vals_[static_cast<size_t>(e.out)];
+}
+
+Tensor Plan::fresh(const Tensor &v) {
+  const TensorImpl &o = *v.impl();
   TensorImpl *t = TensorImpl::make();
   t->storage = o.storage;
   t->offset = o.offset;
   t->shape = o.shape;
   t->strides = o.strides;
   t->dtype = o.dtype;
-  t->tape = tape;
-  t->tape_gen = gen;
-  t->node = node;
+  t->tape = o.tape;
+  t->tape_gen = o.tape_gen;
+  t->node = o.node;
   return Tensor(Ref<TensorImpl>(t));
 }
 
@@ -425,19 +469,18 @@ bool Plan::finish_forward(const Tensor &loss) const {
   const TensorImpl &l = *vals_[static_cast<size_t>(loss_)].impl();
   if (!same(l, *loss.impl()) || l.storage.get() != loss.impl()->storage.get()) return false;
   // Backward reuses shared buffers: nobody may still hold one (something f kept this time).
-  for (int32_t b : shared_) {
-    const Buffer &buf = buffers_[static_cast<size_t>(b)];
-    if (buf.storage->refs != buf.expected_refs) return false;
-  }
+  for (int32_t b : shared_)
+    if (!exclusive(buffers_[static_cast<size_t>(b)])) return false;
   return true;
 }
 
 void Plan::play_backward() {
+  uint64_t instance = untaped_instances(bwd_kernels_);
   for (const PlanEntry &e : bwd_) {
     switch (e.step) {
       case PlanStep::Kernel:
       case PlanStep::InPlace: {
-        adprof::OpScope scope(e.name_id, untaped_instance());
+        adprof::OpScope scope(e.name_id, instance++);
         adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
         execute(e);
         break;
@@ -461,17 +504,10 @@ void Plan::play_backward() {
   }
 }
 
-void Plan::results(std::span<Tensor> out) {
-  for (size_t k = 0; k < out.size(); ++k) {
-    const TensorImpl &o = *vals_[static_cast<size_t>(results_[k])].impl();
-    TensorImpl *t = TensorImpl::make();
-    t->storage = o.storage;
-    t->offset = o.offset;
-    t->shape = o.shape;
-    t->strides = o.strides;
-    t->dtype = o.dtype;
-    out[k] = Tensor(Ref<TensorImpl>(t));
-  }
+void Plan::results(std::span<Tensor> out, Tensor &loss) {
+  // The caller's value and gradients are tensor objects of their own (over the planned buffers).
+  for (size_t k = 0; k < out.size(); ++k) out[k] = fresh(vals_[static_cast<size_t>(results_[k])]);
+  loss = fresh(loss);
 }
 
 void Plan::end() {

@@ -29,8 +29,10 @@ enum class PlanStep : uint8_t { Kernel, InPlace, View, Fill, ScopeBegin, ScopeEn
 struct PlanEntry {
   PlanStep step = PlanStep::Kernel;
   OpId op = OpId::leaf;
-  bool rec = false;         // forward: the op was recorded on the tape
+  bool rec = false;  // forward: the op was recorded on the tape
+  bool has_backward = false;
   bool check_excl = false;  // forward: the output buffer is shared, check nobody else holds it
+  int32_t out_buffer = -1;  // forward kernels: the buffer the output lives in
   KernelFn kernel = nullptr;
   uint32_t name_id = 0;
   uint64_t instance = 0;  // op scope instance (rec entries and backward node scopes)
@@ -80,17 +82,20 @@ class Plan {
   // Starts a replayed call (the current arena must be the tape's): takes the buffers the first
   // time; planned buffers still held from outside are replaced.
   void begin(std::span<const Tensor> call_args);
-  // The next forward entry if it matches (its inputs bound), else nullptr.
+  // The next forward entry if it matches (its inputs bound), else nullptr. `grad_enabled`: the
+  // grad mode now (with the inputs' activity it decides whether the op would be recorded).
   const PlanEntry *match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
-                         const Shape *shape, DType dt, bool rec, const Tensor *view = nullptr);
+                         const Shape *shape, DType dt, bool grad_enabled,
+                         const Tensor *view = nullptr);
   void execute(const PlanEntry &e);
-  // A new tensor (for f) over the entry's output, tagged as the tape node the entry made.
+  // The entry's output for f (the plan's own tensor), tagged as the tape node the entry made.
   Tensor produce(const PlanEntry &e);
   void tag_view(const PlanEntry &e, Tensor &view);
   // End of f: every entry played, f returned the planned value, no planned buffer held outside.
   bool finish_forward(const Tensor &loss) const;
   void play_backward();
-  void results(std::span<Tensor> out);
+  // The gradients, and the value (f's), as tensor objects of the caller's own.
+  void results(std::span<Tensor> out, Tensor &loss);
   // Releases the outside tensors bound during the call.
   void end();
   // Divergence: the forward entries played so far become tape nodes.
@@ -133,7 +138,9 @@ class Plan {
   int32_t add_value(int32_t slot, int32_t ext, const TensorImpl &t);
   bool bind(int32_t v, const Tensor &t);
   int32_t buffer_of(int32_t v) const;
+  bool exclusive(const Buffer &b) const;  // nobody outside holds the buffer or its tensors
   void swap_buffer(Buffer &b);
+  static Tensor fresh(const Tensor &v);
   void acquire();
   void untag();
 
@@ -146,6 +153,7 @@ class Plan {
   int64_t events_ = 0;
 
   std::vector<PlanEntry> fwd_, bwd_;
+  uint64_t bwd_kernels_ = 0;     // kernel entries in bwd_ (op scope instances to reserve)
   std::vector<int32_t> in_val_;  // per entry input: value id
   std::vector<Value> values_;
   std::vector<Slot> slots_;
@@ -159,8 +167,10 @@ class Plan {
   std::vector<int32_t> results_;
 
   // replay state
-  std::vector<Tensor> vals_;  // the plan's tensors, one per value
-  std::vector<Tensor> in_;    // per entry input (kernel arguments)
+  std::vector<Tensor> vals_;                 // the plan's tensors, one per value
+  std::vector<Tensor> in_;                   // per entry input (kernel arguments)
+  std::vector<int> expected_refs_;           // per value: references the plan holds
+  std::vector<std::vector<uint32_t>> uses_;  // per value: its positions in in_
   uint64_t call_ = 0;
   size_t cursor_ = 0;
   adprof_role role_stack_[8] = {};  // roles around backward node scopes (not nested in practice)

@@ -101,7 +101,12 @@ class Tape {
 
   // --- recording (used by the op dispatcher) ---
   // Is `t` a value gradients may flow through on this tape?
-  bool active(const Tensor &t) const;
+  bool active(const Tensor &t) const {
+    const TensorImpl *i = t.impl();
+    if (i->tape == this && i->tape_gen == gen_ && i->node >= 0) return true;
+    if (i->requires_grad) return true;
+    return !opts_.activity_analysis && is_floating(i->dtype);
+  }
   // Appends a node for `out` = op(ins) and saves what the backward rule will need.
   void record(OpId op, std::span<const Tensor> ins, const Attrs &a, Tensor &out);
   void record_checkpoint(SegmentFn fn, std::span<const Tensor> ins, Tensor &out);
@@ -155,7 +160,7 @@ class Tape {
     CallScope(Tape &t, std::span<const Tensor> args, std::span<const size_t> wrt,
               std::span<Tensor> grads_out);
     ~CallScope();
-    void finish(const Tensor &loss);
+    void finish(Tensor &loss);
     CallScope(const CallScope &) = delete;
     CallScope &operator=(const CallScope &) = delete;
 
