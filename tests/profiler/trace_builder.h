@@ -73,15 +73,17 @@ inline std::vector<uint8_t> file_header(const HeaderFields &h = {}) {
 }
 
 // A chunk: 40-byte header (CRC over header bytes 8..39 then the stored payload) + payload.
+// `extra_flags`: chunk flags beside zstd (version 2: snapshot 2, columns 4).
 inline std::vector<uint8_t> chunk(uint32_t thread, uint32_t seq, uint64_t base_ts, uint32_t events,
-                                  const std::vector<uint8_t> &raw, bool compress) {
+                                  const std::vector<uint8_t> &raw, bool compress,
+                                  uint32_t extra_flags = 0) {
   std::vector<uint8_t> stored = raw;
-  uint32_t flags = 0;
+  uint32_t flags = extra_flags;
   if (compress) {
     stored.resize(ZSTD_compressBound(raw.size()));
     size_t n = ZSTD_compress(stored.data(), stored.size(), raw.data(), raw.size(), 3);
     stored.resize(n);
-    flags = 1;
+    flags |= 1;
   }
   Bytes h;
   h.u32(0x43504441).u32(0).u32(thread).u32(flags).u32(static_cast<uint32_t>(stored.size()));

@@ -276,6 +276,155 @@ TEST(TraceReaderBytes, UndecodableEventsAreCountedNotTrusted) {
   EXPECT_EQ(r.stats().corrupt_chunks, 1u);
 }
 
+// ---- version 2: compact heap events, split tags, columnar chunks ----
+
+// The heap coder's table slot of an address in an empty table (heap_coder.h: Fibonacci
+// hashing of addr >> 3 to 13 bits), computed here from the documented formula.
+uint64_t home_slot(uint64_t addr) { return ((addr >> 3) * 0x9E3779B97F4A7C15ull) >> 51; }
+
+// Six events of one thread, from base 1000 (usable 112 for size 100: class 14):
+//   phase forward; kHeap alloc 0x10000 size 100, not predicted; kHeap free of it by slot;
+//   kHeap alloc size 100 predicted (the class's last free: 0x10000); kHeap free 0x20000 by
+//   address (class 14), with an escaped delta of 5; general kAlloc 0x30000 size 64.
+struct V2Events {
+  Bytes tags;
+  // Field bytes by column (chunk_columns.h): delta, slot low, slot high, size, heap addr, other.
+  Bytes col[6];
+  V2Events() {
+    const uint64_t slot = home_slot(0x10000);
+    tags.u8(0x14);  // phase (4), operand forward (1)
+    col[0].varint(0);
+    tags.u8(0x2F);  // kHeap alloc, delta 1
+    col[4].zz(0x10000 - 112);
+    col[3].varint(100);
+    tags.u8(0x1F);  // kHeap free by slot, delta 0
+    col[1].u8(static_cast<uint8_t>(slot));
+    col[2].u8(static_cast<uint8_t>(slot >> 8));
+    tags.u8(0xAF);  // kHeap alloc predicted, delta 1
+    col[3].varint(100);
+    tags.u8(0xFF);  // kHeap free by address, delta escaped
+    col[0].varint(5);
+    col[4].zz(0x20000);
+    col[5].varint(14);
+    tags.u8(0x00);  // kAlloc heap
+    col[0].varint(1);
+    col[5].zz(0x10000).varint(64).varint(0);
+  }
+  // The plain chunk: tags, then each event's body in order (the slot as a varint).
+  std::vector<uint8_t> plain() const {
+    const uint64_t slot = home_slot(0x10000);
+    Bytes b;
+    b.append(tags.v);
+    b.varint(0);                                   // phase: delta
+    b.zz(0x10000 - 112).varint(100);               // alloc
+    b.varint(slot);                                // free by slot
+    b.varint(100);                                 // predicted alloc
+    b.varint(5).zz(0x20000).varint(14);            // addressed free
+    b.varint(1).zz(0x10000).varint(64).varint(0);  // general alloc
+    return b.v;
+  }
+  std::vector<uint8_t> columnar() const {
+    Bytes b;
+    b.append(tags.v);
+    for (const Bytes &c : col) b.varint(c.v.size());
+    for (const Bytes &c : col) b.append(c.v);
+    return b.v;
+  }
+};
+
+void expect_v2_events(const std::vector<Event> &ev) {
+  ASSERT_EQ(ev.size(), 6u);
+  EXPECT_EQ(ev[0].type, ET::kPhase);
+  EXPECT_EQ(ev[1].type, ET::kAlloc);
+  EXPECT_EQ(ev[1].addr, 0x10000u);
+  EXPECT_EQ(ev[1].a, 100u);
+  EXPECT_EQ(ev[1].b, 12u);
+  EXPECT_EQ(ev[1].operand, 0u);
+  EXPECT_EQ(ev[1].ticks, 1001u);
+  EXPECT_EQ(ev[2].type, ET::kFree);
+  EXPECT_EQ(ev[2].addr, 0x10000u);
+  EXPECT_EQ(ev[2].ticks, 1001u);
+  EXPECT_EQ(ev[3].type, ET::kAlloc);
+  EXPECT_EQ(ev[3].addr, 0x10000u);
+  EXPECT_EQ(ev[3].ticks, 1002u);
+  EXPECT_EQ(ev[4].type, ET::kFree);
+  EXPECT_EQ(ev[4].addr, 0x20000u);
+  EXPECT_EQ(ev[4].ticks, 1007u);
+  EXPECT_EQ(ev[5].type, ET::kAlloc);
+  EXPECT_EQ(ev[5].addr, 0x30000u);
+  EXPECT_EQ(ev[5].a, 64u);
+  EXPECT_EQ(ev[5].b, 0u);
+  EXPECT_EQ(ev[5].ticks, 1008u);
+}
+
+TEST(TraceReaderBytesV2, CompactHeapEventsPlainAndColumnar) {
+  TempDir dir;
+  HeaderFields h;
+  h.version = 2;
+  V2Events v;
+  for (bool columnar : {false, true}) {
+    for (bool compress : {false, true}) {
+      Bytes f;
+      f.append(file_header(h));
+      f.append(
+          chunk(0, 0, 1000, 6, columnar ? v.columnar() : v.plain(), compress, columnar ? 4 : 0));
+      TraceReader r(save(dir, "v2", f.v));
+      SCOPED_TRACE(columnar ? "columnar" : "plain");
+      expect_v2_events(read_all(r));
+      EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+    }
+  }
+}
+
+TEST(TraceReaderBytesV2, SnapshotIsReplacedByTheFullChunk) {
+  // A snapshot (flag 2) of the first three events, then the full chunk with the same seq.
+  TempDir dir;
+  HeaderFields h;
+  h.version = 2;
+  V2Events v;
+  Bytes snap;
+  snap.append({v.tags.v.begin(), v.tags.v.begin() + 3});
+  snap.varint(0).zz(0x10000 - 112).varint(100).varint(home_slot(0x10000));
+  Bytes f;
+  f.append(file_header(h));
+  f.append(chunk(0, 0, 1000, 3, snap.v, false, 2));
+  f.append(chunk(0, 0, 1000, 6, v.columnar(), true, 4));
+  TraceReader r(save(dir, "v2", f.v));
+  expect_v2_events(read_all(r));
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+}
+
+TEST(TraceReaderBytesV2, DamagedHeapStreamsAreCountedNotTrusted) {
+  TempDir dir;
+  HeaderFields h;
+  h.version = 2;
+  V2Events v;
+  auto read = [&](const std::vector<uint8_t> &raw, uint32_t flags) {
+    Bytes f;
+    f.append(file_header(h)).append(chunk(0, 0, 1000, 6, raw, false, flags));
+    TraceReader r(save(dir, "v2", f.v));
+    auto ev = read_all(r);
+    EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+    return ev.size();
+  };
+  // A free of an empty slot: the events before it are kept, the rest of the chunk is not.
+  auto plain = v.plain();
+  plain[6 + 1 + 3 + 1] ^= 0x01;  // the slot varint's low byte (after the alloc's body)
+  EXPECT_EQ(read(plain, 0), 2u);
+  // A column directory longer than the chunk.
+  auto columnar = v.columnar();
+  columnar[6] = 0x7F;
+  EXPECT_EQ(read(columnar, 4), 0u);
+  // A predicted allocation with nothing to predict from (first heap event of the chunk).
+  Bytes bad;
+  bad.u8(0xAF).varint(100);
+  Bytes f;
+  f.append(file_header(h)).append(chunk(0, 0, 1000, 1, bad.v, false));
+  TraceReader r(save(dir, "v2b", f.v));
+  EXPECT_EQ(read_all(r).size(), 0u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+}
+
 // Writes the hand-packed corpus files when ADPROF_WRITE_CORPUS names a directory
 // (tests/profiler/corpus/make_corpus.sh does); does nothing otherwise.
 TEST(TraceReaderBytes, WriteCorpus) {
