@@ -36,8 +36,16 @@ Shape bstrides(const Tensor &t, const Shape &out);
 // Reduced shape (keepdim: reduced dims are 1) and the axis mask of a reduction.
 Shape reduced_shape(const Shape &in, std::span<const int> axes, bool keepdim, uint32_t *mask);
 Attrs axes_attrs(std::span<const int> axes, bool keepdim, int rank);
-void check_float(const Tensor &t, const char *op);
-void check_same_dtype(const Tensor &a, const Tensor &b, const char *op);
+[[noreturn]] void fail_float(const Tensor &t, const char *op);
+[[noreturn]] void fail_same_dtype(const Tensor &a, const Tensor &b, const char *op);
+inline void check_float(const Tensor &t, const char *op) {
+  if (!t.defined() || !is_floating(t.dtype())) fail_float(t, op);
+}
+inline void check_same_dtype(const Tensor &a, const Tensor &b, const char *op) {
+  check_float(a, op);
+  check_float(b, op);
+  if (a.dtype() != b.dtype()) fail_same_dtype(a, b, op);
+}
 
 // Op functions used by backward rules (not public API).
 Tensor contiguous_copy(const Tensor &t);  // the "contiguous" op: a duplicate of t

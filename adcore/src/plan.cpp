@@ -1,6 +1,7 @@
 // The replay plan of a reusable tape: see plan.h and docs/ADCORE.md ("Replayed calls").
 #include "plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -289,6 +290,8 @@ bool Plan::build() {
   for (PlanEntry &e : fwd_) {
     if (e.step != PlanStep::Kernel) continue;
     e.out_buffer = buffer_of(e.out);
+    std::vector<int32_t> &h = buffers_[static_cast<size_t>(e.out_buffer)].handed;
+    if (std::find(h.begin(), h.end(), e.out) == h.end()) h.push_back(e.out);
     e.check_excl = buffers_[static_cast<size_t>(e.out_buffer)].nslots > 1;
   }
   for (const PlanEntry &e : bwd_)
@@ -330,8 +333,9 @@ bool Plan::matches(std::span<const Tensor> call_args, std::span<const size_t> wr
 }
 
 bool Plan::exclusive(const Buffer &b) const {
+  // Views f made hold the storage; the plan's tensors f got are the forward outputs (`handed`).
   if (b.storage->refs != b.expected_refs) return false;
-  for (int32_t v : b.values)
+  for (int32_t v : b.handed)
     if (vals_[static_cast<size_t>(v)].impl()->refs != expected_refs_[static_cast<size_t>(v)])
       return false;
   return true;
@@ -363,7 +367,6 @@ void Plan::begin(std::span<const Tensor> call_args) {
   args_ = call_args;
   ++call_;
   cursor_ = 0;
-  role_depth_ = 0;
   if (!acquired_) acquire();
   for (Buffer &b : buffers_)
     if (!exclusive(b)) swap_buffer(b);
@@ -475,13 +478,16 @@ bool Plan::finish_forward(const Tensor &loss) const {
 }
 
 void Plan::play_backward() {
+  // Every op of a normal backward runs inside its node's scope, with the workspace role (ops set
+  // it, node scopes set it); allocations outside ops set their own. Nothing but these kernels runs
+  // here, so the role is set once for the whole replayed backward.
+  adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
   uint64_t instance = untaped_instances(bwd_kernels_);
   for (const PlanEntry &e : bwd_) {
     switch (e.step) {
       case PlanStep::Kernel:
       case PlanStep::InPlace: {
         adprof::OpScope scope(e.name_id, instance++);
-        adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
         execute(e);
         break;
       }
@@ -492,10 +498,8 @@ void Plan::play_backward() {
       }
       case PlanStep::ScopeBegin:
         adprof_op_begin(e.name_id, e.instance);
-        role_stack_[role_depth_++ & 7] = adprof_set_role(ADPROF_ROLE_WORKSPACE);
         break;
       case PlanStep::ScopeEnd:
-        adprof_set_role(role_stack_[--role_depth_ & 7]);
         adprof_op_end();
         break;
       case PlanStep::View:

@@ -131,6 +131,7 @@ class Plan {
     int nslots = 0;
     int64_t free_at = -1;  // planning: death of the last occupant
     std::vector<int32_t> values;
+    std::vector<int32_t> handed;  // values produced for f (forward kernel outputs)
   };
 
   int32_t value_of(const Tensor &t);
@@ -173,8 +174,6 @@ class Plan {
   std::vector<std::vector<uint32_t>> uses_;  // per value: its positions in in_
   uint64_t call_ = 0;
   size_t cursor_ = 0;
-  adprof_role role_stack_[8] = {};  // roles around backward node scopes (not nested in practice)
-  int role_depth_ = 0;
 };
 
 // Called by StorageImpl::destroy for a storage a plan tagged.
