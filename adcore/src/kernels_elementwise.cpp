@@ -15,6 +15,10 @@ void binary(const KernelArgs &a, F f) {
   const T *px = static_cast<const T *>(x.raw());
   const T *py = static_cast<const T *>(y.raw());
   const int64_t n = o.numel();
+  if (n == 1) {  // scalars (0-d tensors and one-element broadcasts): no loop set-up
+    *po = f(*px, *py);
+    return;
+  }
   const bool xc = x.numel() == n && x.is_contiguous(), yc = y.numel() == n && y.is_contiguous();
   auto scalar_like = [](const Tensor &t) {
     for (int i = 0; i < t.rank(); ++i)
@@ -47,6 +51,10 @@ void unary(const KernelArgs &a, F f) {
   T *po = static_cast<T *>(o.raw());
   const T *px = static_cast<const T *>(x.raw());
   const int64_t n = o.numel();
+  if (n == 1) {  // scalars: no loop set-up
+    *po = f(*px);
+    return;
+  }
   if (x.is_contiguous()) {
     for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
     return;
