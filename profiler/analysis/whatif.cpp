@@ -147,12 +147,14 @@ struct Fact {
   uint64_t death = 0;        // event index of its recorded death (0: not before the tape's end)
   bool tape_killed = false;  // died because the tape released it (the tape was the last holder)
   int64_t rule = -1;         // allocated by this node's backward rule
+  bool tensor = false;       // described (a tensor storage)
 };
 // A storage allocated inside a node's forward op scope (its output, or a workspace that died
 // before the node was recorded: transient).
 struct FwdAlloc {
   uint64_t storage = 0, size = 0;
   bool transient = false;
+  bool tensor = false;  // described (a tensor storage), else the tape's own bookkeeping
 };
 struct Save {
   uint64_t storage = 0, slot = 0, users = kNone, release = 0;
@@ -702,6 +704,19 @@ struct Planner {
         ++st.dropped;
         st.dropped_bytes += g.facts[s].size;
       }
+    // The plain tape's bookkeeping for the run's nodes (node objects, saved tensor headers, what
+    // a reusable tape keeps of them), allocated by their forward or kept from their rules: the
+    // checkpointed tape records one node per segment instead, and the nested tapes' own
+    // bookkeeping dies with them.
+    for (size_t j : r.nodes) {
+      const NodeInfo &nd = g.nodes[j];
+      for (const FwdAlloc &a : nd.fwd)
+        if (!a.tensor && !a.transient) suppress(a.storage);
+      for (uint64_t s : nd.rule_allocs) {
+        const Fact *f = fact_of(s);
+        if (f && !f->tensor && (!f->death || f->death > nd.rule_end)) suppress(s);
+      }
+    }
 
     // Backward: per segment, recompute, then release at `done`.
     for (size_t k = 0; k < segs.size(); ++k) {
@@ -716,6 +731,7 @@ struct Planner {
         const NodeInfo &nd = g.nodes[r.nodes[q]];
         std::vector<uint64_t> transient;
         for (const FwdAlloc &a : nd.fwd) {
+          if (!a.tensor && !a.transient) continue;  // bookkeeping of the plain tape (below)
           const uint64_t v = g_virtual_ids++;
           rec.push_back({Action::kBirth, v, a.size, arena, true});
           st.recomputed_bytes += a.size;
@@ -949,6 +965,13 @@ WhatIf predict_policies(TraceReader &reader) {
     if (e.type == T::kDescribe) {
       const uint64_t s = tracker.storage_at(e.addr).first;
       if (s) {
+        if (!ts.scopes.empty())
+          for (FwdAlloc &a : ts.scopes.back())
+            if (a.storage == s) a.tensor = true;
+        for (auto &gp : open) {
+          auto f = gp->facts.find(s);
+          if (f != gp->facts.end()) f->second.tensor = true;
+        }
         if (!ts.tapes.empty()) {
           Gen &g = *ts.tapes.back();
           (g.backward ? g.window_backward : g.window_forward).push_back(s);
