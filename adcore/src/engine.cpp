@@ -179,10 +179,10 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
       retag_storage(*out.impl()->storage, ADPROF_ROLE_DUPLICATE, ins[0].storage_ptr());
     KernelArgs args{ins.data(), static_cast<int>(ins.size()), &out, &a};
     k(args);
+    Plan *recording = g_rec && g_rec->tape() == &tape ? g_rec : nullptr;
+    if (recording) recording->rec_kernel(PlanStep::Kernel, op, k, ins, a, &out, rec, instance);
     if (rec) tape.record(op, ins, a, out);
-    if (g_rec && g_rec->tape() == &tape)
-      g_rec->rec_kernel(PlanStep::Kernel, op, k, ins, a, &out, rec, instance,
-                        rec ? out.impl()->node : -1);
+    if (recording && rec) recording->rec_node(out.impl()->node);
     if (tape.options().hash_contents && profiled()) {
       adprof_content_hash(out.storage_ptr(), content_hash(out));
       // Inputs too (leaves and data no op made), when they cover their whole storage: a copy of
@@ -212,9 +212,10 @@ Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view) {
   if (rec) {
     const uint64_t instance = tape.size();
     adprof::OpScope scope(op_name_id(op), instance);
+    Plan *recording = g_rec && g_rec->tape() == &tape ? g_rec : nullptr;
+    if (recording) recording->rec_view(op, in, a, view, instance);
     tape.record(op, std::span<const Tensor>(&in, 1), a, view);
-    if (g_rec && g_rec->tape() == &tape)
-      g_rec->rec_view(op, in, a, view, instance, view.impl()->node);
+    if (recording) recording->rec_node(view.impl()->node);
   }
   return view;
 }
@@ -226,6 +227,7 @@ void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
       adprof::OpScope scope(e->name_id, untaped_instance());
       adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
       p->execute(*e);
+      p->retags();
       return;
     }
     TapeAccess::abandon_replay();
@@ -246,7 +248,7 @@ void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
     k(args);
   }
   if (g_rec && g_rec->tape() == &Tape::current())
-    g_rec->rec_kernel(PlanStep::InPlace, op, k, ins, a, nullptr, false, 0, -1);
+    g_rec->rec_kernel(PlanStep::InPlace, op, k, ins, a, nullptr, false, 0);
 }
 
 }  // namespace detail

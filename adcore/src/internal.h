@@ -29,6 +29,8 @@ uint64_t untaped_instances(uint64_t n);
 // sure its calls find the objects they need there).
 void reserve_tensor_impls(size_t n);
 void reserve_storage_impls(size_t n);
+// Raises the thread's peaks by role to live + the given excursions (a replayed call's).
+void note_role_peaks(const int64_t *bytes, const int64_t *count);
 
 int norm_axis(int axis, int rank);
 // Strides of `t` broadcast to `out` (0 on broadcast dims), aligned right.

@@ -31,6 +31,9 @@ constexpr int32_t kPlannedBuffer = -2;
 void plan_storage_died(StorageImpl &s) {
   if (s.plan_slot >= 0) static_cast<Plan *>(s.plan)->storage_died(s);
 }
+void plan_storage_retagged(StorageImpl &s, adprof_role role) {
+  static_cast<Plan *>(s.plan)->storage_retagged(s, role);
+}
 
 Plan::Plan(Tape &tape, std::span<const Tensor> call_args, std::span<const size_t> wrt)
     : tape_(&tape), args_(call_args), key_wrt_(wrt.begin(), wrt.end()) {
@@ -125,9 +128,21 @@ void Plan::storage_died(StorageImpl &s) {
   slot_storage_[i] = nullptr;
 }
 
+void Plan::storage_retagged(StorageImpl &s, adprof_role role) {
+  if (failed_ || s.role == role) return;
+  PlanEntry e;
+  e.step = PlanStep::Retag;
+  e.out = s.plan_slot;
+  e.role = role;
+  (in_backward_ ? bwd_ : fwd_).push_back(e);
+}
+
+void Plan::rec_node(int32_t node) {
+  if (!failed_ && last_entry_ < fwd_.size()) fwd_[last_entry_].node = node;
+}
+
 void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor> ins,
-                      const Attrs &a, const Tensor *out, bool rec, uint64_t instance,
-                      int32_t node) {
+                      const Attrs &a, const Tensor *out, bool rec, uint64_t instance) {
   if (failed_) return;
   PlanEntry e;
   e.step = step;
@@ -137,7 +152,6 @@ void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor
   e.kernel = k;
   e.name_id = op_name_id(op);
   e.instance = instance;
-  e.node = node;
   e.attrs = a;
   e.in_begin = static_cast<uint32_t>(in_val_.size());
   e.nin = static_cast<uint32_t>(ins.size());
@@ -149,14 +163,16 @@ void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor
   if (step == PlanStep::Kernel) {
     e.out = new_slot_value(*out);
     if (e.out < 0) return;
+    e.role = slots_.back().role;
   } else {
     e.out = in_val_[e.in_begin];  // in place: input 0 is written
   }
+  if (!in_backward_) last_entry_ = fwd_.size();
   (in_backward_ ? bwd_ : fwd_).push_back(e);
 }
 
 void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &view,
-                    uint64_t instance, int32_t node) {
+                    uint64_t instance) {
   if (failed_) return;
   PlanEntry e;
   e.step = PlanStep::View;
@@ -165,7 +181,6 @@ void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &vie
   e.has_backward = true;
   e.name_id = op_name_id(op);
   e.instance = instance;
-  e.node = node;
   e.attrs = a;
   e.in_begin = static_cast<uint32_t>(in_val_.size());
   e.nin = 1;
@@ -185,6 +200,7 @@ void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &vie
     view_aliases_.push_back({Ref<TensorImpl>(view.impl()), e.out});  // later uses of this object
   }
   if (e.out < 0) return;
+  last_entry_ = fwd_.size();
   fwd_.push_back(e);
 }
 
@@ -195,6 +211,7 @@ void Plan::rec_fill(const Tensor &t, double value) {
   e.fill = value;
   e.out = new_slot_value(t);
   if (e.out < 0) return;
+  e.role = slots_.back().role;
   (in_backward_ ? bwd_ : fwd_).push_back(e);
 }
 
@@ -241,20 +258,22 @@ bool Plan::build() {
   // to the end. So the plan needs as many buffers of each size as the call had live at once.
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot &s = slots_[i];
+    // Among the free buffers, one whose last occupant had the same role saves a retag per call.
     size_t b = buffers_.size();
     for (size_t j = 0; j < buffers_.size(); ++j) {
       const Buffer &c = buffers_[j];
       const Slot &f = slots_[static_cast<size_t>(c.first_slot)];
-      if (c.free_at < s.birth && f.dev == s.dev && f.bytes == s.bytes) {
+      if (c.free_at < s.birth && f.dev == s.dev && f.bytes == s.bytes &&
+          (b == buffers_.size() || c.role == s.role))
         b = j;
-        break;
-      }
+      if (b == j && c.role == s.role) break;
     }
     if (b == buffers_.size()) {
       buffers_.emplace_back();
       buffers_.back().first_slot = static_cast<int32_t>(i);
     }
     Buffer &buf = buffers_[b];
+    buf.role = s.role;  // (planning: the last occupant's role)
     buf.free_at = s.death < 0 ? std::numeric_limits<int64_t>::max() : s.death;
     buf.nslots += 1;
     s.buffer = static_cast<int32_t>(b);
@@ -287,9 +306,40 @@ bool Plan::build() {
   for (size_t b = 0; b < buffers_.size(); ++b)
     if (buffers_[b].nslots > 1 && static_cast<int32_t>(b) != loss_buffer_)
       shared_.push_back(static_cast<int32_t>(b));
+  for (std::vector<PlanEntry> *list : {&fwd_, &bwd_})
+    for (PlanEntry &e : *list) {
+      if (e.step == PlanStep::Kernel || e.step == PlanStep::Fill) e.out_buffer = buffer_of(e.out);
+      if (e.step == PlanStep::Retag) e.out_buffer = slots_[static_cast<size_t>(e.out)].buffer;
+    }
+  // Roles through one call: a buffer starts a call with the role it ended the last one with.
+  for (Buffer &b : buffers_) b.start_role = slots_[static_cast<size_t>(b.first_slot)].role;
+  for (const std::vector<PlanEntry> *list : {&fwd_, &bwd_})
+    for (const PlanEntry &e : *list)
+      if (e.step == PlanStep::Kernel || e.step == PlanStep::Fill || e.step == PlanStep::Retag)
+        buffers_[static_cast<size_t>(e.out_buffer)].start_role = e.role;
+  {
+    std::vector<adprof_role> role(buffers_.size());
+    for (size_t b = 0; b < buffers_.size(); ++b) role[b] = buffers_[b].start_role;
+    int64_t bytes[ADPROF_ROLE_COUNT] = {}, count[ADPROF_ROLE_COUNT] = {};
+    for (const std::vector<PlanEntry> *list : {&fwd_, &bwd_})
+      for (const PlanEntry &e : *list) {
+        if (e.step != PlanStep::Kernel && e.step != PlanStep::Fill && e.step != PlanStep::Retag)
+          continue;
+        const auto b = static_cast<size_t>(e.out_buffer);
+        if (role[b] == e.role) continue;
+        const auto n =
+            static_cast<int64_t>(slots_[static_cast<size_t>(buffers_[b].first_slot)].bytes);
+        bytes[role[b]] -= n;
+        count[role[b]] -= 1;
+        bytes[e.role] += n;
+        count[e.role] += 1;
+        peak_bytes_[e.role] = std::max(peak_bytes_[e.role], bytes[e.role]);
+        peak_count_[e.role] = std::max(peak_count_[e.role], count[e.role]);
+        role[b] = e.role;
+      }
+  }
   for (PlanEntry &e : fwd_) {
     if (e.step != PlanStep::Kernel) continue;
-    e.out_buffer = buffer_of(e.out);
     std::vector<int32_t> &h = buffers_[static_cast<size_t>(e.out_buffer)].handed;
     if (std::find(h.begin(), h.end(), e.out) == h.end()) h.push_back(e.out);
     e.check_excl = buffers_[static_cast<size_t>(e.out_buffer)].nslots > 1;
@@ -310,10 +360,15 @@ void Plan::acquire() {
   // The buffers come from the tape's arena (where the recording call left its own).
   for (Buffer &b : buffers_) {
     const Slot &s = slots_[static_cast<size_t>(b.first_slot)];
-    b.storage = allocate_storage(*s.dev, s.bytes, s.role, s.dtype, s.shape);
+    b.storage = allocate_storage(*s.dev, s.bytes, b.start_role, s.dtype, s.shape);
+    b.role = b.start_role;
     set_plan(*b.storage, this, kPlannedBuffer);
     for (int32_t v : b.values) vals_[static_cast<size_t>(v)].impl()->storage = b.storage;
   }
+  profiled_ = profiled();
+  exact_roles_ = profiled_;
+  for (const Buffer &b : buffers_)
+    if (!b.storage->device->host_accessible()) exact_roles_ = true;  // device allocators count
   acquired_ = true;
 }
 
@@ -346,7 +401,7 @@ void Plan::swap_buffer(Buffer &b) {
   // kept gradient, something f kept): they become theirs, and the plan takes another buffer of
   // the same size (from the arena) and new tensor objects over it.
   const Slot &s = slots_[static_cast<size_t>(b.first_slot)];
-  Storage fresh_storage = allocate_storage(*s.dev, s.bytes, s.role, s.dtype, s.shape);
+  Storage fresh_storage = allocate_storage(*s.dev, s.bytes, b.role, s.dtype, s.shape);
   set_plan(*fresh_storage, this, kPlannedBuffer);
   set_plan(*b.storage, nullptr, -1);
   for (int32_t v : b.values) {
@@ -370,6 +425,7 @@ void Plan::begin(std::span<const Tensor> call_args) {
   if (!acquired_) acquire();
   for (Buffer &b : buffers_)
     if (!exclusive(b)) swap_buffer(b);
+  if (!exact_roles_) roles_at_start();
 }
 
 bool Plan::bind(int32_t v, const Tensor &t) {
@@ -399,6 +455,7 @@ bool Plan::bind(int32_t v, const Tensor &t) {
 
 const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
                              const Shape *shape, DType dt, bool grad_enabled, const Tensor *view) {
+  retags();
   if (cursor_ >= fwd_.size()) return nullptr;
   const PlanEntry &e = fwd_[cursor_];
   if (e.step != step || e.op != op || e.nin != ins.size() || !same_attrs(e.attrs, a))
@@ -427,7 +484,31 @@ const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins
   return &e;
 }
 
+void Plan::drain_retags() {
+  while (cursor_ < fwd_.size() && fwd_[cursor_].step == PlanStep::Retag) set_role(fwd_[cursor_++]);
+}
+
+void Plan::set_role_exact(const PlanEntry &e) {
+  Buffer &b = buffers_[static_cast<size_t>(e.out_buffer)];
+  if (b.role == e.role && !profiled_) return;
+  retag_storage(*b.storage, e.role);
+  b.role = e.role;
+}
+
+void Plan::sync_roles() {
+  for (Buffer &b : buffers_)
+    if (b.storage && b.storage->role != b.role) retag_storage(*b.storage, b.role);
+}
+
+void Plan::roles_at_start() {
+  for (Buffer &b : buffers_) {
+    if (b.storage->role != b.start_role) retag_storage(*b.storage, b.start_role);
+    b.role = b.start_role;
+  }
+}
+
 void Plan::execute(const PlanEntry &e) {
+  if (e.step == PlanStep::Kernel) set_role(e);
   Tensor *out = e.step == PlanStep::InPlace ? &in_[e.in_begin] : &vals_[static_cast<size_t>(e.out)];
   const KernelArgs args{in_.data() + e.in_begin, static_cast<int>(e.nin), out, &e.attrs};
   e.kernel(args);
@@ -442,6 +523,7 @@ Tensor Plan::produce(const PlanEntry &e) {
   o.tape = e.rec ? tape_ : nullptr;
   o.tape_gen = e.rec ? tape_->generation() : 0;
   o.node = e.rec ? e.node : -1;
+  retags();
   return vals_[static_cast<size_t>(e.out)];
 }
 
@@ -460,6 +542,7 @@ Tensor Plan::fresh(const Tensor &v) {
 }
 
 void Plan::tag_view(const PlanEntry &e, Tensor &view) {
+  retags();
   for (TensorImpl *t : {vals_[static_cast<size_t>(e.out)].impl(), view.impl()}) {
     t->tape = tape_;
     t->tape_gen = tape_->generation();
@@ -467,7 +550,8 @@ void Plan::tag_view(const PlanEntry &e, Tensor &view) {
   }
 }
 
-bool Plan::finish_forward(const Tensor &loss) const {
+bool Plan::finish_forward(const Tensor &loss) {
+  retags();
   if (cursor_ != fwd_.size()) return false;
   const TensorImpl &l = *vals_[static_cast<size_t>(loss_)].impl();
   if (!same(l, *loss.impl()) || l.storage.get() != loss.impl()->storage.get()) return false;
@@ -478,6 +562,7 @@ bool Plan::finish_forward(const Tensor &loss) const {
 }
 
 void Plan::play_backward() {
+  backward_played_ = true;
   // Every op of a normal backward runs inside its node's scope, with the workspace role (ops set
   // it, node scopes set it); allocations outside ops set their own. Nothing but these kernels runs
   // here, so the role is set once for the whole replayed backward.
@@ -492,6 +577,7 @@ void Plan::play_backward() {
         break;
       }
       case PlanStep::Fill: {
+        set_role(e);
         const Tensor &o = vals_[static_cast<size_t>(e.out)];
         o.device().fill(o.raw(), static_cast<size_t>(o.numel()), o.dtype(), e.fill);
         break;
@@ -501,6 +587,9 @@ void Plan::play_backward() {
         break;
       case PlanStep::ScopeEnd:
         adprof_op_end();
+        break;
+      case PlanStep::Retag:
+        set_role(e);
         break;
       case PlanStep::View:
         break;
@@ -515,6 +604,10 @@ void Plan::results(std::span<Tensor> out, Tensor &loss) {
 }
 
 void Plan::end() {
+  if (!exact_roles_ && cursor_ == fwd_.size() && backward_played_)
+    note_role_peaks(peak_bytes_, peak_count_);
+  backward_played_ = false;
+  if (!exact_roles_) sync_roles();
   for (Ext &x : exts_) {
     if (x.bound_call != call_ || !x.bound.defined()) continue;
     x.bound = Tensor();
@@ -523,6 +616,9 @@ void Plan::end() {
 }
 
 void Plan::materialize() {
+  // The storages take the roles the played entries gave their buffers (the tape's saves look at
+  // them), and the counters follow.
+  if (!exact_roles_) sync_roles();
   std::vector<Tensor> ins;
   for (size_t j = 0; j < cursor_; ++j) {
     const PlanEntry &e = fwd_[j];

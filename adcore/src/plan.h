@@ -24,7 +24,7 @@
 
 namespace adcore::detail {
 
-enum class PlanStep : uint8_t { Kernel, InPlace, View, Fill, ScopeBegin, ScopeEnd };
+enum class PlanStep : uint8_t { Kernel, InPlace, View, Fill, ScopeBegin, ScopeEnd, Retag };
 
 struct PlanEntry {
   PlanStep step = PlanStep::Kernel;
@@ -32,12 +32,13 @@ struct PlanEntry {
   bool rec = false;  // forward: the op was recorded on the tape
   bool has_backward = false;
   bool check_excl = false;  // forward: the output buffer is shared, check nobody else holds it
-  int32_t out_buffer = -1;  // forward kernels: the buffer the output lives in
+  int32_t out_buffer = -1;  // Kernel, Fill, Retag: the buffer the output (slot) lives in
+  adprof_role role = ADPROF_ROLE_FOREIGN;  // Kernel, Fill: the output's role; Retag: the new role
   KernelFn kernel = nullptr;
   uint32_t name_id = 0;
   uint64_t instance = 0;  // op scope instance (rec entries and backward node scopes)
   int32_t node = -1;      // rec entries: tape node id of the output
-  int32_t out = -1;       // value written (Kernel, View, Fill)
+  int32_t out = -1;       // value written (Kernel, View, Fill); Retag: the slot
   uint32_t in_begin = 0, nin = 0;
   double fill = 0;
   Attrs attrs;
@@ -65,9 +66,11 @@ class Plan {
   void fail() { failed_ = true; }
   // A kernel ran: Kernel (out is a new buffer) or InPlace (ins[0] written).
   void rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor> ins, const Attrs &a,
-                  const Tensor *out, bool rec, uint64_t instance, int32_t node);
-  void rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &view, uint64_t instance,
-                int32_t node);
+                  const Tensor *out, bool rec, uint64_t instance);
+  void rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &view, uint64_t instance);
+  // The tape node the last kernel or view entry's output became.
+  void rec_node(int32_t node);
+  void storage_retagged(StorageImpl &s, adprof_role role);
   void rec_fill(const Tensor &t, double value);
   void rec_scope(bool begin, uint32_t name_id, uint64_t instance);
   void rec_loss(const Tensor &loss);  // f's value; backward follows
@@ -87,12 +90,17 @@ class Plan {
   const PlanEntry *match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
                          const Shape *shape, DType dt, bool grad_enabled,
                          const Tensor *view = nullptr);
+  // Runs the entry's kernel (retagging its output buffer to the output's role).
   void execute(const PlanEntry &e);
+  // Applies the role changes that followed the last played forward entry.
+  void retags() {
+    if (cursor_ < fwd_.size() && fwd_[cursor_].step == PlanStep::Retag) drain_retags();
+  }
   // The entry's output for f (the plan's own tensor), tagged as the tape node the entry made.
   Tensor produce(const PlanEntry &e);
   void tag_view(const PlanEntry &e, Tensor &view);
   // End of f: every entry played, f returned the planned value, no planned buffer held outside.
-  bool finish_forward(const Tensor &loss) const;
+  bool finish_forward(const Tensor &loss);
   void play_backward();
   // The gradients, and the value (f's), as tensor objects of the caller's own.
   void results(std::span<Tensor> out, Tensor &loss);
@@ -131,7 +139,9 @@ class Plan {
     int nslots = 0;
     int64_t free_at = -1;  // planning: death of the last occupant
     std::vector<int32_t> values;
-    std::vector<int32_t> handed;  // values produced for f (forward kernel outputs)
+    std::vector<int32_t> handed;                   // values produced for f (forward kernel outputs)
+    adprof_role role = ADPROF_ROLE_FOREIGN;        // the current occupant's role
+    adprof_role start_role = ADPROF_ROLE_FOREIGN;  // its role when a call starts (and ends)
   };
 
   int32_t value_of(const Tensor &t);
@@ -143,6 +153,21 @@ class Plan {
   void swap_buffer(Buffer &b);
   static Tensor fresh(const Tensor &v);
   void acquire();
+  // A new occupant of the buffer (Kernel, Fill) takes the role the normal path would have
+  // allocated it with, and a Retag entry replays a role change. Profiled (or off the CPU): every
+  // retag, as the normal path made them. Else only the plan's view of the role changes; the
+  // storages keep their roles at the start of a call, which the call ends with again, and end()
+  // folds the call's peaks by role (computed once, in build) into adcore's counters.
+  void set_role(const PlanEntry &e) {
+    if (exact_roles_)
+      set_role_exact(e);
+    else
+      buffers_[static_cast<size_t>(e.out_buffer)].role = e.role;
+  }
+  void set_role_exact(const PlanEntry &e);
+  void drain_retags();
+  void sync_roles();      // storages take the roles the plan has for their buffers
+  void roles_at_start();  // buffers (and storages) take their roles at the start of a call
   void untag();
 
   Tape *tape_;
@@ -151,9 +176,15 @@ class Plan {
   std::vector<Device *> key_devs_;
   std::vector<size_t> key_wrt_;
   bool ready_ = false, failed_ = false, in_backward_ = false, acquired_ = false;
+  bool profiled_ = false;
+  bool exact_roles_ = true;  // every role change goes to the storage (profiled, or off the CPU)
+  bool backward_played_ = false;
+  // Peak live bytes / storages by role over one replayed call, above its start (build()).
+  int64_t peak_bytes_[ADPROF_ROLE_COUNT] = {}, peak_count_[ADPROF_ROLE_COUNT] = {};
   int64_t events_ = 0;
 
   std::vector<PlanEntry> fwd_, bwd_;
+  size_t last_entry_ = 0;        // recording: the last kernel or view entry in fwd_
   uint64_t bwd_kernels_ = 0;     // kernel entries in bwd_ (op scope instances to reserve)
   std::vector<int32_t> in_val_;  // per entry input: value id
   std::vector<Value> values_;
@@ -178,5 +209,7 @@ class Plan {
 
 // Called by StorageImpl::destroy for a storage a plan tagged.
 void plan_storage_died(StorageImpl &s);
+// Called by retag_storage for a storage a plan tagged.
+void plan_storage_retagged(StorageImpl &s, adprof_role role);
 
 }  // namespace adcore::detail

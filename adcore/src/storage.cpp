@@ -8,7 +8,8 @@
 namespace adcore {
 namespace detail {
 void plan_storage_died(StorageImpl &s);  // plan.cpp
-}
+void plan_storage_retagged(StorageImpl &s, adprof_role role);
+}  // namespace detail
 namespace {
 
 thread_local AllocStats g_stats;
@@ -79,6 +80,16 @@ void reset_alloc_stats() {
   s.heap_allocs = s.heap_frees = s.arena_hits = 0;
   reset_peaks();
 }
+
+namespace detail {
+void note_role_peaks(const int64_t *bytes, const int64_t *count) {
+  AllocStats &s = g_stats;
+  for (int r = 0; r < ADPROF_ROLE_COUNT; ++r) {
+    if (bytes[r]) s.peak_bytes[r] = std::max(s.peak_bytes[r], s.live_bytes[r] + bytes[r]);
+    if (count[r]) s.peak_count[r] = std::max(s.peak_count[r], s.live_count[r] + count[r]);
+  }
+}
+}  // namespace detail
 
 void reset_peaks() {
   AllocStats &s = g_stats;
@@ -217,6 +228,7 @@ void StorageImpl::destroy(StorageImpl *s) {
 }
 
 void retag_storage(StorageImpl &s, adprof_role role, const void *source) {
+  if (s.plan && s.plan_slot >= 0) detail::plan_storage_retagged(s, role);  // a plan records it
   if (s.role != role) {
     count_out(s.role, s.bytes);
     count_in(role, s.bytes);
