@@ -303,9 +303,6 @@ bool Plan::build() {
     uses_[v].push_back(static_cast<uint32_t>(i));
   }
   loss_buffer_ = buffer_of(loss_);
-  for (size_t b = 0; b < buffers_.size(); ++b)
-    if (buffers_[b].nslots > 1 && static_cast<int32_t>(b) != loss_buffer_)
-      shared_.push_back(static_cast<int32_t>(b));
   for (std::vector<PlanEntry> *list : {&fwd_, &bwd_})
     for (PlanEntry &e : *list) {
       if (e.step == PlanStep::Kernel || e.step == PlanStep::Fill) e.out_buffer = buffer_of(e.out);
@@ -338,14 +335,35 @@ bool Plan::build() {
         role[b] = e.role;
       }
   }
-  for (PlanEntry &e : fwd_) {
-    if (e.step != PlanStep::Kernel) continue;
-    std::vector<int32_t> &h = buffers_[static_cast<size_t>(e.out_buffer)].handed;
-    if (std::find(h.begin(), h.end(), e.out) == h.end()) h.push_back(e.out);
-    e.check_excl = buffers_[static_cast<size_t>(e.out_buffer)].nslots > 1;
+  // f holds tensors only of forward outputs: a forward output written over an earlier one's
+  // buffer checks that nobody still holds that one; backward, which reuses buffers forward
+  // outputs had, checks them all once (finish_forward).
+  {
+    std::vector<uint8_t> used(buffers_.size(), 0);
+    for (PlanEntry &e : fwd_) {
+      if (e.step != PlanStep::Kernel) continue;
+      const auto b = static_cast<size_t>(e.out_buffer);
+      std::vector<int32_t> &h = buffers_[b].handed;
+      if (std::find(h.begin(), h.end(), e.out) == h.end()) h.push_back(e.out);
+      e.check_excl = used[b] != 0;
+      used[b] = 1;
+    }
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (used[b] && buffers_[b].nslots > 1 && static_cast<int32_t>(b) != loss_buffer_)
+        shared_.push_back(static_cast<int32_t>(b));
   }
   for (const PlanEntry &e : bwd_)
     if (e.step == PlanStep::Kernel || e.step == PlanStep::InPlace) ++bwd_kernels_;
+  // Buffers a caller can hold a tensor of across calls: f's outputs, the value, the gradients.
+  {
+    std::vector<uint8_t> exposed(buffers_.size(), 0);
+    for (const Buffer &b : buffers_)
+      if (!b.handed.empty()) exposed[static_cast<size_t>(&b - buffers_.data())] = 1;
+    exposed[static_cast<size_t>(loss_buffer_)] = 1;
+    for (int32_t v : results_) exposed[static_cast<size_t>(buffer_of(v))] = 1;
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (exposed[b]) exposed_.push_back(static_cast<int32_t>(b));
+  }
   slot_values_.clear();
   slot_values_.shrink_to_fit();
   // Replayed calls take their tensor objects (one per forward output and view f sees, the
@@ -369,6 +387,7 @@ void Plan::acquire() {
   exact_roles_ = profiled_;
   for (const Buffer &b : buffers_)
     if (!b.storage->device->host_accessible()) exact_roles_ = true;  // device allocators count
+  roles_at_start();
   acquired_ = true;
 }
 
@@ -423,9 +442,8 @@ void Plan::begin(std::span<const Tensor> call_args) {
   ++call_;
   cursor_ = 0;
   if (!acquired_) acquire();
-  for (Buffer &b : buffers_)
-    if (!exclusive(b)) swap_buffer(b);
-  if (!exact_roles_) roles_at_start();
+  for (int32_t b : exposed_)
+    if (!exclusive(buffers_[static_cast<size_t>(b)])) swap_buffer(buffers_[static_cast<size_t>(b)]);
 }
 
 bool Plan::bind(int32_t v, const Tensor &t) {
@@ -604,10 +622,15 @@ void Plan::results(std::span<Tensor> out, Tensor &loss) {
 }
 
 void Plan::end() {
-  if (!exact_roles_ && cursor_ == fwd_.size() && backward_played_)
-    note_role_peaks(peak_bytes_, peak_count_);
+  if (!exact_roles_) {
+    // A whole call leaves every buffer in its start role again; a call cut short leaves the
+    // storages the roles the played entries gave them.
+    if (cursor_ == fwd_.size() && backward_played_)
+      note_role_peaks(peak_bytes_, peak_count_);
+    else
+      sync_roles();
+  }
   backward_played_ = false;
-  if (!exact_roles_) sync_roles();
   for (Ext &x : exts_) {
     if (x.bound_call != call_ || !x.bound.defined()) continue;
     x.bound = Tensor();

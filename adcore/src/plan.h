@@ -194,7 +194,8 @@ class Plan {
   std::vector<Ext> exts_;
   std::vector<std::pair<Ref<TensorImpl>, int32_t>> view_aliases_;  // recording: views of exts
   std::vector<Buffer> buffers_;
-  std::vector<int32_t> shared_;  // buffers holding more than one slot
+  std::vector<int32_t> shared_;   // buffers of forward outputs that later slots reuse
+  std::vector<int32_t> exposed_;  // buffers whose tensors a caller may still hold at a call start
   int32_t loss_ = -1, loss_buffer_ = -1;
   std::vector<int32_t> results_;
 
