@@ -9,8 +9,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 
 #include "chunk_columns.h"
@@ -82,17 +86,133 @@ struct TraceReader::Impl {
   int64_t current = -1;        // thread being served, outside the heap; -1: none
   uint64_t index_corrupt = 0;  // damage found while indexing (kept across rewinds)
   std::vector<uint8_t> stored_buf;
-  std::string out_text;
-  std::vector<uint64_t> out_values;
-  ReadStats *stats = nullptr;
+  ReadStats live;  // what the merge has read so far (the producer's)
+  ReadStats *stats = &live;
+  ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
 
   ZSTD_DCtx *dctx = ZSTD_createDCtx();  // one decompression context for every chunk
 
+  // ---- read-ahead: a producer thread decompresses, decodes and merges the threads' streams
+  // into batches of events while the caller consumes the previous batch, so that reading
+  // overlaps with what the caller does with the events (replay, analysis). Batches cross
+  // threads as plain values; at most kBatches exist, so memory stays bounded.
+  static constexpr size_t kBatchEvents = 4096;
+  static constexpr int kBatches = 3;
+  struct Batch {
+    std::vector<Event> events = std::vector<Event>(kBatchEvents);
+    size_t count = 0;
+    bool end = false;  // the last batch
+    std::string text;  // the events' texts and values, which their views point into
+    std::vector<uint64_t> values;
+    struct Ref {
+      uint32_t event;
+      uint32_t text_at, text_len, values_at, values_len;
+    };
+    std::vector<Ref> refs;
+    ReadStats stats;  // the reader's figures after this batch
+    uint64_t chunks_consumed = 0;
+  };
+  Batch batches[kBatches];
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Batch *> full, spare;
+  bool stop = false;
+  std::thread producer;
+  Batch *batch = nullptr;  // the batch the caller reads; null before the first
+  size_t batch_pos = 0;
+
   ~Impl() {
+    halt();
     if (fd >= 0) close(fd);
     ZSTD_freeDCtx(dctx);
   }
+
+  void produce() {
+    for (;;) {
+      Batch *b;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return stop || !spare.empty(); });
+        if (stop) return;
+        b = spare.front();
+        spare.pop_front();
+      }
+      b->count = 0;
+      b->end = false;
+      b->text.clear();
+      b->values.clear();
+      b->refs.clear();
+      while (b->count < kBatchEvents) {
+        Event &e = b->events[b->count];
+        if (!merge_next(e)) {
+          b->end = true;
+          break;
+        }
+        if (!e.text.empty() || !e.values.empty()) {
+          b->refs.push_back({static_cast<uint32_t>(b->count), static_cast<uint32_t>(b->text.size()),
+                             static_cast<uint32_t>(e.text.size()),
+                             static_cast<uint32_t>(b->values.size()),
+                             static_cast<uint32_t>(e.values.size())});
+          b->text.append(e.text);
+          b->values.insert(b->values.end(), e.values.begin(), e.values.end());
+        }
+        ++b->count;
+      }
+      for (const Batch::Ref &r : b->refs) {  // the arenas no longer move
+        Event &e = b->events[r.event];
+        e.text = std::string_view(b->text).substr(r.text_at, r.text_len);
+        e.values = std::span<const uint64_t>(b->values).subspan(r.values_at, r.values_len);
+      }
+      b->stats = live;
+      b->chunks_consumed = chunks_consumed;
+      {
+        std::lock_guard lock(mutex);
+        full.push_back(b);
+      }
+      changed.notify_all();
+      if (b->end) return;
+    }
+  }
+
+  // The caller's next batch; false when the last one has been read.
+  bool next_batch(ReadStats &out_stats) {
+    if (batch && batch->end) return false;
+    if (!producer.joinable()) {
+      stop = false;
+      for (Batch &b : batches) spare.push_back(&b);
+      producer = std::thread([this] { produce(); });
+    }
+    std::unique_lock lock(mutex);
+    if (batch) {
+      spare.push_back(batch);
+      changed.notify_all();
+    }
+    changed.wait(lock, [&] { return !full.empty(); });
+    batch = full.front();
+    full.pop_front();
+    batch_pos = 0;
+    out_stats = batch->stats;
+    return true;
+  }
+
+  // Stops the producer and forgets every batch.
+  void halt() {
+    if (producer.joinable()) {
+      {
+        std::lock_guard lock(mutex);
+        stop = true;
+      }
+      changed.notify_all();
+      producer.join();
+    }
+    full.clear();
+    spare.clear();
+    batch = nullptr;
+    batch_pos = 0;
+  }
+
+  bool merge_next(Event &event);
 
   bool read_at(uint64_t offset, void *dst, size_t n) const {
     auto *p = static_cast<uint8_t *>(dst);
@@ -207,7 +327,6 @@ struct TraceReader::Impl {
   bool decode(Thread &t) {
     fmt::Cursor &c = *t.in[fmt::kColOther];
     Event &e = t.pending;
-    e = Event{};
     uint8_t tag;
     if (t.tag) {
       if (t.tag == t.tag_end) return false;  // more body bytes than the tags account for
@@ -216,10 +335,11 @@ struct TraceReader::Impl {
       tag = c.byte();
     }
     uint8_t type = tag & 0x0F;
+    if (type == static_cast<uint8_t>(fmt::EventType::kHeap) && version >= 2)
+      return decode_heap(t, static_cast<uint8_t>(tag >> 4));
+    e = Event{};
     e.operand = tag >> 4;
     e.thread = t.tid;
-    if (type == static_cast<uint8_t>(fmt::EventType::kHeap) && version >= 2)
-      return decode_heap(t, e.operand) && !t.bad();
     t.ticks += t.in[fmt::kColDelta]->varint();
     e.ticks = t.ticks;
     if (type >= fmt::kEventTypeCount - (version >= 2 ? 0 : 1)) return false;
@@ -302,36 +422,49 @@ struct TraceReader::Impl {
   }
 
   // A compact heap event (trace_format.h, "Heap events"), yielded as kAlloc or kFree.
+  // Every field of the Event is set (the general path clears it whole; this one is hotter).
   bool decode_heap(Thread &t, uint8_t bits) {
     Event &e = t.pending;
+    e.thread = t.tid;
+    e.operand = ADPROF_SPACE_HEAP;
+    e.device = 0;
+    e.text = {};
+    e.values = {};
     uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
     if (dt == fmt::kHeapDeltaEscape) dt = t.in[fmt::kColDelta]->varint();
     t.ticks += dt;
     e.ticks = t.ticks;
-    e.operand = ADPROF_SPACE_HEAP;
     fmt::HeapCoder &coder = *t.coder;
     if (bits & fmt::kHeapFree) {
       e.type = fmt::EventType::kFree;
+      e.a = e.b = 0;
       if (bits & fmt::kHeapAddressed) {
         e.addr = addr(t, fmt::kColHeapAddr);
         uint64_t cls = t.in[fmt::kColOther]->varint();
         if (cls > fmt::HeapCoder::kLargeClass) return false;
         coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
-        return true;
+        return !t.bad();
       }
-      uint64_t slot = t.columnar ? t.columns[fmt::kColSlotLow].byte() |
-                                       uint64_t{t.columns[fmt::kColSlotHigh].byte()} << 8
-                                 : t.cur.varint();
+      uint64_t slot;
+      if (t.columnar) {
+        fmt::Cursor &low = t.columns[fmt::kColSlotLow], &high = t.columns[fmt::kColSlotHigh];
+        slot = low.byte() | uint64_t{high.byte()} << 8;
+        if (low.bad || high.bad) return false;
+      } else {
+        slot = t.cur.varint();
+      }
       e.addr = coder.address_at(slot);
-      if (e.addr == 0) return false;
+      if (e.addr == 0) return false;  // an empty slot (or a damaged stream)
       coder.on_free_slot(static_cast<uint32_t>(slot));
       return true;
     }
     e.type = fmt::EventType::kAlloc;
     uint64_t delta = bits & fmt::kHeapPredicted ? 0 : t.in[fmt::kColHeapAddr]->varint();
-    e.a = t.in[fmt::kColSize]->varint();
+    fmt::Cursor &size = *t.in[fmt::kColSize];
+    e.a = size.varint();
     uint64_t usable = fmt::default_usable_size(e.a);
-    if (usable == 0) return false;
+    if (usable == 0 || size.bad || t.in[fmt::kColHeapAddr]->bad || t.in[fmt::kColDelta]->bad)
+      return false;
     e.b = usable - e.a;
     uint32_t cls = fmt::HeapCoder::class_of(usable);
     if (bits & fmt::kHeapPredicted) {
@@ -363,7 +496,6 @@ struct TraceReader::Impl {
 
 TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
-  m.stats = &stats_;
   m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (m.fd < 0) throw TraceError("cannot open '" + path + "': " + strerror(errno));
   struct stat st;
@@ -502,6 +634,8 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
     t.chunks.erase(last, t.chunks.end());
   }
   m.index_corrupt = stats_.corrupt_chunks;
+  m.indexed = stats_;
+  m.live = stats_;
   m.reset();
 }
 
@@ -510,44 +644,46 @@ TraceReader::~TraceReader() = default;
 uint32_t TraceReader::thread_count() const { return static_cast<uint32_t>(impl_->threads.size()); }
 
 void TraceReader::rewind() {
-  stats_.chunks = stats_.events = stats_.missing_chunks = 0;
-  stats_.corrupt_chunks = impl_->index_corrupt;
-  impl_->reset();
+  Impl &m = *impl_;
+  m.halt();
+  m.reset();
+  m.live = m.indexed;
+  stats_ = m.indexed;
+}
+
+// The merge of the threads' streams by time (run by the read-ahead thread).
+bool TraceReader::Impl::merge_next(Event &event) {
+  for (;;) {
+    // Fast path: the thread served last goes on while its next event is not later than every
+    // other thread's (most traces are dominated by one thread at a time).
+    if (current < 0) {
+      if (heap.empty()) return false;
+      current = static_cast<int64_t>(heap.top().second);
+      heap.pop();
+    }
+    Thread &t = threads[static_cast<size_t>(current)];
+    if (!t.have_pending && !advance(t)) {
+      current = -1;  // exhausted
+      continue;
+    }
+    if (!heap.empty() && heap.top().first < t.pending.ticks) {
+      heap.push({t.pending.ticks, static_cast<uint32_t>(current)});
+      current = -1;
+      continue;
+    }
+    event = t.pending;  // text and values stay valid until this thread decodes again
+    t.have_pending = false;
+    ++live.events;
+    return true;
+  }
 }
 
 bool TraceReader::next(Event &event) {
   Impl &m = *impl_;
-  for (;;) {
-    // Fast path: the thread served last goes on while its next event is not later than every
-    // other thread's (most traces are dominated by one thread at a time).
-    if (m.current < 0) {
-      if (m.heap.empty()) return false;
-      m.current = static_cast<int64_t>(m.heap.top().second);
-      m.heap.pop();
-    }
-    Impl::Thread &t = m.threads[static_cast<size_t>(m.current)];
-    if (!t.have_pending && !m.advance(t)) {
-      m.current = -1;  // exhausted
-      continue;
-    }
-    if (!m.heap.empty() && m.heap.top().first < t.pending.ticks) {
-      m.heap.push({t.pending.ticks, static_cast<uint32_t>(m.current)});
-      m.current = -1;
-      continue;
-    }
-    event = t.pending;
-    if (!t.pending.text.empty()) {
-      m.out_text.assign(t.pending.text);
-      event.text = m.out_text;
-    }
-    if (!t.pending.values.empty()) {
-      m.out_values.assign(t.pending.values.begin(), t.pending.values.end());
-      event.values = m.out_values;
-    }
-    t.have_pending = false;
-    ++stats_.events;
-    return true;
-  }
+  while (!m.batch || m.batch_pos == m.batch->count)
+    if (!m.next_batch(stats_)) return false;
+  event = m.batch->events[m.batch_pos++];
+  return true;
 }
 
 double TraceReader::seconds(uint64_t ticks) const {
@@ -564,9 +700,9 @@ double TraceReader::duration_hint() const {
 }
 
 double TraceReader::progress() const {
-  return impl_->chunks_total ? static_cast<double>(impl_->chunks_consumed) /
-                                   static_cast<double>(impl_->chunks_total)
-                             : 1.0;
+  const Impl &m = *impl_;
+  uint64_t consumed = m.batch ? m.batch->chunks_consumed : 0;
+  return m.chunks_total ? static_cast<double>(consumed) / static_cast<double>(m.chunks_total) : 1.0;
 }
 
 }  // namespace adprof

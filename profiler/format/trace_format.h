@@ -196,6 +196,7 @@ struct Cursor {
     return *p++;
   }
   uint64_t varint() {
+    if (p < end && *p < 0x80) return *p++;  // most values fit one byte
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (p >= end) {
