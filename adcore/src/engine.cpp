@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <stdexcept>
 
 #include "adcore/optim.h"
@@ -141,7 +140,7 @@ bool recordable(const Tape &tape, OpId op, std::span<const Tensor> ins) {
 }  // namespace
 
 Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &shape, DType dt) {
-  if (Plan *p = g_play; p && p->tape() == &Tape::current()) {
+  if (Plan *p = g_play; p && p->tape() == g_current) {  // (CallScope made it current)
     if (const PlanEntry *e = p->match(PlanStep::Kernel, op, ins, a, &shape, dt, g_grad_enabled)) {
       const bool other = g_phase == ADPROF_PHASE_OTHER;
       if (other) adprof_set_phase(ADPROF_PHASE_FORWARD);
@@ -221,7 +220,7 @@ Tensor run_view(OpId op, const Tensor &in, const Attrs &a, Tensor view) {
 }
 
 void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
-  if (Plan *p = g_play; p && p->tape() == &Tape::current()) {
+  if (Plan *p = g_play; p && p->tape() == g_current) {  // (CallScope made it current)
     if (const PlanEntry *e =
             p->match(PlanStep::InPlace, op, ins, a, nullptr, ins[0].dtype(), g_grad_enabled)) {
       adprof::OpScope scope(e->name_id, untaped_instance());
@@ -736,8 +735,7 @@ Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<cons
       arena_(t.arena_.get()),
       prev_phase_(g_phase),
       prev_rec_(g_rec),
-      prev_play_(g_play),
-      exceptions_(std::uncaught_exceptions()) {
+      prev_play_(g_play) {
   if (wrt.size() != grads_out.size())
     throw std::invalid_argument("value_and_grad: wrt/grads_out size mismatch");
   for (Tensor &g : grads_out) g = Tensor();  // their buffers go back to the arena
@@ -774,7 +772,7 @@ Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<cons
 }
 
 Tape::CallScope::~CallScope() {
-  const bool unwinding = std::uncaught_exceptions() > exceptions_;
+  const bool unwinding = !finished_;  // f or backward threw
   if (mode_ == kReplay && g_play) {
     g_play->end();
     if (unwinding) t_.plan_.reset();
@@ -810,6 +808,7 @@ void Tape::CallScope::finish(Tensor &loss) {
       }
       p.results(out_, loss);
       ++t_.replayed_calls_;
+      finished_ = true;
       return;
     }
     detail::TapeAccess::abandon_replay();
@@ -822,6 +821,7 @@ void Tape::CallScope::finish(Tensor &loss) {
   t_.gradients(loss, std::span<const Tensor>(t_.wrt_args_.data(), t_.wrt_args_.size()), out_);
   if (recording) recording->rec_results(out_);
   for (Tensor &w : t_.wrt_args_) w = Tensor();
+  finished_ = true;
 }
 
 }  // namespace adcore

@@ -48,6 +48,15 @@ inline void check_same_dtype(const Tensor &a, const Tensor &b, const char *op) {
   check_float(b, op);
   if (a.dtype() != b.dtype()) fail_same_dtype(a, b, op);
 }
+// The same, naming the op only when a check fails.
+inline void check_float(const Tensor &t, OpId op) {
+  if (!t.defined() || !is_floating(t.dtype())) fail_float(t, op_name(op));
+}
+inline void check_same_dtype(const Tensor &a, const Tensor &b, OpId op) {
+  check_float(a, op);
+  check_float(b, op);
+  if (a.dtype() != b.dtype()) fail_same_dtype(a, b, op_name(op));
+}
 
 // Op functions used by backward rules (not public API).
 Tensor contiguous_copy(const Tensor &t);  // the "contiguous" op: a duplicate of t

@@ -39,11 +39,11 @@ void fail_same_dtype(const Tensor &a, const Tensor &b, const char *op) {
 
 namespace {
 Tensor binary(OpId op, const Tensor &a, const Tensor &b) {
-  check_same_dtype(a, b, op_name(op));
+  check_same_dtype(a, b, op);
   return run(op, {a, b}, Attrs{}, broadcast_shapes(a.shape(), b.shape()), a.dtype());
 }
 Tensor unary(OpId op, const Tensor &a, const Attrs &at = Attrs{}) {
-  check_float(a, op_name(op));
+  check_float(a, op);
   return run(op, {a}, at, a.shape(), a.dtype());
 }
 }  // namespace

@@ -48,7 +48,7 @@ Tensor unreduce(const Tensor &g, const Shape &in, uint32_t mask) {
   return expand(gk, in);
 }
 Tensor reduce(OpId op, const Tensor &a, std::span<const int> axes, bool keepdim) {
-  check_float(a, op_name(op));
+  check_float(a, op);
   uint32_t m = 0;
   const Shape out = reduced_shape(a.shape(), axes, keepdim, &m);
   Attrs at;

@@ -173,8 +173,8 @@ class Tape {
     ArenaScope arena_;
     adprof_phase prev_phase_;
     detail::Plan *prev_rec_, *prev_play_;
-    int exceptions_;
     Mode mode_ = kNormal;
+    bool finished_ = false;  // finish() ran to the end (else f or backward threw)
   };
 
   Node &new_node(OpId op);
