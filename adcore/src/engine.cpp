@@ -754,8 +754,10 @@ Tape::CallScope::CallScope(Tape &t, std::span<const Tensor> args, std::span<cons
   g_phase = ADPROF_PHASE_FORWARD;
   adprof_set_phase(ADPROF_PHASE_FORWARD);
   // Replay plan: replay a ready plan of this signature; else record one (a plan that could not be
-  // built for this signature keeps the calls on the normal path).
-  if (!t.opts_.reuse_tape || t.opts_.hash_contents) return;
+  // built for this signature keeps the calls on the normal path). Under the profiler every call
+  // takes the normal path: its allocations, retags and tape annotations are what adprof's
+  // analyses and what-if predictions read (docs/ADCORE.md, "Replayed calls").
+  if (!t.opts_.reuse_tape || t.opts_.hash_contents || profiled()) return;
   const std::span<const Tensor> call(t.call_args_.data(), t.call_args_.size());
   if (t.plan_ && t.plan_->matches(call, wrt)) {
     if (!t.plan_->ready()) return;
