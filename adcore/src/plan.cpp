@@ -152,7 +152,8 @@ void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor
   e.kernel = k;
   e.name_id = op_name_id(op);
   e.instance = instance;
-  e.attrs = a;
+  e.attrs = static_cast<uint32_t>(attrs_.size());
+  attrs_.push_back(a);
   e.in_begin = static_cast<uint32_t>(in_val_.size());
   e.nin = static_cast<uint32_t>(ins.size());
   for (const Tensor &t : ins) {
@@ -181,7 +182,8 @@ void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &vie
   e.has_backward = true;
   e.name_id = op_name_id(op);
   e.instance = instance;
-  e.attrs = a;
+  e.attrs = static_cast<uint32_t>(attrs_.size());
+  attrs_.push_back(a);
   e.in_begin = static_cast<uint32_t>(in_val_.size());
   e.nin = 1;
   const int32_t v = value_of(in);
@@ -476,7 +478,7 @@ const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins
   retags();
   if (cursor_ >= fwd_.size()) return nullptr;
   const PlanEntry &e = fwd_[cursor_];
-  if (e.step != step || e.op != op || e.nin != ins.size() || !same_attrs(e.attrs, a))
+  if (e.step != step || e.op != op || e.nin != ins.size() || !same_attrs(attrs_[e.attrs], a))
     return nullptr;
   // Would the normal path record it? (the same rule as the dispatcher's)
   bool rec = false;
@@ -528,7 +530,7 @@ void Plan::roles_at_start() {
 void Plan::execute(const PlanEntry &e) {
   if (e.step == PlanStep::Kernel) set_role(e);
   Tensor *out = e.step == PlanStep::InPlace ? &in_[e.in_begin] : &vals_[static_cast<size_t>(e.out)];
-  const KernelArgs args{in_.data() + e.in_begin, static_cast<int>(e.nin), out, &e.attrs};
+  const KernelArgs args{in_.data() + e.in_begin, static_cast<int>(e.nin), out, &attrs_[e.attrs]};
   e.kernel(args);
 }
 
@@ -660,7 +662,7 @@ void Plan::materialize() {
     }
     Tensor &out = vals_[static_cast<size_t>(e.out)];
     adprof::OpScope scope(e.name_id, e.instance);
-    tape_->record(e.op, ins, e.attrs, out);
+    tape_->record(e.op, ins, attrs_[e.attrs], out);
     if (out.impl()->node != e.node)
       throw std::logic_error("adcore: replay plan out of step with the tape");
   }

@@ -41,7 +41,7 @@ struct PlanEntry {
   int32_t out = -1;       // value written (Kernel, View, Fill); Retag: the slot
   uint32_t in_begin = 0, nin = 0;
   double fill = 0;
-  Attrs attrs;
+  uint32_t attrs = 0;  // index into the plan's attributes (kernels, views)
 };
 
 // Layout of a tensor over its storage.
@@ -187,6 +187,7 @@ class Plan {
   size_t last_entry_ = 0;        // recording: the last kernel or view entry in fwd_
   uint64_t bwd_kernels_ = 0;     // kernel entries in bwd_ (op scope instances to reserve)
   std::vector<int32_t> in_val_;  // per entry input: value id
+  std::vector<Attrs> attrs_;     // the entries' op attributes (kept apart: entries stay small)
   std::vector<Value> values_;
   std::vector<Slot> slots_;
   std::vector<StorageImpl *> slot_storage_;  // recording: the storage of each slot
