@@ -21,6 +21,37 @@ namespace {
 
 struct OpTotals {
   uint64_t calls = 0, allocations = 0, bytes = 0, temporaries = 0, temporary_bytes = 0;
+  bool seen = false;
+};
+
+// Totals by op name id. Ids are dense and small (names are interned from 1 up), so they index a
+// vector; an id past kDense (a very large or a damaged trace) goes to a map.
+class OpTable {
+ public:
+  OpTotals &operator[](uint32_t id) {
+    OpTotals *t;
+    if (id < dense_.size()) {
+      t = &dense_[id];
+    } else if (id < kDense) {
+      dense_.resize(std::max<size_t>(id + 1, 2 * dense_.size()));
+      t = &dense_[id];
+    } else {
+      t = &sparse_[id];
+    }
+    t->seen = true;
+    return *t;
+  }
+  template <typename F>
+  void for_each(F f) const {
+    for (size_t id = 0; id < dense_.size(); ++id)
+      if (dense_[id].seen) f(static_cast<uint32_t>(id), dense_[id]);
+    for (const auto &[id, t] : sparse_) f(id, t);
+  }
+
+ private:
+  static constexpr uint32_t kDense = 1u << 16;
+  std::vector<OpTotals> dense_;
+  std::unordered_map<uint32_t, OpTotals> sparse_;
 };
 
 }  // namespace
@@ -47,8 +78,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     if (const auto *shape = replay.shape_of(b))
       peak_log_shapes.emplace_back(Replay::address_of(key), *shape);
   };
-  std::unordered_map<uint32_t, OpTotals> ops;
-  Event e;
+  OpTable ops;
   uint64_t index = 0;
   uint64_t last_ticks = reader.header().start_ticks;
   std::array<uint64_t, format::kCounterKindCount> counters_at_peak{};
@@ -60,7 +90,43 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     step.end = reader.seconds(ticks);
     r.steps.push_back(step);
   };
-  while (reader.next(e)) {
+  // Events are applied kAhead events after they are read, so the replay can prefetch the
+  // blocks they touch (a free's block is anywhere among the live ones): the index entry when
+  // an event is read, the block itself half-way. An event's text and values are only valid
+  // until the reader's next call: the few events that have them are copied.
+  constexpr size_t kAhead = 16;  // a power of two
+  struct Ahead {
+    Event e;
+    std::string text;
+    std::vector<uint64_t> values;
+  };
+  std::array<Ahead, kAhead> ring;
+  size_t read = 0, done = 0;
+  bool more = true;
+  auto read_ahead = [&] {
+    while (more && read - done < kAhead) {
+      Ahead &a = ring[read % kAhead];
+      if (!reader.next(a.e)) {
+        more = false;
+        break;
+      }
+      if (!a.e.text.empty()) {
+        a.text.assign(a.e.text);
+        a.e.text = a.text;
+      }
+      if (!a.e.values.empty()) {
+        a.values.assign(a.e.values.begin(), a.e.values.end());
+        a.e.values = a.values;
+      }
+      replay.prefetch(a.e);
+      if (read - done >= kAhead / 2) replay.prefetch_block(ring[(read - kAhead / 2) % kAhead].e);
+      ++read;
+    }
+  };
+  while (true) {
+    read_ahead();
+    if (done == read) break;
+    const Event &e = ring[done++ % kAhead].e;
     ++index;
     last_ticks = e.ticks;
     if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress());
@@ -96,7 +162,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     for (const auto &[key, old] : c.removed)
       if (old.serial <= peak_serial &&
           (is_host_space(old.space) || old.space == ADPROF_SPACE_MMAP) &&
-          !retagged_since_peak.contains(key))
+          (retagged_since_peak.empty() || !retagged_since_peak.contains(key)))
         log_peak_state(key, old);
     if (c.retag && c.before.serial <= peak_serial &&
         (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
@@ -104,6 +170,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       log_peak_state(c.key, c.before);
     const Block &b = c.block;
     bool host = is_host_space(b.space);
+    const int thread_phase = replay.thread_phase(e.thread);
     if (c.alloc && host) {
       ++r.allocations;
       r.bytes_allocated += b.size;
@@ -119,7 +186,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       }
     } else if (c.free && host && e.type == format::EventType::kFree) {
       ++r.frees;
-      ++r.phases[replay.thread_phase(e.thread)].frees;
+      ++r.phases[thread_phase].frees;
       if (c.temporary) {
         ++r.temporaries;
         r.temporary_bytes += b.size;
@@ -138,11 +205,11 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       peak_log_shapes.clear();
       if (!retagged_since_peak.empty()) retagged_since_peak.clear();
       r.peak_time = reader.seconds(e.ticks);
-      r.peak_phase = phase_name(replay.thread_phase(e.thread));
+      r.peak_phase = phase_name(thread_phase);
       counters_at_peak = replay.counters();
       have_at_peak = replay.have_counters();
     }
-    PhaseSummary &ph = r.phases[replay.thread_phase(e.thread)];
+    PhaseSummary &ph = r.phases[thread_phase];
     if (live > ph.peak) {
       ph.peak = live;
       ph.peak_time = reader.seconds(e.ticks);
@@ -220,7 +287,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   std::unordered_map<std::string, uint64_t> op_bytes_at_peak;
   for (const NamedBytes &o : r.peak_by_op) op_bytes_at_peak[o.name] = o.bytes;
 
-  for (const auto &[id, t] : ops) {
+  ops.for_each([&](uint32_t id, const OpTotals &t) {
     OpSummary s;
     s.name = replay.op_kind(id);
     s.calls = t.calls;
@@ -231,7 +298,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     auto it = op_bytes_at_peak.find(s.name);
     s.live_at_peak = it != op_bytes_at_peak.end() ? it->second : 0;
     r.ops.push_back(std::move(s));
-  }
+  });
   std::sort(r.ops.begin(), r.ops.end(), [](const OpSummary &a, const OpSummary &b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
   });

@@ -30,16 +30,10 @@ int role_from_name(const std::string &name) {
 
 Replay::Replay() { names_.emplace_back(); }
 
-Replay::ThreadContext &Replay::context(uint32_t thread) {
-  if (thread >= threads_.size()) {
-    threads_.resize(thread + 1);
-    thread_names_.resize(thread + 1);
-  }
+Replay::ThreadContext &Replay::grow_context(uint32_t thread) {
+  threads_.resize(thread + 1);
+  thread_names_.resize(thread + 1);
   return threads_[thread];
-}
-
-int Replay::thread_phase(uint32_t thread) const {
-  return thread < threads_.size() ? threads_[thread].phase : static_cast<int>(ADPROF_PHASE_OTHER);
 }
 
 const std::vector<OpFrame> &Replay::op_stack(uint32_t thread) const {
@@ -67,15 +61,16 @@ const std::vector<int64_t> *Replay::shape_of(const Block &b) const {
   return b.describe_index ? &shapes_[b.describe_index - 1] : nullptr;
 }
 
-void Replay::add(const Block &b, int sign) {
+template <bool kAdd>
+inline void Replay::add(const Block &b) {
   uint64_t delta = b.size;
-  auto apply = [sign, delta](uint64_t &v) { v = sign > 0 ? v + delta : v - delta; };
+  auto apply = [delta](uint64_t &v) { v = kAdd ? v + delta : v - delta; };
   apply(by_space_[b.space]);
   if (is_host_space(b.space)) {
     apply(host_live_);
     apply(host_by_role_[b.role]);
     apply(host_by_phase_[b.phase]);
-    host_slack_ = sign > 0 ? host_slack_ + b.slack : host_slack_ - b.slack;
+    host_slack_ = kAdd ? host_slack_ + b.slack : host_slack_ - b.slack;
   } else if (is_device_space(b.space)) {
     apply(device_live_);
     apply(device_by_role_[b.role]);
@@ -84,11 +79,20 @@ void Replay::add(const Block &b, int sign) {
   }  // anonymous mappings: by_space_ only
 }
 
+uint32_t Replay::new_slot() {
+  if (!free_slots_.empty()) {
+    uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  store_.emplace_back();
+  return static_cast<uint32_t>(store_.size() - 1);
+}
+
 Block *Replay::find(uint64_t addr) {
   for (int space : {ADPROF_SPACE_HEAP, ADPROF_SPACE_DEVICE_BLOCK, ADPROF_SPACE_DEVICE_RAW,
                     ADPROF_SPACE_HOST_PINNED, ADPROF_SPACE_DEVICE_SEGMENT}) {
-    auto it = blocks_.find(key(addr, space));
-    if (it != blocks_.end()) return &it->second;
+    if (const BlockIndex::Entry *en = index_.find(key(addr, space))) return &store_[en->slot];
   }
   auto m = mmap_.find(addr);
   return m != mmap_.end() ? &m->second : nullptr;
@@ -106,7 +110,7 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
       continue;
     }
     Block b = it->second;
-    add(b, -1);
+    add<false>(b);
     it = mmap_.erase(it);
     last_.free = true;
     last_.block = b;
@@ -116,7 +120,7 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
       head.size = start - b_start;
       head.slack = 0;
       head.serial = serial_;
-      add(head, +1);
+      add<true>(head);
       mmap_.emplace(b_start, head);
     }
     if (b_end > end) {  // and the part after it
@@ -124,7 +128,7 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
       tail.size = b_end - end;
       tail.slack = 0;
       tail.serial = serial_;
-      add(tail, +1);
+      add<true>(tail);
       it = mmap_.emplace(end, tail).first;
       ++it;
     }
@@ -133,7 +137,8 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
 
 void Replay::on_alloc(const Event &e) {
   ThreadContext &ctx = context(e.thread);
-  Block b;
+  Block &b = last_.block;
+  b = Block{};
   b.size = e.a;
   b.slack = e.b;
   b.alloc_ticks = e.ticks;
@@ -148,31 +153,36 @@ void Replay::on_alloc(const Event &e) {
     b.op_instance = ctx.ops.back().instance;
   }
   if (b.space == ADPROF_SPACE_MMAP) {
-    unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it
+    Block kept = b;
+    unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it (sets last_.block)
+    b = kept;
     mmap_[e.addr] = b;
   } else {
     if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
       // An instrumented allocator declares a segment it got from cudaMalloc, which the
       // interposer also saw: count those bytes once, as reserved.
-      auto raw = blocks_.find(key(e.addr, ADPROF_SPACE_DEVICE_RAW));
-      if (raw != blocks_.end()) {
-        add(raw->second, -1);
-        last_.removed.emplace_back(raw->first, raw->second);
-        blocks_.erase(raw);
+      if (const BlockIndex::Entry *raw = index_.find(key(e.addr, ADPROF_SPACE_DEVICE_RAW))) {
+        const Block &old = store_[raw->slot];
+        add<false>(old);
+        last_.removed.emplace_back(raw->key, old);
+        free_slots_.push_back(raw->slot);
+        index_.erase(raw);
       }
     }
     last_.key = key(e.addr, b.space);
-    auto [it, inserted] = blocks_.try_emplace(last_.key, b);
-    if (!inserted) {  // the free was lost (cut chunk): the old block is gone
-      add(it->second, -1);
-      last_.removed.emplace_back(it->first, it->second);
-      if (it->second.describe_index) free_shapes_.push_back(it->second.describe_index - 1);
-      it->second = b;
+    auto [en, inserted] = index_.insert(last_.key, 0);
+    if (inserted) {
+      en->slot = new_slot();
+    } else {  // the free was lost (cut chunk): the old block is gone
+      const Block &old = store_[en->slot];
+      add<false>(old);
+      last_.removed.emplace_back(en->key, old);
+      if (old.describe_index) free_shapes_.push_back(old.describe_index - 1);
     }
+    store_[en->slot] = b;
   }
-  add(b, +1);
+  add<true>(b);
   last_.alloc = true;
-  last_.block = b;
 }
 
 void Replay::on_free(const Event &e) {
@@ -180,18 +190,20 @@ void Replay::on_free(const Event &e) {
     unmap_range(e.addr, e.a);
     return;
   }
-  auto it = blocks_.find(key(e.addr, e.operand));
-  if (it == blocks_.end()) {
+  const BlockIndex::Entry *en = index_.find(key(e.addr, e.operand));
+  if (!en) {
     ++unmatched_frees_;  // allocated before recording started, or lost with a cut chunk
     return;
   }
-  Block b = it->second;
-  last_.removed.emplace_back(it->first, b);
-  blocks_.erase(it);
-  if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
-  add(b, -1);
-  last_.free = true;
+  uint32_t slot = en->slot;
+  const Block &b = store_[slot];
   last_.block = b;
+  last_.removed.emplace_back(en->key, b);
+  index_.erase(en);
+  free_slots_.push_back(slot);
+  if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
+  add<false>(b);
+  last_.free = true;
   if (b.op_instance != 0) {
     for (const OpFrame &f : context(e.thread).ops)
       if (f.instance == b.op_instance && f.name == b.op_name) last_.temporary = true;
@@ -219,10 +231,10 @@ bool Replay::apply(const Event &e) {
       last_.before = *b;
       last_.key = b->space == ADPROF_SPACE_MMAP ? e.addr : key(e.addr, b->space);
       last_.old_role = b->role;
-      add(*b, -1);
+      add<false>(*b);
       b->role = e.operand;
       b->source = e.b;
-      add(*b, +1);
+      add<true>(*b);
       last_.retag = true;
       last_.block = *b;
       return true;

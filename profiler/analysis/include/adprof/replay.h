@@ -6,7 +6,10 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -39,27 +42,107 @@ inline bool is_device_space(int space) {
 }
 
 struct Block {
+  // What a free reads comes first: the replay walks blocks at random, one cache line apiece.
   uint64_t size = 0;
-  uint64_t slack = 0;  // usable - requested
-  uint64_t alloc_ticks = 0;
+  uint64_t slack = 0;   // usable - requested
+  uint64_t serial = 0;  // number of events applied when this block took its shape
   uint64_t op_instance = 0;
-  uint64_t source = 0;  // duplicate: the address of the buffer it copies
-  uint64_t content_hash = 0;
-  uint32_t op_name = 0;  // innermost op at allocation (name id; 0: none)
-  uint32_t label = 0;
-  uint32_t thread = 0;
-  uint32_t device = 0;
+  uint32_t op_name = 0;         // innermost op at allocation (name id; 0: none)
+  uint32_t describe_index = 0;  // 1 + index into Replay's shapes, 0: none
   uint8_t role = ADPROF_ROLE_FOREIGN;
   uint8_t phase = ADPROF_PHASE_OTHER;
   uint8_t space = ADPROF_SPACE_HEAP;
   uint8_t dtype = 0;
-  uint32_t describe_index = 0;  // 1 + index into Replay's shapes, 0: none
-  uint64_t serial = 0;          // number of events applied when this block took its shape
+  uint32_t thread = 0;
+  uint32_t device = 0;
+  uint32_t label = 0;
+  uint64_t alloc_ticks = 0;
+  uint64_t source = 0;  // duplicate: the address of the buffer it copies
+  uint64_t content_hash = 0;
 };
 
 struct OpFrame {
   uint32_t name;
   uint64_t instance;
+};
+
+// A prefetch hint. The empty volatile asm keeps the functions that give hints from being taken
+// for side-effect free (GCC drops calls to such a function: its result is unused).
+inline void prefetch_hint(const void *p) {
+  __builtin_prefetch(p);
+  asm volatile("" : : "r"(p));
+}
+
+// Replay's index of live blocks: key -> slot of the block in Replay's store. Open addressing
+// with linear probing, at most half full, deletion by backward shift (no tombstones): a lookup
+// reads one 16-byte entry, mostly in one cache line, whose place prefetch() knows in advance.
+class BlockIndex {
+ public:
+  static constexpr uint32_t kEmpty = ~0u;
+  struct Entry {
+    uint64_t key = 0;
+    uint32_t slot = kEmpty;  // kEmpty: an unused entry
+  };
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Entry *find(uint64_t key) const {
+    if (size_ == 0) return nullptr;
+    for (size_t i = home(key);; i = (i + 1) & mask_) {
+      const Entry &en = entries_[i];
+      if (en.slot == kEmpty) return nullptr;
+      if (en.key == key) return &en;
+    }
+  }
+  // The entry of key: inserted with `slot` (second: true) or the one already there.
+  std::pair<Entry *, bool> insert(uint64_t key, uint32_t slot) {
+    if (2 * (size_ + 1) > entries_.size()) grow();
+    for (size_t i = home(key);; i = (i + 1) & mask_) {
+      Entry &en = entries_[i];
+      if (en.slot == kEmpty) {
+        en = {key, slot};
+        ++size_;
+        return {&en, true};
+      }
+      if (en.key == key) return {&en, false};
+    }
+  }
+  void erase(const Entry *en) {
+    size_t i = static_cast<size_t>(en - entries_.data());
+    for (size_t j = (i + 1) & mask_; entries_[j].slot != kEmpty; j = (j + 1) & mask_) {
+      // An entry further along moves back into the hole unless the hole lies before its home.
+      if (((j - home(entries_[j].key)) & mask_) >= ((j - i) & mask_)) {
+        entries_[i] = entries_[j];
+        i = j;
+      }
+    }
+    entries_[i].slot = kEmpty;
+    --size_;
+  }
+  void prefetch(uint64_t key) const {
+    if (!entries_.empty()) prefetch_hint(&entries_[home(key)]);
+  }
+  const Entry *begin() const { return entries_.data(); }
+  const Entry *end() const { return entries_.data() + entries_.size(); }
+
+ private:
+  size_t home(uint64_t key) const {  // Fibonacci hashing: the product's top bits
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void grow() {
+    std::vector<Entry> old = std::move(entries_);
+    size_t capacity = old.empty() ? 64 : 2 * old.size();
+    entries_.assign(capacity, Entry{});
+    mask_ = capacity - 1;
+    shift_ = 64 - std::countr_zero(capacity);
+    size_ = 0;
+    for (const Entry &en : old)
+      if (en.slot != kEmpty) insert(en.key, en.slot);
+  }
+
+  std::vector<Entry> entries_;
+  size_t mask_ = 0, size_ = 0;
+  int shift_ = 64;
 };
 
 class Replay {
@@ -69,11 +152,29 @@ class Replay {
   // Applies one event. Returns true when it changed live memory (alloc, free, retag).
   bool apply(const Event &e);
 
+  // Hints for a caller that reads ahead (they change nothing): a free's block can be anywhere
+  // among the live ones. prefetch(e) some events before apply(e) fetches the index entry of the
+  // block e allocates or frees; prefetch_block(e), later, the block itself.
+  void prefetch(const Event &e) const {
+    if (e.type == format::EventType::kFree || e.type == format::EventType::kAlloc)
+      index_.prefetch(key(e.addr, e.operand));
+  }
+  void prefetch_block(const Event &e) const {
+    if (e.type != format::EventType::kFree) return;
+    if (const BlockIndex::Entry *en = index_.find(key(e.addr, e.operand))) {
+      const char *p = reinterpret_cast<const char *>(&store_[en->slot]);
+      prefetch_hint(p);
+      prefetch_hint(p + sizeof(Block) - 1);
+    }
+  }
+
   // Live blocks by key (mmap ranges are kept apart, see mmap_blocks()). A heap block's key is
   // its address; other spaces put the space in the top byte, because a caching device
   // allocator's first block shares its address with the segment it was cut from.
-  using BlockMap = absl::flat_hash_map<uint64_t, Block>;
-  const BlockMap &blocks() const { return blocks_; }
+  // blocks() is a read-only view, valid until the next apply(): it iterates as (key, block)
+  // pairs, like a map, and has size(), count(key), contains(key), find(key) and get(key).
+  class BlockMap;
+  BlockMap blocks() const;
   static uint64_t key(uint64_t addr, int space) {
     return space == ADPROF_SPACE_HEAP ? addr : addr | (static_cast<uint64_t>(space) << 56);
   }
@@ -91,10 +192,12 @@ class Replay {
   const std::array<uint64_t, kPhaseCount> &host_by_phase() const { return host_by_phase_; }
   const std::array<uint64_t, kSpaceCount> &by_space() const { return by_space_; }
   uint64_t host_slack() const { return host_slack_; }
-  uint64_t live_blocks() const { return blocks_.size() + mmap_.size(); }
+  uint64_t live_blocks() const { return index_.size() + mmap_.size(); }
 
   // Context of the thread of the last applied event.
-  int thread_phase(uint32_t thread) const;
+  int thread_phase(uint32_t thread) const {
+    return thread < threads_.size() ? threads_[thread].phase : static_cast<int>(ADPROF_PHASE_OTHER);
+  }
   const std::vector<OpFrame> &op_stack(uint32_t thread) const;
 
   const std::string &name(uint32_t id) const;   // "" for unknown ids
@@ -130,14 +233,23 @@ class Replay {
     uint8_t role = ADPROF_ROLE_FOREIGN;
     std::vector<OpFrame> ops;
   };
-  ThreadContext &context(uint32_t thread);
-  void add(const Block &b, int sign);
+  ThreadContext &context(uint32_t thread) {
+    return thread < threads_.size() ? threads_[thread] : grow_context(thread);
+  }
+  ThreadContext &grow_context(uint32_t thread);
+  template <bool kAdd>
+  void add(const Block &b);
   void on_alloc(const Event &e);
   void on_free(const Event &e);
   void unmap_range(uint64_t start, uint64_t length);
   Block *find(uint64_t addr);
+  uint32_t new_slot();
 
-  BlockMap blocks_;
+  // Live blocks (not mmap ranges): key -> slot in store_. The index holds 16-byte entries and
+  // the blocks lie packed in store_ (freed slots are reused first).
+  BlockIndex index_;
+  std::vector<Block> store_;
+  std::vector<uint32_t> free_slots_;
   std::map<uint64_t, Block> mmap_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<uint32_t> free_shapes_;
@@ -153,5 +265,71 @@ class Replay {
   uint64_t unmatched_frees_ = 0, unknown_retags_ = 0, serial_ = 0;
   LastChange last_;
 };
+
+// Live blocks by key, as Replay::blocks() shows them.
+class Replay::BlockMap {
+ public:
+  using value_type = std::pair<uint64_t, const Block &>;
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = BlockMap::value_type;
+    using difference_type = std::ptrdiff_t;
+    using reference = value_type;
+    struct pointer {
+      value_type pair;
+      const value_type *operator->() const { return &pair; }
+    };
+    const_iterator() = default;
+    const_iterator(const BlockIndex::Entry *at, const BlockIndex::Entry *end, const Block *store)
+        : at_(at), end_(end), store_(store) {
+      skip();
+    }
+    value_type operator*() const { return {at_->key, store_[at_->slot]}; }
+    pointer operator->() const { return {**this}; }
+    const_iterator &operator++() {
+      ++at_;
+      skip();
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator old = *this;
+      ++*this;
+      return old;
+    }
+    bool operator==(const const_iterator &o) const { return at_ == o.at_; }
+
+   private:
+    void skip() {
+      while (at_ != end_ && at_->slot == BlockIndex::kEmpty) ++at_;
+    }
+    const BlockIndex::Entry *at_ = nullptr, *end_ = nullptr;
+    const Block *store_ = nullptr;
+  };
+  using iterator = const_iterator;
+
+  BlockMap(const BlockIndex &index, const std::vector<Block> &store)
+      : index_(&index), store_(store.data()) {}
+  const_iterator begin() const { return {index_->begin(), index_->end(), store_}; }
+  const_iterator end() const { return {index_->end(), index_->end(), store_}; }
+  size_t size() const { return index_->size(); }
+  bool empty() const { return index_->empty(); }
+  size_t count(uint64_t key) const { return index_->find(key) ? 1 : 0; }
+  bool contains(uint64_t key) const { return index_->find(key) != nullptr; }
+  const_iterator find(uint64_t key) const {
+    const BlockIndex::Entry *en = index_->find(key);
+    return en ? const_iterator(en, index_->end(), store_) : end();
+  }
+  const Block *get(uint64_t key) const {  // nullptr when no block has that key
+    const BlockIndex::Entry *en = index_->find(key);
+    return en ? &store_[en->slot] : nullptr;
+  }
+
+ private:
+  const BlockIndex *index_;
+  const Block *store_;
+};
+
+inline Replay::BlockMap Replay::blocks() const { return BlockMap(index_, store_); }
 
 }  // namespace adprof
