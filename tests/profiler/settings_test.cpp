@@ -114,23 +114,25 @@ TEST(Settings, DiskFullViaFileSizeLimit) {
   TempDir dir;
   std::string trace = dir / "t";
   SpawnOptions o;
-  o.argv = {ADPROF_TEST_STORM, "2", "200000", "-"};
+  // A limit of a few chunks (a chunk holds up to 512 KiB of event bodies, compressed about 3x),
+  // reached well before the storm ends.
+  o.argv = {ADPROF_TEST_STORM, "2", "1000000", "-"};
   o.trace = trace;
-  o.fsize_limit = 256 * 1024;  // writes past it fail with EFBIG (SIGXFSZ ignored)
+  o.fsize_limit = 2 * 1024 * 1024;  // writes past it fail with EFBIG (SIGXFSZ ignored)
   Result r = run(o);
   expect_write_error_handled(r, trace);
-  EXPECT_LE(fs::file_size(trace), 256u * 1024);
+  EXPECT_LE(fs::file_size(trace), 2u * 1024 * 1024);
 }
 
 TEST(Settings, DiskFullOnTinyTmpfs) {
   TempDir dir;
   std::string mnt = dir / "mnt";
   fs::create_directory(mnt);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0)
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0)
     GTEST_SKIP() << "cannot mount a tmpfs here (" << strerror(errno) << ")";
   std::string trace = mnt + "/t";
   SpawnOptions o;
-  o.argv = {ADPROF_TEST_STORM, "2", "200000", "-"};
+  o.argv = {ADPROF_TEST_STORM, "2", "1000000", "-"};
   o.trace = trace;
   Result r = run(o);
   expect_write_error_handled(r, trace);
