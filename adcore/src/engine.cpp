@@ -147,8 +147,12 @@ Tensor run(OpId op, std::span<const Tensor> ins, const Attrs &a, const Shape &sh
       Tensor out;
       {
         adprof::OpScope scope(e->name_id, e->rec ? e->instance : untaped_instance());
-        adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
-        p->execute(*e);
+        if (e->scratch) {
+          adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);  // the kernel's own scratch
+          p->execute(*e);
+        } else {
+          p->execute(*e);
+        }
         out = p->produce(*e);
       }
       if (other) adprof_set_phase(ADPROF_PHASE_OTHER);
@@ -224,8 +228,12 @@ void run_inplace(OpId op, std::span<const Tensor> ins, const Attrs &a) {
     if (const PlanEntry *e =
             p->match(PlanStep::InPlace, op, ins, a, nullptr, ins[0].dtype(), g_grad_enabled)) {
       adprof::OpScope scope(e->name_id, untaped_instance());
-      adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
-      p->execute(*e);
+      if (e->scratch) {
+        adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+        p->execute(*e);
+      } else {
+        p->execute(*e);
+      }
       p->retags();
       return;
     }

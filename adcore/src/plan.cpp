@@ -13,18 +13,49 @@ PlanMeta meta_of(const TensorImpl &t) { return {t.offset, t.shape, t.strides, t.
 bool same(const PlanMeta &m, const TensorImpl &t) {
   return m.dtype == t.dtype && m.offset == t.offset && m.shape == t.shape && m.strides == t.strides;
 }
-bool same(const TensorImpl &a, const TensorImpl &b) {
-  return a.dtype == b.dtype && a.offset == b.offset && a.shape == b.shape && a.strides == b.strides;
-}
-bool same_attrs(const Attrs &x, const Attrs &y) {
-  return std::memcmp(x.s, y.s, sizeof x.s) == 0 && std::memcmp(x.i, y.i, sizeof x.i) == 0 &&
-         x.ni == y.ni && x.keepdim == y.keepdim && x.dtype == y.dtype;
-}
 void set_plan(StorageImpl &s, void *plan, int32_t slot) {
   s.plan = plan;
   s.plan_slot = slot;
 }
 constexpr int32_t kPlannedBuffer = -2;
+
+// Does the op's kernel on `dev` allocate scratch of its own (with the op's workspace role)? The
+// CPU elementwise kernels (kernels_elementwise.cpp) and the sum/mean/max reductions never do, so a
+// replayed call runs them without the role scope, which could only tag such allocations; every
+// other kernel (BLAS, index, nn, other reductions, any other device) keeps it.
+bool kernel_allocates(OpId op, const Device &dev) {
+  if (dev.kind() != DeviceKind::CPU) return true;
+  switch (op) {
+    case OpId::copy:
+    case OpId::cast:
+    case OpId::contiguous:
+    case OpId::add:
+    case OpId::sub:
+    case OpId::mul:
+    case OpId::div:
+    case OpId::pow:
+    case OpId::affine:
+    case OpId::pow_scalar:
+    case OpId::neg:
+    case OpId::exp:
+    case OpId::log:
+    case OpId::sqrt:
+    case OpId::abs:
+    case OpId::sign:
+    case OpId::tanh:
+    case OpId::sigmoid:
+    case OpId::relu:
+    case OpId::step:
+    case OpId::add_n:
+    case OpId::add_inplace:
+    case OpId::sum:
+    case OpId::mean:
+    case OpId::max:
+      return false;
+    default:
+      return true;
+  }
+}
 
 }  // namespace
 
@@ -161,6 +192,7 @@ void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor
     if (v < 0) return;
     in_val_.push_back(v);
   }
+  e.scratch = kernel_allocates(op, step == PlanStep::Kernel ? out->device() : ins[0].device());
   if (step == PlanStep::Kernel) {
     e.out = new_slot_value(*out);
     if (e.out < 0) return;
@@ -408,15 +440,6 @@ bool Plan::matches(std::span<const Tensor> call_args, std::span<const size_t> wr
   return true;
 }
 
-bool Plan::exclusive(const Buffer &b) const {
-  // Views f made hold the storage; the plan's tensors f got are the forward outputs (`handed`).
-  if (b.storage->refs != b.expected_refs) return false;
-  for (int32_t v : b.handed)
-    if (vals_[static_cast<size_t>(v)].impl()->refs != expected_refs_[static_cast<size_t>(v)])
-      return false;
-  return true;
-}
-
 void Plan::swap_buffer(Buffer &b) {
   // Someone outside still holds this buffer or one of its tensors (the previous call's value, a
   // kept gradient, something f kept): they become theirs, and the plan takes another buffer of
@@ -448,62 +471,6 @@ void Plan::begin(std::span<const Tensor> call_args) {
     if (!exclusive(buffers_[static_cast<size_t>(b)])) swap_buffer(buffers_[static_cast<size_t>(b)]);
 }
 
-bool Plan::bind(int32_t v, const Tensor &t) {
-  const TensorImpl &ti = *t.impl();
-  TensorImpl &vi = *vals_[static_cast<size_t>(v)].impl();
-  if (&ti == &vi) return true;  // the plan's own tensor, as produced in this call
-  if (!same(vi, ti)) return false;
-  const int32_t xi = values_[static_cast<size_t>(v)].ext;
-  if (xi < 0) return ti.storage.get() == vi.storage.get();
-  Ext &x = exts_[static_cast<size_t>(xi)];
-  if (x.bound_call == call_) return ti.storage.get() == x.bound.impl()->storage.get();
-  // First use in this call of a tensor from outside: same device, not one of the plan's own
-  // buffers, the same argument (or, for any other tensor, the same activity).
-  if (ti.storage->plan == this || ti.storage->device != x.dev) return false;
-  if (x.arg >= 0) {
-    if (static_cast<size_t>(x.arg) >= args_.size() ||
-        args_[static_cast<size_t>(x.arg)].impl() != &ti)
-      return false;
-  } else if (tape_->active(t) != x.active) {
-    return false;
-  }
-  x.bound = t;
-  x.bound_call = call_;
-  for (int32_t w : x.values) vals_[static_cast<size_t>(w)].impl()->storage = ti.storage;
-  return true;
-}
-
-const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins, const Attrs &a,
-                             const Shape *shape, DType dt, bool grad_enabled, const Tensor *view) {
-  retags();
-  if (cursor_ >= fwd_.size()) return nullptr;
-  const PlanEntry &e = fwd_[cursor_];
-  if (e.step != step || e.op != op || e.nin != ins.size() || !same_attrs(attrs_[e.attrs], a))
-    return nullptr;
-  // Would the normal path record it? (the same rule as the dispatcher's)
-  bool rec = false;
-  if (grad_enabled && e.has_backward)
-    for (const Tensor &t : ins)
-      if (tape_->active(t)) {
-        rec = true;
-        break;
-      }
-  if (rec != e.rec) return nullptr;
-  // (The output's shape and dtype follow from the op, its attributes and its inputs' layouts,
-  // all checked here; `shape`/`dt` are the caller's inference of them.)
-  (void)shape;
-  (void)dt;
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (!bind(in_val_[e.in_begin + i], ins[i])) return nullptr;
-  if (e.check_excl && !exclusive(buffers_[static_cast<size_t>(e.out_buffer)])) return nullptr;
-  if (view) {  // the view f made is the planned one
-    const TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
-    if (!same(o, *view->impl()) || o.storage.get() != view->impl()->storage.get()) return nullptr;
-  }
-  ++cursor_;
-  return &e;
-}
-
 void Plan::drain_retags() {
   while (cursor_ < fwd_.size() && fwd_[cursor_].step == PlanStep::Retag) set_role(fwd_[cursor_++]);
 }
@@ -525,26 +492,6 @@ void Plan::roles_at_start() {
     if (b.storage->role != b.start_role) retag_storage(*b.storage, b.start_role);
     b.role = b.start_role;
   }
-}
-
-void Plan::execute(const PlanEntry &e) {
-  if (e.step == PlanStep::Kernel) set_role(e);
-  Tensor *out = e.step == PlanStep::InPlace ? &in_[e.in_begin] : &vals_[static_cast<size_t>(e.out)];
-  const KernelArgs args{in_.data() + e.in_begin, static_cast<int>(e.nin), out, &attrs_[e.attrs]};
-  e.kernel(args);
-}
-
-Tensor Plan::produce(const PlanEntry &e) {
-  // f gets the plan's own tensor of the value (the normal path's fresh output: no gradient flag,
-  // tagged as the node the op made). Who else holds it is checked where it matters (begin,
-  // shared buffers).
-  TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
-  o.requires_grad = false;
-  o.tape = e.rec ? tape_ : nullptr;
-  o.tape_gen = e.rec ? tape_->generation() : 0;
-  o.node = e.rec ? e.node : -1;
-  retags();
-  return vals_[static_cast<size_t>(e.out)];
 }
 
 Tensor Plan::fresh(const Tensor &v) {
@@ -574,7 +521,8 @@ bool Plan::finish_forward(const Tensor &loss) {
   retags();
   if (cursor_ != fwd_.size()) return false;
   const TensorImpl &l = *vals_[static_cast<size_t>(loss_)].impl();
-  if (!same(l, *loss.impl()) || l.storage.get() != loss.impl()->storage.get()) return false;
+  if (!plan_detail::same(l, *loss.impl()) || l.storage.get() != loss.impl()->storage.get())
+    return false;
   // Backward reuses shared buffers: nobody may still hold one (something f kept this time).
   for (int32_t b : shared_)
     if (!exclusive(buffers_[static_cast<size_t>(b)])) return false;
@@ -655,7 +603,7 @@ void Plan::materialize() {
       const Ext *x = xi >= 0 ? &exts_[static_cast<size_t>(xi)] : nullptr;
       // The tensor f passed (so that a leaf is the argument itself), else the plan's own.
       if (x && x->bound_call == call_ && x->bound.defined() &&
-          same(*x->bound.impl(), *vals_[v].impl()))
+          plan_detail::same(*x->bound.impl(), *vals_[v].impl()))
         ins.push_back(x->bound);
       else
         ins.push_back(vals_[v]);

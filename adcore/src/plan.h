@@ -16,6 +16,7 @@
 // buffer still held by someone) ends the replay: the forward entries already played are recorded
 // as tape nodes (materialize), the plan is dropped and the call goes on on the normal path.
 #pragma once
+#include <cstring>
 #include <span>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@ struct PlanEntry {
   OpId op = OpId::leaf;
   bool rec = false;  // forward: the op was recorded on the tape
   bool has_backward = false;
+  bool scratch = true;      // the kernel may allocate scratch of its own (see kernel_allocates)
   bool check_excl = false;  // forward: the output buffer is shared, check nobody else holds it
   int32_t out_buffer = -1;  // Kernel, Fill, Retag: the buffer the output (slot) lives in
   adprof_role role = ADPROF_ROLE_FOREIGN;  // Kernel, Fill: the output's role; Retag: the new role
@@ -208,6 +210,105 @@ class Plan {
   uint64_t call_ = 0;
   size_t cursor_ = 0;
 };
+
+// ---- the replay's per-op path, inline for the dispatcher ----
+namespace plan_detail {
+inline bool same(const TensorImpl &a, const TensorImpl &b) {
+  return a.dtype == b.dtype && a.offset == b.offset && a.shape == b.shape && a.strides == b.strides;
+}
+inline bool same_attrs(const Attrs &x, const Attrs &y) {
+  return std::memcmp(x.s, y.s, sizeof x.s) == 0 && std::memcmp(x.i, y.i, sizeof x.i) == 0 &&
+         x.ni == y.ni && x.keepdim == y.keepdim && x.dtype == y.dtype;
+}
+}  // namespace plan_detail
+
+inline bool Plan::exclusive(const Buffer &b) const {
+  // Views f made hold the storage; the plan's tensors f got are the forward outputs (`handed`).
+  if (b.storage->refs != b.expected_refs) return false;
+  for (int32_t v : b.handed)
+    if (vals_[static_cast<size_t>(v)].impl()->refs != expected_refs_[static_cast<size_t>(v)])
+      return false;
+  return true;
+}
+
+inline bool Plan::bind(int32_t v, const Tensor &t) {
+  const TensorImpl &ti = *t.impl();
+  TensorImpl &vi = *vals_[static_cast<size_t>(v)].impl();
+  if (&ti == &vi) return true;  // the plan's own tensor, as produced in this call
+  if (!plan_detail::same(vi, ti)) return false;
+  const int32_t xi = values_[static_cast<size_t>(v)].ext;
+  if (xi < 0) return ti.storage.get() == vi.storage.get();
+  Ext &x = exts_[static_cast<size_t>(xi)];
+  if (x.bound_call == call_) return ti.storage.get() == x.bound.impl()->storage.get();
+  // First use in this call of a tensor from outside: same device, not one of the plan's own
+  // buffers, the same argument (or, for any other tensor, the same activity).
+  if (ti.storage->plan == this || ti.storage->device != x.dev) return false;
+  if (x.arg >= 0) {
+    if (static_cast<size_t>(x.arg) >= args_.size() ||
+        args_[static_cast<size_t>(x.arg)].impl() != &ti)
+      return false;
+  } else if (tape_->active(t) != x.active) {
+    return false;
+  }
+  x.bound = t;
+  x.bound_call = call_;
+  for (int32_t w : x.values) vals_[static_cast<size_t>(w)].impl()->storage = ti.storage;
+  return true;
+}
+
+inline const PlanEntry *Plan::match(PlanStep step, OpId op, std::span<const Tensor> ins,
+                                    const Attrs &a, const Shape *shape, DType dt, bool grad_enabled,
+                                    const Tensor *view) {
+  retags();
+  if (cursor_ >= fwd_.size()) return nullptr;
+  const PlanEntry &e = fwd_[cursor_];
+  if (e.step != step || e.op != op || e.nin != ins.size() ||
+      !plan_detail::same_attrs(attrs_[e.attrs], a))
+    return nullptr;
+  // Would the normal path record it? (the same rule as the dispatcher's)
+  bool rec = false;
+  if (grad_enabled && e.has_backward)
+    for (const Tensor &t : ins)
+      if (tape_->active(t)) {
+        rec = true;
+        break;
+      }
+  if (rec != e.rec) return nullptr;
+  // (The output's shape and dtype follow from the op, its attributes and its inputs' layouts,
+  // all checked here; `shape`/`dt` are the caller's inference of them.)
+  (void)shape;
+  (void)dt;
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!bind(in_val_[e.in_begin + i], ins[i])) return nullptr;
+  if (e.check_excl && !exclusive(buffers_[static_cast<size_t>(e.out_buffer)])) return nullptr;
+  if (view) {  // the view f made is the planned one
+    const TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
+    if (!plan_detail::same(o, *view->impl()) || o.storage.get() != view->impl()->storage.get())
+      return nullptr;
+  }
+  ++cursor_;
+  return &e;
+}
+
+inline void Plan::execute(const PlanEntry &e) {
+  if (e.step == PlanStep::Kernel) set_role(e);
+  Tensor *out = e.step == PlanStep::InPlace ? &in_[e.in_begin] : &vals_[static_cast<size_t>(e.out)];
+  const KernelArgs args{in_.data() + e.in_begin, static_cast<int>(e.nin), out, &attrs_[e.attrs]};
+  e.kernel(args);
+}
+
+inline Tensor Plan::produce(const PlanEntry &e) {
+  // f gets the plan's own tensor of the value (the normal path's fresh output: no gradient flag,
+  // tagged as the node the op made). Who else holds it is checked where it matters (begin,
+  // shared buffers).
+  TensorImpl &o = *vals_[static_cast<size_t>(e.out)].impl();
+  o.requires_grad = false;
+  o.tape = e.rec ? tape_ : nullptr;
+  o.tape_gen = e.rec ? tape_->generation() : 0;
+  o.node = e.rec ? e.node : -1;
+  retags();
+  return vals_[static_cast<size_t>(e.out)];
+}
 
 // Called by StorageImpl::destroy for a storage a plan tagged.
 void plan_storage_died(StorageImpl &s);
