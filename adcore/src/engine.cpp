@@ -506,8 +506,18 @@ void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
   if (profiled())
     annotate(kinds().complete, {static_cast<uint64_t>(id), addr(g.storage_ptr()), g.nbytes()});
   if (n.requested) {
-    for (size_t k = 0; k < result_node_.size(); ++k)
-      if (result_node_[k] == id) results_[k] = owned(g);
+    // The gradient is handed over (owned() copies it only if someone else holds it); a leaf asked
+    // for twice gets a copy the second time.
+    size_t first = result_node_.size();
+    for (size_t k = 0; k < result_node_.size(); ++k) {
+      if (result_node_[k] != id) continue;
+      if (first == result_node_.size()) {
+        first = k;
+        results_[k] = owned(std::move(g));
+      } else {
+        results_[k] = copy(results_[first]);
+      }
+    }
     return;
   }
   if (!opts_.activity_analysis && n.op == OpId::leaf &&

@@ -199,3 +199,17 @@ TEST(AdcoreReplay, HeldResultsAreNotOverwritten) {
   }
   EXPECT_NE(kept_values[0], kept_values[1]);
 }
+
+TEST(AdcoreReplay, AnArgumentAskedForTwiceGetsTwoGradients) {
+  const Tensor args[1] = {rand_uniform(Shape{100}, 7, 0, 1)};
+  const size_t wrt[2] = {0, 0};
+  Tensor g[2];
+  Tape tape;
+  for (int call = 0; call < 3; ++call) {
+    tape.value_and_grad(samples::eam_f, args, wrt, g);
+    expect_near(g[0].to_vector(), hand_grad(args[0]), 1e-12);
+    expect_near(g[1].to_vector(), hand_grad(args[0]), 1e-12);
+    EXPECT_NE(g[0].storage_ptr(), g[1].storage_ptr());
+  }
+  EXPECT_EQ(tape.replayed_calls(), 2u);
+}
