@@ -404,6 +404,14 @@ bool Plan::build() {
   // arguments' aliases, the gradients) and the buffers' storage objects from the thread's pools.
   reserve_tensor_impls(fwd_.size() + results_.size() + key_args_.size() + 16);
   reserve_storage_impls(2 * buffers_.size() + 4);
+  // Buffers change hands through the tape's arena (the caller's previous gradients and value go
+  // back to it, swapped buffers come from it): its buckets for these sizes exist from now on.
+  if (Arena *arena = tape_->arena()) {
+    for (const Buffer &b : buffers_) {
+      const Slot &s = slots_[static_cast<size_t>(b.first_slot)];
+      arena->prepare(*s.dev, s.bytes, buffers_.size());
+    }
+  }
   ready_ = true;
   return true;
 }

@@ -134,6 +134,17 @@ void Arena::give(Device &dev, void *p, size_t bytes) {
   buckets_.back().free.push_back(p);
 }
 
+void Arena::prepare(Device &dev, size_t bytes, size_t count) {
+  for (Bucket &b : buckets_) {
+    if (b.bytes == bytes && b.dev == &dev) {
+      b.free.reserve(b.free.size() + count);
+      return;
+    }
+  }
+  buckets_.push_back(Bucket{&dev, bytes, {}});
+  buckets_.back().free.reserve(std::max<size_t>(count, 8));
+}
+
 size_t Arena::idle_buffers() const {
   size_t n = 0;
   for (const Bucket &b : buckets_) n += b.free.size();

@@ -71,6 +71,8 @@ class Arena {
   ~Arena();
   void *take(Device &dev, size_t bytes);
   void give(Device &dev, void *p, size_t bytes);
+  // Makes room for `count` idle buffers of this device and size (no allocation in give later).
+  void prepare(Device &dev, size_t bytes, size_t count);
   void set_open(bool open) { open_ = open; }
   bool open() const { return open_; }
   size_t idle_buffers() const;
