@@ -19,6 +19,10 @@ wl=$build/tests/profiler
 cp "$tmp/scopes" "$here/real-scopes.adtrace"
 cp "$tmp/abort" "$here/real-abort.adtrace"
 cp "$tmp/exec" "$here/real-exec-first-image.adtrace"
+# Format version 2 with columnar chunks (compact heap events), whole and cut mid-chunk.
+"$adprof" run -o "$tmp/v2" --no-report -- "$build/bench/profiler/profiler_bench_storm" 2 300 2>/dev/null
+cp "$tmp/v2" "$here/real-v2-columnar.adtrace"
+head -c $(( $(stat -c %s "$tmp/v2") * 2 / 3 )) "$tmp/v2" > "$here/cut-v2-columnar.adtrace"
 
 python3 - "$here" <<'PY'
 import os, struct, sys, zlib
