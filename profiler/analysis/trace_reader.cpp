@@ -83,11 +83,9 @@ struct TraceReader::Impl {
   // chunk's base timestamp, which no event of that chunk precedes.
   using Entry = std::pair<uint64_t, uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  int64_t current = -1;        // thread being served, outside the heap; -1: none
-  uint64_t index_corrupt = 0;  // damage found while indexing (kept across rewinds)
+  int64_t current = -1;  // thread being served, outside the heap; -1: none
   std::vector<uint8_t> stored_buf;
-  ReadStats live;  // what the merge has read so far (the producer's)
-  ReadStats *stats = &live;
+  ReadStats live;     // what the merge has read so far (the producer's)
   ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
 
@@ -250,19 +248,19 @@ struct TraceReader::Impl {
     while (t.next_chunk < t.chunks.size()) {
       const ChunkRef &c = t.chunks[t.next_chunk++];
       ++chunks_consumed;
-      if (c.seq != t.expected_seq) stats->missing_chunks += c.seq - t.expected_seq;
+      if (c.seq != t.expected_seq) live.missing_chunks += c.seq - t.expected_seq;
       t.expected_seq = c.seq + 1;
       uint8_t header[fmt::kChunkHeaderSize];
       stored_buf.resize(c.stored);
       if (!read_at(c.offset, header, sizeof header) ||
           !read_at(c.offset + sizeof header, stored_buf.data(), c.stored)) {
-        ++stats->corrupt_chunks;
+        ++live.corrupt_chunks;
         continue;
       }
       uLong crc = crc32(0L, header + 8, fmt::kChunkHeaderSize - 8);
       crc = crc32(crc, stored_buf.data(), c.stored);
       if (static_cast<uint32_t>(crc) != fmt::get_u32(header + 4)) {
-        ++stats->corrupt_chunks;
+        ++live.corrupt_chunks;
         continue;
       }
       if (c.flags & fmt::kChunkFlagZstd) {
@@ -271,7 +269,7 @@ struct TraceReader::Impl {
             dctx ? ZSTD_decompressDCtx(dctx, t.data.data(), c.raw, stored_buf.data(), c.stored)
                  : ZSTD_decompress(t.data.data(), c.raw, stored_buf.data(), c.stored);
         if (ZSTD_isError(n) || n != c.raw) {
-          ++stats->corrupt_chunks;
+          ++live.corrupt_chunks;
           continue;
         }
       } else {
@@ -280,7 +278,7 @@ struct TraceReader::Impl {
       t.cur = {t.data.data(), t.data.data() + t.data.size()};
       if (version >= 2) {
         if (c.events > t.data.size()) {
-          ++stats->corrupt_chunks;
+          ++live.corrupt_chunks;
           continue;
         }
         t.tag = t.data.data();
@@ -290,13 +288,13 @@ struct TraceReader::Impl {
       t.columnar = version >= 2 && (c.flags & fmt::kChunkFlagColumns);
       for (auto &in : t.in) in = &t.cur;
       if (t.columnar && !open_columns(t)) {
-        ++stats->corrupt_chunks;
+        ++live.corrupt_chunks;
         continue;
       }
       t.ticks = c.base_ts;
       t.last_addr = 0;
       t.coder->reset();
-      ++stats->chunks;
+      ++live.chunks;
       return true;
     }
     return false;
@@ -485,7 +483,7 @@ struct TraceReader::Impl {
           t.have_pending = true;
           return true;
         }
-        ++stats->corrupt_chunks;  // undecodable bytes (checksum passed: a writer bug)
+        ++live.corrupt_chunks;  // undecodable bytes (checksum passed: a writer bug)
         t.cur.p = t.cur.end;
         t.tag = t.tag_end;
       }
@@ -633,7 +631,6 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
     m.chunks_total -= static_cast<uint64_t>(t.chunks.end() - last);
     t.chunks.erase(last, t.chunks.end());
   }
-  m.index_corrupt = stats_.corrupt_chunks;
   m.indexed = stats_;
   m.live = stats_;
   m.reset();

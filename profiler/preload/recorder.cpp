@@ -257,21 +257,19 @@ void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
     Buffer *b = ts->published_buf.load(std::memory_order_acquire);
     uint64_t word = ts->published.load(std::memory_order_acquire);
     if (!b || word == g_snapshot_marks[i].published) continue;
-    uint32_t seq = static_cast<uint32_t>(word >> kPublishedSeqShift);
-    uint32_t events = static_cast<uint32_t>(word >> kPublishedEventsShift) & 0xFFFFF;
-    uint32_t used = static_cast<uint32_t>(word) & 0xFFFFF;
+    const auto [seq, events, used] = published_fields(word);
     // A thread that records starts a new buffer after each flush tick: only one that kept the
     // same buffer through a whole interval is idle and needs a snapshot.
     bool idle = g_snapshot_marks[i].seen_seq == seq;
     g_snapshot_marks[i].seen_seq = seq;
-    if (!idle || seq != (b->seq & 0xFFFFFF) || used > kBodyBytes || events > kTagBytes) continue;
+    if (!idle || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes || events > kTagBytes)
+      continue;
     memcpy(copy, b->tags, events);
     memcpy(copy + events, b->bodies, used);
     // The buffer only changes hands through this thread (the writer recycles buffers), so
     // if it is still the published one with the same seq, the bytes copied were complete.
     if (ts->published_buf.load(std::memory_order_acquire) != b ||
-        static_cast<uint32_t>(ts->published.load(std::memory_order_acquire) >>
-                              kPublishedSeqShift) != seq)
+        published_fields(ts->published.load(std::memory_order_acquire)).seq != seq)
       continue;
     g_snapshot_marks[i].published = word;
     uint32_t flags = 0, raw = 0;
@@ -357,7 +355,7 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   ts.cursor = b->bodies;
   ts.end = b->bodies + kBodyBytes;
   ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
-  ts.seq_bits = published_word(b->seq & 0xFFFFFF, 0, 0);
+  ts.seq_bits = published_word(b->seq, 0, 0);
   ts.published.store(ts.seq_bits, std::memory_order_release);
   ts.published_buf.store(b, std::memory_order_release);
   // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.

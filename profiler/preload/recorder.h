@@ -51,12 +51,23 @@ struct Buffer {
   uint8_t bodies[kBodyBytes];
 };
 
-// What a thread publishes after every event (for the writer's snapshots of idle threads).
+// What a thread publishes after every event (for the writer's snapshots of idle threads): the
+// buffer's sequence number (low 24 bits), its events and its body bytes.
 inline constexpr int kPublishedEventsShift = 20;
 inline constexpr int kPublishedSeqShift = 40;
+inline constexpr uint32_t kPublishedFieldMask = (1u << kPublishedEventsShift) - 1;
+inline constexpr uint32_t kPublishedSeqMask = (1u << (64 - kPublishedSeqShift)) - 1;
 inline uint64_t published_word(uint32_t seq, uint32_t events, uint32_t used) {
-  return static_cast<uint64_t>(seq) << kPublishedSeqShift |
+  return static_cast<uint64_t>(seq & kPublishedSeqMask) << kPublishedSeqShift |
          static_cast<uint64_t>(events) << kPublishedEventsShift | used;
+}
+struct Published {
+  uint32_t seq, events, used;
+};
+inline Published published_fields(uint64_t word) {
+  return {static_cast<uint32_t>(word >> kPublishedSeqShift),
+          static_cast<uint32_t>(word >> kPublishedEventsShift) & kPublishedFieldMask,
+          static_cast<uint32_t>(word) & kPublishedFieldMask};
 }
 static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 20));
 

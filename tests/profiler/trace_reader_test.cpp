@@ -332,6 +332,16 @@ struct V2Events {
   }
 };
 
+// A version 2 trace of the given chunks (no footer).
+std::vector<uint8_t> v2_trace(std::initializer_list<std::vector<uint8_t>> chunks) {
+  HeaderFields h;
+  h.version = 2;
+  Bytes f;
+  f.append(file_header(h));
+  for (const auto &c : chunks) f.append(c);
+  return f.v;
+}
+
 void expect_v2_events(const std::vector<Event> &ev) {
   ASSERT_EQ(ev.size(), 6u);
   EXPECT_EQ(ev[0].type, ET::kPhase);
@@ -359,16 +369,12 @@ void expect_v2_events(const std::vector<Event> &ev) {
 
 TEST(TraceReaderBytesV2, CompactHeapEventsPlainAndColumnar) {
   TempDir dir;
-  HeaderFields h;
-  h.version = 2;
   V2Events v;
   for (bool columnar : {false, true}) {
     for (bool compress : {false, true}) {
-      Bytes f;
-      f.append(file_header(h));
-      f.append(
-          chunk(0, 0, 1000, 6, columnar ? v.columnar() : v.plain(), compress, columnar ? 4 : 0));
-      TraceReader r(save(dir, "v2", f.v));
+      TraceReader r(save(dir, "v2",
+                         v2_trace({chunk(0, 0, 1000, 6, columnar ? v.columnar() : v.plain(),
+                                         compress, columnar ? 4 : 0)})));
       SCOPED_TRACE(columnar ? "columnar" : "plain");
       expect_v2_events(read_all(r));
       EXPECT_EQ(r.stats().corrupt_chunks, 0u);
@@ -379,30 +385,22 @@ TEST(TraceReaderBytesV2, CompactHeapEventsPlainAndColumnar) {
 TEST(TraceReaderBytesV2, SnapshotIsReplacedByTheFullChunk) {
   // A snapshot (flag 2) of the first three events, then the full chunk with the same seq.
   TempDir dir;
-  HeaderFields h;
-  h.version = 2;
   V2Events v;
   Bytes snap;
   snap.append({v.tags.v.begin(), v.tags.v.begin() + 3});
   snap.varint(0).zz(0x10000 - 112).varint(100).varint(home_slot(0x10000));
-  Bytes f;
-  f.append(file_header(h));
-  f.append(chunk(0, 0, 1000, 3, snap.v, false, 2));
-  f.append(chunk(0, 0, 1000, 6, v.columnar(), true, 4));
-  TraceReader r(save(dir, "v2", f.v));
+  TraceReader r(save(dir, "v2",
+                     v2_trace({chunk(0, 0, 1000, 3, snap.v, false, 2),
+                               chunk(0, 0, 1000, 6, v.columnar(), true, 4)})));
   expect_v2_events(read_all(r));
   EXPECT_EQ(r.stats().corrupt_chunks, 0u);
 }
 
 TEST(TraceReaderBytesV2, DamagedHeapStreamsAreCountedNotTrusted) {
   TempDir dir;
-  HeaderFields h;
-  h.version = 2;
   V2Events v;
   auto read = [&](const std::vector<uint8_t> &raw, uint32_t flags) {
-    Bytes f;
-    f.append(file_header(h)).append(chunk(0, 0, 1000, 6, raw, false, flags));
-    TraceReader r(save(dir, "v2", f.v));
+    TraceReader r(save(dir, "v2", v2_trace({chunk(0, 0, 1000, 6, raw, false, flags)})));
     auto ev = read_all(r);
     EXPECT_EQ(r.stats().corrupt_chunks, 1u);
     return ev.size();
@@ -418,9 +416,7 @@ TEST(TraceReaderBytesV2, DamagedHeapStreamsAreCountedNotTrusted) {
   // A predicted allocation with nothing to predict from (first heap event of the chunk).
   Bytes bad;
   bad.u8(0xAF).varint(100);
-  Bytes f;
-  f.append(file_header(h)).append(chunk(0, 0, 1000, 1, bad.v, false));
-  TraceReader r(save(dir, "v2b", f.v));
+  TraceReader r(save(dir, "v2b", v2_trace({chunk(0, 0, 1000, 1, bad.v, false)})));
   EXPECT_EQ(read_all(r).size(), 0u);
   EXPECT_EQ(r.stats().corrupt_chunks, 1u);
 }
