@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <span>
 #include <vector>
 
 #include "adprof/replay.h"
@@ -54,15 +55,15 @@ int main(int argc, char **argv) {
     }
     double read = median_ns_per_event(runs, events, [&] {
       adprof::TraceReader r(path);
-      adprof::Event e;
-      while (r.next(e)) {
-      }
+      uint64_t n = 0;
+      for (std::span<const adprof::Event> run; !(run = r.next_events()).empty();) n += run.size();
+      if (n != events) abort();
     });
     double replay = median_ns_per_event(runs, events, [&] {
       adprof::TraceReader r(path);
       adprof::Replay replay;
-      adprof::Event e;
-      while (r.next(e)) replay.apply(e);
+      for (std::span<const adprof::Event> run; !(run = r.next_events()).empty();)
+        for (const adprof::Event &e : run) replay.apply(e);
     });
     double analyze =
         median_ns_per_event(runs, events, [&] { adprof::analyze(path, adprof::AnalyzeOptions{}); });

@@ -8,6 +8,7 @@
 #include <absl/container/flat_hash_set.h>
 
 #include <algorithm>
+#include <span>
 #include <unordered_map>
 
 #include "adprof/findings.h"
@@ -90,139 +91,110 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     step.end = reader.seconds(ticks);
     r.steps.push_back(step);
   };
-  // Events are applied kAhead events after they are read, so the replay can prefetch the
-  // blocks they touch (a free's block is anywhere among the live ones): the index entry when
-  // an event is read, the block itself half-way. An event's text and values are only valid
-  // until the reader's next call: the few events that have them are copied.
-  constexpr size_t kAhead = 16;  // a power of two
-  struct Ahead {
-    Event e;
-    std::string text;
-    std::vector<uint64_t> values;
-  };
-  std::array<Ahead, kAhead> ring;
-  size_t read = 0, done = 0;
-  bool more = true;
-  auto read_ahead = [&] {
-    while (more && read - done < kAhead) {
-      Ahead &a = ring[read % kAhead];
-      if (!reader.next(a.e)) {
-        more = false;
-        break;
+  // The replay prefetches the blocks of the events kAhead events ahead (a free's block is
+  // anywhere among the live ones): the index entry first, the block itself half-way.
+  constexpr size_t kAhead = 16;
+  for (std::span<const Event> run; !(run = reader.next_events()).empty();)
+    for (size_t i = 0; i < run.size(); ++i) {
+      if (i + kAhead < run.size()) replay.prefetch(run[i + kAhead]);
+      if (i + kAhead / 2 < run.size()) replay.prefetch_block(run[i + kAhead / 2]);
+      const Event &e = run[i];
+      ++index;
+      last_ticks = e.ticks;
+      if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress());
+      bool changed = replay.apply(e);
+      if (e.type == format::EventType::kOpBegin) {
+        ++ops[static_cast<uint32_t>(e.a)].calls;
+      } else if (e.type == format::EventType::kStep) {
+        close_step(e.ticks);
+        in_step = true;
+        step = StepSummary{};
+        step.step = e.a;
+        step.start = reader.seconds(e.ticks);
+        step.peak = replay.host_live();
+      } else if (e.type == format::EventType::kName && e.text == "adcore.tape.begin") {
+        have_adcore_tape = true;
+      } else if (e.type == format::EventType::kAnnotate && e.values.size() >= 5 + kRoleCount &&
+                 replay.name(static_cast<uint32_t>(e.a)) == "adcore.cuda.oom") {
+        // {requested, reserved, allocated, limit, device, live bytes by role...}
+        if (r.device_ooms++ == 0) {
+          r.oom_requested = e.values[0];
+          r.oom_reserved = e.values[1];
+          r.oom_allocated = e.values[2];
+          r.oom_limit = e.values[3];
+          r.oom_device = static_cast<uint32_t>(e.values[4]);
+          r.oom_time = reader.seconds(e.ticks);
+          for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values[5 + i];
+        }
+      } else if (e.type == format::EventType::kCounter && e.operand == 1) {
+        r.max_rss = std::max(r.max_rss, e.a);
       }
-      if (!a.e.text.empty()) {
-        a.text.assign(a.e.text);
-        a.e.text = a.text;
-      }
-      if (!a.e.values.empty()) {
-        a.values.assign(a.e.values.begin(), a.e.values.end());
-        a.e.values = a.values;
-      }
-      replay.prefetch(a.e);
-      if (read - done >= kAhead / 2) replay.prefetch_block(ring[(read - kAhead / 2) % kAhead].e);
-      ++read;
-    }
-  };
-  while (true) {
-    read_ahead();
-    if (done == read) break;
-    const Event &e = ring[done++ % kAhead].e;
-    ++index;
-    last_ticks = e.ticks;
-    if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress());
-    bool changed = replay.apply(e);
-    if (e.type == format::EventType::kOpBegin) {
-      ++ops[static_cast<uint32_t>(e.a)].calls;
-    } else if (e.type == format::EventType::kStep) {
-      close_step(e.ticks);
-      in_step = true;
-      step = StepSummary{};
-      step.step = e.a;
-      step.start = reader.seconds(e.ticks);
-      step.peak = replay.host_live();
-    } else if (e.type == format::EventType::kName && e.text == "adcore.tape.begin") {
-      have_adcore_tape = true;
-    } else if (e.type == format::EventType::kAnnotate && e.values.size() >= 5 + kRoleCount &&
-               replay.name(static_cast<uint32_t>(e.a)) == "adcore.cuda.oom") {
-      // {requested, reserved, allocated, limit, device, live bytes by role...}
-      if (r.device_ooms++ == 0) {
-        r.oom_requested = e.values[0];
-        r.oom_reserved = e.values[1];
-        r.oom_allocated = e.values[2];
-        r.oom_limit = e.values[3];
-        r.oom_device = static_cast<uint32_t>(e.values[4]);
-        r.oom_time = reader.seconds(e.ticks);
-        for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values[5 + i];
-      }
-    } else if (e.type == format::EventType::kCounter && e.operand == 1) {
-      r.max_rss = std::max(r.max_rss, e.a);
-    }
-    if (!changed) continue;
-    const Replay::LastChange &c = replay.last();
-    for (const auto &[key, old] : c.removed)
-      if (old.serial <= peak_serial &&
-          (is_host_space(old.space) || old.space == ADPROF_SPACE_MMAP) &&
-          (retagged_since_peak.empty() || !retagged_since_peak.contains(key)))
-        log_peak_state(key, old);
-    if (c.retag && c.before.serial <= peak_serial &&
-        (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
-        retagged_since_peak.insert(c.key).second)
-      log_peak_state(c.key, c.before);
-    const Block &b = c.block;
-    bool host = is_host_space(b.space);
-    const int thread_phase = replay.thread_phase(e.thread);
-    if (c.alloc && host) {
-      ++r.allocations;
-      r.bytes_allocated += b.size;
-      PhaseSummary &ph = r.phases[b.phase];
-      ++ph.allocations;
-      ph.bytes += b.size;
-      OpTotals &op = ops[b.op_name];
-      ++op.allocations;
-      op.bytes += b.size;
-      if (in_step) {
-        ++step.allocations;
-        step.bytes += b.size;
-      }
-    } else if (c.free && host && e.type == format::EventType::kFree) {
-      ++r.frees;
-      ++r.phases[thread_phase].frees;
-      if (c.temporary) {
-        ++r.temporaries;
-        r.temporary_bytes += b.size;
+      if (!changed) continue;
+      const Replay::LastChange &c = replay.last();
+      for (const auto &[key, old] : c.removed)
+        if (old->serial <= peak_serial &&
+            (is_host_space(old->space) || old->space == ADPROF_SPACE_MMAP) &&
+            (retagged_since_peak.empty() || !retagged_since_peak.contains(key)))
+          log_peak_state(key, *old);
+      if (c.retag && c.before.serial <= peak_serial &&
+          (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
+          retagged_since_peak.insert(c.key).second)
+        log_peak_state(c.key, c.before);
+      const Block &b = *c.block;
+      bool host = is_host_space(b.space);
+      const int thread_phase = replay.thread_phase(e.thread);
+      if (c.alloc && host) {
+        ++r.allocations;
+        r.bytes_allocated += b.size;
+        PhaseSummary &ph = r.phases[b.phase];
+        ++ph.allocations;
+        ph.bytes += b.size;
         OpTotals &op = ops[b.op_name];
-        ++op.temporaries;
-        op.temporary_bytes += b.size;
+        ++op.allocations;
+        op.bytes += b.size;
+        if (in_step) {
+          ++step.allocations;
+          step.bytes += b.size;
+        }
+      } else if (c.free && host && e.type == format::EventType::kFree) {
+        ++r.frees;
+        ++r.phases[thread_phase].frees;
+        if (c.temporary) {
+          ++r.temporaries;
+          r.temporary_bytes += b.size;
+          OpTotals &op = ops[b.op_name];
+          ++op.temporaries;
+          op.temporary_bytes += b.size;
+        }
       }
+      uint64_t live = replay.host_live();
+      if (live > r.peak) {
+        r.peak = live;
+        r.peak_event = index;
+        peak_serial = replay.serial();
+        r.mapped_at_peak = replay.mapped_live();
+        peak_log.clear();
+        peak_log_shapes.clear();
+        if (!retagged_since_peak.empty()) retagged_since_peak.clear();
+        r.peak_time = reader.seconds(e.ticks);
+        r.peak_phase = phase_name(thread_phase);
+        counters_at_peak = replay.counters();
+        have_at_peak = replay.have_counters();
+      }
+      PhaseSummary &ph = r.phases[thread_phase];
+      if (live > ph.peak) {
+        ph.peak = live;
+        ph.peak_time = reader.seconds(e.ticks);
+      }
+      if (in_step) step.peak = std::max(step.peak, live);
+      if (replay.device_live() > r.device_peak) {
+        r.device_peak = replay.device_live();
+        r.device_peak_time = reader.seconds(e.ticks);
+        r.device_peak_by_role = replay.device_by_role();
+      }
+      r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
+      r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
     }
-    uint64_t live = replay.host_live();
-    if (live > r.peak) {
-      r.peak = live;
-      r.peak_event = index;
-      peak_serial = replay.serial();
-      r.mapped_at_peak = replay.mapped_live();
-      peak_log.clear();
-      peak_log_shapes.clear();
-      if (!retagged_since_peak.empty()) retagged_since_peak.clear();
-      r.peak_time = reader.seconds(e.ticks);
-      r.peak_phase = phase_name(thread_phase);
-      counters_at_peak = replay.counters();
-      have_at_peak = replay.have_counters();
-    }
-    PhaseSummary &ph = r.phases[thread_phase];
-    if (live > ph.peak) {
-      ph.peak = live;
-      ph.peak_time = reader.seconds(e.ticks);
-    }
-    if (in_step) step.peak = std::max(step.peak, live);
-    if (replay.device_live() > r.device_peak) {
-      r.device_peak = replay.device_live();
-      r.device_peak_time = reader.seconds(e.ticks);
-      r.device_peak_by_role = replay.device_by_role();
-    }
-    r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
-    r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
-  }
   close_step(last_ticks);
   r.events = reader.stats().events;
   r.duration = reader.seconds(last_ticks);

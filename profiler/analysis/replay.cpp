@@ -113,8 +113,7 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
     add<false>(b);
     it = mmap_.erase(it);
     last_.free = true;
-    last_.block = b;
-    last_.removed.emplace_back(b_start, b);
+    last_.block = note_removed(b_start, b, false);
     if (b_start < start) {  // keep the part before the hole
       Block head = b;
       head.size = start - b_start;
@@ -135,10 +134,15 @@ void Replay::unmap_range(uint64_t start, uint64_t length) {
   }
 }
 
+const Block *Replay::note_removed(uint64_t key, const Block &b, bool stays) {
+  const Block *kept = stays ? &b : &removed_copies_.emplace_back(b);
+  last_.removed.emplace_back(key, kept);
+  return kept;
+}
+
 void Replay::on_alloc(const Event &e) {
   ThreadContext &ctx = context(e.thread);
-  Block &b = last_.block;
-  b = Block{};
+  Block b;
   b.size = e.a;
   b.slack = e.b;
   b.alloc_ticks = e.ticks;
@@ -153,10 +157,10 @@ void Replay::on_alloc(const Event &e) {
     b.op_instance = ctx.ops.back().instance;
   }
   if (b.space == ADPROF_SPACE_MMAP) {
-    Block kept = b;
-    unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it (sets last_.block)
-    b = kept;
-    mmap_[e.addr] = b;
+    unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it
+    Block &kept = mmap_[e.addr];
+    kept = b;
+    last_.block = &kept;
   } else {
     if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
       // An instrumented allocator declares a segment it got from cudaMalloc, which the
@@ -164,7 +168,7 @@ void Replay::on_alloc(const Event &e) {
       if (const BlockIndex::Entry *raw = index_.find(key(e.addr, ADPROF_SPACE_DEVICE_RAW))) {
         const Block &old = store_[raw->slot];
         add<false>(old);
-        last_.removed.emplace_back(raw->key, old);
+        note_removed(raw->key, old, false);  // its slot is reused below
         free_slots_.push_back(raw->slot);
         index_.erase(raw);
       }
@@ -176,10 +180,12 @@ void Replay::on_alloc(const Event &e) {
     } else {  // the free was lost (cut chunk): the old block is gone
       const Block &old = store_[en->slot];
       add<false>(old);
-      last_.removed.emplace_back(en->key, old);
+      note_removed(en->key, old, false);
       if (old.describe_index) free_shapes_.push_back(old.describe_index - 1);
     }
-    store_[en->slot] = b;
+    Block &kept = store_[en->slot];
+    kept = b;
+    last_.block = &kept;
   }
   add<true>(b);
   last_.alloc = true;
@@ -197,8 +203,7 @@ void Replay::on_free(const Event &e) {
   }
   uint32_t slot = en->slot;
   const Block &b = store_[slot];
-  last_.block = b;
-  last_.removed.emplace_back(en->key, b);
+  last_.block = note_removed(en->key, b, true);  // the slot is reused from the next apply()
   index_.erase(en);
   free_slots_.push_back(slot);
   if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
@@ -213,7 +218,9 @@ void Replay::on_free(const Event &e) {
 bool Replay::apply(const Event &e) {
   ++serial_;
   last_.alloc = last_.free = last_.retag = last_.temporary = false;
+  last_.block = nullptr;
   last_.removed.clear();
+  if (!removed_copies_.empty()) removed_copies_.clear();
   namespace fmt = format;
   switch (e.type) {
     case fmt::EventType::kAlloc:
@@ -236,7 +243,7 @@ bool Replay::apply(const Event &e) {
       b->source = e.b;
       add<true>(*b);
       last_.retag = true;
-      last_.block = *b;
+      last_.block = b;
       return true;
     }
     case fmt::EventType::kOpBegin:

@@ -94,10 +94,10 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
     }
     if (!changed) continue;
     const Replay::LastChange &c = replay.last();
-    if (is_host_space(c.block.space)) {
-      uint64_t &live = op_live[series_of(c.block.op_name)];
-      if (c.alloc) live += c.block.size;
-      if (c.free) live -= std::min(live, c.block.size);
+    if (is_host_space(c.block->space)) {
+      uint64_t &live = op_live[series_of(c.block->op_name)];
+      if (c.alloc) live += c.block->size;
+      if (c.free) live -= std::min(live, c.block->size);
     }
     if (replay.host_live() > t.peak) {
       t.peak = replay.host_live();

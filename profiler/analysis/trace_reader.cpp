@@ -13,7 +13,6 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <queue>
 #include <thread>
 #include <unordered_map>
 
@@ -67,7 +66,6 @@ struct TraceReader::Impl {
     uint64_t last_addr = 0;
     std::unique_ptr<fmt::HeapCoder> coder = std::make_unique<fmt::HeapCoder>();
     bool have_pending = false;
-    bool started = false;
     Event pending;
     std::string text;
     std::vector<uint64_t> values;
@@ -79,10 +77,11 @@ struct TraceReader::Impl {
   std::vector<Thread> threads;
   uint64_t chunks_total = 0;
   uint64_t chunks_consumed = 0;
-  // Min-heap of (key ticks, thread index). A thread not yet started is keyed by its next
-  // chunk's base timestamp, which no event of that chunk precedes.
+  // The threads not being served: a min-heap (std::push_heap, std::greater) of (key ticks,
+  // thread index). A thread not yet started is keyed by its next chunk's base timestamp, which
+  // no event of that chunk precedes.
   using Entry = std::pair<uint64_t, uint32_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  std::vector<Entry> waiting;
   int64_t current = -1;  // thread being served, outside the heap; -1: none
   std::vector<uint8_t> stored_buf;
   ReadStats live;     // what the merge has read so far (the producer's)
@@ -226,7 +225,7 @@ struct TraceReader::Impl {
   }
 
   void reset() {
-    heap = {};
+    waiting.clear();
     current = -1;
     chunks_consumed = 0;
     for (uint32_t i = 0; i < threads.size(); ++i) {
@@ -237,10 +236,10 @@ struct TraceReader::Impl {
       t.tag = t.tag_end = nullptr;
       for (auto &c : t.in) c = &t.cur;
       t.have_pending = false;
-      t.started = false;
       t.expected_seq = t.chunks.empty() ? 0 : t.chunks.front().seq;
-      if (!t.chunks.empty()) heap.push({t.chunks.front().base_ts, i});
+      if (!t.chunks.empty()) waiting.push_back({t.chunks.front().base_ts, i});
     }
+    std::make_heap(waiting.begin(), waiting.end(), std::greater<>());
   }
 
   // Loads the thread's next chunk that passes its checks; false when none is left.
@@ -321,10 +320,9 @@ struct TraceReader::Impl {
     return t.last_addr;
   }
 
-  // Decodes one event at the thread's cursor into t.pending. False on malformed bytes.
-  bool decode(Thread &t) {
+  // Decodes one event at the thread's cursor into e. False on malformed bytes.
+  bool decode(Thread &t, Event &e) {
     fmt::Cursor &c = *t.in[fmt::kColOther];
-    Event &e = t.pending;
     uint8_t tag;
     if (t.tag) {
       if (t.tag == t.tag_end) return false;  // more body bytes than the tags account for
@@ -334,7 +332,7 @@ struct TraceReader::Impl {
     }
     uint8_t type = tag & 0x0F;
     if (type == static_cast<uint8_t>(fmt::EventType::kHeap) && version >= 2)
-      return decode_heap(t, static_cast<uint8_t>(tag >> 4));
+      return decode_heap(t, e, static_cast<uint8_t>(tag >> 4));
     e = Event{};
     e.operand = tag >> 4;
     e.thread = t.tid;
@@ -421,8 +419,7 @@ struct TraceReader::Impl {
 
   // A compact heap event (trace_format.h, "Heap events"), yielded as kAlloc or kFree.
   // Every field of the Event is set (the general path clears it whole; this one is hotter).
-  bool decode_heap(Thread &t, uint8_t bits) {
-    Event &e = t.pending;
+  bool decode_heap(Thread &t, Event &e, uint8_t bits) {
     e.thread = t.tid;
     e.operand = ADPROF_SPACE_HEAP;
     e.device = 0;
@@ -475,14 +472,11 @@ struct TraceReader::Impl {
     return true;
   }
 
-  // Puts the thread's next event in t.pending; false when the thread has no more.
-  bool advance(Thread &t) {
+  // Decodes the thread's next event into e; false when the thread has no more.
+  bool advance(Thread &t, Event &e) {
     for (;;) {
       if (t.more()) {
-        if (decode(t)) {
-          t.have_pending = true;
-          return true;
-        }
+        if (decode(t, e)) return true;
         ++live.corrupt_chunks;  // undecodable bytes (checksum passed: a writer bug)
         t.cur.p = t.cur.end;
         t.tag = t.tag_end;
@@ -648,28 +642,35 @@ void TraceReader::rewind() {
   stats_ = m.indexed;
 }
 
-// The merge of the threads' streams by time (run by the read-ahead thread).
+// The merge of the threads' streams by time (run by the read-ahead thread). The thread served
+// last goes on while its next event is not later than every other thread's (most traces are
+// dominated by one thread at a time, and two threads running side by side still write runs of
+// events between their switches): its events are decoded straight into `event`, and only the
+// one that ends a run waits, copied, in its thread's `pending`.
 bool TraceReader::Impl::merge_next(Event &event) {
   for (;;) {
-    // Fast path: the thread served last goes on while its next event is not later than every
-    // other thread's (most traces are dominated by one thread at a time).
     if (current < 0) {
-      if (heap.empty()) return false;
-      current = static_cast<int64_t>(heap.top().second);
-      heap.pop();
+      if (waiting.empty()) return false;
+      std::pop_heap(waiting.begin(), waiting.end(), std::greater<>());
+      current = static_cast<int64_t>(waiting.back().second);
+      waiting.pop_back();
     }
     Thread &t = threads[static_cast<size_t>(current)];
-    if (!t.have_pending && !advance(t)) {
+    if (t.have_pending) {
+      event = t.pending;  // text and values stay valid until this thread decodes again
+      t.have_pending = false;
+    } else if (!advance(t, event)) {
       current = -1;  // exhausted
       continue;
     }
-    if (!heap.empty() && heap.top().first < t.pending.ticks) {
-      heap.push({t.pending.ticks, static_cast<uint32_t>(current)});
+    if (!waiting.empty() && waiting.front().first < event.ticks) {
+      t.pending = event;
+      t.have_pending = true;
+      waiting.push_back({event.ticks, static_cast<uint32_t>(current)});
+      std::push_heap(waiting.begin(), waiting.end(), std::greater<>());
       current = -1;
       continue;
     }
-    event = t.pending;  // text and values stay valid until this thread decodes again
-    t.have_pending = false;
     ++live.events;
     return true;
   }
@@ -681,6 +682,15 @@ bool TraceReader::next(Event &event) {
     if (!m.next_batch(stats_)) return false;
   event = m.batch->events[m.batch_pos++];
   return true;
+}
+
+std::span<const Event> TraceReader::next_events() {
+  Impl &m = *impl_;
+  while (!m.batch || m.batch_pos == m.batch->count)
+    if (!m.next_batch(stats_)) return {};
+  std::span<const Event> run(m.batch->events.data() + m.batch_pos, m.batch->count - m.batch_pos);
+  m.batch_pos = m.batch->count;
+  return run;
 }
 
 double TraceReader::seconds(uint64_t ticks) const {

@@ -81,8 +81,8 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
     peak_reserved = std::max(peak_reserved, replay.device_reserved());
     const auto &c = replay.last();
     if (!c.alloc) continue;
-    allocs.push_back(Seen{c.block.space, c.block.role, c.block.phase, c.block.size, 0,
-                          c.block.op_name ? replay.name(c.block.op_name) : ""});
+    allocs.push_back(Seen{c.block->space, c.block->role, c.block->phase, c.block->size, 0,
+                          c.block->op_name ? replay.name(c.block->op_name) : ""});
   }
   EXPECT_TRUE(reader.end().complete) << reader.end().reason;
   EXPECT_EQ(oom_events, 1);

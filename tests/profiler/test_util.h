@@ -281,18 +281,18 @@ inline TraceSummary summarize(const std::string &path, bool keep_sizes = false) 
     ++s.by_type[e.type];
     if (!replay.apply(e)) continue;
     const auto &c = replay.last();
-    if (c.block.space != ADPROF_SPACE_HEAP) continue;
-    std::string op = c.block.op_name ? replay.name(c.block.op_name) : "";
+    if (c.block->space != ADPROF_SPACE_HEAP) continue;
+    std::string op = c.block->op_name ? replay.name(c.block->op_name) : "";
     OpCounts &oc = s.ops[op];
     if (c.alloc) {
       ++s.allocations;
       ++oc.allocations;
-      oc.bytes += c.block.size;
-      if (keep_sizes) oc.sizes.push_back(c.block.size);
+      oc.bytes += c.block->size;
+      if (keep_sizes) oc.sizes.push_back(c.block->size);
     } else if (c.free) {
       ++s.frees;
       ++oc.frees;
-      oc.freed_bytes += c.block.size;
+      oc.freed_bytes += c.block->size;
     }
   }
   for (const auto &[addr, b] : replay.blocks())

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <string>
@@ -207,19 +208,20 @@ class Replay {
   const std::array<uint64_t, format::kCounterKindCount> &counters() const { return counters_; }
   const std::array<bool, format::kCounterKindCount> &have_counters() const { return have_counter_; }
 
-  // What the last apply() did, for callers that account per event.
+  // What the last apply() did, for callers that account per event. The blocks it points to
+  // are valid until the next apply() (a freed block stays in its slot until then).
   struct LastChange {
     bool alloc = false;
     bool free = false;
     bool retag = false;
-    bool temporary = false;  // a free inside the op invocation that allocated the block
-    Block block;             // the block allocated, freed or retagged (after the change)
-    uint8_t old_role = 0;    // retag: the role it had
-    Block before;            // retag: the block as it was
-    uint64_t key = 0;        // retag, alloc: the block's key
+    bool temporary = false;        // a free inside the op invocation that allocated the block
+    const Block *block = nullptr;  // the block allocated, freed or retagged (after the change)
+    uint8_t old_role = 0;          // retag: the role it had
+    Block before;                  // retag: the block as it was
+    uint64_t key = 0;              // retag, alloc: the block's key
     // Blocks that stopped being live: a free, an unmap (several ranges, or the parts of one
     // that was split), an allocation over a block whose free was lost. (key, block)
-    std::vector<std::pair<uint64_t, Block>> removed;
+    std::vector<std::pair<uint64_t, const Block *>> removed;
   };
   const LastChange &last() const { return last_; }
 
@@ -242,6 +244,9 @@ class Replay {
   void on_alloc(const Event &e);
   void on_free(const Event &e);
   void unmap_range(uint64_t start, uint64_t length);
+  // Records a block that stopped being live. `stays` says it keeps its place until the next
+  // apply() (a freed slot); else it is copied, because the caller overwrites or erases it.
+  const Block *note_removed(uint64_t key, const Block &b, bool stays);
   Block *find(uint64_t addr);
   uint32_t new_slot();
 
@@ -264,6 +269,7 @@ class Replay {
   std::array<uint64_t, kSpaceCount> by_space_{};
   uint64_t unmatched_frees_ = 0, unknown_retags_ = 0, serial_ = 0;
   LastChange last_;
+  std::deque<Block> removed_copies_;  // what last_ points to that left the store
 };
 
 // Live blocks by key, as Replay::blocks() shows them.
