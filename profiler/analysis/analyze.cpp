@@ -91,6 +91,49 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     step.end = reader.seconds(ticks);
     r.steps.push_back(step);
   };
+  auto count_allocation = [&](const Block &b) {
+    ++r.allocations;
+    r.bytes_allocated += b.size;
+    PhaseSummary &ph = r.phases[b.phase];
+    ++ph.allocations;
+    ph.bytes += b.size;
+    OpTotals &op = ops[b.op_name];
+    ++op.allocations;
+    op.bytes += b.size;
+    if (in_step) {
+      ++step.allocations;
+      step.bytes += b.size;
+    }
+  };
+  auto count_temporary = [&](const Block &b) {
+    ++r.temporaries;
+    r.temporary_bytes += b.size;
+    OpTotals &op = ops[b.op_name];
+    ++op.temporaries;
+    op.temporary_bytes += b.size;
+  };
+  auto track_host_peak = [&](const Event &e, int thread_phase) {
+    const uint64_t live = replay.host_live();
+    if (live > r.peak) {
+      r.peak = live;
+      r.peak_event = index;
+      peak_serial = replay.serial();
+      r.mapped_at_peak = replay.mapped_live();
+      peak_log.clear();
+      peak_log_shapes.clear();
+      if (!retagged_since_peak.empty()) retagged_since_peak.clear();
+      r.peak_time = reader.seconds(e.ticks);
+      r.peak_phase = phase_name(thread_phase);
+      counters_at_peak = replay.counters();
+      have_at_peak = replay.have_counters();
+    }
+    PhaseSummary &ph = r.phases[thread_phase];
+    if (live > ph.peak) {
+      ph.peak = live;
+      ph.peak_time = reader.seconds(e.ticks);
+    }
+    if (in_step) step.peak = std::max(step.peak, live);
+  };
   // The replay prefetches the blocks of the events kAhead events ahead (a free's block is
   // anywhere among the live ones): the index entry first, the block itself half-way.
   constexpr size_t kAhead = 16;
@@ -102,6 +145,24 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       ++index;
       last_ticks = e.ticks;
       if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress());
+      if (Replay::is_heap_event(e)) {  // the fast path of what follows, for most events
+        const Replay::HeapChange c = replay.apply_heap(e);
+        if (c.removed && c.removed->serial <= peak_serial &&
+            (retagged_since_peak.empty() || !retagged_since_peak.contains(e.addr)))
+          log_peak_state(e.addr, *c.removed);
+        if (!c.block) continue;
+        const Block &b = *c.block;
+        const int thread_phase = replay.thread_phase(e.thread);
+        if (e.type == format::EventType::kAlloc) {
+          count_allocation(b);
+        } else {
+          ++r.frees;
+          ++r.phases[thread_phase].frees;
+          if (c.temporary) count_temporary(b);
+        }
+        track_host_peak(e, thread_phase);
+        continue;
+      }
       bool changed = replay.apply(e);
       if (e.type == format::EventType::kOpBegin) {
         ++ops[static_cast<uint32_t>(e.a)].calls;
@@ -144,49 +205,13 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       bool host = is_host_space(b.space);
       const int thread_phase = replay.thread_phase(e.thread);
       if (c.alloc && host) {
-        ++r.allocations;
-        r.bytes_allocated += b.size;
-        PhaseSummary &ph = r.phases[b.phase];
-        ++ph.allocations;
-        ph.bytes += b.size;
-        OpTotals &op = ops[b.op_name];
-        ++op.allocations;
-        op.bytes += b.size;
-        if (in_step) {
-          ++step.allocations;
-          step.bytes += b.size;
-        }
+        count_allocation(b);
       } else if (c.free && host && e.type == format::EventType::kFree) {
         ++r.frees;
         ++r.phases[thread_phase].frees;
-        if (c.temporary) {
-          ++r.temporaries;
-          r.temporary_bytes += b.size;
-          OpTotals &op = ops[b.op_name];
-          ++op.temporaries;
-          op.temporary_bytes += b.size;
-        }
+        if (c.temporary) count_temporary(b);
       }
-      uint64_t live = replay.host_live();
-      if (live > r.peak) {
-        r.peak = live;
-        r.peak_event = index;
-        peak_serial = replay.serial();
-        r.mapped_at_peak = replay.mapped_live();
-        peak_log.clear();
-        peak_log_shapes.clear();
-        if (!retagged_since_peak.empty()) retagged_since_peak.clear();
-        r.peak_time = reader.seconds(e.ticks);
-        r.peak_phase = phase_name(thread_phase);
-        counters_at_peak = replay.counters();
-        have_at_peak = replay.have_counters();
-      }
-      PhaseSummary &ph = r.phases[thread_phase];
-      if (live > ph.peak) {
-        ph.peak = live;
-        ph.peak_time = reader.seconds(e.ticks);
-      }
-      if (in_step) step.peak = std::max(step.peak, live);
+      track_host_peak(e, thread_phase);
       if (replay.device_live() > r.device_peak) {
         r.device_peak = replay.device_live();
         r.device_peak_time = reader.seconds(e.ticks);

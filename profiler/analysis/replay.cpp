@@ -141,28 +141,13 @@ const Block *Replay::note_removed(uint64_t key, const Block &b, bool stays) {
 }
 
 void Replay::on_alloc(const Event &e) {
-  ThreadContext &ctx = context(e.thread);
-  Block b;
-  b.size = e.a;
-  b.slack = e.b;
-  b.alloc_ticks = e.ticks;
-  b.serial = serial_;
-  b.thread = e.thread;
-  b.device = e.device;
-  b.role = ctx.role;
-  b.phase = ctx.phase;
-  b.space = e.operand;
-  if (!ctx.ops.empty()) {
-    b.op_name = ctx.ops.back().name;
-    b.op_instance = ctx.ops.back().instance;
-  }
-  if (b.space == ADPROF_SPACE_MMAP) {
+  const uint8_t space = e.operand;
+  Block *b;
+  if (space == ADPROF_SPACE_MMAP) {
     unmap_range(e.addr, e.a);  // MAP_FIXED over an older mapping replaces it
-    Block &kept = mmap_[e.addr];
-    kept = b;
-    last_.block = &kept;
+    b = &mmap_[e.addr];
   } else {
-    if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {
+    if (space == ADPROF_SPACE_DEVICE_SEGMENT) {
       // An instrumented allocator declares a segment it got from cudaMalloc, which the
       // interposer also saw: count those bytes once, as reserved.
       if (const BlockIndex::Entry *raw = index_.find(key(e.addr, ADPROF_SPACE_DEVICE_RAW))) {
@@ -173,7 +158,7 @@ void Replay::on_alloc(const Event &e) {
         index_.erase(raw);
       }
     }
-    last_.key = key(e.addr, b.space);
+    last_.key = key(e.addr, space);
     auto [en, inserted] = index_.insert(last_.key, 0);
     if (inserted) {
       en->slot = new_slot();
@@ -183,11 +168,27 @@ void Replay::on_alloc(const Event &e) {
       note_removed(en->key, old, false);
       if (old.describe_index) free_shapes_.push_back(old.describe_index - 1);
     }
-    Block &kept = store_[en->slot];
-    kept = b;
-    last_.block = &kept;
+    b = &store_[en->slot];
   }
-  add<true>(b);
+  // The block is written in place, field by field: a Block built aside and copied in makes
+  // the compiler read back its small fields as wide words before they are stored (a stall).
+  const ThreadContext &ctx = context(e.thread);
+  *b = Block{};
+  b->size = e.a;
+  b->slack = e.b;
+  b->alloc_ticks = e.ticks;
+  b->serial = serial_;
+  b->thread = e.thread;
+  b->device = e.device;
+  b->role = ctx.role;
+  b->phase = ctx.phase;
+  b->space = space;
+  if (!ctx.ops.empty()) {
+    b->op_name = ctx.ops.back().name;
+    b->op_instance = ctx.ops.back().instance;
+  }
+  last_.block = b;
+  add<true>(*b);
   last_.alloc = true;
 }
 
@@ -209,10 +210,79 @@ void Replay::on_free(const Event &e) {
   if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
   add<false>(b);
   last_.free = true;
-  if (b.op_instance != 0) {
-    for (const OpFrame &f : context(e.thread).ops)
-      if (f.instance == b.op_instance && f.name == b.op_name) last_.temporary = true;
+  last_.temporary = is_temporary(b, e.thread);
+}
+
+bool Replay::is_temporary(const Block &b, uint32_t thread) {
+  if (b.op_instance == 0) return false;
+  for (const OpFrame &f : context(thread).ops)
+    if (f.instance == b.op_instance && f.name == b.op_name) return true;
+  return false;
+}
+
+// add<true>() and add<false>() for a heap block, without their tests of its space.
+inline void Replay::add_heap(const Block &b) {
+  by_space_[ADPROF_SPACE_HEAP] += b.size;
+  host_live_ += b.size;
+  host_by_role_[b.role] += b.size;
+  host_by_phase_[b.phase] += b.size;
+  host_slack_ += b.slack;
+}
+inline void Replay::remove_heap(const Block &b) {
+  by_space_[ADPROF_SPACE_HEAP] -= b.size;
+  host_live_ -= b.size;
+  host_by_role_[b.role] -= b.size;
+  host_by_phase_[b.phase] -= b.size;
+  host_slack_ -= b.slack;
+}
+
+Replay::HeapChange Replay::apply_heap(const Event &e) {
+  ++serial_;
+  if (!removed_copies_.empty()) removed_copies_.clear();
+  HeapChange change;
+  if (e.type == format::EventType::kFree) {
+    const BlockIndex::Entry *en = index_.find(e.addr);
+    if (!en) {
+      ++unmatched_frees_;
+      return change;
+    }
+    const uint32_t slot = en->slot;
+    const Block &b = store_[slot];  // stays in its slot until the next apply
+    index_.erase(en);
+    free_slots_.push_back(slot);
+    if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
+    remove_heap(b);
+    change.block = change.removed = &b;
+    change.temporary = is_temporary(b, e.thread);
+    return change;
   }
+  auto [en, inserted] = index_.insert(e.addr, 0);
+  if (inserted) {
+    en->slot = new_slot();
+  } else {  // the free was lost (cut chunk): the old block is gone
+    const Block &old = removed_copies_.emplace_back(store_[en->slot]);
+    remove_heap(old);
+    if (old.describe_index) free_shapes_.push_back(old.describe_index - 1);
+    change.removed = &old;
+  }
+  const ThreadContext &ctx = context(e.thread);
+  Block &b = store_[en->slot];
+  b = Block{};
+  b.size = e.a;
+  b.slack = e.b;
+  b.alloc_ticks = e.ticks;
+  b.serial = serial_;
+  b.thread = e.thread;
+  b.role = ctx.role;
+  b.phase = ctx.phase;
+  b.space = ADPROF_SPACE_HEAP;
+  if (!ctx.ops.empty()) {
+    b.op_name = ctx.ops.back().name;
+    b.op_instance = ctx.ops.back().instance;
+  }
+  add_heap(b);
+  change.block = &b;
+  return change;
 }
 
 bool Replay::apply(const Event &e) {
@@ -222,6 +292,16 @@ bool Replay::apply(const Event &e) {
   last_.removed.clear();
   if (!removed_copies_.empty()) removed_copies_.clear();
   namespace fmt = format;
+  // Allocations and frees are nearly every event: tested first, by branches that predict
+  // better than the switch's jump table.
+  if (e.type == fmt::EventType::kAlloc) {
+    on_alloc(e);
+    return true;
+  }
+  if (e.type == fmt::EventType::kFree) {
+    on_free(e);
+    return last_.free;
+  }
   switch (e.type) {
     case fmt::EventType::kAlloc:
       on_alloc(e);

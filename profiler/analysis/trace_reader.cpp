@@ -141,20 +141,22 @@ struct TraceReader::Impl {
       b->values.clear();
       b->refs.clear();
       while (b->count < kBatchEvents) {
-        Event &e = b->events[b->count];
-        if (!merge_next(e)) {
+        size_t got = merge_run(b->events.data() + b->count, kBatchEvents - b->count);
+        if (got == 0) {
           b->end = true;
           break;
         }
-        if (!e.text.empty() || !e.values.empty()) {
-          b->refs.push_back({static_cast<uint32_t>(b->count), static_cast<uint32_t>(b->text.size()),
+        for (size_t i = b->count; i < b->count + got; ++i) {
+          const Event &e = b->events[i];
+          if (e.text.empty() && e.values.empty()) continue;
+          b->refs.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(b->text.size()),
                              static_cast<uint32_t>(e.text.size()),
                              static_cast<uint32_t>(b->values.size()),
                              static_cast<uint32_t>(e.values.size())});
           b->text.append(e.text);
           b->values.insert(b->values.end(), e.values.begin(), e.values.end());
         }
-        ++b->count;
+        b->count += got;
       }
       for (const Batch::Ref &r : b->refs) {  // the arenas no longer move
         Event &e = b->events[r.event];
@@ -209,7 +211,7 @@ struct TraceReader::Impl {
     batch_pos = 0;
   }
 
-  bool merge_next(Event &event);
+  size_t merge_run(Event *out, size_t max);
 
   bool read_at(uint64_t offset, void *dst, size_t n) const {
     auto *p = static_cast<uint8_t *>(dst);
@@ -445,6 +447,9 @@ struct TraceReader::Impl {
         fmt::Cursor &low = t.columns[fmt::kColSlotLow], &high = t.columns[fmt::kColSlotHigh];
         slot = low.byte() | uint64_t{high.byte()} << 8;
         if (low.bad || high.bad) return false;
+        constexpr int kAhead = 4;  // the slot of the free kAhead frees later, to prefetch
+        if (low.end - low.p > kAhead && high.end - high.p > kAhead)
+          coder.prefetch_slot(low.p[kAhead] | uint64_t{high.p[kAhead]} << 8);
       } else {
         slot = t.cur.varint();
       }
@@ -472,17 +477,118 @@ struct TraceReader::Impl {
     return true;
   }
 
-  // Decodes the thread's next event into e; false when the thread has no more.
-  bool advance(Thread &t, Event &e) {
-    for (;;) {
-      if (t.more()) {
-        if (decode(t, e)) return true;
-        ++live.corrupt_chunks;  // undecodable bytes (checksum passed: a writer bug)
-        t.cur.p = t.cur.end;
-        t.tag = t.tag_end;
-      }
-      if (!load_chunk(t)) return false;
+  // A varint at p (see Cursor::varint), for the fast path's cursors held in registers.
+  static bool varint_at(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
+    if (p < end && *p < 0x80) {
+      v = *p++;
+      return true;
     }
+    fmt::Cursor c{p, end};
+    v = c.varint();
+    p = c.p;
+    return !c.bad;
+  }
+
+  // The fast path of decoding: a run of compact heap events of a columnar chunk (most of any
+  // trace), decoded as decode_heap() does but with the thread's cursors and clock in locals,
+  // which stores into the events cannot alias. Writes at most `max` events to `out` and stops
+  // before any other kind of event, at the end of the chunk's tags, or at an event later than
+  // `limit`, which it leaves in t.pending. False on malformed bytes (the events before them
+  // are written: `written`).
+  bool decode_heap_run(Thread &t, Event *out, size_t max, uint64_t limit, size_t &written) {
+    using fmt::HeapCoder;
+    const uint8_t *tag = t.tag;
+    const uint8_t *const tag_end = t.tag_end;
+    fmt::Cursor *col = t.columns;
+    const uint8_t *delta = col[fmt::kColDelta].p, *const delta_end = col[fmt::kColDelta].end;
+    const uint8_t *low = col[fmt::kColSlotLow].p, *const low_end = col[fmt::kColSlotLow].end;
+    const uint8_t *high = col[fmt::kColSlotHigh].p;
+    const uint8_t *const high_end = col[fmt::kColSlotHigh].end;
+    const uint8_t *size = col[fmt::kColSize].p, *const size_end = col[fmt::kColSize].end;
+    const uint8_t *haddr = col[fmt::kColHeapAddr].p;
+    const uint8_t *const haddr_end = col[fmt::kColHeapAddr].end;
+    const uint8_t *other = col[fmt::kColOther].p, *const other_end = col[fmt::kColOther].end;
+    uint64_t ticks = t.ticks, last_addr = t.last_addr;
+    HeapCoder &coder = *t.coder;
+    const uint32_t tid = t.tid;
+    size_t n = 0;
+    bool ok = true;
+    while (n < max && tag < tag_end &&
+           (*tag & 0x0F) == static_cast<uint8_t>(fmt::EventType::kHeap)) {
+      const uint8_t bits = *tag++ >> 4;
+      uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
+      if (dt == fmt::kHeapDeltaEscape && !(ok = varint_at(delta, delta_end, dt))) break;
+      ticks += dt;
+      Event &e = ticks > limit ? t.pending : out[n];
+      e.ticks = ticks;
+      e.thread = tid;
+      e.operand = ADPROF_SPACE_HEAP;
+      e.device = 0;
+      e.text = {};
+      e.values = {};
+      if (bits & fmt::kHeapFree) {
+        e.type = fmt::EventType::kFree;
+        e.a = e.b = 0;
+        if (bits & fmt::kHeapAddressed) {
+          uint64_t zz, cls;
+          if (!(ok = varint_at(haddr, haddr_end, zz) && varint_at(other, other_end, cls) &&
+                     cls <= HeapCoder::kLargeClass))
+            break;
+          last_addr += static_cast<uint64_t>(fmt::unzigzag(zz));
+          e.addr = last_addr;
+          coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
+        } else {
+          if (!(ok = low < low_end && high < high_end)) break;
+          const uint64_t slot = *low++ | uint64_t{*high++} << 8;
+          constexpr int kAhead = 4;  // the slot of the free kAhead frees later, to prefetch
+          if (low_end - low > kAhead && high_end - high > kAhead)
+            coder.prefetch_slot(low[kAhead] | uint64_t{high[kAhead]} << 8);
+          e.addr = coder.address_at(slot);
+          if (!(ok = e.addr != 0)) break;  // an empty slot (or a damaged stream)
+          coder.on_free_slot(static_cast<uint32_t>(slot));
+        }
+      } else {
+        e.type = fmt::EventType::kAlloc;
+        uint64_t zz = 0;
+        if (!(bits & fmt::kHeapPredicted) && !(ok = varint_at(haddr, haddr_end, zz))) break;
+        if (!(ok = varint_at(size, size_end, e.a))) break;
+        const uint64_t usable = fmt::default_usable_size(e.a);
+        if (!(ok = usable != 0)) break;
+        e.b = usable - e.a;
+        const uint32_t cls = HeapCoder::class_of(usable);
+        if (bits & fmt::kHeapPredicted) {
+          e.addr = coder.predicted(cls);
+          if (!(ok = e.addr != 0)) break;
+        } else {
+          e.addr = coder.next_expected(cls, usable) + static_cast<uint64_t>(fmt::unzigzag(zz));
+        }
+        coder.on_alloc(e.addr, cls);
+      }
+      if (ticks > limit) {
+        t.have_pending = true;
+        break;
+      }
+      ++n;
+    }
+    t.tag = tag;
+    col[fmt::kColDelta].p = delta;
+    col[fmt::kColSlotLow].p = low;
+    col[fmt::kColSlotHigh].p = high;
+    col[fmt::kColSize].p = size;
+    col[fmt::kColHeapAddr].p = haddr;
+    col[fmt::kColOther].p = other;
+    t.ticks = ticks;
+    t.last_addr = last_addr;
+    written = n;
+    return ok;
+  }
+
+  // A thread's undecodable bytes (its checksum passed: a writer bug): the rest of its chunk
+  // is skipped.
+  void skip_chunk_rest(Thread &t) {
+    ++live.corrupt_chunks;
+    t.cur.p = t.cur.end;
+    t.tag = t.tag_end;
   }
 };
 
@@ -642,38 +748,70 @@ void TraceReader::rewind() {
   stats_ = m.indexed;
 }
 
-// The merge of the threads' streams by time (run by the read-ahead thread). The thread served
-// last goes on while its next event is not later than every other thread's (most traces are
-// dominated by one thread at a time, and two threads running side by side still write runs of
-// events between their switches): its events are decoded straight into `event`, and only the
-// one that ends a run waits, copied, in its thread's `pending`.
-bool TraceReader::Impl::merge_next(Event &event) {
-  for (;;) {
+// The merge of the threads' streams by time (run by the read-ahead thread): writes at most
+// `max` events to `out`; 0 at the end. The thread served last goes on while its next event is
+// not later than every other thread's (most traces are dominated by one thread at a time, and
+// two threads running side by side still write runs of events between their switches): its
+// events are decoded straight into `out`, and only the one that ends a run waits, copied, in
+// its thread's `pending`.
+//
+// An event's text and values lie in its thread's buffers until the thread decodes again: a run
+// ends after an event that has them, so that the caller copies them first.
+size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
+  auto has_text = [](const Event &e) { return !e.text.empty() || !e.values.empty(); };
+  size_t n = 0;
+  while (n < max) {
     if (current < 0) {
-      if (waiting.empty()) return false;
+      if (waiting.empty()) break;
       std::pop_heap(waiting.begin(), waiting.end(), std::greater<>());
       current = static_cast<int64_t>(waiting.back().second);
       waiting.pop_back();
     }
     Thread &t = threads[static_cast<size_t>(current)];
+    const uint64_t limit = waiting.empty() ? UINT64_MAX : waiting.front().first;
     if (t.have_pending) {
-      event = t.pending;  // text and values stay valid until this thread decodes again
-      t.have_pending = false;
-    } else if (!advance(t, event)) {
-      current = -1;  // exhausted
+      if (t.pending.ticks <= limit) {
+        out[n] = t.pending;
+        t.have_pending = false;
+        if (has_text(out[n++])) break;
+        continue;
+      }
+    } else if (!t.more()) {
+      if (!load_chunk(t)) current = -1;  // exhausted
       continue;
+    } else {
+      if (t.columnar) {
+        size_t written;
+        bool ok = decode_heap_run(t, out + n, max - n, limit, written);
+        n += written;
+        if (!ok) {
+          skip_chunk_rest(t);
+          continue;
+        }
+        if (written > 0 && !t.have_pending) continue;
+      }
+      if (!t.have_pending) {  // an event of another kind (or a plain chunk): one at a time
+        if (!t.more()) continue;
+        Event &e = out[n];
+        if (!decode(t, e)) {
+          skip_chunk_rest(t);
+          continue;
+        }
+        if (e.ticks <= limit) {
+          if (has_text(out[n++])) break;
+          continue;
+        }
+        t.pending = e;
+        t.have_pending = true;
+      }
     }
-    if (!waiting.empty() && waiting.front().first < event.ticks) {
-      t.pending = event;
-      t.have_pending = true;
-      waiting.push_back({event.ticks, static_cast<uint32_t>(current)});
-      std::push_heap(waiting.begin(), waiting.end(), std::greater<>());
-      current = -1;
-      continue;
-    }
-    ++live.events;
-    return true;
+    // The thread's next event is later than another thread's: that one is served next.
+    waiting.push_back({t.pending.ticks, static_cast<uint32_t>(current)});
+    std::push_heap(waiting.begin(), waiting.end(), std::greater<>());
+    current = -1;
   }
+  live.events += n;
+  return n;
 }
 
 bool TraceReader::next(Event &event) {

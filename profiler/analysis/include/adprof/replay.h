@@ -153,6 +153,20 @@ class Replay {
   // Applies one event. Returns true when it changed live memory (alloc, free, retag).
   bool apply(const Event &e);
 
+  // The fast path of apply() for nearly every event of a trace: a heap allocation or free
+  // (is_heap_event(e)). The same changes to live memory, but last() is left as it was; what
+  // changed is returned instead. Blocks it points to are valid until the next apply.
+  static bool is_heap_event(const Event &e) {
+    return e.operand == ADPROF_SPACE_HEAP &&
+           (e.type == format::EventType::kAlloc || e.type == format::EventType::kFree);
+  }
+  struct HeapChange {
+    const Block *block = nullptr;    // allocated or freed; nullptr: a free of no live block
+    const Block *removed = nullptr;  // freed, or replaced by an allocation (its free was lost)
+    bool temporary = false;          // a free inside the op invocation that allocated the block
+  };
+  HeapChange apply_heap(const Event &e);
+
   // Hints for a caller that reads ahead (they change nothing): a free's block can be anywhere
   // among the live ones. prefetch(e) some events before apply(e) fetches the index entry of the
   // block e allocates or frees; prefetch_block(e), later, the block itself.
@@ -243,6 +257,9 @@ class Replay {
   void add(const Block &b);
   void on_alloc(const Event &e);
   void on_free(const Event &e);
+  bool is_temporary(const Block &b, uint32_t thread);
+  void add_heap(const Block &b);
+  void remove_heap(const Block &b);
   void unmap_range(uint64_t start, uint64_t length);
   // Records a block that stopped being live. `stays` says it keeps its place until the next
   // apply() (a freed slot); else it is copied, because the caller overwrites or erases it.
