@@ -56,10 +56,10 @@ int command_dump(const std::vector<std::string> &args) {
         printf(" %u %" PRIu64, e.operand, e.a);
         break;
       case format::EventType::kName:
-        printf(" %" PRIu64 " \"%.*s\"", e.a, static_cast<int>(e.text.size()), e.text.data());
+        printf(" %" PRIu64 " \"%.*s\"", e.a, static_cast<int>(e.text().size()), e.text().data());
         break;
       case format::EventType::kThreadName:
-        printf(" \"%.*s\"", static_cast<int>(e.text.size()), e.text.data());
+        printf(" \"%.*s\"", static_cast<int>(e.text().size()), e.text().data());
         break;
       case format::EventType::kLabel:
         printf(" 0x%" PRIx64 " \"%s\"", e.addr, names.name(static_cast<uint32_t>(e.a)).c_str());
@@ -73,7 +73,7 @@ int command_dump(const std::vector<std::string> &args) {
           printf(" 0x%" PRIx64 " dtype=%" PRIu64, e.addr, e.a);
         else
           printf(" %s", names.name(static_cast<uint32_t>(e.a)).c_str());
-        for (uint64_t v : e.values) printf(" %" PRIu64, v);
+        for (uint64_t v : e.values()) printf(" %" PRIu64, v);
         break;
       default:
         break;

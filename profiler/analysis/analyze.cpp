@@ -134,13 +134,18 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     }
     if (in_step) step.peak = std::max(step.peak, live);
   };
-  // The replay prefetches the blocks of the events kAhead events ahead (a free's block is
-  // anywhere among the live ones): the index entry first, the block itself half-way.
+  // With many live blocks (more than the caches hold), the replay prefetches the blocks of
+  // the events kAhead events ahead (a free's block is anywhere among the live ones): the index
+  // entry first, the block itself half-way. With fewer, the hints cost more than they save.
   constexpr size_t kAhead = 16;
-  for (std::span<const Event> run; !(run = reader.next_events()).empty();)
+  constexpr size_t kPrefetchAbove = size_t{1} << 16;  // live blocks
+  for (std::span<const Event> run; !(run = reader.next_events()).empty();) {
+    const bool prefetch = replay.live_blocks() > kPrefetchAbove;
     for (size_t i = 0; i < run.size(); ++i) {
-      if (i + kAhead < run.size()) replay.prefetch(run[i + kAhead]);
-      if (i + kAhead / 2 < run.size()) replay.prefetch_block(run[i + kAhead / 2]);
+      if (prefetch && i + kAhead < run.size()) {
+        replay.prefetch(run[i + kAhead]);
+        replay.prefetch_block(run[i + kAhead / 2]);
+      }
       const Event &e = run[i];
       ++index;
       last_ticks = e.ticks;
@@ -173,19 +178,19 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
         step.step = e.a;
         step.start = reader.seconds(e.ticks);
         step.peak = replay.host_live();
-      } else if (e.type == format::EventType::kName && e.text == "adcore.tape.begin") {
+      } else if (e.type == format::EventType::kName && e.text() == "adcore.tape.begin") {
         have_adcore_tape = true;
-      } else if (e.type == format::EventType::kAnnotate && e.values.size() >= 5 + kRoleCount &&
+      } else if (e.type == format::EventType::kAnnotate && e.values().size() >= 5 + kRoleCount &&
                  replay.name(static_cast<uint32_t>(e.a)) == "adcore.cuda.oom") {
         // {requested, reserved, allocated, limit, device, live bytes by role...}
         if (r.device_ooms++ == 0) {
-          r.oom_requested = e.values[0];
-          r.oom_reserved = e.values[1];
-          r.oom_allocated = e.values[2];
-          r.oom_limit = e.values[3];
-          r.oom_device = static_cast<uint32_t>(e.values[4]);
+          r.oom_requested = e.values()[0];
+          r.oom_reserved = e.values()[1];
+          r.oom_allocated = e.values()[2];
+          r.oom_limit = e.values()[3];
+          r.oom_device = static_cast<uint32_t>(e.values()[4]);
           r.oom_time = reader.seconds(e.ticks);
-          for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values[5 + i];
+          for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values()[5 + i];
         }
       } else if (e.type == format::EventType::kCounter && e.operand == 1) {
         r.max_rss = std::max(r.max_rss, e.a);
@@ -220,6 +225,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
       r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
     }
+  }
   close_step(last_ticks);
   r.events = reader.stats().events;
   r.duration = reader.seconds(last_ticks);

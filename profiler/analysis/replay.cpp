@@ -253,7 +253,7 @@ Replay::HeapChange Replay::apply_heap(const Event &e) {
     if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
     remove_heap(b);
     change.block = change.removed = &b;
-    change.temporary = is_temporary(b, e.thread);
+    change.temporary = b.op_instance != 0 && is_temporary(b, e.thread);
     return change;
   }
   auto [en, inserted] = index_.insert(e.addr, 0);
@@ -266,20 +266,17 @@ Replay::HeapChange Replay::apply_heap(const Event &e) {
     change.removed = &old;
   }
   const ThreadContext &ctx = context(e.thread);
+  const OpFrame op = ctx.ops.empty() ? OpFrame{0, 0} : ctx.ops.back();
   Block &b = store_[en->slot];
-  b = Block{};
-  b.size = e.a;
-  b.slack = e.b;
-  b.alloc_ticks = e.ticks;
-  b.serial = serial_;
-  b.thread = e.thread;
-  b.role = ctx.role;
-  b.phase = ctx.phase;
-  b.space = ADPROF_SPACE_HEAP;
-  if (!ctx.ops.empty()) {
-    b.op_name = ctx.ops.back().name;
-    b.op_instance = ctx.ops.back().instance;
-  }
+  b = Block{.size = e.a,
+            .slack = e.b,
+            .serial = serial_,
+            .op_instance = op.instance,
+            .op_name = op.name,
+            .role = ctx.role,
+            .phase = ctx.phase,
+            .thread = e.thread,
+            .alloc_ticks = e.ticks};
   add_heap(b);
   change.block = &b;
   return change;
@@ -343,12 +340,12 @@ bool Replay::apply(const Event &e) {
     case fmt::EventType::kName:
       if (e.a < (1u << 24)) {  // ids are dense and small; bound what a damaged file can ask
         if (e.a >= names_.size()) names_.resize(e.a + 1);
-        names_[e.a] = std::string(e.text);
+        names_[e.a] = std::string(e.text());
       }
       return false;
     case fmt::EventType::kThreadName:
       context(e.thread);
-      thread_names_[e.thread] = std::string(e.text);
+      thread_names_[e.thread] = std::string(e.text());
       return false;
     case fmt::EventType::kCounter:
       counters_[e.operand] = e.a;
@@ -373,7 +370,7 @@ bool Replay::apply(const Event &e) {
           index = static_cast<uint32_t>(shapes_.size());
           shapes_.emplace_back();
         }
-        shapes_[index].assign(e.values.begin(), e.values.end());
+        shapes_[index].assign(e.values().begin(), e.values().end());
         b->describe_index = index + 1;
       }
       return false;

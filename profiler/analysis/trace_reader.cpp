@@ -102,9 +102,10 @@ struct TraceReader::Impl {
     bool end = false;  // the last batch
     std::string text;  // the events' texts and values, which their views point into
     std::vector<uint64_t> values;
-    struct Ref {
+    struct Ref {  // an event's text or values in the arenas
       uint32_t event;
-      uint32_t text_at, text_len, values_at, values_len;
+      bool text;
+      uint32_t at, size;
     };
     std::vector<Ref> refs;
     ReadStats stats;  // the reader's figures after this batch
@@ -146,22 +147,27 @@ struct TraceReader::Impl {
           b->end = true;
           break;
         }
-        for (size_t i = b->count; i < b->count + got; ++i) {
-          const Event &e = b->events[i];
-          if (e.text.empty() && e.values.empty()) continue;
-          b->refs.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(b->text.size()),
-                             static_cast<uint32_t>(e.text.size()),
-                             static_cast<uint32_t>(b->values.size()),
-                             static_cast<uint32_t>(e.values.size())});
-          b->text.append(e.text);
-          b->values.insert(b->values.end(), e.values.begin(), e.values.end());
+        // Only a run's last event can have a text or values (see merge_run).
+        const size_t last = b->count + got - 1;
+        const Event &e = b->events[last];
+        if (e.has_payload()) {
+          const bool text = !e.text().empty();
+          b->refs.push_back({static_cast<uint32_t>(last), text,
+                             static_cast<uint32_t>(text ? b->text.size() : b->values.size()),
+                             static_cast<uint32_t>(text ? e.text().size() : e.values().size())});
+          if (text)
+            b->text.append(e.text());
+          else
+            b->values.insert(b->values.end(), e.values().begin(), e.values().end());
         }
         b->count += got;
       }
       for (const Batch::Ref &r : b->refs) {  // the arenas no longer move
         Event &e = b->events[r.event];
-        e.text = std::string_view(b->text).substr(r.text_at, r.text_len);
-        e.values = std::span<const uint64_t>(b->values).subspan(r.values_at, r.values_len);
+        if (r.text)
+          e.set_text(std::string_view(b->text).substr(r.at, r.size));
+        else
+          e.set_values(std::span<const uint64_t>(b->values).subspan(r.at, r.size));
       }
       b->stats = live;
       b->chunks_consumed = chunks_consumed;
@@ -392,7 +398,7 @@ struct TraceReader::Impl {
         const uint8_t *s = c.bytes(n);
         if (!s) return false;
         t.text.assign(reinterpret_cast<const char *>(s), n);
-        e.text = t.text;
+        e.set_text(t.text);
         break;
       }
       case fmt::EventType::kAnnotate:
@@ -407,7 +413,7 @@ struct TraceReader::Impl {
         if (n > limit) return false;
         t.values.resize(n);
         for (uint64_t i = 0; i < n; ++i) t.values[i] = c.varint();
-        e.values = t.values;
+        e.set_values(t.values);
         break;
       }
       case fmt::EventType::kLabel:
@@ -425,8 +431,7 @@ struct TraceReader::Impl {
     e.thread = t.tid;
     e.operand = ADPROF_SPACE_HEAP;
     e.device = 0;
-    e.text = {};
-    e.values = {};
+    e.clear_payload();
     uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
     if (dt == fmt::kHeapDeltaEscape) dt = t.in[fmt::kColDelta]->varint();
     t.ticks += dt;
@@ -524,8 +529,7 @@ struct TraceReader::Impl {
       e.thread = tid;
       e.operand = ADPROF_SPACE_HEAP;
       e.device = 0;
-      e.text = {};
-      e.values = {};
+      e.clear_payload();
       if (bits & fmt::kHeapFree) {
         e.type = fmt::EventType::kFree;
         e.a = e.b = 0;
@@ -758,7 +762,6 @@ void TraceReader::rewind() {
 // An event's text and values lie in its thread's buffers until the thread decodes again: a run
 // ends after an event that has them, so that the caller copies them first.
 size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
-  auto has_text = [](const Event &e) { return !e.text.empty() || !e.values.empty(); };
   size_t n = 0;
   while (n < max) {
     if (current < 0) {
@@ -773,7 +776,7 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
       if (t.pending.ticks <= limit) {
         out[n] = t.pending;
         t.have_pending = false;
-        if (has_text(out[n++])) break;
+        if (out[n++].has_payload()) break;
         continue;
       }
     } else if (!t.more()) {
@@ -798,7 +801,7 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
           continue;
         }
         if (e.ticks <= limit) {
-          if (has_text(out[n++])) break;
+          if (out[n++].has_payload()) break;
           continue;
         }
         t.pending = e;

@@ -994,7 +994,7 @@ WhatIf predict_policies(TraceReader &reader) {
     if (e.type != T::kAnnotate) continue;
     const Kind k = kind(e.a);
     if (k == Kind::kOther) continue;
-    const auto &v = e.values;
+    const auto v = e.values();
     auto val = [&](size_t i) { return i < v.size() ? v[i] : kNone; };
     ts.deliver_gen = nullptr;
     ts.pending_release_addr = 0;

@@ -67,13 +67,13 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   int oom_events = 0;
   uint64_t peak_device = 0, peak_reserved = 0;
   while (reader.next(e)) {
-    if (e.type == adprof::format::EventType::kName && e.text == "adcore.cuda.oom")
+    if (e.type == adprof::format::EventType::kName && e.text() == "adcore.cuda.oom")
       oom_kind = static_cast<uint32_t>(e.a);
     if (e.type == adprof::format::EventType::kAnnotate && oom_kind && e.a == oom_kind) {
       ++oom_events;
-      EXPECT_EQ(e.values.size(), 15u);
-      if (!e.values.empty()) {
-        EXPECT_EQ(e.values[0], 32u << 20);  // requested
+      EXPECT_EQ(e.values().size(), 15u);
+      if (!e.values().empty()) {
+        EXPECT_EQ(e.values()[0], 32u << 20);  // requested
       }
     }
     if (!replay.apply(e)) continue;

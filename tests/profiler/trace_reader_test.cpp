@@ -28,10 +28,9 @@ std::vector<Event> read_all(TraceReader &r, std::vector<std::string> *texts = nu
   Event e;
   while (r.next(e)) {
     out.push_back(e);
-    if (texts) texts->emplace_back(e.text);
-    if (values) values->emplace_back(e.values.begin(), e.values.end());
-    out.back().text = {};
-    out.back().values = {};
+    if (texts) texts->emplace_back(e.text());
+    if (values) values->emplace_back(e.values().begin(), e.values().end());
+    out.back().clear_payload();
   }
   return out;
 }

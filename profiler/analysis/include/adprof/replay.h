@@ -97,7 +97,7 @@ class BlockIndex {
   }
   // The entry of key: inserted with `slot` (second: true) or the one already there.
   std::pair<Entry *, bool> insert(uint64_t key, uint32_t slot) {
-    if (2 * (size_ + 1) > entries_.size()) grow();
+    if (4 * (size_ + 1) > entries_.size()) grow();
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       Entry &en = entries_[i];
       if (en.slot == kEmpty) {
