@@ -91,7 +91,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     step.end = reader.seconds(ticks);
     r.steps.push_back(step);
   };
-  auto count_allocation = [&](const Block &b) {
+  auto count_allocation = [&](const Block &b) __attribute__((always_inline)) {
     ++r.allocations;
     r.bytes_allocated += b.size;
     PhaseSummary &ph = r.phases[b.phase];
@@ -105,14 +105,14 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
       step.bytes += b.size;
     }
   };
-  auto count_temporary = [&](const Block &b) {
+  auto count_temporary = [&](const Block &b) __attribute__((always_inline)) {
     ++r.temporaries;
     r.temporary_bytes += b.size;
     OpTotals &op = ops[b.op_name];
     ++op.temporaries;
     op.temporary_bytes += b.size;
   };
-  auto track_host_peak = [&](const Event &e, int thread_phase) {
+  auto track_host_peak = [&](const Event &e, int thread_phase) __attribute__((always_inline)) {
     const uint64_t live = replay.host_live();
     if (live > r.peak) {
       r.peak = live;

@@ -79,7 +79,7 @@ inline void Replay::add(const Block &b) {
   }  // anonymous mappings: by_space_ only
 }
 
-uint32_t Replay::new_slot() {
+inline uint32_t Replay::new_slot() {
   if (!free_slots_.empty()) {
     uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
