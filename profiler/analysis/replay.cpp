@@ -79,16 +79,6 @@ inline void Replay::add(const Block &b) {
   }  // anonymous mappings: by_space_ only
 }
 
-inline uint32_t Replay::new_slot() {
-  if (!free_slots_.empty()) {
-    uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
-    return slot;
-  }
-  store_.emplace_back();
-  return static_cast<uint32_t>(store_.size() - 1);
-}
-
 Block *Replay::find(uint64_t addr) {
   for (int space : {ADPROF_SPACE_HEAP, ADPROF_SPACE_DEVICE_BLOCK, ADPROF_SPACE_DEVICE_RAW,
                     ADPROF_SPACE_HOST_PINNED, ADPROF_SPACE_DEVICE_SEGMENT}) {
@@ -218,68 +208,6 @@ bool Replay::is_temporary(const Block &b, uint32_t thread) {
   for (const OpFrame &f : context(thread).ops)
     if (f.instance == b.op_instance && f.name == b.op_name) return true;
   return false;
-}
-
-// add<true>() and add<false>() for a heap block, without their tests of its space.
-inline void Replay::add_heap(const Block &b) {
-  by_space_[ADPROF_SPACE_HEAP] += b.size;
-  host_live_ += b.size;
-  host_by_role_[b.role] += b.size;
-  host_by_phase_[b.phase] += b.size;
-  host_slack_ += b.slack;
-}
-inline void Replay::remove_heap(const Block &b) {
-  by_space_[ADPROF_SPACE_HEAP] -= b.size;
-  host_live_ -= b.size;
-  host_by_role_[b.role] -= b.size;
-  host_by_phase_[b.phase] -= b.size;
-  host_slack_ -= b.slack;
-}
-
-Replay::HeapChange Replay::apply_heap(const Event &e) {
-  ++serial_;
-  if (!removed_copies_.empty()) removed_copies_.clear();
-  HeapChange change;
-  if (e.type == format::EventType::kFree) {
-    const BlockIndex::Entry *en = index_.find(e.addr);
-    if (!en) {
-      ++unmatched_frees_;
-      return change;
-    }
-    const uint32_t slot = en->slot;
-    const Block &b = store_[slot];  // stays in its slot until the next apply
-    index_.erase(en);
-    free_slots_.push_back(slot);
-    if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
-    remove_heap(b);
-    change.block = change.removed = &b;
-    change.temporary = b.op_instance != 0 && is_temporary(b, e.thread);
-    return change;
-  }
-  auto [en, inserted] = index_.insert(e.addr, 0);
-  if (inserted) {
-    en->slot = new_slot();
-  } else {  // the free was lost (cut chunk): the old block is gone
-    const Block &old = removed_copies_.emplace_back(store_[en->slot]);
-    remove_heap(old);
-    if (old.describe_index) free_shapes_.push_back(old.describe_index - 1);
-    change.removed = &old;
-  }
-  const ThreadContext &ctx = context(e.thread);
-  const OpFrame op = ctx.ops.empty() ? OpFrame{0, 0} : ctx.ops.back();
-  Block &b = store_[en->slot];
-  b = Block{.size = e.a,
-            .slack = e.b,
-            .serial = serial_,
-            .op_instance = op.instance,
-            .op_name = op.name,
-            .role = ctx.role,
-            .phase = ctx.phase,
-            .thread = e.thread,
-            .alloc_ticks = e.ticks};
-  add_heap(b);
-  change.block = &b;
-  return change;
 }
 
 bool Replay::apply(const Event &e) {

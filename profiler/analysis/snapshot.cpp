@@ -1,7 +1,8 @@
 #include "adprof/snapshot.h"
 
+#include <absl/container/flat_hash_map.h>
+
 #include <algorithm>
-#include <unordered_map>
 
 namespace adprof {
 
@@ -38,16 +39,19 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
                          const TraceReader &reader, size_t max_buffers) {
   Snapshot s;
   std::erase_if(live, [](const auto &p) { return !is_host_space(p.second->space); });
-  std::unordered_map<uint32_t, uint64_t> op_bytes;
-  std::unordered_map<uint64_t, const Block *> by_addr;
+  absl::flat_hash_map<uint32_t, uint64_t> op_bytes;
+  bool any_source = false;
   for (const auto &[addr, b] : live) {
     s.host += b->size;
     s.by_role[b->role] += b->size;
     s.by_phase[b->phase] += b->size;
     s.slack += b->slack;
     op_bytes[b->op_name] += b->size;
-    by_addr[addr] = b;
+    any_source |= b->source != 0;
   }
+  absl::flat_hash_map<uint64_t, const Block *> by_addr;  // for duplicates' sources
+  if (any_source)
+    for (const auto &[addr, b] : live) by_addr[addr] = b;
   std::sort(live.begin(), live.end(), [](const auto &a, const auto &b) {
     return a.second->size != b.second->size ? a.second->size > b.second->size : a.first < b.first;
   });
@@ -55,8 +59,9 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
   auto describe_block = [&](const Block &b) {
     return b.label ? replay.name(b.label) : replay.op_label(b.op_name, b.op_instance);
   };
+  s.buffers.reserve(live.size());
   for (const auto &[addr, b] : live) {
-    LiveBuffer lb;
+    LiveBuffer &lb = s.buffers.emplace_back();
     lb.addr = addr;
     lb.size = b->size;
     lb.slack = b->slack;
@@ -76,7 +81,6 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
       if (src != by_addr.end()) lb.source_label = describe_block(*src->second);
     }
     lb.content_hash = b->content_hash;
-    s.buffers.push_back(std::move(lb));
   }
   for (const auto &[id, bytes] : op_bytes) s.by_op.push_back({replay.op_kind(id), bytes});
   std::sort(s.by_op.begin(), s.by_op.end(), [](const auto &a, const auto &b) {
