@@ -64,7 +64,9 @@ struct TraceReader::Impl {
     }
     uint64_t ticks = 0;
     uint64_t last_addr = 0;
-    std::unique_ptr<fmt::HeapCoder> coder = std::make_unique<fmt::HeapCoder>();
+    // The heap coder of the trace's version (heap_coder.h): made with the first chunk.
+    std::unique_ptr<fmt::HeapCoder> coder;       // version 3
+    std::unique_ptr<fmt::HeapCoderV2> coder_v2;  // versions 1 and 2
     bool have_pending = false;
     Event pending;
     std::string text;
@@ -300,7 +302,13 @@ struct TraceReader::Impl {
       }
       t.ticks = c.base_ts;
       t.last_addr = 0;
-      t.coder->reset();
+      if (version >= 3) {
+        if (!t.coder) t.coder = std::make_unique<fmt::HeapCoder>();
+        t.coder->reset();
+      } else {
+        if (!t.coder_v2) t.coder_v2 = std::make_unique<fmt::HeapCoderV2>();
+        t.coder_v2->reset();
+      }
       ++live.chunks;
       return true;
     }
@@ -358,7 +366,7 @@ struct TraceReader::Impl {
         e.b = c.varint();
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
         if (e.operand == ADPROF_SPACE_HEAP)
-          t.coder->on_alloc(e.addr, fmt::HeapCoder::class_of(e.a + e.b));
+          on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b));
         break;
       case fmt::EventType::kFree:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
@@ -427,7 +435,19 @@ struct TraceReader::Impl {
 
   // A compact heap event (trace_format.h, "Heap events"), yielded as kAlloc or kFree.
   // Every field of the Event is set (the general path clears it whole; this one is hotter).
+  // A heap allocation in the general form (kAlloc): the coder takes note, as the writer's did.
+  static void on_heap_alloc(Thread &t, uint64_t addr, uint32_t cls) {
+    if (t.coder)
+      t.coder->on_alloc(addr, cls);
+    else
+      t.coder_v2->on_alloc(addr, cls);
+  }
+
   bool decode_heap(Thread &t, Event &e, uint8_t bits) {
+    return t.coder ? decode_heap(t, *t.coder, e, bits) : decode_heap(t, *t.coder_v2, e, bits);
+  }
+  template <class Coder>
+  bool decode_heap(Thread &t, Coder &coder, Event &e, uint8_t bits) {
     e.thread = t.tid;
     e.operand = ADPROF_SPACE_HEAP;
     e.device = 0;
@@ -436,7 +456,6 @@ struct TraceReader::Impl {
     if (dt == fmt::kHeapDeltaEscape) dt = t.in[fmt::kColDelta]->varint();
     t.ticks += dt;
     e.ticks = t.ticks;
-    fmt::HeapCoder &coder = *t.coder;
     if (bits & fmt::kHeapFree) {
       e.type = fmt::EventType::kFree;
       e.a = e.b = 0;
@@ -458,10 +477,8 @@ struct TraceReader::Impl {
       } else {
         slot = t.cur.varint();
       }
-      e.addr = coder.address_at(slot);
-      if (e.addr == 0) return false;  // an empty slot (or a damaged stream)
-      coder.on_free_slot(static_cast<uint32_t>(slot));
-      return true;
+      e.addr = slot < Coder::kNoSlot ? coder.on_free_slot(static_cast<uint32_t>(slot)) : 0;
+      return e.addr != 0;  // 0: an empty slot (or a damaged stream)
     }
     e.type = fmt::EventType::kAlloc;
     uint64_t delta = bits & fmt::kHeapPredicted ? 0 : t.in[fmt::kColHeapAddr]->varint();
@@ -501,6 +518,12 @@ struct TraceReader::Impl {
   // `limit`, which it leaves in t.pending. False on malformed bytes (the events before them
   // are written: `written`).
   bool decode_heap_run(Thread &t, Event *out, size_t max, uint64_t limit, size_t &written) {
+    return t.coder ? decode_heap_run(t, *t.coder, out, max, limit, written)
+                   : decode_heap_run(t, *t.coder_v2, out, max, limit, written);
+  }
+  template <class Coder>
+  bool decode_heap_run(Thread &t, Coder &coder, Event *out, size_t max, uint64_t limit,
+                       size_t &written) {
     using fmt::HeapCoder;
     const uint8_t *tag = t.tag;
     const uint8_t *const tag_end = t.tag_end;
@@ -514,7 +537,6 @@ struct TraceReader::Impl {
     const uint8_t *const haddr_end = col[fmt::kColHeapAddr].end;
     const uint8_t *other = col[fmt::kColOther].p, *const other_end = col[fmt::kColOther].end;
     uint64_t ticks = t.ticks, last_addr = t.last_addr;
-    HeapCoder &coder = *t.coder;
     const uint32_t tid = t.tid;
     size_t n = 0;
     bool ok = true;
@@ -547,9 +569,8 @@ struct TraceReader::Impl {
           constexpr int kAhead = 4;  // the slot of the free kAhead frees later, to prefetch
           if (low_end - low > kAhead && high_end - high > kAhead)
             coder.prefetch_slot(low[kAhead] | uint64_t{high[kAhead]} << 8);
-          e.addr = coder.address_at(slot);
+          e.addr = coder.on_free_slot(static_cast<uint32_t>(slot));
           if (!(ok = e.addr != 0)) break;  // an empty slot (or a damaged stream)
-          coder.on_free_slot(static_cast<uint32_t>(slot));
         }
       } else {
         e.type = fmt::EventType::kAlloc;

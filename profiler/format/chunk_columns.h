@@ -1,4 +1,4 @@
-// Columnar chunks (format version 2, chunk flag kChunkFlagColumns): the writer thread, before
+// Columnar chunks (format version 2 on, chunk flag kChunkFlagColumns): the writer thread, before
 // it compresses a chunk, moves each kind of field of the bodies into a column of its own, so
 // that zstd codes each with an alphabet of its own (a slot's low byte is uniform, its high byte
 // a few bits, a time delta almost always 1 byte of a few values: mixed in one stream, every

@@ -1,16 +1,21 @@
-// The heap coder: state that the writer and the reader of a trace (format version 2) both keep
-// per thread stream, so that the commonest events, heap allocations and frees, need few bytes.
-// Documented with the rest of the encoding in trace_format.h ("Heap events").
+// The heap coder: state that the writer and the reader of a trace both keep per thread stream,
+// so that the commonest events, heap allocations and frees, need few bytes. Documented with the
+// rest of the encoding in trace_format.h ("Heap events").
 //
 // Both sides reset it at the start of every chunk (a chunk still decodes alone) and update it
 // with the same heap events in the same order, so they agree on its contents:
-//   - a table of the blocks this thread allocated in this chunk and has not freed: a free of
-//     one is written as the block's slot in the table (13 bits) instead of its address;
+//   - slots for the blocks this thread allocated in this chunk and has not freed: a free of
+//     one is written as the block's slot (13 bits) instead of its address;
 //   - for each small size class, a stack of the addresses this thread freed last, mirroring
 //     jemalloc's per-thread cache, which hands a freed block back first (LIFO): an allocation
 //     that gets the top of its class's stack is written without an address.
 // Neither side depends on the other being jemalloc-exact: a prediction that fails only costs
-// the bytes of the address, and the table only serves blocks it holds.
+// the bytes of the address, and the slots only serve blocks they hold.
+//
+// Version 3 (HeapCoder) gives slots from a free list, last freed first: the reader mirrors it
+// with an array and a stack, and only the writer looks addresses up (in a hash index of its
+// own). Version 2 (HeapCoderV2, read only) made the slot a block's place in a hash table,
+// which the reader had to mirror probe by probe.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +35,9 @@ inline uint64_t default_usable_size(uint64_t size) {
   return (size + delta - 1) & ~(delta - 1);
 }
 
-class HeapCoder {
+// What both versions share: the class stacks that predict allocations.
+class ClassStacks {
  public:
-  static constexpr uint32_t kTableBits = 13;
-  static constexpr uint32_t kTableSize = 1u << kTableBits;
-  static constexpr uint32_t kTableMaxLoad = kTableSize / 4 * 3;
   static constexpr uint32_t kSmallClasses = 49;  // usable sizes up to 32 KiB
   static constexpr uint32_t kLargeClass = kSmallClasses;
   static constexpr uint32_t kStackDepth = 64;
@@ -49,14 +52,6 @@ class HeapCoder {
     return 17 + static_cast<uint32_t>((lg - 7) * 4) + static_cast<uint32_t>((x >> (lg - 2)) & 3);
   }
 
-  void reset() {
-    std::memset(table_, 0, sizeof table_);
-    std::memset(depth_, 0, sizeof depth_);
-    std::memset(last_alloc_, 0, sizeof last_alloc_);
-    count_ = 0;
-  }
-
-  // ---- allocations ----
   // The address an allocation of class `cls` would get if it took the top of the class's
   // stack; 0 when the stack is empty (or the class is large).
   uint64_t predicted(uint32_t cls) const {
@@ -65,10 +60,17 @@ class HeapCoder {
   // Base of the address delta of an allocation that was not predicted: the address after the
   // class's last allocation (jemalloc fills an empty cache with consecutive regions).
   uint64_t next_expected(uint32_t cls, uint64_t usable) const { return last_alloc_[cls] + usable; }
-  // Every heap allocation, compact or not: pops the stack if it predicted `addr` (else the
-  // stack no longer mirrors jemalloc's cache and is emptied) and enters the block in the
-  // table (unless it is full).
-  void on_alloc(uint64_t addr, uint32_t cls) {
+  // A free written with its address and class (a block the slots do not hold).
+  void on_free_address(uint64_t addr, uint32_t cls) { push(addr, cls); }
+
+ protected:
+  void reset_stacks() {
+    std::memset(depth_, 0, sizeof depth_);
+    std::memset(last_alloc_, 0, sizeof last_alloc_);
+  }
+  // Every heap allocation: pops the stack if it predicted `addr` (else the stack no longer
+  // mirrors jemalloc's cache and is emptied).
+  void stacks_on_alloc(uint64_t addr, uint32_t cls) {
     if (cls < kSmallClasses && depth_[cls]) {
       if (stack_[cls][top_[cls]] == addr) {
         --depth_[cls];
@@ -78,30 +80,161 @@ class HeapCoder {
       }
     }
     last_alloc_[cls] = addr;
-    insert(addr, cls);
+  }
+  void push(uint64_t addr, uint32_t cls) {
+    if (cls >= kSmallClasses) return;
+    top_[cls] = (top_[cls] + 1) & (kStackDepth - 1);
+    stack_[cls][top_[cls]] = addr;
+    if (depth_[cls] < kStackDepth) ++depth_[cls];
   }
 
-  // ---- frees ----
-  // The slot of a live block in the table, or kNoSlot.
-  uint32_t find(uint64_t addr) const {
-    if (addr == 0 || addr >> 56) return kNoSlot;
-    for (uint32_t i = home(addr);; i = (i + 1) & (kTableSize - 1)) {
-      uint64_t entry = table_[i];
-      if (entry == 0) return kNoSlot;
-      if ((entry & kAddrMask) == addr) return i;
+ private:
+  uint8_t depth_[kSmallClasses];
+  uint8_t top_[kSmallClasses];
+  uint64_t stack_[kSmallClasses][kStackDepth];
+  uint64_t last_alloc_[kSmallClasses + 1];
+};
+
+// Version 3. Every heap allocation (compact or not) takes a slot, if its address is below
+// 2^48 and a slot is left: the slot freed last, else the next never used. A free by slot gives
+// it back. Both sides run on_alloc() and on_free_slot(); the writer also keeps its index (an
+// address's slot) with remember() and take().
+class HeapCoder : public ClassStacks {
+ public:
+  static constexpr uint32_t kSlots = 6144;  // slot < kSlots: 13 bits
+  static constexpr uint32_t kIndexBits = 13;
+  static constexpr uint32_t kIndexSize = 1u << kIndexBits;  // at most 3/4 full
+
+  void reset() {
+    reset_stacks();
+    free_count_ = 0;
+    next_slot_ = 0;
+    if (index_used_) std::memset(index_, 0, sizeof index_);
+    index_used_ = false;
+  }
+
+  // Every heap allocation: the class stacks, then a slot. Returns the slot (kNoSlot: none).
+  uint32_t on_alloc(uint64_t addr, uint32_t cls) {
+    stacks_on_alloc(addr, cls);
+    if (addr == 0 || addr >> 48) return kNoSlot;
+    uint32_t slot;
+    if (free_count_ > 0)
+      slot = free_[--free_count_];
+    else if (next_slot_ < kSlots)
+      slot = next_slot_++;
+    else
+      return kNoSlot;
+    slots_[slot] = addr | static_cast<uint64_t>(cls + 1) << 56;
+    return slot;
+  }
+  // The address in a slot; 0 for a free or never used slot, or one out of range.
+  uint64_t address_at(uint64_t slot) const {
+    return slot < next_slot_ ? slots_[slot] & kAddrMask : 0;
+  }
+  // A free written as its slot: gives the slot back and pushes the address on its class's
+  // stack. Returns the address (0: a slot that holds no block).
+  uint64_t on_free_slot(uint32_t slot) {
+    const uint64_t entry = slot < next_slot_ ? slots_[slot] : 0;
+    if (entry == 0) return 0;
+    slots_[slot] = 0;
+    free_[free_count_++] = static_cast<uint16_t>(slot);
+    const uint64_t addr = entry & kAddrMask;
+    push(addr, static_cast<uint32_t>(entry >> 56) - 1);
+    return addr;
+  }
+  // A hint: the slot a coming free will read.
+  void prefetch_slot(uint64_t slot) const {
+    if (slot < kSlots) __builtin_prefetch(&slots_[slot]);
+  }
+
+  // ---- the writer's index ----
+  // After on_alloc() gave `addr` a slot. An address already in the index is a block this
+  // thread allocated and another thread freed: its old slot stays taken (unused) to the end of
+  // the chunk, as the reader, which sees no such free, keeps it too.
+  void remember(uint64_t addr, uint32_t slot) {
+    index_used_ = true;
+    const uint64_t entry = addr | static_cast<uint64_t>(slot + 1) << 48;
+    for (uint32_t i = home(addr);; i = (i + 1) & (kIndexSize - 1)) {
+      if (index_[i] == 0 || (index_[i] & kIndexAddrMask) == addr) {
+        index_[i] = entry;
+        return;
+      }
     }
+  }
+  // A free: the slot of `addr` (kNoSlot: none), which leaves the index.
+  uint32_t take(uint64_t addr) {
+    if (!index_used_ || addr == 0 || addr >> 48) return kNoSlot;
+    for (uint32_t i = home(addr);; i = (i + 1) & (kIndexSize - 1)) {
+      const uint64_t entry = index_[i];
+      if (entry == 0) return kNoSlot;
+      if ((entry & kIndexAddrMask) == addr) {
+        erase(i);
+        return static_cast<uint32_t>(entry >> 48) - 1;
+      }
+    }
+  }
+
+ private:
+  static constexpr uint64_t kAddrMask = (uint64_t{1} << 56) - 1;
+  static constexpr uint64_t kIndexAddrMask = (uint64_t{1} << 48) - 1;
+
+  static uint32_t home(uint64_t addr) {
+    return static_cast<uint32_t>(((addr >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kIndexBits));
+  }
+  // Linear probing's backward-shift deletion: no tombstones, so lookups stay short.
+  void erase(uint32_t at) {
+    uint32_t hole = at;
+    for (uint32_t j = (at + 1) & (kIndexSize - 1); index_[j] != 0; j = (j + 1) & (kIndexSize - 1)) {
+      const uint32_t h = home(index_[j] & kIndexAddrMask);
+      // Move j into the hole unless its home lies cyclically in (hole, j].
+      if (((j - h) & (kIndexSize - 1)) >= ((j - hole) & (kIndexSize - 1))) {
+        index_[hole] = index_[j];
+        hole = j;
+      }
+    }
+    index_[hole] = 0;
+  }
+
+  uint64_t slots_[kSlots];  // 0: free; else address | (class + 1) << 56
+  uint16_t free_[kSlots];   // the free slots below next_slot_, last freed on top
+  uint32_t free_count_ = 0;
+  uint32_t next_slot_ = 0;
+  bool index_used_ = false;
+  uint64_t index_[kIndexSize] = {};  // the writer's: 0, or address | (slot + 1) << 48
+};
+
+// Version 2 (read only): a block's slot is its place in a hash table of 8192 entries, at most
+// 3/4 full, with linear probing and backward-shift deletion.
+class HeapCoderV2 : public ClassStacks {
+ public:
+  static constexpr uint32_t kTableBits = 13;
+  static constexpr uint32_t kTableSize = 1u << kTableBits;
+  static constexpr uint32_t kTableMaxLoad = kTableSize / 4 * 3;
+
+  void reset() {
+    reset_stacks();
+    std::memset(table_, 0, sizeof table_);
+    count_ = 0;
+  }
+
+  // Every heap allocation, compact or not: the class stacks, then the block enters the table
+  // (unless it is full).
+  void on_alloc(uint64_t addr, uint32_t cls) {
+    stacks_on_alloc(addr, cls);
+    insert(addr, cls);
   }
   // The address in a slot; 0 for an empty slot or one out of range (a damaged stream).
   uint64_t address_at(uint64_t slot) const {
     return slot < kTableSize ? table_[slot] & kAddrMask : 0;
   }
-  // A hint: the entry of a slot a coming free will read (frees by slot miss the cache most).
+  // A hint: the entry of a slot a coming free will read.
   void prefetch_slot(uint64_t slot) const {
     if (slot < kTableSize) __builtin_prefetch(&table_[slot]);
   }
   // A free written as its slot: takes the block out of the table and pushes its address on
   // its class's stack. Returns the address (0: empty slot).
   uint64_t on_free_slot(uint32_t slot) {
+    if (slot >= kTableSize) return 0;
     uint64_t entry = table_[slot];
     if (entry == 0) return 0;
     uint64_t addr = entry & kAddrMask;
@@ -109,18 +242,10 @@ class HeapCoder {
     push(addr, static_cast<uint32_t>(entry >> 56) - 1);
     return addr;
   }
-  // A free written with its address and class (a block the table does not hold).
-  void on_free_address(uint64_t addr, uint32_t cls) { push(addr, cls); }
 
  private:
   static constexpr uint64_t kAddrMask = (uint64_t{1} << 56) - 1;
 
-  void push(uint64_t addr, uint32_t cls) {
-    if (cls >= kSmallClasses) return;
-    top_[cls] = (top_[cls] + 1) & (kStackDepth - 1);
-    stack_[cls][top_[cls]] = addr;
-    if (depth_[cls] < kStackDepth) ++depth_[cls];
-  }
   static uint32_t home(uint64_t addr) {
     return static_cast<uint32_t>(((addr >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kTableBits));
   }
@@ -139,13 +264,11 @@ class HeapCoder {
     table_[i] = entry;
     ++count_;
   }
-  // Linear probing's backward-shift deletion: no tombstones, so lookups stay short.
   void erase(uint32_t slot) {
     uint32_t hole = slot;
     for (uint32_t j = (slot + 1) & (kTableSize - 1); table_[j] != 0;
          j = (j + 1) & (kTableSize - 1)) {
       uint32_t h = home(table_[j] & kAddrMask);
-      // Move j into the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & (kTableSize - 1)) >= ((j - hole) & (kTableSize - 1))) {
         table_[hole] = table_[j];
         hole = j;
@@ -157,10 +280,6 @@ class HeapCoder {
 
   uint64_t table_[kTableSize];  // 0: empty; else address | (class + 1) << 56
   uint32_t count_ = 0;
-  uint8_t depth_[kSmallClasses];
-  uint8_t top_[kSmallClasses];
-  uint64_t stack_[kSmallClasses][kStackDepth];
-  uint64_t last_alloc_[kSmallClasses + 1];
 };
 
 }  // namespace adprof::format

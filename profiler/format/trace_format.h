@@ -1,4 +1,4 @@
-// The adprof trace file format, version 2 (the reader also reads version 1). The writer
+// The adprof trace file format, version 3 (the reader also reads versions 1 and 2). The writer
 // (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
 // include this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
@@ -7,7 +7,7 @@
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (2; 1 = no kHeap events)
+//   8  u32      version (3; 2 = other heap slots, 1 = no kHeap events)
 //  12  u32      header size (64)
 //  16  u64      pid of the recorded process
 //  24  u64      start timestamp (ticks, same clock as events)
@@ -23,17 +23,17 @@
 //   0  u32  magic "ADPC"
 //   4  u32  CRC-32 of header bytes 8..39 followed by the payload
 //   8  u32  thread index (0-based, in order of first event; kFooterThread for the footer)
-//  12  u32  flags (bit 0: payload is zstd frames; else the raw bytes. bit 1 (version 2):
+//  12  u32  flags (bit 0: payload is zstd frames; else the raw bytes. bit 1 (version 2 on):
 //           a snapshot of the complete events of a buffer still being filled, which the
 //           reader replaces by a longer chunk of the same thread and sequence number. bit 2
-//           (version 2): the bodies are in columns, chunk_columns.h)
+//           (version 2 on): the bodies are in columns, chunk_columns.h)
 //  16  u32  stored_size (payload bytes in the file)        <= kMaxChunkBytes
 //  20  u32  raw_size (event bytes after decompression)      <= kMaxChunkBytes
 //  24  u64  base timestamp: the first event's delta is relative to it
 //  32  u32  event count (version 1: 0 in a snapshot)
 //  36  u32  chunk sequence number (per thread, from 0: a gap means lost chunks)
 //
-// Raw chunk (version 2) := tags[event count] bodies: each event's tag byte in the first part,
+// Raw chunk (version 2 on) := tags[event count] bodies: each event's tag byte in the first part,
 // the rest of it (Event below, less the tag) in the second, in the same order. Tags are far
 // more predictable than the bytes around them, and zstd codes them better apart. The writer
 // thread stores most chunks columnar (chunk_columns.h), each part a zstd frame of its own.
@@ -49,7 +49,7 @@
 //   varint: LEB128 unsigned; zz(x): zigzag-encoded signed varint.
 //   Addresses are coded as zz(addr - previous address of this chunk), kHeap's as below.
 //
-// Heap events (version 2). Most events of a program are heap allocations and frees, so they
+// Heap events (version 2 on). Most events of a program are heap allocations and frees, so they
 // have a compact form, kHeap, written whenever it applies; the general kAlloc/kFree forms
 // (space heap) remain for the rest. Both forms update the thread's heap coder (heap_coder.h)
 // in stream order: every heap allocation, `HeapCoder::on_alloc(addr, class_of(usable))`; a
@@ -61,8 +61,12 @@
 //   allocation: [zz(addr - coder.next_expected(class, usable)) unless predicted] size:varint
 //               usable size = default_usable_size(size); class = class_of(usable);
 //               predicted: addr = coder.predicted(class)
-//   free:       slot:varint (the block's slot in the coder's table), or if addressed:
+//   free:       slot:varint (the block's slot in the coder), or if addressed:
 //               zz(addr - previous address of this chunk) class:varint (class_of(usable))
+// Slots (version 3): every heap allocation whose address is below 2^48 takes the slot freed
+// last, else the lowest never used, while fewer than 6144 are used (HeapCoder::on_alloc);
+// a free by slot gives it back. A block freed by another thread keeps its slot to the end of
+// the chunk. (Version 2: the slot was the block's place in a hash table, HeapCoderV2.)
 // The writer uses kHeap for an allocation whose usable size is the default one (plain malloc,
 // calloc, realloc) and for every free of a jemalloc block; kAlloc/kFree otherwise.
 //
@@ -94,7 +98,7 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
@@ -125,7 +129,7 @@ enum class EventType : uint8_t {
   kLabel = 12,
   kDescribe = 13,
   kContentHash = 14,
-  kHeap = 15,  // compact heap allocation or free (version 2); the reader yields kAlloc/kFree
+  kHeap = 15,  // compact heap allocation or free (version 2 on); the reader yields kAlloc/kFree
 };
 inline constexpr uint8_t kEventTypeCount = 16;
 

@@ -77,7 +77,7 @@ size_t g_full_count = 0;
 Buffer *g_free_list = nullptr;
 bool g_stop_writer = false;
 
-// Heap coders (64 KiB each) of exited threads, for the next threads to reuse.
+// Heap coders (about 140 KiB each) of exited threads, for the next threads to reuse.
 struct PooledCoder {
   fmt::HeapCoder coder;  // first: a thread's coder pointer is its PooledCoder's
   PooledCoder *next;

@@ -199,11 +199,13 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
             p, fmt::zigzag(static_cast<int64_t>(addr - coder.next_expected(cls, usable))));
       }
       p = fmt::put_varint(p, size);
-      coder.on_alloc(addr, cls);
+      if (const uint32_t slot = coder.on_alloc(addr, cls); slot != fmt::HeapCoder::kNoSlot)
+        coder.remember(addr, slot);
       end_event(ts, p);
       return;
     }
-    coder.on_alloc(addr, cls);
+    if (const uint32_t slot = coder.on_alloc(addr, cls); slot != fmt::HeapCoder::kNoSlot)
+      coder.remember(addr, slot);
   }
   p = begin_event(ts, fmt::EventType::kAlloc, space, t);
   p = put_addr(ts, p, addr);
@@ -222,7 +224,7 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
   const uint64_t t = now_ticks();
   uint8_t *p;
   if (space == ADPROF_SPACE_HEAP && ADPROF_LIKELY(ts.coder != nullptr)) {
-    const uint32_t slot = ts.coder->find(addr);
+    const uint32_t slot = ts.coder->take(addr);
     if (ADPROF_LIKELY(slot != fmt::HeapCoder::kNoSlot)) {
       p = begin_heap_event(ts, fmt::kHeapFree, t);
       p = fmt::put_varint(p, slot);

@@ -177,14 +177,14 @@ TEST(TraceReaderBytes, HeaderErrors) {
   }
   {
     HeaderFields h;
-    h.version = 3;
+    h.version = 4;
     Bytes b;
     b.append(file_header(h));
     try {
-      TraceReader r(save(dir, "v3", b.v));
-      FAIL() << "version 3 accepted";
+      TraceReader r(save(dir, "v4", b.v));
+      FAIL() << "version 4 accepted";
     } catch (const adprof::TraceError &e) {
-      EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("version 4"), std::string::npos) << e.what();
     }
   }
   {
@@ -285,12 +285,13 @@ uint64_t home_slot(uint64_t addr) { return ((addr >> 3) * 0x9E3779B97F4A7C15ull)
 //   phase forward; kHeap alloc 0x10000 size 100, not predicted; kHeap free of it by slot;
 //   kHeap alloc size 100 predicted (the class's last free: 0x10000); kHeap free 0x20000 by
 //   address (class 14), with an escaped delta of 5; general kAlloc 0x30000 size 64.
+// `slot`: the slot of the first allocation, version 2's default; version 3's is 0.
 struct V2Events {
   Bytes tags;
   // Field bytes by column (chunk_columns.h): delta, slot low, slot high, size, heap addr, other.
   Bytes col[6];
-  V2Events() {
-    const uint64_t slot = home_slot(0x10000);
+  uint64_t slot;
+  explicit V2Events(uint64_t first_slot = home_slot(0x10000)) : slot(first_slot) {
     tags.u8(0x14);  // phase (4), operand forward (1)
     col[0].varint(0);
     tags.u8(0x2F);  // kHeap alloc, delta 1
@@ -311,7 +312,6 @@ struct V2Events {
   }
   // The plain chunk: tags, then each event's body in order (the slot as a varint).
   std::vector<uint8_t> plain() const {
-    const uint64_t slot = home_slot(0x10000);
     Bytes b;
     b.append(tags.v);
     b.varint(0);                                   // phase: delta
@@ -331,10 +331,11 @@ struct V2Events {
   }
 };
 
-// A version 2 trace of the given chunks (no footer).
-std::vector<uint8_t> v2_trace(std::initializer_list<std::vector<uint8_t>> chunks) {
+// A version 2 (or `version`) trace of the given chunks (no footer).
+std::vector<uint8_t> v2_trace(std::initializer_list<std::vector<uint8_t>> chunks,
+                              uint32_t version = 2) {
   HeaderFields h;
-  h.version = 2;
+  h.version = version;
   Bytes f;
   f.append(file_header(h));
   for (const auto &c : chunks) f.append(c);
@@ -417,6 +418,50 @@ TEST(TraceReaderBytesV2, DamagedHeapStreamsAreCountedNotTrusted) {
   bad.u8(0xAF).varint(100);
   TraceReader r(save(dir, "v2b", v2_trace({chunk(0, 0, 1000, 1, bad.v, false)})));
   EXPECT_EQ(read_all(r).size(), 0u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+}
+
+// ---- version 3: slots from a free list ----
+
+TEST(TraceReaderBytesV3, CompactHeapEventsPlainAndColumnar) {
+  TempDir dir;
+  V2Events v(0);  // the first allocation of a chunk takes slot 0
+  for (bool columnar : {false, true}) {
+    TraceReader r(save(dir, "v3",
+                       v2_trace({chunk(0, 0, 1000, 6, columnar ? v.columnar() : v.plain(), true,
+                                       columnar ? 4 : 0)},
+                                3)));
+    SCOPED_TRACE(columnar ? "columnar" : "plain");
+    expect_v2_events(read_all(r));
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+  }
+}
+
+TEST(TraceReaderBytesV3, SlotsAreReusedLastFreedFirst) {
+  // Allocations of size 100 (usable 112) at A, B, C take slots 0, 1, 2; B and then A are
+  // freed; D takes slot 0, the one freed last, and its free by slot 0 is D's. Slot 1 is free
+  // then: a free of it is damage, which ends the chunk.
+  const uint64_t A = 0x10000, B = 0x20000, C = 0x30000, D = 0x40000;
+  Bytes c;
+  for (int i = 0; i < 3; ++i) c.u8(0x2F);  // allocations, delta 1
+  c.u8(0x1F).u8(0x1F);                     // frees by slot
+  c.u8(0x2F);                              // allocation
+  c.u8(0x1F).u8(0x1F);                     // frees by slot
+  c.zz(A - 112).varint(100).zz(B - (A + 112)).varint(100).zz(C - (B + 112)).varint(100);
+  c.varint(1).varint(0);
+  c.zz(D - (C + 112)).varint(100);  // A, on top of its class's stack, is not D: no prediction
+  c.varint(0).varint(1);
+  TempDir dir;
+  TraceReader r(save(dir, "v3", v2_trace({chunk(0, 0, 1000, 8, c.v, false)}, 3)));
+  auto ev = read_all(r);
+  ASSERT_EQ(ev.size(), 7u);
+  const std::pair<ET, uint64_t> want[] = {{ET::kAlloc, A}, {ET::kAlloc, B}, {ET::kAlloc, C},
+                                          {ET::kFree, B},  {ET::kFree, A},  {ET::kAlloc, D},
+                                          {ET::kFree, D}};
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(ev[i].type, want[i].first) << i;
+    EXPECT_EQ(ev[i].addr, want[i].second) << i;
+  }
   EXPECT_EQ(r.stats().corrupt_chunks, 1u);
 }
 
