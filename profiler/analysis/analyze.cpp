@@ -30,17 +30,11 @@ struct OpTotals {
 class OpTable {
  public:
   OpTotals &operator[](uint32_t id) {
-    OpTotals *t;
-    if (id < dense_.size()) {
-      t = &dense_[id];
-    } else if (id < kDense) {
-      dense_.resize(std::max<size_t>(id + 1, 2 * dense_.size()));
-      t = &dense_[id];
-    } else {
-      t = &sparse_[id];
+    if (id < dense_.size()) [[likely]] {
+      dense_[id].seen = true;
+      return dense_[id];
     }
-    t->seen = true;
-    return *t;
+    return grow(id);
   }
   template <typename F>
   void for_each(F f) const {
@@ -50,6 +44,18 @@ class OpTable {
   }
 
  private:
+  OpTotals &grow(uint32_t id) {
+    OpTotals *t;
+    if (id < kDense) {
+      dense_.resize(std::max<size_t>(id + 1, 2 * dense_.size()));
+      t = &dense_[id];
+    } else {
+      t = &sparse_[id];
+    }
+    t->seen = true;
+    return *t;
+  }
+
   static constexpr uint32_t kDense = 1u << 16;
   std::vector<OpTotals> dense_;
   std::unordered_map<uint32_t, OpTotals> sparse_;
@@ -134,17 +140,18 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     }
     if (in_step) step.peak = std::max(step.peak, live);
   };
-  // With many live blocks (more than the caches hold), the replay prefetches the blocks of
-  // the events kAhead events ahead (a free's block is anywhere among the live ones): the index
-  // entry first, the block itself half-way. With fewer, the hints cost more than they save.
+  // The replay prefetches the index entries of the events kAhead events ahead (a free's
+  // block is anywhere among the live ones), and, with many live blocks (more than the caches
+  // hold), the blocks themselves half-way; with fewer, looking the block up twice costs more
+  // than it saves.
   constexpr size_t kAhead = 16;
-  constexpr size_t kPrefetchAbove = size_t{1} << 16;  // live blocks
+  constexpr size_t kPrefetchBlocksAbove = size_t{1} << 16;  // live blocks
   for (std::span<const Event> run; !(run = reader.next_events()).empty();) {
-    const bool prefetch = replay.live_blocks() > kPrefetchAbove;
+    const bool prefetch_blocks = replay.live_blocks() > kPrefetchBlocksAbove;
     for (size_t i = 0; i < run.size(); ++i) {
-      if (prefetch && i + kAhead < run.size()) {
+      if (i + kAhead < run.size()) {
         replay.prefetch(run[i + kAhead]);
-        replay.prefetch_block(run[i + kAhead / 2]);
+        if (prefetch_blocks) replay.prefetch_block(run[i + kAhead / 2]);
       }
       const Event &e = run[i];
       ++index;
