@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 
 #include "adprof/replay.h"
@@ -28,9 +29,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       replay.apply(e);
       ++n;
     }
+    // A second pass as analyze() reads: runs of events, heap events on the replay's fast path.
     reader.rewind();
-    while (reader.next(e)) {
-    }
+    adprof::Replay fast;
+    for (std::span<const adprof::Event> run; !(run = reader.next_events()).empty();)
+      for (const adprof::Event &ev : run) {
+        if (adprof::Replay::is_heap_event(ev))
+          fast.apply_heap(ev);
+        else
+          fast.apply(ev);
+      }
   } catch (const adprof::TraceError &) {
   }
   return 0;
