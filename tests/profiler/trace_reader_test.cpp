@@ -465,6 +465,48 @@ TEST(TraceReaderBytesV3, SlotsAreReusedLastFreedFirst) {
   EXPECT_EQ(r.stats().corrupt_chunks, 1u);
 }
 
+// next_events() hands out runs read in place; an event's text or values stay valid with its
+// run. Two threads whose texts and values alternate with heap events (a run ends after each
+// text, so the thread's buffer is not overwritten before the batch keeps a copy).
+TEST(TraceReaderBytesV3, RunsKeepEveryText) {
+  auto chunk_of = [](uint32_t thread, const std::string &prefix) {
+    Bytes tags, bodies;
+    for (int i = 0; i < 40; ++i) {
+      tags.u8(0x09);  // name: delta, id, text
+      const std::string name = prefix + std::to_string(i);
+      bodies.varint(1).varint(static_cast<uint64_t>(i + 1)).varint(name.size()).text(name);
+      tags.u8(0x0B);  // annotate: delta, kind, count, values
+      bodies.varint(0).varint(1).varint(2).varint(static_cast<uint64_t>(i)).varint(thread);
+    }
+    Bytes raw;
+    raw.append(tags.v).append(bodies.v);
+    return chunk(thread, 0, 1000, 80, raw.v, true);
+  };
+  TempDir dir;
+  TraceReader r(save(dir, "runs", v2_trace({chunk_of(0, "zero-"), chunk_of(1, "one-")}, 3)));
+  std::vector<std::string> names[2];
+  std::vector<uint64_t> values[2];
+  for (std::span<const Event> run; !(run = r.next_events()).empty();) {
+    for (const Event &e : run) {  // every event of the run, read after the whole run is out
+      if (e.type == ET::kName) names[e.thread].emplace_back(e.text());
+      if (e.type == ET::kAnnotate) {
+        ASSERT_EQ(e.values().size(), 2u);
+        EXPECT_EQ(e.values()[1], e.thread);
+        values[e.thread].push_back(e.values()[0]);
+      }
+    }
+  }
+  for (uint32_t t = 0; t < 2; ++t) {
+    ASSERT_EQ(names[t].size(), 40u);
+    ASSERT_EQ(values[t].size(), 40u);
+    for (size_t i = 0; i < 40; ++i) {
+      EXPECT_EQ(names[t][i], (t ? "one-" : "zero-") + std::to_string(i));
+      EXPECT_EQ(values[t][i], i);
+    }
+  }
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+}
+
 // Writes the hand-packed corpus files when ADPROF_WRITE_CORPUS names a directory
 // (tests/profiler/corpus/make_corpus.sh does); does nothing otherwise.
 TEST(TraceReaderBytes, WriteCorpus) {
