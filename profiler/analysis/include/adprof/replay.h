@@ -165,7 +165,7 @@ class Replay {
     const Block *removed = nullptr;  // freed, or replaced by an allocation (its free was lost)
     bool temporary = false;          // a free inside the op invocation that allocated the block
   };
-  HeapChange apply_heap(const Event &e);
+  [[gnu::always_inline]] HeapChange apply_heap(const Event &e);
 
   // Hints for a caller that reads ahead (they change nothing): a free's block can be anywhere
   // among the live ones. prefetch(e) some events before apply(e) fetches the index entry of the
