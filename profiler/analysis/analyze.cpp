@@ -29,7 +29,7 @@ struct OpTotals {
 // vector; an id past kDense (a very large or a damaged trace) goes to a map.
 class OpTable {
  public:
-  OpTotals &operator[](uint32_t id) {
+  [[gnu::always_inline]] OpTotals &operator[](uint32_t id) {
     if (id < dense_.size()) [[likely]] {
       dense_[id].seen = true;
       return dense_[id];

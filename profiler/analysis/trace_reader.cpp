@@ -830,6 +830,12 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
       }
     }
     // The thread's next event is later than another thread's: that one is served next.
+    if (waiting.size() == 1) {  // two threads: they trade places, no heap to keep
+      const Entry next = waiting.front();
+      waiting.front() = {t.pending.ticks, static_cast<uint32_t>(current)};
+      current = next.second;
+      continue;
+    }
     waiting.push_back({t.pending.ticks, static_cast<uint32_t>(current)});
     std::push_heap(waiting.begin(), waiting.end(), std::greater<>());
     current = -1;

@@ -96,8 +96,9 @@ class BlockIndex {
     }
   }
   // The entry of key: inserted with `slot` (second: true) or the one already there.
-  std::pair<Entry *, bool> insert(uint64_t key, uint32_t slot) {
-    if (4 * (size_ + 1) > entries_.size()) grow();
+  [[gnu::always_inline]] std::pair<Entry *, bool> insert(uint64_t key, uint32_t slot) {
+    if (4 * (size_ + 1) > entries_.size()) [[unlikely]]
+      grow();
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       Entry &en = entries_[i];
       if (en.slot == kEmpty) {
@@ -130,7 +131,7 @@ class BlockIndex {
   size_t home(uint64_t key) const {  // Fibonacci hashing: the product's top bits
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
   }
-  void grow() {
+  [[gnu::noinline]] void grow() {
     std::vector<Entry> old = std::move(entries_);
     size_t capacity = old.empty() ? 64 : 2 * old.size();
     entries_.assign(capacity, Entry{});
