@@ -221,6 +221,20 @@ struct TraceReader::Impl {
 
   size_t merge_run(Event *out, size_t max);
 
+  // Replaces the heap's top (the earliest waiting thread) by `e` and sifts it down: one pass
+  // where a push and a pop would take two.
+  void replace_earliest(Entry e) {
+    const size_t n = waiting.size();
+    size_t i = 0;
+    for (size_t child = 1; child < n; child = 2 * i + 1) {
+      if (child + 1 < n && waiting[child + 1] < waiting[child]) ++child;
+      if (!(waiting[child] < e)) break;
+      waiting[i] = waiting[child];
+      i = child;
+    }
+    waiting[i] = e;
+  }
+
   bool read_at(uint64_t offset, void *dst, size_t n) const {
     auto *p = static_cast<uint8_t *>(dst);
     while (n > 0) {
@@ -829,16 +843,11 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
         t.have_pending = true;
       }
     }
-    // The thread's next event is later than another thread's: that one is served next.
-    if (waiting.size() == 1) {  // two threads: they trade places, no heap to keep
-      const Entry next = waiting.front();
-      waiting.front() = {t.pending.ticks, static_cast<uint32_t>(current)};
-      current = next.second;
-      continue;
-    }
-    waiting.push_back({t.pending.ticks, static_cast<uint32_t>(current)});
-    std::push_heap(waiting.begin(), waiting.end(), std::greater<>());
-    current = -1;
+    // The thread's next event is later than another thread's: the earliest waiting thread is
+    // served next, and this one takes its place in the heap.
+    const uint32_t next = waiting.front().second;
+    replace_earliest({t.pending.ticks, static_cast<uint32_t>(current)});
+    current = next;
   }
   live.events += n;
   return n;
