@@ -75,8 +75,9 @@ inline void prefetch_hint(const void *p) {
 }
 
 // Replay's index of live blocks: key -> slot of the block in Replay's store. Open addressing
-// with linear probing, at most half full, deletion by backward shift (no tombstones): a lookup
-// reads one 16-byte entry, mostly in one cache line, whose place prefetch() knows in advance.
+// with linear probing, mostly empty (max_load()), deletion by backward shift (no tombstones): a
+// lookup reads one 16-byte entry, mostly in one cache line, whose place prefetch() knows in
+// advance.
 class BlockIndex {
  public:
   static constexpr uint32_t kEmpty = ~0u;
@@ -97,7 +98,7 @@ class BlockIndex {
   }
   // The entry of key: inserted with `slot` (second: true) or the one already there.
   [[gnu::always_inline]] std::pair<Entry *, bool> insert(uint64_t key, uint32_t slot) {
-    if (4 * (size_ + 1) > entries_.size()) [[unlikely]]
+    if (size_ + 1 > max_load()) [[unlikely]]
       grow();
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       Entry &en = entries_[i];
@@ -128,6 +129,11 @@ class BlockIndex {
   const Entry *end() const { return entries_.data() + entries_.size(); }
 
  private:
+  // Sparse tables probe less and shift less on erase: an eighth full up to 2^19 entries
+  // (8 MiB, 64 Ki live blocks), a quarter beyond, where memory matters more.
+  size_t max_load() const {
+    return entries_.size() <= (size_t{1} << 19) ? entries_.size() / 8 : entries_.size() / 4;
+  }
   size_t home(uint64_t key) const {  // Fibonacci hashing: the product's top bits
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
   }
