@@ -96,7 +96,7 @@ struct TraceReader::Impl {
   // into batches of events while the caller consumes the previous batch, so that reading
   // overlaps with what the caller does with the events (replay, analysis). Batches cross
   // threads as plain values; at most kBatches exist, so memory stays bounded.
-  static constexpr size_t kBatchEvents = 4096;
+  static constexpr size_t kBatchEvents = 16384;
   static constexpr int kBatches = 3;
   struct Batch {
     std::vector<Event> events = std::vector<Event>(kBatchEvents);
