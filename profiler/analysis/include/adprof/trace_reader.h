@@ -120,8 +120,8 @@ class TraceReader {
 
   // Next event in time order; false at the end.
   bool next(Event &event);
-  // The next events in time order, as many as are decoded already (a run of at most a few
-  // thousand); empty at the end. Valid, texts and values included, until the next call of
+  // The next events in time order, as many as are decoded already (a run of at most a batch,
+  // 16 Ki events); empty at the end. Valid, texts and values included, until the next call of
   // next() or next_events(). The way to read a whole trace without copying every event.
   std::span<const Event> next_events();
   // Back to the first event (for a second pass).
