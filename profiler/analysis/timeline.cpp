@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 #include <unordered_map>
 
 namespace adprof {
@@ -28,7 +29,6 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
   std::unordered_map<uint32_t, size_t> op_series;  // name id -> series index
   std::vector<uint64_t> op_live(t.op_names.size(), 0);
   size_t max_samples = std::max<size_t>(options.max_samples, 16);
-  Event e;
   uint64_t index = 0;
   double now = 0;
   int band_phase = -1;
@@ -72,40 +72,62 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
     op_series.emplace(name_id, index);
     return index;
   };
-  while (reader.next(e)) {
-    ++index;
-    if ((index & 0xFFFF) == 0) {
-      if (options.progress) options.progress(reader.progress());
-      if (options.cancelled && options.cancelled()) break;
-    }
-    now = reader.seconds(e.ticks);
-    if (now > options.to) break;  // the window is complete
-    bool changed = replay.apply(e);
-    if (e.type == format::EventType::kPhase && e.operand != band_phase) {
-      if (!t.phases.empty()) t.phases.back().end = now;
-      if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
-        t.phases.push_back({now, now, e.operand});
-      band_phase = e.operand;
-      continue;
-    }
-    if (e.type == format::EventType::kStep) {
-      t.steps.push_back({now, e.a});
-      continue;
-    }
-    if (!changed) continue;
-    const Replay::LastChange &c = replay.last();
-    if (is_host_space(c.block->space)) {
-      uint64_t &live = op_live[series_of(c.block->op_name)];
-      if (c.alloc) live += c.block->size;
-      if (c.free) live -= std::min(live, c.block->size);
-    }
+  auto track = [&](double time) {  // after a change of live memory
     if (replay.host_live() > t.peak) {
       t.peak = replay.host_live();
-      t.peak_time = now;
+      t.peak_time = time;
     }
     t.device_peak = std::max(t.device_peak, replay.device_live());
-    if (now >= options.from && now <= options.to) sample(now);
-  }
+    if (time >= options.from && time <= options.to) sample(time);
+  };
+  bool done = false;  // the window is complete, or the caller cancelled
+  for (std::span<const Event> run; !done && !(run = reader.next_events()).empty();)
+    for (const Event &e : run) {
+      ++index;
+      if ((index & 0xFFFF) == 0) {
+        if (options.progress) options.progress(reader.progress());
+        if (options.cancelled && options.cancelled()) {
+          done = true;
+          break;
+        }
+      }
+      now = reader.seconds(e.ticks);
+      if (now > options.to) {  // the window is complete
+        done = true;
+        break;
+      }
+      if (Replay::is_heap_event(e)) {  // the fast path of what follows, for most events
+        const Replay::HeapChange c = replay.apply_heap(e);
+        if (!c.block) continue;
+        uint64_t &live = op_live[series_of(c.block->op_name)];
+        if (e.type == format::EventType::kAlloc)
+          live += c.block->size;
+        else
+          live -= std::min(live, c.block->size);
+        track(now);
+        continue;
+      }
+      bool changed = replay.apply(e);
+      if (e.type == format::EventType::kPhase && e.operand != band_phase) {
+        if (!t.phases.empty()) t.phases.back().end = now;
+        if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
+          t.phases.push_back({now, now, e.operand});
+        band_phase = e.operand;
+        continue;
+      }
+      if (e.type == format::EventType::kStep) {
+        t.steps.push_back({now, e.a});
+        continue;
+      }
+      if (!changed) continue;
+      const Replay::LastChange &c = replay.last();
+      if (is_host_space(c.block->space)) {
+        uint64_t &live = op_live[series_of(c.block->op_name)];
+        if (c.alloc) live += c.block->size;
+        if (c.free) live -= std::min(live, c.block->size);
+      }
+      track(now);
+    }
   flush();
   t.events = index;
   t.end = std::min(options.to, now);
