@@ -172,20 +172,26 @@ void Plan::rec_node(int32_t node) {
   if (!failed_ && last_entry_ < fwd_.size()) fwd_[last_entry_].node = node;
 }
 
-void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor> ins,
-                      const Attrs &a, const Tensor *out, bool rec, uint64_t instance) {
-  if (failed_) return;
+// What an op's entry starts with: its op, attributes and where its inputs will lie.
+PlanEntry Plan::op_entry(PlanStep step, OpId op, const Attrs &a, uint64_t instance) {
   PlanEntry e;
   e.step = step;
   e.op = op;
-  e.rec = rec;
-  e.has_backward = op_def(op).backward != nullptr;
-  e.kernel = k;
   e.name_id = op_name_id(op);
   e.instance = instance;
   e.attrs = static_cast<uint32_t>(attrs_.size());
   attrs_.push_back(a);
   e.in_begin = static_cast<uint32_t>(in_val_.size());
+  return e;
+}
+
+void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor> ins,
+                      const Attrs &a, const Tensor *out, bool rec, uint64_t instance) {
+  if (failed_) return;
+  PlanEntry e = op_entry(step, op, a, instance);
+  e.rec = rec;
+  e.has_backward = op_def(op).backward != nullptr;
+  e.kernel = k;
   e.nin = static_cast<uint32_t>(ins.size());
   for (const Tensor &t : ins) {
     const int32_t v = value_of(t);
@@ -207,16 +213,9 @@ void Plan::rec_kernel(PlanStep step, OpId op, KernelFn k, std::span<const Tensor
 void Plan::rec_view(OpId op, const Tensor &in, const Attrs &a, const Tensor &view,
                     uint64_t instance) {
   if (failed_) return;
-  PlanEntry e;
-  e.step = PlanStep::View;
-  e.op = op;
+  PlanEntry e = op_entry(PlanStep::View, op, a, instance);
   e.rec = true;
   e.has_backward = true;
-  e.name_id = op_name_id(op);
-  e.instance = instance;
-  e.attrs = static_cast<uint32_t>(attrs_.size());
-  attrs_.push_back(a);
-  e.in_begin = static_cast<uint32_t>(in_val_.size());
   e.nin = 1;
   const int32_t v = value_of(in);
   if (v < 0) return;

@@ -146,6 +146,7 @@ class Plan {
     adprof_role start_role = ADPROF_ROLE_FOREIGN;  // its role when a call starts (and ends)
   };
 
+  PlanEntry op_entry(PlanStep step, OpId op, const Attrs &a, uint64_t instance);
   int32_t value_of(const Tensor &t);
   int32_t new_slot_value(const Tensor &t);
   int32_t add_value(int32_t slot, int32_t ext, const TensorImpl &t);

@@ -211,22 +211,25 @@ bool Replay::is_temporary(const Block &b, uint32_t thread) {
 }
 
 bool Replay::apply(const Event &e) {
-  ++serial_;
   last_.alloc = last_.free = last_.retag = last_.temporary = false;
   last_.block = nullptr;
   last_.removed.clear();
-  if (!removed_copies_.empty()) removed_copies_.clear();
   namespace fmt = format;
-  // Allocations and frees are nearly every event: tested first, by branches that predict
-  // better than the switch's jump table.
-  if (e.type == fmt::EventType::kAlloc) {
-    on_alloc(e);
-    return true;
-  }
-  if (e.type == fmt::EventType::kFree) {
-    on_free(e);
+  if (is_heap_event(e)) {  // the heap's changes have one definition: apply_heap()
+    const HeapChange c = apply_heap(e);
+    last_.block = c.block;
+    last_.key = e.addr;
+    if (c.removed) last_.removed.emplace_back(e.addr, c.removed);
+    if (e.type == fmt::EventType::kAlloc) {
+      last_.alloc = true;
+      return true;
+    }
+    last_.free = c.block != nullptr;
+    last_.temporary = c.temporary;
     return last_.free;
   }
+  ++serial_;
+  if (!removed_copies_.empty()) removed_copies_.clear();
   switch (e.type) {
     case fmt::EventType::kAlloc:
       on_alloc(e);
