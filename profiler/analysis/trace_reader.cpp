@@ -361,8 +361,6 @@ struct TraceReader::Impl {
       tag = c.byte();
     }
     uint8_t type = tag & 0x0F;
-    if (type == static_cast<uint8_t>(fmt::EventType::kHeap) && version >= 2)
-      return decode_heap(t, e, static_cast<uint8_t>(tag >> 4));
     e = Event{};
     e.operand = tag >> 4;
     e.thread = t.tid;
@@ -372,7 +370,7 @@ struct TraceReader::Impl {
     e.type = static_cast<fmt::EventType>(type);
     switch (e.type) {
       case fmt::EventType::kHeap:
-        return false;  // handled above
+        return false;  // decoded in runs (decode_heap_run), never one at a time
       case fmt::EventType::kAlloc:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
         e.addr = addr(t);
@@ -447,70 +445,12 @@ struct TraceReader::Impl {
     return !t.bad();
   }
 
-  // A compact heap event (trace_format.h, "Heap events"), yielded as kAlloc or kFree.
-  // Every field of the Event is set (the general path clears it whole; this one is hotter).
   // A heap allocation in the general form (kAlloc): the coder takes note, as the writer's did.
   static void on_heap_alloc(Thread &t, uint64_t addr, uint32_t cls) {
     if (t.coder)
       t.coder->on_alloc(addr, cls);
     else
       t.coder_v2->on_alloc(addr, cls);
-  }
-
-  bool decode_heap(Thread &t, Event &e, uint8_t bits) {
-    return t.coder ? decode_heap(t, *t.coder, e, bits) : decode_heap(t, *t.coder_v2, e, bits);
-  }
-  template <class Coder>
-  bool decode_heap(Thread &t, Coder &coder, Event &e, uint8_t bits) {
-    e.thread = t.tid;
-    e.operand = ADPROF_SPACE_HEAP;
-    e.device = 0;
-    e.clear_payload();
-    uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
-    if (dt == fmt::kHeapDeltaEscape) dt = t.in[fmt::kColDelta]->varint();
-    t.ticks += dt;
-    e.ticks = t.ticks;
-    if (bits & fmt::kHeapFree) {
-      e.type = fmt::EventType::kFree;
-      e.a = e.b = 0;
-      if (bits & fmt::kHeapAddressed) {
-        e.addr = addr(t, fmt::kColHeapAddr);
-        uint64_t cls = t.in[fmt::kColOther]->varint();
-        if (cls > fmt::HeapCoder::kLargeClass) return false;
-        coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
-        return !t.bad();
-      }
-      uint64_t slot;
-      if (t.columnar) {
-        fmt::Cursor &low = t.columns[fmt::kColSlotLow], &high = t.columns[fmt::kColSlotHigh];
-        slot = low.byte() | uint64_t{high.byte()} << 8;
-        if (low.bad || high.bad) return false;
-        constexpr int kAhead = 4;  // the slot of the free kAhead frees later, to prefetch
-        if (low.end - low.p > kAhead && high.end - high.p > kAhead)
-          coder.prefetch_slot(low.p[kAhead] | uint64_t{high.p[kAhead]} << 8);
-      } else {
-        slot = t.cur.varint();
-      }
-      e.addr = slot < Coder::kNoSlot ? coder.on_free_slot(static_cast<uint32_t>(slot)) : 0;
-      return e.addr != 0;  // 0: an empty slot (or a damaged stream)
-    }
-    e.type = fmt::EventType::kAlloc;
-    uint64_t delta = bits & fmt::kHeapPredicted ? 0 : t.in[fmt::kColHeapAddr]->varint();
-    fmt::Cursor &size = *t.in[fmt::kColSize];
-    e.a = size.varint();
-    uint64_t usable = fmt::default_usable_size(e.a);
-    if (usable == 0 || size.bad || t.in[fmt::kColHeapAddr]->bad || t.in[fmt::kColDelta]->bad)
-      return false;
-    e.b = usable - e.a;
-    uint32_t cls = fmt::HeapCoder::class_of(usable);
-    if (bits & fmt::kHeapPredicted) {
-      e.addr = coder.predicted(cls);
-      if (e.addr == 0) return false;
-    } else {
-      e.addr = coder.next_expected(cls, usable) + static_cast<uint64_t>(fmt::unzigzag(delta));
-    }
-    coder.on_alloc(e.addr, cls);
-    return true;
   }
 
   // A varint at p (see Cursor::varint), for the fast path's cursors held in registers.
@@ -525,31 +465,43 @@ struct TraceReader::Impl {
     return !c.bad;
   }
 
-  // The fast path of decoding: a run of compact heap events of a columnar chunk (most of any
-  // trace), decoded as decode_heap() does but with the thread's cursors and clock in locals,
-  // which stores into the events cannot alias. Writes at most `max` events to `out` and stops
-  // before any other kind of event, at the end of the chunk's tags, or at an event later than
-  // `limit`, which it leaves in t.pending. False on malformed bytes (the events before them
-  // are written: `written`).
+  // Compact heap events (trace_format.h, "Heap events"), yielded as kAlloc or kFree: most
+  // of any trace, so they are decoded in runs, with the thread's cursors and clock in locals,
+  // which stores into the events cannot alias. Every field of an event is set. Writes at most
+  // `max` events to `out` and stops before any other kind of event, at the end of the chunk's
+  // tags, or at an event later than `limit`, which it leaves in t.pending. False on malformed
+  // bytes (the events before them are written: `written`). In a plain chunk (a snapshot, or
+  // one that did not compress) the fields follow each other in one stream and a slot is a
+  // varint; in a columnar one each kind of field has its column.
   bool decode_heap_run(Thread &t, Event *out, size_t max, uint64_t limit, size_t &written) {
-    return t.coder ? decode_heap_run(t, *t.coder, out, max, limit, written)
-                   : decode_heap_run(t, *t.coder_v2, out, max, limit, written);
+    if (t.columnar)
+      return t.coder ? decode_heap_run<false>(t, *t.coder, out, max, limit, written)
+                     : decode_heap_run<false>(t, *t.coder_v2, out, max, limit, written);
+    return t.coder ? decode_heap_run<true>(t, *t.coder, out, max, limit, written)
+                   : decode_heap_run<true>(t, *t.coder_v2, out, max, limit, written);
   }
-  template <class Coder>
+  template <bool kPlain, class Coder>
   bool decode_heap_run(Thread &t, Coder &coder, Event *out, size_t max, uint64_t limit,
                        size_t &written) {
     using fmt::HeapCoder;
     const uint8_t *tag = t.tag;
     const uint8_t *const tag_end = t.tag_end;
     fmt::Cursor *col = t.columns;
-    const uint8_t *delta = col[fmt::kColDelta].p, *const delta_end = col[fmt::kColDelta].end;
-    const uint8_t *low = col[fmt::kColSlotLow].p, *const low_end = col[fmt::kColSlotLow].end;
-    const uint8_t *high = col[fmt::kColSlotHigh].p;
-    const uint8_t *const high_end = col[fmt::kColSlotHigh].end;
-    const uint8_t *size = col[fmt::kColSize].p, *const size_end = col[fmt::kColSize].end;
-    const uint8_t *haddr = col[fmt::kColHeapAddr].p;
-    const uint8_t *const haddr_end = col[fmt::kColHeapAddr].end;
-    const uint8_t *other = col[fmt::kColOther].p, *const other_end = col[fmt::kColOther].end;
+    auto at = [&](int k) { return kPlain ? t.cur.p : col[k].p; };
+    auto end = [&](int k) { return kPlain ? t.cur.end : col[k].end; };
+    // Plain: every field cursor is the one stream's.
+    const uint8_t *body = t.cur.p, *delta_col = at(fmt::kColDelta), *low = at(fmt::kColSlotLow),
+                  *high = at(fmt::kColSlotHigh), *size_col = at(fmt::kColSize),
+                  *haddr_col = at(fmt::kColHeapAddr), *other_col = at(fmt::kColOther);
+    const uint8_t *&delta = kPlain ? body : delta_col;
+    const uint8_t *&size = kPlain ? body : size_col;
+    const uint8_t *&haddr = kPlain ? body : haddr_col;
+    const uint8_t *&other = kPlain ? body : other_col;
+    const uint8_t *const delta_end = end(fmt::kColDelta), *const low_end = end(fmt::kColSlotLow),
+                         *const high_end = end(fmt::kColSlotHigh),
+                         *const size_end = end(fmt::kColSize),
+                         *const haddr_end = end(fmt::kColHeapAddr),
+                         *const other_end = end(fmt::kColOther);
     uint64_t ticks = t.ticks, last_addr = t.last_addr;
     const uint32_t tid = t.tid;
     size_t n = 0;
@@ -578,11 +530,16 @@ struct TraceReader::Impl {
           e.addr = last_addr;
           coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
         } else {
-          if (!(ok = low < low_end && high < high_end)) break;
-          const uint64_t slot = *low++ | uint64_t{*high++} << 8;
-          constexpr int kAhead = 4;  // the slot of the free kAhead frees later, to prefetch
-          if (low_end - low > kAhead && high_end - high > kAhead)
-            coder.prefetch_slot(low[kAhead] | uint64_t{high[kAhead]} << 8);
+          uint64_t slot;
+          if constexpr (kPlain) {
+            if (!(ok = varint_at(body, other_end, slot) && slot < Coder::kNoSlot)) break;
+          } else {
+            if (!(ok = low < low_end && high < high_end)) break;
+            slot = *low++ | uint64_t{*high++} << 8;
+            constexpr int kAhead = 4;  // the slot of the free kAhead frees later, to prefetch
+            if (low_end - low > kAhead && high_end - high > kAhead)
+              coder.prefetch_slot(low[kAhead] | uint64_t{high[kAhead]} << 8);
+          }
           e.addr = coder.on_free_slot(static_cast<uint32_t>(slot));
           if (!(ok = e.addr != 0)) break;  // an empty slot (or a damaged stream)
         }
@@ -610,12 +567,16 @@ struct TraceReader::Impl {
       ++n;
     }
     t.tag = tag;
-    col[fmt::kColDelta].p = delta;
-    col[fmt::kColSlotLow].p = low;
-    col[fmt::kColSlotHigh].p = high;
-    col[fmt::kColSize].p = size;
-    col[fmt::kColHeapAddr].p = haddr;
-    col[fmt::kColOther].p = other;
+    if constexpr (kPlain) {
+      t.cur.p = body;
+    } else {
+      col[fmt::kColDelta].p = delta;
+      col[fmt::kColSlotLow].p = low;
+      col[fmt::kColSlotHigh].p = high;
+      col[fmt::kColSize].p = size;
+      col[fmt::kColHeapAddr].p = haddr;
+      col[fmt::kColOther].p = other;
+    }
     t.ticks = ticks;
     t.last_addr = last_addr;
     written = n;
@@ -818,7 +779,7 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
       if (!load_chunk(t)) current = -1;  // exhausted
       continue;
     } else {
-      if (t.columnar) {
+      if (t.tag) {  // version 2 on: compact heap events, decoded in runs
         size_t written;
         bool ok = decode_heap_run(t, out + n, max - n, limit, written);
         n += written;
@@ -828,7 +789,7 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
         }
         if (written > 0 && !t.have_pending) continue;
       }
-      if (!t.have_pending) {  // an event of another kind (or a plain chunk): one at a time
+      if (!t.have_pending) {  // an event of another kind: one at a time
         if (!t.more()) continue;
         Event &e = out[n];
         if (!decode(t, e)) {
