@@ -1,12 +1,6 @@
-// libadprof_preload.so's allocation hooks: the C allocation family and anonymous mmap.
-//
-// Every hook reads top to bottom: forward to jemalloc (with the thread's guard raised, so the
-// mmaps jemalloc makes for itself are not taken for the program's), then record. A free is
-// recorded before the memory goes back and an allocation after it was obtained, so that across
-// threads an address is never seen reused before it was freed.
-//
-// operator new/delete are not hooked: libstdc++ implements every form (sized, aligned,
-// nothrow, array) on malloc, aligned_alloc and free, which are; tests/profiler checks it.
+// libadprof_preload.so's allocation hooks: the C allocation family and anonymous mmap. Every
+// hook reads top to bottom on the paths of hook_paths.h: forward to jemalloc, then record.
+// The C++ operators are in new_hooks.cpp (jemalloc exports its own: they must be hooked too).
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -16,16 +10,7 @@
 
 #include <cstdlib>
 
-#include "preload_internal.h"
-#include "recorder.h"
-
-// jemalloc's non-standard API: distinct names, so no lookup is needed to reach it.
-extern "C" {
-void *mallocx(size_t size, int flags);
-void *rallocx(void *ptr, size_t size, int flags);
-void dallocx(void *ptr, int flags);
-size_t sallocx(const void *ptr, int flags);
-}
+#include "hook_paths.h"
 
 namespace adprof::preload {
 
@@ -58,38 +43,7 @@ using namespace adprof::preload;
 namespace {
 
 constexpr int kMallocxZero = 0x40;
-inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  // lg(align)
 inline bool power_of_two(size_t x) { return x && !(x & (x - 1)); }
-
-// RAII guard: allocations and mmaps made while it is up are jemalloc's or ours.
-struct Guard {
-  ThreadState &ts;
-  explicit Guard(ThreadState &s) : ts(s) { ++ts.guard; }
-  ~Guard() { --ts.guard; }
-};
-
-ADPROF_HOT void note_alloc(ThreadState &ts, void *p, size_t size, int je_flags = 0) {
-  if (ADPROF_LIKELY(p != nullptr) && ts.guard == 0)
-    record_alloc(ts, p, size, ADPROF_SPACE_HEAP, 0, je_flags);
-}
-
-ADPROF_HOT void note_free(ThreadState &ts, void *p) {
-  if (ts.guard == 0) record_free(ts, p, ADPROF_SPACE_HEAP, 0, 0, true);
-}
-
-void *aligned_impl(size_t alignment, size_t size) {
-  ThreadState &ts = t_state;
-  void *p;
-  {
-    Guard g(ts);
-    if (g_real.memalign)
-      p = g_real.memalign(alignment, size);
-    else
-      p = mallocx(size ? size : 1, align_flags(alignment));
-  }
-  note_alloc(ts, p, size, align_flags(alignment));
-  return p;
-}
 
 void *realloc_impl(void *old, size_t size) {
   ThreadState &ts = t_state;
@@ -111,27 +65,9 @@ void *realloc_impl(void *old, size_t size) {
 
 }  // namespace
 
-ADPROF_EXPORT void *malloc(size_t size) noexcept {
-  ThreadState &ts = t_state;
-  void *p;
-  {
-    Guard g(ts);
-    p = g_real.malloc ? g_real.malloc(size) : mallocx(size ? size : 1, 0);
-  }
-  note_alloc(ts, p, size);
-  return p;
-}
+ADPROF_EXPORT void *malloc(size_t size) noexcept { return malloc_path(size); }
 
-ADPROF_EXPORT void free(void *p) noexcept {
-  if (!p) return;
-  ThreadState &ts = t_state;
-  note_free(ts, p);
-  Guard g(ts);
-  if (g_real.free)
-    g_real.free(p);
-  else
-    dallocx(p, 0);
-}
+ADPROF_EXPORT void free(void *p) noexcept { free_path(p); }
 
 ADPROF_EXPORT void *calloc(size_t count, size_t size) noexcept {
   size_t total;
@@ -165,7 +101,7 @@ ADPROF_EXPORT void *reallocarray(void *old, size_t count, size_t size) noexcept 
 
 ADPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) noexcept {
   if (!power_of_two(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
-  void *p = aligned_impl(alignment, size);
+  void *p = aligned_path(alignment, size);
   if (!p) return ENOMEM;
   *out = p;
   return 0;
@@ -176,7 +112,7 @@ ADPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  return aligned_impl(alignment, size);
+  return aligned_path(alignment, size);
 }
 
 ADPROF_EXPORT void *memalign(size_t alignment, size_t size) noexcept {
@@ -184,11 +120,11 @@ ADPROF_EXPORT void *memalign(size_t alignment, size_t size) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  return aligned_impl(alignment, size);
+  return aligned_path(alignment, size);
 }
 
 ADPROF_EXPORT void *valloc(size_t size) noexcept {
-  return aligned_impl(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
+  return aligned_path(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
 }
 
 ADPROF_EXPORT void *pvalloc(size_t size) noexcept {
@@ -198,7 +134,7 @@ ADPROF_EXPORT void *pvalloc(size_t size) noexcept {
     errno = ENOMEM;
     return nullptr;
   }
-  return aligned_impl(page, rounded);
+  return aligned_path(page, rounded);
 }
 
 ADPROF_EXPORT size_t malloc_usable_size(void *p) noexcept { return p ? sallocx(p, 0) : 0; }

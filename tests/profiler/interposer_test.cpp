@@ -55,6 +55,27 @@ TEST(Interposer, StormCountsAreExact) {
   EXPECT_GE(report.threads, 9u) << "8 workers and the writer at least";
 }
 
+// A C program has no libstdc++ of its own: libjemalloc (the interposer's dependency) comes
+// before libstdc++ in the lookup order and exports operator new too. The blocks a dlopen'd C++
+// library makes with new[] must still be recorded, every one, and matched by their delete[].
+TEST(Interposer, NewInALibraryOfACProgramIsRecorded) {
+  TempDir dir;
+  std::string trace = dir / "cnew.adtrace";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_CNEW, ADPROF_TEST_CXX_NEW_LIB, "20", std::to_string(1 << 20)};
+  o.trace = trace;
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  TraceSummary s = summarize(trace, /*keep_sizes=*/true);
+  const std::vector<uint64_t> &sizes = s.ops[""].sizes;
+  EXPECT_EQ(std::count(sizes.begin(), sizes.end(), uint64_t{1} << 20), 20)
+      << "new[] of 1 MiB in a dlopen'd C++ library was not recorded";
+  adprof::Report report = adprof::analyze(trace);
+  EXPECT_EQ(report.unmatched_frees, 0u);
+  EXPECT_LT(report.live_at_end, uint64_t{1} << 20) << "delete[] was not recorded";
+}
+
 TEST(Interposer, EveryOperatorNewFormIsRecorded) {
   TempDir dir;
   std::string trace = dir / "new.adtrace";

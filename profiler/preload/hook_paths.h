@@ -1,0 +1,78 @@
+// The paths every allocation hook takes, shared by the C family (hooks.cpp) and the C++
+// operators (new_hooks.cpp): forward to jemalloc with the thread's guard raised (so the mmaps
+// jemalloc makes for itself are not taken for the program's), then record. A free is recorded
+// before the memory goes back and an allocation after it was obtained, so that across threads
+// an address is never seen reused before it was freed.
+#pragma once
+
+#include <cstddef>
+
+#include "preload_internal.h"
+#include "recorder.h"
+
+// jemalloc's non-standard API: distinct names, so no lookup is needed to reach it before
+// resolve_allocator() has run.
+extern "C" {
+void *mallocx(size_t size, int flags);
+void *rallocx(void *ptr, size_t size, int flags);
+void dallocx(void *ptr, int flags);
+}
+
+namespace adprof::preload {
+
+// RAII guard: allocations and mmaps made while it is up are jemalloc's or ours.
+struct Guard {
+  ThreadState &ts;
+  explicit Guard(ThreadState &s) : ts(s) { ++ts.guard; }
+  ~Guard() { --ts.guard; }
+};
+
+inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  // lg(align)
+
+ADPROF_HOT void note_alloc(ThreadState &ts, void *p, size_t size, int je_flags = 0) {
+  if (ADPROF_LIKELY(p != nullptr) && ts.guard == 0)
+    record_alloc(ts, p, size, ADPROF_SPACE_HEAP, 0, je_flags);
+}
+
+ADPROF_HOT void note_free(ThreadState &ts, void *p) {
+  if (ts.guard == 0) record_free(ts, p, ADPROF_SPACE_HEAP, 0, 0, true);
+}
+
+ADPROF_HOT void *malloc_path(size_t size) {
+  ThreadState &ts = t_state;
+  void *p;
+  {
+    Guard g(ts);
+    p = g_real.malloc ? g_real.malloc(size) : mallocx(size ? size : 1, 0);
+  }
+  note_alloc(ts, p, size);
+  return p;
+}
+
+ADPROF_HOT void free_path(void *p) {
+  if (!p) return;
+  ThreadState &ts = t_state;
+  note_free(ts, p);
+  Guard g(ts);
+  if (g_real.free)
+    g_real.free(p);
+  else
+    dallocx(p, 0);
+}
+
+// `alignment`: a power of two (the callers check).
+inline void *aligned_path(size_t alignment, size_t size) {
+  ThreadState &ts = t_state;
+  void *p;
+  {
+    Guard g(ts);
+    if (g_real.memalign)
+      p = g_real.memalign(alignment, size);
+    else
+      p = mallocx(size ? size : 1, align_flags(alignment));
+  }
+  note_alloc(ts, p, size, align_flags(alignment));
+  return p;
+}
+
+}  // namespace adprof::preload
