@@ -90,6 +90,4 @@ ADPROF_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothr
   free_path(p);
 }
 ADPROF_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept { free_path(p); }
-ADPROF_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept {
-  free_path(p);
-}
+ADPROF_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept { free_path(p); }

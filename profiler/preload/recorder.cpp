@@ -31,6 +31,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@
 #include <cstring>
 
 #include "chunk_columns.h"
+#include "own_fds.h"
 #include "preload_internal.h"
 
 namespace adprof::preload {
@@ -57,8 +59,11 @@ constexpr int kFlushIntervalMs = 100;
 constexpr size_t kMaxQueuedBuffers = 128;  // 128 MiB of raw events waiting for the writer
 
 std::atomic<int> g_state{kInert};
-int g_fd = -1;
-int g_statm_fd = -1;
+// The trace file: its absolute path and identity, so that a descriptor the program closed or
+// replaced behind the hooks' back is noticed before a write (own_fds.h).
+char g_trace_path[4096];
+dev_t g_trace_dev = 0;
+ino_t g_trace_ino = 0;
 int g_zstd_level = 1;
 int g_sample_ms = 10;
 pthread_key_t g_thread_key;
@@ -118,12 +123,19 @@ void *raw_mmap(size_t length) {
 
 // ---- chunk writing ---------------------------------------------------------------------------
 
-bool write_all(const iovec *iov_in, int count) {
+// Under lock_own_fds() except in a signal handler: a dup2 never moves the trace's number
+// between the check and the write.
+bool write_all_locked(const iovec *iov_in, int count) {
+  if (!ensure_trace_fd(g_trace_path, g_trace_dev, g_trace_ino)) {
+    errno = EBADF;
+    return false;
+  }
+  const int fd = own_fd(OwnFd::kTrace);
   iovec iov[2];
   memcpy(iov, iov_in, sizeof(iovec) * count);
   int first = 0;
   while (first < count) {
-    ssize_t n = writev(g_fd, iov + first, count - first);
+    ssize_t n = writev(fd, iov + first, count - first);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
@@ -154,8 +166,20 @@ void stop_on_write_error(int err) {
 
 // Packs the chunk header documented in trace_format.h and writes header + payload in one
 // writev, so chunks from the writer and from a signal handler never interleave (O_APPEND).
+// `in_handler`: called from a signal handler, which must not take the descriptors' lock (the
+// interrupted thread may hold it).
+bool write_all(const iovec *iov, int count, bool in_handler = false) {
+  if (in_handler) return write_all_locked(iov, count);
+  lock_own_fds();
+  bool ok = write_all_locked(iov, count);
+  int err = errno;
+  unlock_own_fds();
+  errno = err;
+  return ok;
+}
+
 bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, uint32_t flags,
-                 const uint8_t *payload, uint32_t stored, uint32_t raw) {
+                 const uint8_t *payload, uint32_t stored, uint32_t raw, bool in_handler = false) {
   uint8_t header[fmt::kChunkHeaderSize];
   fmt::put_u32(header + 0, fmt::kChunkMagic);
   fmt::put_u32(header + 8, tid);
@@ -169,7 +193,7 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
   crc = crc32(crc, payload, stored);
   fmt::put_u32(header + 4, static_cast<uint32_t>(crc));
   iovec iov[2] = {{header, sizeof header}, {const_cast<uint8_t *>(payload), stored}};
-  if (!write_all(iov, 2)) {
+  if (!write_all(iov, 2, in_handler)) {
     stop_on_write_error(errno);
     return false;
   }
@@ -408,9 +432,9 @@ void sample_counters(ThreadState &ts, bool final) {
   bool have[fmt::kCounterKindCount] = {};
   values[0] = now_ns() - g_start_ns;
   have[0] = true;
-  if (g_statm_fd >= 0) {
+  if (const int statm = own_fd(OwnFd::kStatm); statm >= 0) {
     char text[128];
-    ssize_t n = pread(g_statm_fd, text, sizeof text - 1, 0);
+    ssize_t n = pread(statm, text, sizeof text - 1, 0);
     if (n > 0) {
       text[n] = 0;
       unsigned long long size_pages = 0, resident_pages = 0;
@@ -554,8 +578,7 @@ void on_fork_child() {
     ThreadState &ts = t_state;
     ts.buf = nullptr;
     ts.cursor = ts.end = nullptr;
-    if (g_fd >= 0) close(g_fd);
-    g_fd = -1;
+    forget_own_fds();
   }
 }
 
@@ -633,6 +656,14 @@ int create_trace_file(char *path, size_t path_size) {
   return -1;
 }
 
+// The trace's absolute name (the program may change directory before a write reopens it).
+bool absolute_path(const char *path, char *out, size_t out_size) {
+  if (path[0] == '/') return snprintf(out, out_size, "%s", path) < static_cast<int>(out_size);
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) return false;
+  return snprintf(out, out_size, "%s/%s", cwd, path) < static_cast<int>(out_size);
+}
+
 uint64_t calibrate_ticks_per_second() {
   uint64_t n0 = now_ns(), t0 = now_ticks();
   uint64_t n1 = n0, t1 = t0;
@@ -672,25 +703,36 @@ __attribute__((constructor(101))) void start_recording() {
   g_page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   g_start_ns = now_ns();
   g_start_ticks = now_ticks();
-  g_fd = create_trace_file(path, sizeof path);
-  if (g_fd < 0) {
+  int fd = create_trace_file(path, sizeof path);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !absolute_path(path, g_trace_path, sizeof g_trace_path)) {
     say("cannot create trace '", path,
         errno == EEXIST ? "': file exists; not recording" : "'; not recording");
+    if (fd >= 0) close(fd);
     --ts.guard;
     return;
   }
-  if (!write_file_header(calibrate_ticks_per_second())) {
+  g_trace_dev = st.st_dev;
+  g_trace_ino = st.st_ino;
+  if (adopt_own_fd(OwnFd::kTrace, fd) < 0 || !write_file_header(calibrate_ticks_per_second())) {
     say("cannot write trace '", path, "'; not recording");
-    close(g_fd);
-    g_fd = -1;
+    close_own_fd(OwnFd::kTrace);
     --ts.guard;
     return;
   }
-  g_statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  adopt_own_fd(OwnFd::kStatm, open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
   pthread_key_create(&g_thread_key, on_thread_exit);
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_state.store(kRecording);
-  if (pthread_create(&g_writer, nullptr, writer_main, nullptr) != 0) {
+  // The writer blocks every signal from its first instruction: a signal sent to the process
+  // must reach one of the program's threads, as it would without the profiler (a shell's
+  // SIGCHLD handler run on the writer would race with the shell's own main thread).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int started = pthread_create(&g_writer, nullptr, writer_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (started != 0) {
     say("cannot start the trace writer thread; not recording");
     g_state.store(kStopped);
   }
@@ -711,8 +753,8 @@ void finish(fmt::EndReason reason) {
   pthread_mutex_unlock(&g_queue_mutex);
   pthread_join(g_writer, nullptr);
   write_footer(reason, 0);
-  close(g_fd);
-  g_fd = -1;
+  close_own_fd(OwnFd::kTrace);
+  close_own_fd(OwnFd::kStatm);
   --ts.guard;
 }
 

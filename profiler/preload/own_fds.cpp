@@ -1,0 +1,193 @@
+// The profiler's own descriptors and the hooks that keep them out of the program's reach
+// (own_fds.h says why).
+#include "own_fds.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#define ADPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace adprof::preload {
+
+namespace {
+
+std::atomic<int> g_own[kOwnFdCount] = {-1, -1};
+pthread_mutex_t g_own_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+}  // namespace
+
+void lock_own_fds() { pthread_mutex_lock(&g_own_mutex); }
+void unlock_own_fds() { pthread_mutex_unlock(&g_own_mutex); }
+
+namespace {
+
+// The real calls, as raw syscalls: no lookup, usable at any time (even before the dynamic
+// linker has finished with this library, and in a fork child).
+int real_close(int fd) { return static_cast<int>(syscall(SYS_close, fd)); }
+int real_dup3(int from, int to, int flags) {
+  return static_cast<int>(syscall(SYS_dup3, from, to, flags));
+}
+int real_close_range(unsigned first, unsigned last, unsigned flags) {
+  return static_cast<int>(syscall(SYS_close_range, first, last, flags));
+}
+
+bool is_own(int fd) {
+  if (fd < 0) return false;
+  for (const auto &own : g_own)
+    if (own.load(std::memory_order_acquire) == fd) return true;
+  return false;
+}
+
+// A number near the top of the soft descriptor limit, below any a program allocates first.
+int high_fd(int from) {
+  rlimit rl{};
+  long top = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    top = static_cast<long>(rl.rlim_cur);
+  if (top > 65536) top = 65536;
+  for (long want = top - 1; want >= 64 && want >= top - 64; want -= 4) {
+    int fd = fcntl(from, F_DUPFD_CLOEXEC, static_cast<int>(want));
+    if (fd >= 0) return fd;
+  }
+  return fcntl(from, F_DUPFD_CLOEXEC, 3);  // a tight limit: any free number
+}
+
+// Moves an own descriptor that the program is about to take (dup2 onto it) to another number.
+void relocate(int fd) {
+  for (auto &own : g_own) {
+    if (own.load(std::memory_order_acquire) != fd) continue;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+    if (moved < 0) moved = high_fd(fd);
+    own.store(moved, std::memory_order_release);  // -1 if no number was free: writes stop
+  }
+}
+
+// dup3 onto `to`, moving an own descriptor out of the way first. Only then is the lock taken:
+// the common dup2 takes none (a fork while the writer holds the lock would leave it held in
+// the child).
+int dup_onto(int from, int to, int flags) {
+  if (!is_own(to)) return real_dup3(from, to, flags);
+  lock_own_fds();
+  relocate(to);
+  int r = real_dup3(from, to, flags);
+  unlock_own_fds();
+  return r;
+}
+
+}  // namespace
+
+int adopt_own_fd(OwnFd which, int fd) {
+  if (fd < 0) return -1;
+  int high = high_fd(fd);
+  int saved = errno;
+  real_close(fd);
+  errno = saved;
+  g_own[static_cast<int>(which)].store(high, std::memory_order_release);
+  return high;
+}
+
+int own_fd(OwnFd which) { return g_own[static_cast<int>(which)].load(std::memory_order_acquire); }
+
+void close_own_fd(OwnFd which) {
+  int fd = g_own[static_cast<int>(which)].exchange(-1, std::memory_order_acq_rel);
+  if (fd >= 0) real_close(fd);
+}
+
+void forget_own_fds() {
+  for (auto &own : g_own) {
+    int fd = own.exchange(-1, std::memory_order_acq_rel);
+    if (fd >= 0) real_close(fd);
+  }
+}
+
+bool ensure_trace_fd(const char *path, dev_t dev, ino_t ino) {
+  int fd = own_fd(OwnFd::kTrace);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino) return true;
+  // Closed or replaced by a call the hooks did not see: never write to what the number names
+  // now. Reopen the trace itself, if it is still the file this process created.
+  g_own[static_cast<int>(OwnFd::kTrace)].store(-1, std::memory_order_release);
+  int again = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (again < 0) return false;
+  if (fstat(again, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
+    real_close(again);
+    return false;
+  }
+  return adopt_own_fd(OwnFd::kTrace, again) >= 0;
+}
+
+}  // namespace adprof::preload
+
+using namespace adprof::preload;
+
+ADPROF_EXPORT int close(int fd) {
+  if (is_own(fd)) {  // without the profiler this number would not be open
+    errno = EBADF;
+    return -1;
+  }
+  using Close = int (*)(int);
+  static Close real = reinterpret_cast<Close>(dlsym(RTLD_NEXT, "close"));
+  return real ? real(fd) : real_close(fd);
+}
+
+ADPROF_EXPORT int dup2(int from, int to) {
+  if (is_own(from)) {
+    errno = EBADF;
+    return -1;
+  }
+  if (from == to) return fcntl(from, F_GETFD) < 0 ? -1 : to;
+  return dup_onto(from, to, 0);
+}
+
+ADPROF_EXPORT int dup3(int from, int to, int flags) {
+  if (is_own(from)) {
+    errno = EBADF;
+    return -1;
+  }
+  if (from == to) {
+    errno = EINVAL;
+    return -1;
+  }
+  return dup_onto(from, to, flags);
+}
+
+// Closes [first, last] but the own descriptors in it (at most kOwnFdCount holes).
+ADPROF_EXPORT int close_range(unsigned first, unsigned last, int flags) {
+  if (flags & CLOSE_RANGE_CLOEXEC)  // marks only; the own descriptors are close-on-exec already
+    return real_close_range(first, last, static_cast<unsigned>(flags));
+  int holes[kOwnFdCount];
+  int count = 0;
+  for (const auto &own : g_own) {
+    int fd = own.load(std::memory_order_acquire);
+    if (fd >= 0 && static_cast<unsigned>(fd) >= first && static_cast<unsigned>(fd) <= last)
+      holes[count++] = fd;
+  }
+  if (count == 2 && holes[1] < holes[0]) {
+    int t = holes[0];
+    holes[0] = holes[1];
+    holes[1] = t;
+  }
+  unsigned from = first;
+  for (int i = 0; i < count; ++i) {
+    unsigned hole = static_cast<unsigned>(holes[i]);
+    if (hole > from && real_close_range(from, hole - 1, static_cast<unsigned>(flags)) != 0)
+      return -1;
+    from = hole + 1;
+  }
+  if (from > last || (count > 0 && static_cast<unsigned>(holes[count - 1]) == ~0u)) return 0;
+  return real_close_range(from, last, static_cast<unsigned>(flags));
+}
+
+ADPROF_EXPORT void closefrom(int lowfd) {
+  if (lowfd < 0) lowfd = 0;
+  close_range(static_cast<unsigned>(lowfd), ~0u, 0);
+}

@@ -1,0 +1,109 @@
+// The profiler's own descriptors are out of the program's reach: a program that closes or
+// takes every descriptor number it did not open gets its own file untouched, and the trace
+// still gets every event (profiler/preload/own_fds.h).
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include "test_util.h"
+
+namespace {
+
+using namespace ptest;
+
+const char kProgramText[] = "the program's own line\nand its last line\n";
+
+// A low descriptor limit for the programs this test starts (they inherit it), so that they can
+// reach the profiler's descriptors at the top of the range.
+class LowDescriptorLimit {
+ public:
+  explicit LowDescriptorLimit(rlim_t limit) {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit low{limit, saved_.rlim_max};
+    setrlimit(RLIMIT_NOFILE, &low);
+  }
+  ~LowDescriptorLimit() { setrlimit(RLIMIT_NOFILE, &saved_); }
+  LowDescriptorLimit(const LowDescriptorLimit &) = delete;
+  LowDescriptorLimit &operator=(const LowDescriptorLimit &) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+void expect_untouched_file_and_whole_trace(const std::string &mode) {
+  LowDescriptorLimit limit(256);
+  TempDir dir;
+  std::string trace = dir / "t.adtrace", file = dir / "mine.txt";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_DESCRIPTORS, mode, file};
+  o.trace = trace;
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+  EXPECT_EQ(read_file(file), kProgramText) << mode << ": the program's file was written to";
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << mode << ": " << s.reason;
+  EXPECT_EQ(s.corrupt_chunks, 0u);
+  EXPECT_EQ(s.missing_chunks, 0u);
+  const OpCounts &after = s.ops["after_close"];
+  EXPECT_EQ(after.allocations, 80000u) << mode;
+  EXPECT_EQ(after.frees, 80000u) << mode;
+}
+
+TEST(Descriptors, CloseOfEveryNumberLeavesTheTraceAlone) {
+  expect_untouched_file_and_whole_trace("close");
+}
+
+TEST(Descriptors, ClosefromLeavesTheTraceAlone) {
+  expect_untouched_file_and_whole_trace("closefrom");
+}
+
+TEST(Descriptors, Dup2OntoEveryNumberMovesTheTraceAway) {
+  expect_untouched_file_and_whole_trace("dup2");
+}
+
+// A close the hooks cannot see: the next write notices and reopens the trace by its path.
+TEST(Descriptors, RawCloseSyscallIsNoticedBeforeTheNextWrite) {
+  expect_untouched_file_and_whole_trace("rawclose");
+}
+
+// The shell form of the finding: `exec 3>file` takes number 3, whatever it was.
+TEST(Descriptors, ShellRedirectionOntoALowNumber) {
+  LowDescriptorLimit limit(256);
+  TempDir dir;
+  std::string trace = dir / "t.adtrace", file = dir / "mine.txt";
+  SpawnOptions o;
+  o.argv = {"/bin/bash", "-c",
+            "exec 3>" + file + " 4>" + file + ".4 5>" + file +
+                ".5; echo hello >&3; for i in $(seq 1 300); do x=$(printf '%05000d' $i); done; "
+                "sleep 0.3; echo bye >&3"};
+  o.trace = trace;
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(file), "hello\nbye\n");
+  EXPECT_EQ(read_file(file + ".4"), "");
+  EXPECT_EQ(read_file(file + ".5"), "");
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_GT(s.allocations, 1000u);
+}
+
+// Without the profiler no descriptor above 2 is open in these programs: a redirection from any
+// number (a dup2 of it) fails, and so it does with the profiler.
+TEST(Descriptors, ProgramSeesNoExtraOpenDescriptor) {
+  LowDescriptorLimit limit(256);
+  TempDir dir;
+  std::string trace = dir / "t.adtrace";
+  SpawnOptions o;
+  o.argv = {"/bin/bash", "-c",
+            "for fd in $(seq 3 255); do ( exec 2>/dev/null; : >&$fd ) && echo open $fd; done; "
+            "true"};
+  Result plain = run(o);
+  o.trace = trace;
+  Result traced = run(o);
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, plain.out);
+}
+
+}  // namespace
