@@ -1,20 +1,30 @@
 // adprof run [-o TRACE] [--json] [--no-report] [--] PROGRAM [ARGS...]
 //
-// Starts PROGRAM with libadprof_preload.so preloaded and ADPROF_OUTPUT/ADPROF_ROOT_PID set,
-// waits for it (forwarding SIGINT/SIGTERM), then analyses the trace and prints the report.
-// Exits with the program's status, or 128+N when a signal N ended it.
+// Starts PROGRAM with libadprof_preload.so preloaded and ADPROF_OUTPUT (absolute),
+// ADPROF_ROOT_PID and ADPROF_RUN_ID set, waits for it, then says which processes and images
+// were traced where (the files whose header carries this run's id) and prints the report of
+// the program's last image. Exits with the program's status, or 128+N when a signal N ended
+// it.
+//
+// Signals: SIGINT and SIGQUIT come from the terminal to the whole process group, so the
+// program has them already: adprof ignores them while it waits (as time(1) does). Other
+// terminating signals sent to adprof are forwarded to the program, unless the kernel sent them
+// to the whole group (a terminal hang-up).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "adprof/report.h"
@@ -28,8 +38,90 @@ namespace fs = std::filesystem;
 
 pid_t g_child = -1;
 
-void forward_signal(int sig) {
-  if (g_child > 0) kill(g_child, sig);
+void forward_signal(int sig, siginfo_t *info, void *) {
+  if (g_child > 0 && info->si_code != SI_KERNEL) kill(g_child, sig);
+}
+
+// What adprof does with each signal while the program runs; restored before it reports.
+class SignalsWhileWaiting {
+ public:
+  SignalsWhileWaiting() {
+    struct sigaction ignore = {}, forward = {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    forward.sa_sigaction = forward_signal;
+    forward.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&forward.sa_mask);
+    for (int sig : kIgnored) set(sig, ignore);
+    for (int sig : kForwarded) set(sig, forward);
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) set(sig, forward);
+  }
+  ~SignalsWhileWaiting() {
+    for (auto &[sig, old] : saved_) sigaction(sig, &old, nullptr);
+  }
+  SignalsWhileWaiting(const SignalsWhileWaiting &) = delete;
+  SignalsWhileWaiting &operator=(const SignalsWhileWaiting &) = delete;
+
+ private:
+  static constexpr int kIgnored[] = {SIGINT, SIGQUIT, SIGPIPE};
+  static constexpr int kForwarded[] = {SIGTERM, SIGHUP,  SIGUSR1,   SIGUSR2,
+                                       SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF};
+  void set(int sig, const struct sigaction &sa) {
+    struct sigaction old;
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) return;
+    sigaction(sig, &sa, &old);
+    saved_[sig] = old;
+  }
+  std::map<int, struct sigaction> saved_;
+};
+
+// A nonzero id shared by every trace file of this run (trace_format.h, header offset 56).
+uint32_t new_run_id() {
+  uint32_t id = 0;
+  while (id == 0)
+    if (getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id))
+      id = static_cast<uint32_t>(time(nullptr) ^ (getpid() << 16));
+  return id;
+}
+
+struct TracedImage {
+  std::string path;
+  uint64_t pid = 0;
+  uint64_t start_wall_ns = 0;
+  std::string ending;  // how it ended, in words
+  bool exec = false;
+};
+
+// The trace files of this run: TRACE and TRACE.* beside it whose header has this run's id.
+// Files of other runs (a stale TRACE.1) and files that are not traces are passed over.
+std::vector<TracedImage> traced_images(const std::string &trace, uint32_t run_id) {
+  std::vector<TracedImage> images;
+  fs::path dir = fs::path(trace).parent_path();
+  const std::string base = fs::path(trace).filename().string();
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name != base && name.rfind(base + ".", 0) != 0) continue;
+    if (!entry.is_regular_file(ec)) continue;
+    try {
+      TraceReader reader(entry.path().string());
+      if (reader.header().run_id != run_id) continue;
+      TracedImage image;
+      image.path = entry.path().string();
+      image.pid = reader.header().pid;
+      image.start_wall_ns = reader.header().start_wall_ns;
+      image.exec = reader.end().exec;
+      image.ending = reader.end().complete ? "exited"
+                     : reader.end().exec   ? "exec'd"
+                                           : reader.end().reason;
+      images.push_back(std::move(image));
+    } catch (const TraceError &) {
+    }
+  }
+  std::sort(images.begin(), images.end(), [](const TracedImage &a, const TracedImage &b) {
+    return a.start_wall_ns < b.start_wall_ns;
+  });
+  return images;
 }
 
 std::string find_preload() {
@@ -68,13 +160,16 @@ int command_run(const std::vector<std::string> &args) {
       "recorded with the op, phase and role the program declares), writes the trace and prints\n"
       "the memory report. Exits with PROGRAM's exit status (128+N if signal N ended it).\n"
       "Processes PROGRAM starts with exec are traced into TRACE.<pid>; forked children that do\n"
-      "not exec are not traced.\n\n"
+      "not exec are not traced; an image that replaces itself with exec continues in\n"
+      "TRACE.1, TRACE.2, ... Every file of one run carries the run's id, and adprof lists them.\n"
+      "While PROGRAM runs, adprof ignores SIGINT and SIGQUIT (the terminal sends them to\n"
+      "PROGRAM too) and forwards other terminating signals sent to it.\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
       "trace file to create (default: adprof.PROGRAM.DATE-TIME.adtrace); never overwritten")(
       "json", "print the report as JSON")("no-report", "only record; print no report")(
-      "top", po::value<size_t>()->default_value(10), "rows in each table of the report");
+      "top", po::value<long long>()->default_value(10), "rows in each table of the report");
 
   // adprof's options end at the first argument that is not one (or at "--").
   size_t program_at = 0;
@@ -100,9 +195,16 @@ int command_run(const std::vector<std::string> &args) {
                                    args.end());
   if (program.empty()) throw UsageError("run needs a PROGRAM to profile (see adprof run --help)");
 
+  const long long top = vm["top"].as<long long>();
+  if (top < 0 || top > 1000000) throw UsageError("--top must be from 0 to 1000000");
+  if (vm.count("output") && vm["output"].as<std::string>().empty())
+    throw UsageError("-o needs a file name");
   std::string preload = find_preload();
-  std::string trace =
-      vm.count("output") ? vm["output"].as<std::string>() : default_trace_name(program[0]);
+  // Absolute: the program may change directory before it execs (the next image's trace).
+  std::string trace = fs::absolute(vm.count("output") ? vm["output"].as<std::string>()
+                                                      : default_trace_name(program[0]))
+                          .lexically_normal()
+                          .string();
   struct stat st;
   if (lstat(trace.c_str(), &st) == 0)
     throw UsageError("'" + trace + "' already exists; adprof never overwrites a trace");
@@ -116,6 +218,7 @@ int command_run(const std::vector<std::string> &args) {
   // A close-on-exec pipe tells the parent whether exec failed, and why.
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) throw std::runtime_error(strerror(errno));
+  const uint32_t run_id = new_run_id();
   fflush(nullptr);
   pid_t child = fork();
   if (child < 0) throw std::runtime_error(std::string("fork failed: ") + strerror(errno));
@@ -126,6 +229,7 @@ int command_run(const std::vector<std::string> &args) {
     setenv("LD_PRELOAD", ld.c_str(), 1);
     setenv("ADPROF_OUTPUT", trace.c_str(), 1);
     setenv("ADPROF_ROOT_PID", std::to_string(getpid()).c_str(), 1);
+    setenv("ADPROF_RUN_ID", std::to_string(run_id).c_str(), 1);
     std::vector<char *> argv;
     for (auto &a : program) argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
@@ -137,22 +241,18 @@ int command_run(const std::vector<std::string> &args) {
   }
   close(status_pipe[1]);
   g_child = child;
-  struct sigaction sa = {}, old_int, old_term;
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
   int exec_errno = 0;
   ssize_t n;
-  do {
-    n = read(status_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (n < 0 && errno == EINTR);
-  close(status_pipe[0]);
   int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  {
+    SignalsWhileWaiting signals;
+    do {
+      n = read(status_pipe[0], &exec_errno, sizeof exec_errno);
+    } while (n < 0 && errno == EINTR);
+    close(status_pipe[0]);
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (n == static_cast<ssize_t>(sizeof exec_errno))
     throw UsageError("cannot run '" + program[0] + "': " + strerror(exec_errno));
 
@@ -171,22 +271,27 @@ int command_run(const std::vector<std::string> &args) {
     std::cerr << "adprof: error: no trace was written (see the messages above)\n";
     return exit_code != 0 ? exit_code : kExitUsage;
   }
-  // Follow the program through exec (a wrapper script that execs the real program): each image
-  // closes its trace with an "exec" footer and the next one writes TRACE.1, TRACE.2, ...
+  // The program's images: the root process's files of this run, in the order they started (a
+  // wrapper script that execs the real program closes each with an "exec" footer). Reported:
+  // the last one.
+  std::vector<TracedImage> images = traced_images(trace, run_id);
   std::string reported = trace;
-  for (int image = 1; image < 1000; ++image) {
-    std::string next = trace + "." + std::to_string(image);
-    if (lstat(next.c_str(), &st) != 0) break;
-    try {
-      if (!TraceReader(reported).end().exec) break;
-    } catch (const TraceError &) {
-      break;
+  size_t root_images = 0;
+  for (const TracedImage &image : images)
+    if (image.pid == static_cast<uint64_t>(child)) {
+      reported = image.path;
+      ++root_images;
     }
-    reported = next;
+  if (images.size() > 1) {
+    std::cerr << "adprof: traced " << images.size() << " process images of this run:\n";
+    for (const TracedImage &image : images)
+      std::cerr << "  " << image.path << "  pid " << image.pid
+                << (image.pid == static_cast<uint64_t>(child) ? " (the program)" : "") << ", "
+                << image.ending << (image.path == reported ? "  <- reported" : "") << "\n";
+    if (root_images > 1)
+      std::cerr << "adprof: " << program[0]
+                << " replaced itself with exec; reporting its last image: " << reported << "\n";
   }
-  if (reported != trace)
-    std::cerr << "adprof: " << program[0]
-              << " replaced itself with exec; reporting its last image: " << reported << "\n";
   if (vm.count("no-report")) return exit_code;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
@@ -195,7 +300,7 @@ int command_run(const std::vector<std::string> &args) {
   if (vm.count("json"))
     std::cout << to_json(report).dump(2) << '\n';
   else
-    std::cout << render_text(report, vm["top"].as<size_t>());
+    std::cout << render_text(report, static_cast<size_t>(top));
   return exit_code;
 }
 

@@ -620,6 +620,7 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   header_.ticks_per_second = fmt::get_u64(h + 40);
   header_.page_size = fmt::get_u32(h + 48);
   header_.flags = fmt::get_u32(h + 52);
+  header_.run_id = fmt::get_u32(h + 56);
   if (header_.ticks_per_second == 0)
     throw TraceError("'" + path + "': the trace header has no clock rate");
 

@@ -15,7 +15,10 @@
 //  40  u64      estimated ticks per second at start (refined by CLOCK counters)
 //  48  u32      page size
 //  52  u32      flags (bit 0: timestamps are TSC ticks >> 8 (version 1: >> 5); else ns)
-//  56  u32      reserved (0)
+//  56  u32      run id: the same for every process and image of one `adprof run` (ADPROF_RUN_ID),
+//               so that a file left by an earlier run is never taken for this run's; 0: none
+//               (reserved and 0 before the run id was written; readers of every version
+//               ignore it)
 //  60  u32      CRC-32 (zlib) of bytes 0..59
 //
 // Chunk := ChunkHeader payload[stored_size]

@@ -45,6 +45,7 @@
 #include "chunk_columns.h"
 #include "own_fds.h"
 #include "preload_internal.h"
+#include "signals.h"
 
 namespace adprof::preload {
 
@@ -104,8 +105,13 @@ std::atomic<uint64_t> g_events_written{0};
 std::atomic<uint64_t> g_chunks_written{0};
 std::atomic<uint64_t> g_events_dropped{0};
 
-struct sigaction g_old_actions[NSIG];
-constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT};
+// The process that records (a vfork child shares this memory, and must not finish it).
+pid_t g_recording_pid = 0;
+// Same for every process of one `adprof run` (ADPROF_RUN_ID), written into each trace's header
+// so that no earlier run's file is taken for this run's.
+uint32_t g_run_id = 0;
+std::atomic<bool> g_writer_running{false};
+std::atomic<bool> g_write_error_said{false};
 
 void say(const char *a, const char *b = "", const char *c = "") {
   // One line on stderr without allocating.
@@ -154,11 +160,15 @@ bool write_all_locked(const iovec *iov_in, int count) {
   return true;
 }
 
+// Recording stops (the program goes on); said once, also when the final writes at exit fail.
 void stop_on_write_error(int err) {
   int expected = kRecording;
-  if (g_state.compare_exchange_strong(expected, kStopped)) {
+  const bool stopped = g_state.compare_exchange_strong(expected, kStopped);
+  if (!g_write_error_said.exchange(true))
     say("trace write failed (", strerror(err),
-        "); recording stopped, the trace ends at its last complete chunk");
+        stopped ? "); recording stopped, the trace ends at its last complete chunk"
+                : "); the end of the trace is missing, it reads up to its last complete chunk");
+  if (stopped) {
     g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
     pthread_cond_broadcast(&g_space_cond);
   }
@@ -197,7 +207,10 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
     stop_on_write_error(errno);
     return false;
   }
-  g_events_written.fetch_add(events, std::memory_order_relaxed);
+  // The footer counts the events of complete chunks: a snapshot is replaced by its thread's
+  // complete chunk of the same sequence number, or is the thread's last word.
+  if (!(flags & fmt::kChunkFlagSnapshot))
+    g_events_written.fetch_add(events, std::memory_order_relaxed);
   g_chunks_written.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -214,6 +227,28 @@ struct Compressor {
   uint8_t *columns = nullptr;  // the columnar chunk
   size_t columns_cap = 0;
 };
+
+// Everything the writer needs, reserved at start-up while memory is plentiful: a program that
+// runs near its memory limit must not make the writer fail (or crash) to allocate later. zstd
+// sizes its workspace on first use: one compression of a full chunk reserves it for good.
+bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
+  k.columns_cap = fmt::columns_scratch_bytes(kTagBytes, kBodyBytes);
+  k.columns = static_cast<uint8_t *>(raw_mmap(k.columns_cap));
+  // Frames of at most 2 + kColumnCount parts, each within its compress bound.
+  k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
+  k.z = static_cast<uint8_t *>(raw_mmap(k.z_cap));
+  *snapshot_copy = static_cast<uint8_t *>(raw_mmap(kTagBytes + kBodyBytes));
+  if (!k.z || !k.columns || !*snapshot_copy) return false;
+  if (g_zstd_level > -100) {
+    k.cctx = ZSTD_createCCtx();
+    if (k.cctx && ZSTD_isError(ZSTD_compressCCtx(k.cctx, k.z, k.z_cap, *snapshot_copy,
+                                                 kTagBytes + kBodyBytes, g_zstd_level))) {
+      ZSTD_freeCCtx(k.cctx);
+      k.cctx = nullptr;
+    }
+  }
+  return true;
+}
 
 size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const uint8_t *bodies,
                       uint32_t body_len, uint32_t *flags, uint32_t *raw) {
@@ -307,7 +342,7 @@ void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
-void write_footer(fmt::EndReason reason, int sig) {
+void write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   uint8_t body[64];
   uint8_t *p = body;
   p = fmt::put_varint(p, g_events_written.load());
@@ -316,7 +351,7 @@ void write_footer(fmt::EndReason reason, int sig) {
   p = fmt::put_varint(p, static_cast<uint64_t>(reason));
   p = fmt::put_varint(p, static_cast<uint64_t>(sig));
   uint32_t n = static_cast<uint32_t>(p - body);
-  write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n);
+  write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n, in_handler);
 }
 
 // ---- buffer pool -----------------------------------------------------------------------------
@@ -468,19 +503,16 @@ void sample_counters(ThreadState &ts, bool final) {
   }
 }
 
+Compressor g_compressor;             // the writer's (prepare_compressor)
+uint8_t *g_snapshot_copy = nullptr;  // the writer's scratch for snapshots of idle threads
+uint8_t *g_final_copy = nullptr;     // the same for the final snapshots (finish, a handler)
+
 void *writer_main(void *) {
   ThreadState &ts = t_state;
-  ts.guard = 1;  // what the writer allocates (zstd) is the profiler's, not the program's
+  ts.guard = 1;  // what the writer allocates is the profiler's, not the program's
   prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
-  Compressor k;
-  k.cctx = g_zstd_level > -100 ? ZSTD_createCCtx() : nullptr;
-  k.columns_cap = fmt::columns_scratch_bytes(kTagBytes, kBodyBytes);
-  k.columns = static_cast<uint8_t *>(raw_mmap(k.columns_cap));
-  // Frames of at most 2 + kColumnCount parts, each within its compress bound.
-  k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
-  k.z = static_cast<uint8_t *>(raw_mmap(k.z_cap));
-  auto *copy = static_cast<uint8_t *>(raw_mmap(kTagBytes + kBodyBytes));
-  if (!k.z || !k.columns) k.cctx = nullptr;
+  Compressor &k = g_compressor;
+  uint8_t *copy = g_snapshot_copy;
   uint64_t last_flush = now_ns();
   uint64_t last_sample = 0;
   for (;;) {
@@ -528,52 +560,49 @@ void *writer_main(void *) {
     seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
     write_buffer(ts.buf, k);
   }
-  ZSTD_freeCCtx(k.cctx);
+  g_writer_running.store(false, std::memory_order_release);
   return nullptr;
+}
+
+// The complete events of every thread but the caller's, as snapshot chunks (raw: a signal
+// handler may not compress): at the end, the threads still running have buffers that were
+// never handed to the writer. `in_handler`: no blocking on locks.
+void write_final_snapshots(bool in_handler) {
+  if (!g_final_copy) return;
+  ThreadState *self = &t_state;
+  if (in_handler) {
+    bool locked = false;
+    for (int i = 0; i < 1000 && !(locked = pthread_mutex_trylock(&g_registry_mutex) == 0); ++i) {
+      timespec ms{0, 1000000};
+      nanosleep(&ms, nullptr);
+    }
+    if (!locked) return;
+  } else {
+    pthread_mutex_lock(&g_registry_mutex);
+  }
+  for (uint32_t i = 0; i < kMaxRegistered; ++i) {
+    ThreadState *ts = g_registry[i];
+    if (!ts || ts == self) continue;
+    Buffer *b = ts->published_buf.load(std::memory_order_acquire);
+    uint64_t word = ts->published.load(std::memory_order_acquire);
+    if (!b || word == g_snapshot_marks[i].published) continue;
+    const auto [seq, events, used] = published_fields(word);
+    if (events == 0 || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes ||
+        events > kTagBytes)
+      continue;
+    memcpy(g_final_copy, b->tags, events);
+    memcpy(g_final_copy + events, b->bodies, used);
+    g_snapshot_marks[i].published = word;
+    write_chunk(b->tid, b->seq, b->base_ts, events, fmt::kChunkFlagSnapshot, g_final_copy,
+                events + used, events + used, in_handler);
+  }
+  pthread_mutex_unlock(&g_registry_mutex);
 }
 
 // ---- signals, fork, exit ---------------------------------------------------------------------
 
-void on_fatal_signal(int sig, siginfo_t *, void *) {
-  int expected = kRecording;
-  if (g_state.compare_exchange_strong(expected, kFinished)) {
-    ThreadState &ts = t_state;
-    ++ts.guard;
-    if (ts.buf && ts.events > 0) {
-      seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
-      write_chunk(ts.tid, ts.buf->seq, ts.buf->base_ts, ts.events, 0, ts.buf->tags, ts.buf->used,
-                  ts.buf->used);
-      ts.events = 0;
-    }
-    // Complete chunks still queued: written raw (compression is not async-signal-safe).
-    if (pthread_mutex_trylock(&g_queue_mutex) == 0) {
-      for (Buffer *b = g_full_head; b; b = b->next)
-        write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->tags, b->used, b->used);
-      g_full_head = g_full_tail = nullptr;
-      pthread_mutex_unlock(&g_queue_mutex);
-    }
-    write_footer(fmt::EndReason::kSignal, sig);
-  }
-  sigaction(sig, &g_old_actions[sig], nullptr);
-  raise(sig);
-}
-
-void install_signal_handlers() {
-  for (int sig : kFatalSignals) {
-    struct sigaction old;
-    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
-    g_old_actions[sig] = old;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_fatal_signal;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, nullptr);
-  }
-}
-
 void on_fork_child() {
-  if (g_state.load() == kRecording) {
+  if (g_state.load() == kRecording || g_state.load() == kStopped) {
     g_state.store(kForkChild);
     ThreadState &ts = t_state;
     ts.buf = nullptr;
@@ -616,6 +645,13 @@ bool read_settings(char *path, size_t path_size) {
     say("ADPROF_ROOT_PID is not a pid; not recording");
     return false;
   }
+  if (const char *run = getenv("ADPROF_RUN_ID")) {
+    if (!parse_int(run, 1, 0xFFFFFFFFL, &v)) {
+      say("ADPROF_RUN_ID must be an integer from 1 to 4294967295; not recording");
+      return false;
+    }
+    g_run_id = static_cast<uint32_t>(v);
+  }
   int n;
   if (root_text && root != getpid())
     n = snprintf(path, path_size, "%s.%ld", output, static_cast<long>(getpid()));
@@ -638,7 +674,8 @@ int create_trace_file(char *path, size_t path_size) {
   uint8_t h[fmt::kFileHeaderSize];
   bool same_process = in >= 0 && pread(in, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
                       memcmp(h, fmt::kFileMagic, 8) == 0 &&
-                      fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid());
+                      fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid()) &&
+                      fmt::get_u32(h + 56) == g_run_id;
   if (in >= 0) close(in);
   if (!same_process) {
     errno = EEXIST;
@@ -689,6 +726,7 @@ bool write_file_header(uint64_t ticks_per_second) {
 #if defined(__x86_64__) || defined(__i386__)
   fmt::put_u32(h + 52, fmt::kFileFlagTsc);
 #endif
+  fmt::put_u32(h + 56, g_run_id);
   fmt::put_u32(h + 60, static_cast<uint32_t>(crc32(0L, h, 60)));
   iovec iov[1] = {{h, sizeof h}};
   return write_all(iov, 1);
@@ -701,6 +739,7 @@ __attribute__((constructor(101))) void start_recording() {
   ThreadState &ts = t_state;
   ++ts.guard;
   g_page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  g_recording_pid = getpid();
   g_start_ns = now_ns();
   g_start_ticks = now_ticks();
   int fd = create_trace_file(path, sizeof path);
@@ -721,18 +760,32 @@ __attribute__((constructor(101))) void start_recording() {
     return;
   }
   adopt_own_fd(OwnFd::kStatm, open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
+  if (!prepare_compressor(g_compressor, &g_snapshot_copy)) {
+    say("cannot reserve the trace writer's memory; not recording");
+    close_own_fd(OwnFd::kTrace);
+    --ts.guard;
+    return;
+  }
+  g_final_copy = static_cast<uint8_t *>(raw_mmap(kTagBytes + kBodyBytes));
   pthread_key_create(&g_thread_key, on_thread_exit);
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_state.store(kRecording);
   // The writer blocks every signal from its first instruction: a signal sent to the process
   // must reach one of the program's threads, as it would without the profiler (a shell's
   // SIGCHLD handler run on the writer would race with the shell's own main thread).
+  // Its stack is small: address space counts against a program's RLIMIT_AS.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int started = pthread_create(&g_writer, nullptr, writer_main, nullptr);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  g_writer_running.store(true, std::memory_order_release);
+  int started = pthread_create(&g_writer, &attr, writer_main, nullptr);
+  pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (started != 0) {
+    g_writer_running.store(false, std::memory_order_release);
     say("cannot start the trace writer thread; not recording");
     g_state.store(kStopped);
   }
@@ -741,6 +794,7 @@ __attribute__((constructor(101))) void start_recording() {
 }
 
 void finish(fmt::EndReason reason) {
+  if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
   int expected = kRecording;
   if (!g_state.compare_exchange_strong(expected, kFinished)) return;
   ThreadState &ts = t_state;
@@ -752,6 +806,7 @@ void finish(fmt::EndReason reason) {
   pthread_cond_signal(&g_work_cond);
   pthread_mutex_unlock(&g_queue_mutex);
   pthread_join(g_writer, nullptr);
+  write_final_snapshots(false);
   write_footer(reason, 0);
   close_own_fd(OwnFd::kTrace);
   close_own_fd(OwnFd::kStatm);
@@ -765,6 +820,54 @@ __attribute__((destructor(101))) void finish_recording() { finish(fmt::EndReason
 bool recording() { return g_state.load(std::memory_order_relaxed) == kRecording; }
 
 void finish_before_exec() { finish(fmt::EndReason::kExec); }
+
+void finish_before_exit() { finish(fmt::EndReason::kExit); }
+
+// Only async-signal-safe calls. Other threads go on running meanwhile: the flush epoch makes
+// them stop appending; the writer finishes what it holds (waited for, at most 2 s); then this
+// thread's buffer, the chunks still queued and every other thread's complete events are
+// written raw, and the footer.
+void finish_in_handler(int sig) {
+  if (getpid() != g_recording_pid) return;
+  int expected = kRecording;
+  if (!g_state.compare_exchange_strong(expected, kFinished)) return;
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+  auto lock_briefly = [](pthread_mutex_t *m) {
+    for (int i = 0; i < 1000; ++i) {
+      if (pthread_mutex_trylock(m) == 0) return true;
+      timespec ms{0, 1000000};
+      nanosleep(&ms, nullptr);
+    }
+    return false;
+  };
+  const bool on_writer = g_writer_running.load() && pthread_equal(pthread_self(), g_writer);
+  if (!on_writer && lock_briefly(&g_queue_mutex)) {
+    g_stop_writer = true;  // it wakes within a sample interval and stops after its list
+    pthread_mutex_unlock(&g_queue_mutex);
+    for (int i = 0; i < 2000 && g_writer_running.load(std::memory_order_acquire); ++i) {
+      timespec ms{0, 1000000};
+      nanosleep(&ms, nullptr);
+    }
+  }
+  if (ts.buf && ts.events > 0) {
+    seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
+    write_chunk(ts.tid, ts.buf->seq, ts.buf->base_ts, ts.events, 0, ts.buf->tags, ts.buf->used,
+                ts.buf->used, true);
+    ts.events = 0;
+  }
+  // Complete chunks still queued: written raw (compression is not async-signal-safe).
+  if (lock_briefly(&g_queue_mutex)) {
+    for (Buffer *b = g_full_head; b; b = b->next)
+      write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->tags, b->used, b->used, true);
+    g_full_head = g_full_tail = nullptr;
+    pthread_mutex_unlock(&g_queue_mutex);
+  }
+  write_final_snapshots(true);
+  write_footer(fmt::EndReason::kSignal, sig, true);
+  --ts.guard;
+}
 
 bool refill(ThreadState &ts, size_t bytes) {
   if (bytes > kBodyBytes / 2) return false;

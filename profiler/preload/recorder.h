@@ -254,5 +254,10 @@ void record_name(ThreadState &ts, uint32_t id, const char *name, size_t length);
 bool recording();
 // Closes the trace (footer "exec") before the process image is replaced.
 void finish_before_exec();
+// Closes the trace before _exit (footer "exit"): no destructor runs then.
+void finish_before_exit();
+// From the handler of a terminating signal: writes every thread's complete events and a
+// footer naming the signal, with async-signal-safe calls only.
+void finish_in_handler(int sig);
 
 }  // namespace adprof::preload

@@ -175,4 +175,62 @@ TEST(Lifecycle, RunNeverOverwritesAnExistingTrace) {
   EXPECT_EQ(read_file(dir / "t"), "precious");
 }
 
+// A file of an earlier run where this run's next image would go is passed over: the image
+// writes the next free name and adprof reports that one (the header's run id says whose).
+TEST(Lifecycle, StaleImageOfAnEarlierRunIsNeverReported) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result earlier = run_lifecycle(dir / "earlier", {"exit", "0"});
+  ASSERT_EQ(earlier.exit_code, 0) << earlier.err;
+  fs::rename(dir / "earlier", trace + ".1");
+  const std::string stale = read_file(trace + ".1");
+  Result r = run_lifecycle(trace, {"exec"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(trace + ".1"), stale);
+  EXPECT_NE(r.err.find("reporting its last image: " + trace + ".2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(trace + ".1 "), std::string::npos) << "the stale file was listed:\n"
+                                                          << r.err;
+  EXPECT_EQ(summarize(trace + ".2").ops["main"].allocations, 100u);
+}
+
+// A relative -o names a file in adprof's directory, wherever the program goes before it execs.
+TEST(Lifecycle, RelativeOutputStaysPutWhenTheProgramChangesDirectory) {
+  TempDir dir, elsewhere;
+  SpawnOptions o;
+  o.argv = {"/bin/bash", "-c",
+            "cd '" + dir.path() + "' && exec " + ADPROF_TEST_CLI +
+                " run --no-report -o rel.adtrace -- " + ADPROF_TEST_LIFECYCLE + " cd_exec '" +
+                elsewhere.path() + "'"};
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(files_in(elsewhere.path()).empty());
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"rel.adtrace", "rel.adtrace.1"}));
+  EXPECT_NE(r.err.find("reporting its last image: " + dir.path() + "/rel.adtrace.1"),
+            std::string::npos)
+      << r.err;
+}
+
+// Every process image of the run is listed, with where its trace is.
+TEST(Lifecycle, RunListsTheChildProcessesItTraced) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"forkexec"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pid_t child = child_pid(r.out);
+  ASSERT_GT(child, 0);
+  EXPECT_NE(r.err.find("traced 2 process images"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(trace + "." + std::to_string(child) + "  pid " + std::to_string(child)),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Lifecycle, RunRejectsAnEmptyOutputName) {
+  Result r = run_cli({"run", "-o", "", "--", ADPROF_TEST_LIFECYCLE, "exit", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << "the program ran: " << r.out;
+}
+
 }  // namespace

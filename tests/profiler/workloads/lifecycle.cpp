@@ -2,14 +2,18 @@
 // killed. Each mode allocates inside an op scope named after what it wants to show, so the test
 // can find (or not find) those allocations in the trace.
 //
-// usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE
+// usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
+//                  blocked_signal | cd_exec DIR
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include "adprof/context.h"
 
@@ -29,6 +33,14 @@ void allocate(const char *name, int count, size_t size) {
     }
   }
   adprof_op_end();
+}
+
+std::atomic<int> g_handled_elsewhere{0};
+std::atomic<int> g_handled{0};
+
+void on_usr1(int) {
+  if (syscall(SYS_gettid) != getpid()) ++g_handled_elsewhere;
+  ++g_handled;
 }
 
 const char *self() {
@@ -83,6 +95,33 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "abort")) {
     allocate("before_abort", 500, 4242);
     abort();
+  }
+  if (!strcmp(mode, "_exit")) {  // no destructor runs
+    allocate("before_exit", 300, 5151);
+    _exit(0);
+  }
+  if (!strcmp(mode, "cd_exec") && argc > 2) {  // a relative trace name must not follow
+    allocate("before_cd", 10, 6161);
+    if (chdir(argv[2]) != 0) return 4;
+    execl(self(), "lifecycle", "exit", "0", static_cast<char *>(nullptr));
+    return 3;
+  }
+  if (!strcmp(mode, "blocked_signal")) {
+    // Signals sent to the process while its only thread blocks them wait for that thread: a
+    // thread of the profiler must never take them (prints "elsewhere N" and "handled N").
+    signal(SIGUSR1, on_usr1);
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    for (int i = 0; i < 50; ++i) {
+      sigprocmask(SIG_BLOCK, &usr1, &old);
+      kill(getpid(), SIGUSR1);
+      usleep(2000);  // time for another thread to take it
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+    }
+    allocate("signals", 10, 7171);
+    printf("elsewhere %d\nhandled %d\n", g_handled_elsewhere.load(), g_handled.load());
+    return 0;
   }
   if (!strcmp(mode, "sleep") && argc > 2) {
     allocate("before_kill", 1000, 4343);

@@ -31,6 +31,7 @@ struct TraceHeader {
   uint64_t ticks_per_second = 0;
   uint32_t page_size = 0;
   uint32_t flags = 0;
+  uint32_t run_id = 0;  // the `adprof run` that wrote it (0: none), trace_format.h
 };
 
 class Event {

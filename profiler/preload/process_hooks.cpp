@@ -1,9 +1,13 @@
-// exec family: the trace of the current image is closed (footer "exec") before the image is
-// replaced, since no destructor runs then. glibc's execvp & co. reach execve internally, not
+// Ends of a process image that run no destructor: the exec family and _exit. The trace is
+// closed first (footer "exec" or "exit"). glibc's execvp & co. reach execve internally, not
 // through the PLT, so each entry point is hooked. If exec fails, this image stays unrecorded.
+// A vfork child calling them shares the parent's memory: the recorder ignores it (finish()).
+// Not seen: the exit_group system call made directly; the trace then reads up to its last
+// complete chunk, at most one flush interval old, and says it was cut.
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "recorder.h"
@@ -88,3 +92,10 @@ ADPROF_EXPORT int execle(const char *path, const char *arg, ...) {
   ADPROF_COLLECT_ARGS(arg, arg, envp = va_arg(ap, char *const *));
   return execve(path, argv, envp);
 }
+
+ADPROF_EXPORT [[noreturn]] void _exit(int status) {
+  adprof::preload::finish_before_exit();
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+ADPROF_EXPORT [[noreturn]] void _Exit(int status) { _exit(status); }

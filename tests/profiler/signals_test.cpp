@@ -1,0 +1,156 @@
+// How a recorded process ends and what it sees of the profiler's signal handling: every
+// terminating signal leaves a trace with its footer and every thread's events; the program
+// sees the dispositions it would see without the profiler (Python's KeyboardInterrupt);
+// signals sent to the process reach the program's threads only; _exit keeps the events; a
+// failed final write is said. (profiler/preload/signals.cpp, recorder.cpp, process_hooks.cpp)
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "test_util.h"
+
+namespace {
+
+using namespace ptest;
+
+// `adprof run --no-report -o TRACE -- ARGV...` in a process group of its own (as a shell's job
+// would be), signalled as a whole once MARKER exists; returns adprof's result.
+Result run_and_signal_group(const std::string &trace, const std::string &marker,
+                            std::vector<std::string> argv, int sig) {
+  std::vector<std::string> cli = {ADPROF_TEST_CLI, "run", "--no-report", "-o", trace, "--"};
+  cli.insert(cli.end(), argv.begin(), argv.end());
+  std::vector<char *> args;
+  for (auto &a : cli) args.push_back(a.data());
+  args.push_back(nullptr);
+  TempDir out;
+  std::string err_path = out / "err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(err, 2);
+    // Default dispositions, as an interactive shell gives its jobs.
+    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+    execv(args[0], args.data());
+    _exit(126);
+  }
+  Result r;
+  r.pid = pid;
+  if (!wait_for_file(marker, 60)) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    r.timed_out = true;
+    return r;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(-pid, sig);
+  int status = 0;
+  for (int i = 0; i < 600; ++i) {  // 60 s
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (i == 599) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.timed_out = true;
+    }
+  }
+  r.exited = WIFEXITED(status);
+  r.exit_code = r.exited ? WEXITSTATUS(status) : -1;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.err = read_file(err_path);
+  return r;
+}
+
+class TerminatingSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(TerminatingSignal, ToTheProcessGroupLeavesAFinishedTrace) {
+  const int sig = GetParam();
+  TempDir dir;
+  std::string trace = dir / "t", marker = dir / "marker";
+  Result r = run_and_signal_group(trace, marker, {ADPROF_TEST_LIFECYCLE, "sleep", marker}, sig);
+  ASSERT_FALSE(r.timed_out) << strsignal(sig) << ": the program or adprof did not end";
+  ASSERT_TRUE(r.exited) << strsignal(sig) << ": adprof itself was ended by signal " << r.signal;
+  EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  adprof::TraceReader reader(trace);
+  const char *abbrev = sigabbrev_np(sig);
+  const std::string named = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+  EXPECT_NE(reader.end().reason.find("ended by " + named), std::string::npos)
+      << strsignal(sig) << ": " << reader.end().reason;
+  TraceSummary s = summarize(trace);
+  EXPECT_EQ(s.corrupt_chunks, 0u);
+  EXPECT_EQ(s.ops["before_kill"].allocations, 1000u);
+  EXPECT_EQ(s.ops["before_kill"].frees, 500u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, TerminatingSignal,
+                         ::testing::Values(SIGINT, SIGHUP, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+                                           SIGALRM, SIGPIPE, SIGRTMIN + 1),
+                         [](const auto &info) {
+                           return std::string(sigabbrev_np(info.param) ? sigabbrev_np(info.param)
+                                                                       : "RT");
+                         });
+
+// Python installs its KeyboardInterrupt handler only where SIGINT's disposition is SIG_DFL,
+// and dies of SIGINT after the traceback: both must happen as without the profiler.
+TEST(Signals, PythonSeesSigintAsDefaultAndDiesOfIt) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  TempDir dir;
+  std::string trace = dir / "t", marker = dir / "marker";
+  std::string script = "import time\nkeep = [bytearray(1000) for i in range(1000)]\nopen('" +
+                       marker + "', 'w').close()\ntime.sleep(60)\n";
+  Result r = run_and_signal_group(trace, marker, {"/usr/bin/python3", "-c", script}, SIGINT);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_TRUE(r.exited) << r.signal;
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_NE(r.err.find("KeyboardInterrupt"), std::string::npos)
+      << "Python did not install its SIGINT handler:\n"
+      << r.err;
+  adprof::TraceReader reader(trace);
+  EXPECT_NE(reader.end().reason.find("SIGINT"), std::string::npos) << reader.end().reason;
+}
+
+TEST(Signals, ProcessSignalsReachOnlyTheProgramsThreads) {
+  TempDir dir;
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_LIFECYCLE, "blocked_signal"};
+  o.trace = dir / "t";
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kv = key_values(r.out);
+  EXPECT_EQ(kv["elsewhere"], "0") << "a signal sent to the process ran its handler on a thread "
+                                     "of the profiler";
+  EXPECT_EQ(kv["handled"], "50");
+  EXPECT_EQ(summarize(o.trace).ops["signals"].allocations, 10u);
+}
+
+TEST(Signals, UnderscoreExitKeepsEveryEvent) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_cli({"run", "--no-report", "-o", trace, "--", ADPROF_TEST_LIFECYCLE, "_exit"});
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_EQ(s.ops["before_exit"].allocations, 300u);
+  EXPECT_EQ(s.ops["before_exit"].frees, 150u);
+}
+
+// The file size limit leaves room for the header only: every chunk is written at exit, and
+// fails. One line says so; the program's status is unchanged.
+TEST(Signals, FailedFinalWriteIsSaid) {
+  TempDir dir;
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_LIFECYCLE, "exit", "0"};
+  o.trace = dir / "t";
+  o.fsize_limit = 64;
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.exit_code, 0);
+  auto said = adprof_lines(r.err);
+  ASSERT_EQ(said.size(), 1u) << r.err;
+  EXPECT_NE(said[0].find("trace write failed"), std::string::npos) << said[0];
+}
+
+}  // namespace
