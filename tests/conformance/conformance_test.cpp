@@ -82,8 +82,11 @@ std::vector<ImageCounts> read_traces(const std::string &dir, const std::string &
     ImageCounts c;
     c.pid = j["trace"]["pid"].get<uint64_t>();
     c.image = image_of(name.substr(prefix.size()), c.pid);
-    const json &threads = j["trace"]["thread_names"];
-    c.name = threads.empty() ? "" : threads[0].get<std::string>();
+    for (const json &thread : j["trace"]["thread_names"])  // the first but the recorder's own
+      if (thread.get<std::string>() != "adprof-writer") {
+        c.name = thread.get<std::string>();
+        break;
+      }
     c.allocations = j["totals"]["allocations"].get<uint64_t>();
     c.unmatched_frees = j["totals"]["unmatched_frees"].get<uint64_t>();
     // every free the trace holds: of blocks it recorded, and of blocks it did not
@@ -433,6 +436,17 @@ TEST(Conformance, DISABLED_VforkThenExec) {
   ADPROF_SKIP_IF_SANITIZED();
   Program p;
   p.argv = {CONFORMANCE_VFORK_EXEC};
+  check_program(p);
+}
+
+// KNOWN LOSS, disabled until the interposer handles it: a process that ends with _exit runs
+// no destructor, so the events since the last flush (up to ~100 ms: all of them in a short
+// process) never reach the trace, which is cut without an end record. dash and fork children
+// end this way. (The counter's counts are in its mapped file, so it sees them all.)
+TEST(Conformance, DISABLED_QuickExit) {
+  ADPROF_SKIP_IF_SANITIZED();
+  Program p;
+  p.argv = {CONFORMANCE_QUICK_EXIT};
   check_program(p);
 }
 
