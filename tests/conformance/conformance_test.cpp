@@ -170,6 +170,7 @@ Run run_program(const Program &p, Mode mode, const TempDir &dir) {
   if (mode != Mode::kRecorded) {
     o.env.emplace_back("ADPROF_OUTPUT", trace);
     o.env.emplace_back("ADPROF_ROOT_PID", "1");
+    o.env.emplace_back("ADPROF_RUN_ID", "1");
     if (mode == Mode::kCounted) o.env.emplace_back("LD_PRELOAD", CONFORMANCE_SHIM);
   } else {
     o.argv = {cli_path(), "run", "-o", trace, "--no-report", "--"};
@@ -427,31 +428,28 @@ TEST(Conformance, SortAGeneratedFile) {
   check_program(p);
 }
 
-// KNOWN LOSS, disabled until the interposer handles it (run with
-// --gtest_also_run_disabled_tests): a child made with vfork shares its parent's memory, and its
-// exec runs the interposer's exec hook, which closes the PARENT's trace with an exec footer and
-// stops its writer; the parent records nothing more. gcc's driver and collect2, and dash (sh),
-// start their children this way.
-TEST(Conformance, DISABLED_VforkThenExec) {
+// A child made with vfork shares its parent's memory, and its exec runs the interposer's exec
+// hook: it must not close the PARENT's trace (it did: the parent recorded nothing more). gcc's
+// driver and collect2, and dash (sh), start their children this way.
+TEST(Conformance, VforkThenExec) {
   ADPROF_SKIP_IF_SANITIZED();
   Program p;
   p.argv = {CONFORMANCE_VFORK_EXEC};
   check_program(p);
 }
 
-// KNOWN LOSS, disabled until the interposer handles it: a process that ends with _exit runs
-// no destructor, so the events since the last flush (up to ~100 ms: all of them in a short
-// process) never reach the trace, which is cut without an end record. dash and fork children
-// end this way. (The counter's counts are in its mapped file, so it sees them all.)
-TEST(Conformance, DISABLED_QuickExit) {
+// A process that ends with _exit runs no destructor: the interposer's _exit hook must write
+// the events since the last flush (all of them in a short process; they were lost) and the end
+// record. dash and fork children end this way. (The counter's counts are in its mapped file.)
+TEST(Conformance, QuickExit) {
   ADPROF_SKIP_IF_SANITIZED();
   Program p;
   p.argv = {CONFORMANCE_QUICK_EXIT};
   check_program(p);
 }
 
-// KNOWN LOSS, disabled as VforkThenExec: gcc's driver and collect2 use vfork.
-TEST(Conformance, DISABLED_GccCompilesAndLinksACProgram) {
+// gcc's driver and collect2 use vfork (see VforkThenExec).
+TEST(Conformance, GccCompilesAndLinksACProgram) {
   ADPROF_SKIP_IF_SANITIZED();
   if (!fs::exists("/usr/bin/gcc")) GTEST_SKIP() << "gcc is not installed";
   Program p;
