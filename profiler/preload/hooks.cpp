@@ -12,6 +12,15 @@
 
 #include "hook_paths.h"
 
+// jemalloc reads its options from this symbol at its first allocation, before any constructor
+// runs (the program's MALLOC_CONF still overrides it). retain:false: address space jemalloc no
+// longer uses goes back to the system, as with glibc's malloc, so that a program running near
+// its RLIMIT_AS gets about as much memory as without the profiler (under a 400 MiB limit: 396
+// MiB natively, 360 with jemalloc's default, 384 with this).
+extern "C" {
+__attribute__((visibility("default"))) const char *malloc_conf = "retain:false";
+}
+
 namespace adprof::preload {
 
 RealAllocator g_real;

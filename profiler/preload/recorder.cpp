@@ -111,6 +111,7 @@ pid_t g_recording_pid = 0;
 // so that no earlier run's file is taken for this run's.
 uint32_t g_run_id = 0;
 std::atomic<bool> g_writer_running{false};
+std::atomic<bool> g_writer_ready{false};  // its allocator state is set up
 std::atomic<bool> g_write_error_said{false};
 
 void say(const char *a, const char *b = "", const char *c = "") {
@@ -158,6 +159,18 @@ bool write_all_locked(const iovec *iov_in, int count) {
     }
   }
   return true;
+}
+
+// No memory for another trace buffer (the program is at its memory limit): recording stops,
+// the program goes on, the trace reads up to its last complete chunk.
+void stop_for_memory() {
+  int expected = kRecording;
+  if (!g_state.compare_exchange_strong(expected, kStopped)) return;
+  if (!g_write_error_said.exchange(true))
+    say("no memory for the trace's buffers (the program is at its memory limit); recording "
+        "stopped, the trace ends at its last complete chunk");
+  g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+  pthread_cond_broadcast(&g_space_cond);
 }
 
 // Recording stops (the program goes on); said once, also when the final writes at exit fail.
@@ -511,6 +524,16 @@ void *writer_main(void *) {
   ThreadState &ts = t_state;
   ts.guard = 1;  // what the writer allocates is the profiler's, not the program's
   prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
+  // The writer's jemalloc calls (statistics) use the first arena: a thread of its own would get
+  // an arena of its own, megabytes of the program's address space.
+  unsigned first_arena = 0;
+  mallctl("thread.arena", nullptr, nullptr, &first_arena, sizeof first_arena);
+  // jemalloc sets up a thread's state on its first call, and crashes (not fails) when memory
+  // is short then: that happens now, before the program runs (start_recording waits for it).
+  uint64_t epoch = 1;
+  size_t epoch_size = sizeof epoch;
+  mallctl("epoch", &epoch, &epoch_size, &epoch, epoch_size);
+  g_writer_ready.store(true, std::memory_order_release);
   Compressor &k = g_compressor;
   uint8_t *copy = g_snapshot_copy;
   uint64_t last_flush = now_ns();
@@ -784,6 +807,11 @@ __attribute__((constructor(101))) void start_recording() {
   int started = pthread_create(&g_writer, &attr, writer_main, nullptr);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  for (int i = 0; started == 0 && i < 5000 && !g_writer_ready.load(std::memory_order_acquire);
+       ++i) {
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+  }
   if (started != 0) {
     g_writer_running.store(false, std::memory_order_release);
     say("cannot start the trace writer thread; not recording");
@@ -903,7 +931,7 @@ bool refill(ThreadState &ts, size_t bytes) {
     pthread_mutex_unlock(&g_queue_mutex);
   }
   if (!b) {
-    stop_on_write_error(ENOMEM);
+    stop_for_memory();
     --ts.guard;
     return false;
   }

@@ -3,7 +3,7 @@
 // can find (or not find) those allocations in the trace.
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
-//                  blocked_signal | cd_exec DIR
+//                  blocked_signal | cd_exec DIR | until_out_of_memory
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -95,6 +95,17 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "abort")) {
     allocate("before_abort", 500, 4242);
     abort();
+  }
+  if (!strcmp(mode, "until_out_of_memory")) {  // run it under an RLIMIT_AS
+    size_t total = 0;
+    adprof_op_begin(adprof_name("greedy"), 1);
+    while (void *p = malloc(1 << 20)) {
+      memset(p, 1, 4096);
+      total += 1 << 20;
+    }
+    adprof_op_end();
+    printf("allocated %zu\n", total >> 20);
+    return 3;  // failure handled cleanly
   }
   if (!strcmp(mode, "_exit")) {  // no destructor runs
     allocate("before_exit", 300, 5151);
