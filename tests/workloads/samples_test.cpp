@@ -7,16 +7,15 @@
 // allocated between steps (idle buffers are `workspace`), so live memory is flat and the instant
 // of the peak says little; without it the peak is the step's real high-water mark, in backward.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "adprof/report.h"
 
@@ -24,12 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using adprof_test::run_shell;
+using adprof_test::shell_quote;
 
 // All values of `label <number>` in the program's output, in order.
 std::vector<double> numbers_after(const std::string &out, const std::string &label) {
@@ -62,15 +57,13 @@ class Workloads : public ::testing::Test {
 
   // Records `program` under adprof and analyses its trace in process.
   Profiled profile(const std::string &name, const std::string &program) {
-    const fs::path trace = dir_ / (name + ".adtrace"), out = dir_ / (name + ".out"),
-                   err = dir_ / (name + ".err");
-    const std::string cmd = std::string(ADPROF_CLI) + " run --no-report -o '" + trace.string() +
-                            "' -- " + program + " >'" + out.string() + "' 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
+    const fs::path trace = dir_ / (name + ".adtrace");
+    const std::string cmd = std::string(ADPROF_CLI) + " run --no-report -o " +
+                            shell_quote(trace.string()) + " -- " + program;
+    const adprof_test::ProcessResult run = run_shell(cmd);
     Profiled r;
-    r.out = slurp(out);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\n"
-                                                               << r.out << slurp(err);
+    r.out = run.out;
+    EXPECT_TRUE(run.ok()) << cmd << "\n" << run.out << run.err;
     r.rep = adprof::analyze(trace.string());
     EXPECT_TRUE(r.rep.complete);
     return r;
@@ -189,13 +182,10 @@ TEST_F(Workloads, CharlmCheckpointAndFusedOptimizer) {
 }
 
 TEST_F(Workloads, CharlmMissingTextIsOneLine) {
-  const fs::path err = dir_ / "err";
-  const int status = std::system((std::string(CHARLM) + " --text '" + (dir_ / "none.txt").string() +
-                                  "' >/dev/null 2>'" + err.string() + "'")
-                                     .c_str());
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
-  const std::string e = slurp(err);
+  const adprof_test::ProcessResult r =
+      run_shell(std::string(CHARLM) + " --text " + shell_quote((dir_ / "none.txt").string()));
+  EXPECT_EQ(r.code, 1);
+  const std::string &e = r.err;
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
   EXPECT_NE(e.find("none.txt"), std::string::npos) << e;
 }
