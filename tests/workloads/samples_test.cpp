@@ -191,3 +191,64 @@ TEST_F(Workloads, CharlmMissingTextIsOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// The CUDA device is a plugin loaded on demand: a CPU run of a sample loads no CUDA library
+// (the dynamic loader's own log of every library it loads, dlopen included, and ldd), and
+// `--device cuda` says in one line why it cannot run (no GPU, or no plugin).
+const char *const kCudaLibs[] = {"libcuda.so", "libcudart", "libcublas"};
+
+TEST(SamplesDevices, CpuRunLoadsNoCudaLibrary) {
+  for (const char *sample : {EAM, CNN}) {
+    SCOPED_TRACE(sample);
+    const adprof_test::ProcessResult ldd = run_shell("ldd " + shell_quote(sample));
+    ASSERT_EQ(ldd.code, 0) << ldd.err;
+    for (const char *lib : kCudaLibs) EXPECT_EQ(ldd.out.find(lib), std::string::npos) << ldd.out;
+  }
+  // LD_DEBUG=libs logs each library the loader opens, at start-up and through dlopen.
+  const adprof_test::ProcessResult cpu =
+      run_shell("LD_DEBUG=libs " + shell_quote(EAM) + " --calls 1 --no-hand -q");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_NE(cpu.err.find("calling init: "), std::string::npos) << "no loader log";
+  for (const char *lib : kCudaLibs) EXPECT_EQ(cpu.err.find(lib), std::string::npos) << lib;
+  EXPECT_NE(cpu.out.find("grad norm = "), std::string::npos) << cpu.out;
+#ifdef SAMPLES_TEST_HAVE_CUDA_PLUGIN
+  // The same log sees the plugin and the CUDA runtime when the CUDA device is asked for.
+  const adprof_test::ProcessResult gpu =
+      run_shell("LD_DEBUG=libs " + shell_quote(EAM) + " --calls 1 --no-hand -q --device cuda");
+  EXPECT_NE(gpu.err.find("libadcore_cuda.so"), std::string::npos);
+  EXPECT_NE(gpu.err.find("libcudart"), std::string::npos);
+#endif
+}
+
+TEST(SamplesDevices, CudaWithoutGpuOrPluginIsOneLine) {
+  // No plugin where the program is told to look.
+  const adprof_test::ProcessResult none = run_shell(
+      "ADCORE_PLUGIN_DIR=/nonexistent/adcore-plugins " + shell_quote(EAM) + " --device cuda");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
+  EXPECT_EQ(
+      none.err.rfind("eam: device 'cuda': the cuda plugin libadcore_cuda.so is not installed", 0),
+      0u)
+      << none.err;
+  EXPECT_NE(none.err.find("/nonexistent/adcore-plugins/libadcore_cuda.so"), std::string::npos)
+      << none.err;
+  // An unknown device.
+  const adprof_test::ProcessResult bad = run_shell(shell_quote(EAM) + " --device 'no such'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "eam: unknown device 'no such'\n");
+#ifdef SAMPLES_TEST_HAVE_CUDA_PLUGIN
+  // The plugin is there: without a GPU the error says so (with one, eam stops at its host-side
+  // hand-written check, docs/CUDA.md; --no-hand runs it).
+  const adprof_test::ProcessResult gpu =
+      run_shell(shell_quote(EAM) + " --calls 2 --no-hand -q --device cuda");
+  if (gpu.code != 0) {
+    EXPECT_EQ(gpu.code, 2);
+    EXPECT_EQ(gpu.err.rfind("eam: device 'cuda': no CUDA device: ", 0), 0u) << gpu.err;
+    EXPECT_EQ(std::count(gpu.err.begin(), gpu.err.end(), '\n'), 1) << gpu.err;
+  }
+#endif
+}
+
+}  // namespace

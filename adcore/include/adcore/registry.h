@@ -44,6 +44,20 @@ enum class OpId : uint16_t {
 };
 inline constexpr int kOpCount = static_cast<int>(OpId::kCount);
 
+// FNV-1a of the op names in id order: a device plugin built against another op table refuses to
+// load (device.h, kPluginAbi).
+namespace detail {
+#define ADCORE_X(n) #n ","
+inline constexpr char kOpNames[] = ADCORE_OPS(ADCORE_X);
+#undef ADCORE_X
+constexpr uint64_t fnv1a(const char *s) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
+  return h;
+}
+}  // namespace detail
+inline constexpr uint64_t kOpTableHash = detail::fnv1a(detail::kOpNames);
+
 // Op attributes: a small POD carried by the node for the backward rule.
 struct Attrs {
   double s[4] = {0, 0, 0, 0};    // scalars (affine alpha/beta, pow exponent, lr, ...)
