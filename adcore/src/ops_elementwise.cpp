@@ -112,6 +112,9 @@ void b_tanh(BackwardCtx &c) {
 void b_sigmoid(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = mul(c.gout, mul(c.out(), affine(c.out(), -1.0, 1.0)));
 }
+void b_softplus(BackwardCtx &c) {
+  if (c.need(0)) c.gin[0] = mul(c.gout, sigmoid(c.in(0)));
+}
 void b_relu(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = mul(c.gout, step(c.in(0)));
 }

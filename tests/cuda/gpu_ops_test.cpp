@@ -114,6 +114,7 @@ TEST_F(Gpu, Unary) {
     compare([](auto in) { return sum(abs(in[0])); }, {R(s, 5, dt)}, tol);
     compare([](auto in) { return sum(tanh(in[0])); }, {R(s, 6, dt)}, tol);
     compare([](auto in) { return sum(sigmoid(in[0])); }, {R(s, 7, dt)}, tol);
+    compare([](auto in) { return sum(softplus(affine(in[0], 30.0, 0.0))); }, {R(s, 14, dt)}, tol);
     compare([](auto in) { return sum(relu(in[0])); }, {R(s, 8, dt)}, tol);
     compare([](auto in) { return sum(mul(sign(in[0]), step(in[0]))); }, {R(s, 9, dt)}, tol);
     compare([](auto in) { return sum(affine(in[0], -3.0, 2.0)); }, {R(s, 10, dt)}, tol);
@@ -122,6 +123,35 @@ TEST_F(Gpu, Unary) {
     compare([](auto in) { return sum(mul(copy(in[0]), in[0])); }, {R(s, 12, dt)}, tol);
     compare([](auto in) { return sum(mul(transpose(in[0]).contiguous(), transpose(in[0]))); },
             {R(s, 13, dt)}, tol);
+  }
+}
+
+// Every UNARY/BINARY row of the op table (adcore/op_table.h), value and gradient against the
+// CPU, on inputs where all of them are defined: a new elementwise op is compared without an edit
+// here.
+TEST_F(Gpu, EveryElementwiseRowOfTheTable) {
+#define ROW_SKIP(...)
+#define ROW_UNARY(n, ...) {#n, static_cast<Tensor (*)(const Tensor &)>(&adcore::n)},
+#define ROW_BINARY(n, ...) \
+  {#n, static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&adcore::n)},
+  const std::pair<const char *, Tensor (*)(const Tensor &)> unary[] = {
+      ADCORE_OP_TABLE(ROW_SKIP, ROW_UNARY, ROW_SKIP)};
+  const std::pair<const char *, Tensor (*)(const Tensor &, const Tensor &)> binary[] = {
+      ADCORE_OP_TABLE(ROW_SKIP, ROW_SKIP, ROW_BINARY)};
+#undef ROW_SKIP
+#undef ROW_UNARY
+#undef ROW_BINARY
+  for (DType dt : {DType::F64, DType::F32}) {
+    const double tol = dt == DType::F64 ? 1e-9 : 2e-4;
+    for (const auto &[name, f] : unary) {
+      SCOPED_TRACE(name);
+      compare([f](auto in) { return sum(f(in[0])); }, {P(Shape{33, 17}, 31, dt)}, tol);
+    }
+    for (const auto &[name, f] : binary) {
+      SCOPED_TRACE(name);
+      compare([f](auto in) { return sum(f(in[0], in[1])); },
+              {P(Shape{33, 17}, 32, dt), P(Shape{17}, 33, dt)}, tol);
+    }
   }
 }
 

@@ -57,6 +57,8 @@
                               static_cast<T>((x > T(0)) - (x < T(0))))                             \
   UNARY(tanh,     grad,   O,  std::tanh(x),                      tanh(x))                          \
   UNARY(sigmoid,  grad,   O,  T(1) / (T(1) + std::exp(-x)),      T(1) / (T(1) + exp(-x)))          \
+  UNARY(softplus, grad,   I0, (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::abs(x))),         \
+                              (x > T(0) ? x : T(0)) + log1p(exp(-fabs(x))))                        \
   UNARY(relu,     grad,   I0, x > T(0) ? x : T(0),               x > T(0) ? x : T(0))              \
   UNARY(step,     nograd, 0,  x > T(0) ? T(1) : T(0),            x > T(0) ? T(1) : T(0))           \
   OP(add_n,                  kernel, grad,   false, false, false, 0,       0,      0)              \
