@@ -64,12 +64,15 @@ void load(const std::string &kind) {
     }
     void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-      const char *e = dlerror();
-      if (bare) {
+      const char *msg = dlerror();
+      const std::string e = msg ? msg : "";
+      // From the loader's path, "libadcore_cuda.so: cannot open ..." means not found there; any
+      // other error (a missing dependency such as the CUDA runtime) is the reason.
+      if (bare && (e.empty() || e.rfind(file + ":", 0) == 0)) {
         tried += (tried.empty() ? "" : ", ") + std::string("the library path");
         break;
       }
-      failure = path + ": " + (e ? e : "dlopen failed");
+      failure = path + ": " + (e.empty() ? std::string("dlopen failed") : e);
       break;
     }
     using Init = const char *(*)(int, uint64_t);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -234,6 +235,22 @@ TEST(SamplesDevices, CudaWithoutGpuOrPluginIsOneLine) {
       << none.err;
   EXPECT_NE(none.err.find("/nonexistent/adcore-plugins/libadcore_cuda.so"), std::string::npos)
       << none.err;
+  // A file that is not a loadable library: the loader's reason.
+  const fs::path bogus_dir =
+      fs::temp_directory_path() / ("adcore-plugins-" + std::to_string(getpid()));
+  fs::create_directories(bogus_dir);
+  { std::ofstream(bogus_dir / "libadcore_cuda.so") << "not an ELF file"; }
+  const adprof_test::ProcessResult bogus =
+      run_shell("ADCORE_PLUGIN_DIR=" + shell_quote(bogus_dir.string()) + " " + shell_quote(EAM) +
+                " --device cuda");
+  fs::remove_all(bogus_dir);
+  EXPECT_EQ(bogus.code, 2);
+  EXPECT_EQ(std::count(bogus.err.begin(), bogus.err.end(), '\n'), 1) << bogus.err;
+  EXPECT_EQ(bogus.err.rfind("eam: device 'cuda': cannot load the cuda plugin " +
+                                (bogus_dir / "libadcore_cuda.so").string() + ": ",
+                            0),
+            0u)
+      << bogus.err;
   // An unknown device.
   const adprof_test::ProcessResult bad = run_shell(shell_quote(EAM) + " --device 'no such'");
   EXPECT_EQ(bad.code, 2);
