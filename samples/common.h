@@ -40,7 +40,7 @@ inline void add_common(po::options_description &d) {
       "dump-grad", po::value<std::string>(), "write the gradient to FILE as NumPy .npy")(
       "quiet,q", "print only the result lines")(
       "device", po::value<std::string>()->default_value("cpu"),
-      "where tensors live: cpu, or cuda (when built with CUDA; see docs/CUDA.md)");
+      "where tensors live: cpu, or cuda (its plugin is loaded on demand; see docs/CUDA.md)");
 }
 
 // Parses argv; returns -1 to continue, else the exit status.
@@ -71,16 +71,12 @@ inline int parse(int argc, char **argv, const char *name, const char *about,
   if (vm.count("dump-grad")) c.dump_grad = vm["dump-grad"].as<std::string>();
   c.quiet = vm.count("quiet") > 0;
   const std::string dev = vm["device"].as<std::string>();
-  adcore::Device *device = adcore::find_device(dev.c_str());
-  if (!device) {
-    std::fprintf(stderr, "%s: unknown device '%s' (this build has: cpu%s)\n", name, dev.c_str(),
-                 adcore::find_device("cuda") ? ", cuda" : "");
-    return 2;
-  }
-  try {  // a device that is linked but unusable (no GPU) fails here, with its reason
+  adcore::Device *device = nullptr;
+  try {  // loads the device's plugin (cuda) on demand; unknown, missing or unusable: one line
+    device = &adcore::open_device(dev.c_str());
     (void)adcore::empty(adcore::Shape{1}, adcore::DType::F32, ADPROF_ROLE_INPUT, *device);
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "%s: device '%s': %s\n", name, dev.c_str(), e.what());
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
     return 2;
   }
   adcore::set_default_device(*device);

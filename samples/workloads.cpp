@@ -109,4 +109,23 @@ std::vector<Tensor> gather_args(int64_t side, int64_t rows, DType idx_dtype, uin
   return {x, idx};
 }
 
+std::vector<Tensor> branches_args(int L, int64_t S) {
+  std::vector<Tensor> args = {rand_uniform(Shape{S}, 1, -1, 1)};
+  for (int k = 0; k < L; ++k)
+    args.push_back(rand_uniform(Shape{S}, 10 + static_cast<uint64_t>(k), -1, 1));
+  return args;
+}
+
+std::vector<size_t> branches_wrt(int L) {
+  std::vector<size_t> wrt;
+  for (int k = 0; k < L; ++k) wrt.push_back(static_cast<size_t>(k) + 1);
+  return wrt;
+}
+
+Tensor branches_f(std::span<const Tensor> args) {
+  std::vector<Tensor> parts;
+  for (size_t k = 1; k < args.size(); ++k) parts.push_back(sum(tanh(mul(args[k], args[0]))));
+  return add_n(parts);
+}
+
 }  // namespace samples

@@ -40,4 +40,12 @@ Tensor gather_f(std::span<const Tensor> args);
 std::vector<Tensor> gather_args(int64_t side, int64_t rows, adcore::DType idx_dtype,
                                 uint64_t seed = 3);
 
+// branches: L parallel branches sum(tanh(w_k * x)), loss = their add_n; each branch caches an
+// S-element tanh output, which early release frees as soon as the branch's backward rule ran.
+// args = {x, w_1, ..., w_L} (f64, x seed 1, w_k seed 10 + k - 1); the gradient of every w_k is
+// requested (branches_wrt: 1..L).
+std::vector<Tensor> branches_args(int L, int64_t S);
+std::vector<size_t> branches_wrt(int L);
+Tensor branches_f(std::span<const Tensor> args);
+
 }  // namespace samples

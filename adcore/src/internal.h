@@ -1,5 +1,5 @@
 // Internal plumbing shared by the op families: the dispatcher, stride helpers, and the
-// declarations of every kernel and backward rule named in the registry table.
+// declarations of every kernel and backward rule named in the op table.
 #pragma once
 #include <span>
 
@@ -76,104 +76,23 @@ Tensor avg_pool2d_backward(const Tensor &g, const Shape &in_shape, const Attrs &
 // widened to an i64 copy (a duplicate naming its source).
 Tensor prepare_index(const Tensor &idx);
 
-// ---- kernels (CPU) ----
-#define ADCORE_DECL_KERNEL(n) void k_##n(const KernelArgs &);
-ADCORE_DECL_KERNEL(copy)
-ADCORE_DECL_KERNEL(cast)
-ADCORE_DECL_KERNEL(add)
-ADCORE_DECL_KERNEL(sub)
-ADCORE_DECL_KERNEL(mul)
-ADCORE_DECL_KERNEL(div)
-ADCORE_DECL_KERNEL(pow)
-ADCORE_DECL_KERNEL(affine)
-ADCORE_DECL_KERNEL(pow_scalar)
-ADCORE_DECL_KERNEL(neg)
-ADCORE_DECL_KERNEL(exp)
-ADCORE_DECL_KERNEL(log)
-ADCORE_DECL_KERNEL(sqrt)
-ADCORE_DECL_KERNEL(abs)
-ADCORE_DECL_KERNEL(sign)
-ADCORE_DECL_KERNEL(tanh)
-ADCORE_DECL_KERNEL(sigmoid)
-ADCORE_DECL_KERNEL(relu)
-ADCORE_DECL_KERNEL(step)
-ADCORE_DECL_KERNEL(add_n)
-ADCORE_DECL_KERNEL(add_inplace)
-ADCORE_DECL_KERNEL(sum)
-ADCORE_DECL_KERNEL(mean)
-ADCORE_DECL_KERNEL(max)
-ADCORE_DECL_KERNEL(max_backward)
-ADCORE_DECL_KERNEL(logsumexp)
-ADCORE_DECL_KERNEL(matmul)
-ADCORE_DECL_KERNEL(bmm)
-ADCORE_DECL_KERNEL(dot)
-ADCORE_DECL_KERNEL(slice_backward)
-ADCORE_DECL_KERNEL(concat)
-ADCORE_DECL_KERNEL(stack)
-ADCORE_DECL_KERNEL(index_select)
-ADCORE_DECL_KERNEL(index_select_backward)
-ADCORE_DECL_KERNEL(gather)
-ADCORE_DECL_KERNEL(gather_backward)
-ADCORE_DECL_KERNEL(gather_nd)
-ADCORE_DECL_KERNEL(gather_nd_backward)
-ADCORE_DECL_KERNEL(scatter_add)
-ADCORE_DECL_KERNEL(softmax)
-ADCORE_DECL_KERNEL(log_softmax)
-ADCORE_DECL_KERNEL(conv2d)
-ADCORE_DECL_KERNEL(conv2d_backward_input)
-ADCORE_DECL_KERNEL(conv2d_backward_weight)
-ADCORE_DECL_KERNEL(max_pool2d)
-ADCORE_DECL_KERNEL(max_pool2d_backward)
-ADCORE_DECL_KERNEL(avg_pool2d)
-ADCORE_DECL_KERNEL(avg_pool2d_backward)
-ADCORE_DECL_KERNEL(sgd_update)
-ADCORE_DECL_KERNEL(adam_update)
-#undef ADCORE_DECL_KERNEL
-
-// ---- backward rules (compositions of forward ops) ----
-#define ADCORE_DECL_BACKWARD(n) void b_##n(BackwardCtx &);
-ADCORE_DECL_BACKWARD(copy)
-ADCORE_DECL_BACKWARD(cast)
-ADCORE_DECL_BACKWARD(add)
-ADCORE_DECL_BACKWARD(sub)
-ADCORE_DECL_BACKWARD(mul)
-ADCORE_DECL_BACKWARD(div)
-ADCORE_DECL_BACKWARD(pow)
-ADCORE_DECL_BACKWARD(affine)
-ADCORE_DECL_BACKWARD(pow_scalar)
-ADCORE_DECL_BACKWARD(neg)
-ADCORE_DECL_BACKWARD(exp)
-ADCORE_DECL_BACKWARD(log)
-ADCORE_DECL_BACKWARD(sqrt)
-ADCORE_DECL_BACKWARD(abs)
-ADCORE_DECL_BACKWARD(tanh)
-ADCORE_DECL_BACKWARD(sigmoid)
-ADCORE_DECL_BACKWARD(relu)
-ADCORE_DECL_BACKWARD(add_n)
-ADCORE_DECL_BACKWARD(sum)
-ADCORE_DECL_BACKWARD(mean)
-ADCORE_DECL_BACKWARD(max)
-ADCORE_DECL_BACKWARD(logsumexp)
-ADCORE_DECL_BACKWARD(matmul)
-ADCORE_DECL_BACKWARD(bmm)
-ADCORE_DECL_BACKWARD(dot)
-ADCORE_DECL_BACKWARD(transpose)
-ADCORE_DECL_BACKWARD(reshape)
-ADCORE_DECL_BACKWARD(slice)
-ADCORE_DECL_BACKWARD(concat)
-ADCORE_DECL_BACKWARD(stack)
-ADCORE_DECL_BACKWARD(expand)
-ADCORE_DECL_BACKWARD(index_select)
-ADCORE_DECL_BACKWARD(gather)
-ADCORE_DECL_BACKWARD(gather_nd)
-ADCORE_DECL_BACKWARD(scatter_add)
-ADCORE_DECL_BACKWARD(softmax)
-ADCORE_DECL_BACKWARD(log_softmax)
-ADCORE_DECL_BACKWARD(conv2d)
-ADCORE_DECL_BACKWARD(max_pool2d)
-ADCORE_DECL_BACKWARD(avg_pool2d)
-ADCORE_DECL_BACKWARD(checkpoint)
-#undef ADCORE_DECL_BACKWARD
+// ---- the CPU kernels and backward rules of the op table's rows (adcore/op_table.h) ----
+#define ADCORE_DECL_KERNEL_kernel(n) void k_##n(const KernelArgs &);
+#define ADCORE_DECL_KERNEL_none(n)
+#define ADCORE_DECL_BACKWARD_grad(n) void b_##n(BackwardCtx &);
+#define ADCORE_DECL_BACKWARD_nograd(n)
+#define ADCORE_DECL_OP(n, kernel, backward, ...) \
+  ADCORE_DECL_KERNEL_##kernel(n) ADCORE_DECL_BACKWARD_##backward(n)
+#define ADCORE_DECL_ELEMENTWISE(n, backward, ...) \
+  void k_##n(const KernelArgs &);                 \
+  ADCORE_DECL_BACKWARD_##backward(n)
+ADCORE_OP_TABLE(ADCORE_DECL_OP, ADCORE_DECL_ELEMENTWISE, ADCORE_DECL_ELEMENTWISE)
+#undef ADCORE_DECL_OP
+#undef ADCORE_DECL_ELEMENTWISE
+#undef ADCORE_DECL_KERNEL_kernel
+#undef ADCORE_DECL_KERNEL_none
+#undef ADCORE_DECL_BACKWARD_grad
+#undef ADCORE_DECL_BACKWARD_nograd
 
 // Elementwise iteration over an output shape with up to two strided operands.
 template <class F>

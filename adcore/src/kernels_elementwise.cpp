@@ -66,37 +66,6 @@ void unary(const KernelArgs &a, F f) {
   iterate2(o.shape(), sx.d, z, [&](int64_t oi, int64_t i, int64_t) { po[oi] = f(px[i]); });
 }
 
-#define BINARY_KERNEL(name, expr)                       \
-  void k_##name##_impl(const KernelArgs &a) {           \
-    dispatch_float(a.out->dtype(), [&](auto tag) {      \
-      using T = decltype(tag);                          \
-      binary<T>(a, [](T x, T y) -> T { return expr; }); \
-    });                                                 \
-  }
-#define UNARY_KERNEL(name, expr)                   \
-  void k_##name##_impl(const KernelArgs &a) {      \
-    dispatch_float(a.out->dtype(), [&](auto tag) { \
-      using T = decltype(tag);                     \
-      unary<T>(a, [](T x) -> T { return expr; });  \
-    });                                            \
-  }
-
-BINARY_KERNEL(add, x + y)
-BINARY_KERNEL(sub, x - y)
-BINARY_KERNEL(mul, x *y)
-BINARY_KERNEL(div, x / y)
-BINARY_KERNEL(pow, std::pow(x, y))
-UNARY_KERNEL(neg, -x)
-UNARY_KERNEL(exp, std::exp(x))
-UNARY_KERNEL(log, std::log(x))
-UNARY_KERNEL(sqrt, std::sqrt(x))
-UNARY_KERNEL(abs, std::abs(x))
-UNARY_KERNEL(sign, static_cast<T>((x > T(0)) - (x < T(0))))
-UNARY_KERNEL(tanh, std::tanh(x))
-UNARY_KERNEL(sigmoid, T(1) / (T(1) + std::exp(-x)))
-UNARY_KERNEL(relu, x > T(0) ? x : T(0))
-UNARY_KERNEL(step, x > T(0) ? T(1) : T(0))
-
 // Loads/stores of any dtype, for cast.
 template <class F>
 void dispatch_any(DType t, F f) {
@@ -121,21 +90,28 @@ void dispatch_any(DType t, F f) {
 
 }  // namespace
 
-void k_add(const KernelArgs &a) { k_add_impl(a); }
-void k_sub(const KernelArgs &a) { k_sub_impl(a); }
-void k_mul(const KernelArgs &a) { k_mul_impl(a); }
-void k_div(const KernelArgs &a) { k_div_impl(a); }
-void k_pow(const KernelArgs &a) { k_pow_impl(a); }
-void k_neg(const KernelArgs &a) { k_neg_impl(a); }
-void k_exp(const KernelArgs &a) { k_exp_impl(a); }
-void k_log(const KernelArgs &a) { k_log_impl(a); }
-void k_sqrt(const KernelArgs &a) { k_sqrt_impl(a); }
-void k_abs(const KernelArgs &a) { k_abs_impl(a); }
-void k_sign(const KernelArgs &a) { k_sign_impl(a); }
-void k_tanh(const KernelArgs &a) { k_tanh_impl(a); }
-void k_sigmoid(const KernelArgs &a) { k_sigmoid_impl(a); }
-void k_relu(const KernelArgs &a) { k_relu_impl(a); }
-void k_step(const KernelArgs &a) { k_step_impl(a); }
+// The kernels of the table's UNARY and BINARY rows, from their CPU expressions (x, y of type T).
+#define ADCORE_NO_KERNEL(...)
+#define ADCORE_UNARY_KERNEL(n, backward, s0, cpu_expr, cuda_expr) \
+  void k_##n(const KernelArgs &a) {                               \
+    dispatch_float(a.out->dtype(), [&](auto tag) {                \
+      using T = decltype(tag);                                    \
+      unary<T>(a, [](T x) -> T { return cpu_expr; });             \
+    });                                                           \
+  }
+#define ADCORE_BINARY_KERNEL(n, backward, inplace, s0, s1, cpu_expr, cuda_expr) \
+  void k_##n(const KernelArgs &a) {                                             \
+    dispatch_float(a.out->dtype(), [&](auto tag) {                              \
+      using T = decltype(tag);                                                  \
+      binary<T>(a, [](T x, T y) -> T { return cpu_expr; });                     \
+    });                                                                         \
+  }
+ADCORE_OP_TABLE(ADCORE_NO_KERNEL, ADCORE_UNARY_KERNEL, ADCORE_BINARY_KERNEL)
+#undef ADCORE_NO_KERNEL
+#undef ADCORE_UNARY_KERNEL
+#undef ADCORE_BINARY_KERNEL
+
+void k_contiguous(const KernelArgs &a) { k_copy(a); }
 
 void k_affine(const KernelArgs &a) {
   dispatch_float(a.out->dtype(), [&](auto tag) {

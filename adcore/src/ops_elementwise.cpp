@@ -52,6 +52,7 @@ Tensor unary(OpId op, const Tensor &a, const Attrs &at = Attrs{}) {
 void b_copy(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = c.gout;
 }
+void b_contiguous(BackwardCtx &c) { b_copy(c); }
 void b_cast(BackwardCtx &c) {
   if (c.need(0) && is_floating(c.in_meta(0).dtype)) c.gin[0] = cast(c.gout, c.in_meta(0).dtype);
 }
@@ -111,6 +112,9 @@ void b_tanh(BackwardCtx &c) {
 void b_sigmoid(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = mul(c.gout, mul(c.out(), affine(c.out(), -1.0, 1.0)));
 }
+void b_softplus(BackwardCtx &c) {
+  if (c.need(0)) c.gin[0] = mul(c.gout, sigmoid(c.in(0)));
+}
 void b_relu(BackwardCtx &c) {
   if (c.need(0)) c.gin[0] = mul(c.gout, step(c.in(0)));
 }
@@ -128,11 +132,17 @@ Tensor contiguous_copy(const Tensor &t) {
 
 using namespace detail;
 
-Tensor add(const Tensor &a, const Tensor &b) { return binary(OpId::add, a, b); }
-Tensor sub(const Tensor &a, const Tensor &b) { return binary(OpId::sub, a, b); }
-Tensor mul(const Tensor &a, const Tensor &b) { return binary(OpId::mul, a, b); }
-Tensor div(const Tensor &a, const Tensor &b) { return binary(OpId::div, a, b); }
-Tensor pow(const Tensor &a, const Tensor &b) { return binary(OpId::pow, a, b); }
+// The public functions of the table's UNARY and BINARY rows (declared in ops.h).
+#define ADCORE_NO_FUNCTION(...)
+#define ADCORE_UNARY_FUNCTION(n, ...) \
+  Tensor n(const Tensor &a) { return unary(OpId::n, a); }
+#define ADCORE_BINARY_FUNCTION(n, ...) \
+  Tensor n(const Tensor &a, const Tensor &b) { return binary(OpId::n, a, b); }
+ADCORE_OP_TABLE(ADCORE_NO_FUNCTION, ADCORE_UNARY_FUNCTION, ADCORE_BINARY_FUNCTION)
+#undef ADCORE_NO_FUNCTION
+#undef ADCORE_UNARY_FUNCTION
+#undef ADCORE_BINARY_FUNCTION
+
 Tensor pow(const Tensor &a, double p) {
   Attrs at;
   at.s[0] = p;
@@ -144,16 +154,6 @@ Tensor affine(const Tensor &a, double alpha, double beta) {
   at.s[1] = beta;
   return unary(OpId::affine, a, at);
 }
-Tensor neg(const Tensor &a) { return unary(OpId::neg, a); }
-Tensor exp(const Tensor &a) { return unary(OpId::exp, a); }
-Tensor log(const Tensor &a) { return unary(OpId::log, a); }
-Tensor sqrt(const Tensor &a) { return unary(OpId::sqrt, a); }
-Tensor abs(const Tensor &a) { return unary(OpId::abs, a); }
-Tensor sign(const Tensor &a) { return unary(OpId::sign, a); }
-Tensor tanh(const Tensor &a) { return unary(OpId::tanh, a); }
-Tensor sigmoid(const Tensor &a) { return unary(OpId::sigmoid, a); }
-Tensor relu(const Tensor &a) { return unary(OpId::relu, a); }
-Tensor step(const Tensor &a) { return unary(OpId::step, a); }
 
 Tensor copy(const Tensor &a) { return run(OpId::copy, {a}, Attrs{}, a.shape(), a.dtype()); }
 

@@ -20,41 +20,12 @@ void set_plan(StorageImpl &s, void *plan, int32_t slot) {
 constexpr int32_t kPlannedBuffer = -2;
 
 // Does the op's kernel on `dev` allocate scratch of its own (with the op's workspace role)? The
-// CPU elementwise kernels (kernels_elementwise.cpp) and the sum/mean/max reductions never do, so a
-// replayed call runs them without the role scope, which could only tag such allocations; every
-// other kernel (BLAS, index, nn, other reductions, any other device) keeps it.
+// op table says so for the CPU kernels (its `scratch` column: never for the elementwise kernels
+// and the sum/mean/max reductions), so a replayed call runs those without the role scope, which
+// could only tag such allocations; every other kernel (BLAS, index, nn, other reductions, any
+// other device) keeps it.
 bool kernel_allocates(OpId op, const Device &dev) {
-  if (dev.kind() != DeviceKind::CPU) return true;
-  switch (op) {
-    case OpId::copy:
-    case OpId::cast:
-    case OpId::contiguous:
-    case OpId::add:
-    case OpId::sub:
-    case OpId::mul:
-    case OpId::div:
-    case OpId::pow:
-    case OpId::affine:
-    case OpId::pow_scalar:
-    case OpId::neg:
-    case OpId::exp:
-    case OpId::log:
-    case OpId::sqrt:
-    case OpId::abs:
-    case OpId::sign:
-    case OpId::tanh:
-    case OpId::sigmoid:
-    case OpId::relu:
-    case OpId::step:
-    case OpId::add_n:
-    case OpId::add_inplace:
-    case OpId::sum:
-    case OpId::mean:
-    case OpId::max:
-      return false;
-    default:
-      return true;
-  }
+  return dev.kind() != DeviceKind::CPU || op_def(op).scratch;
 }
 
 }  // namespace

@@ -128,17 +128,9 @@ void BM_branches(benchmark::State &st) {
   const int v = static_cast<int>(st.range(0));
   st.SetLabel(variant_name(v, "no-early-release"));
   const Options o = variant_options(v, &Options::early_release);
-  std::vector<Tensor> args = {rand_uniform(Shape{100000}, 1, -1, 1)};
-  std::vector<size_t> wrt;
-  for (int k = 0; k < 8; ++k) {
-    args.push_back(rand_uniform(Shape{100000}, 10 + static_cast<uint64_t>(k), -1, 1));
-    wrt.push_back(static_cast<size_t>(k) + 1);
-  }
-  auto f = [](std::span<const Tensor> in) {
-    std::vector<Tensor> parts;
-    for (size_t k = 1; k < in.size(); ++k) parts.push_back(sum(tanh(mul(in[k], in[0]))));
-    return add_n(parts);
-  };
+  const std::vector<Tensor> args = samples::branches_args(8, 100000);
+  const std::vector<size_t> wrt = samples::branches_wrt(8);
+  const auto f = samples::branches_f;
   Tape tape(o);
   std::vector<Tensor> g(wrt.size());
   tape.value_and_grad(f, args, wrt, g);

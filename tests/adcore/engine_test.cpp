@@ -115,7 +115,15 @@ TEST(AdcoreEngine, RegistryIsComplete) {
     const bool is_view = d.id == OpId::transpose || d.id == OpId::reshape || d.id == OpId::slice ||
                          d.id == OpId::expand || d.id == OpId::checkpoint;
     EXPECT_TRUE(is_view || cpu().supports(d.id)) << d.name;
+    EXPECT_EQ(cpu().supports(d.id), op_has_kernel(d.id)) << d.name;  // the table's kernel column
+    EXPECT_EQ(d.name, std::string(op_name(d.id)));
   }
+  // The replay plan's scratch flag: none of the elementwise kernels allocates; BLAS ones may.
+  EXPECT_FALSE(op_def(OpId::tanh).scratch);
+  EXPECT_FALSE(op_def(OpId::add).scratch);
+  EXPECT_FALSE(op_def(OpId::sum).scratch);
+  EXPECT_TRUE(op_def(OpId::matmul).scratch);
+  EXPECT_TRUE(op_def(OpId::logsumexp).scratch);
 }
 
 TEST(AdcoreEngine, NpyRoundTrip) {

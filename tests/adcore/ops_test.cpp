@@ -3,6 +3,8 @@
 #include <adcore/adcore.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "fd.h"
 
 using namespace adcore;
@@ -40,12 +42,68 @@ TEST(AdcoreOps, UnaryElementwise) {
   check_grad([](auto in) { return abs(in[0]); }, {R(s, 5)});
   check_grad([](auto in) { return tanh(in[0]); }, {R(s, 6)});
   check_grad([](auto in) { return sigmoid(in[0]); }, {R(s, 7)});
+  check_grad([](auto in) { return softplus(in[0]); }, {R(s, 14, -4.0, 4.0)});
   check_grad([](auto in) { return relu(in[0]); }, {R(s, 8)});
   check_grad([](auto in) { return affine(in[0], -3.0, 2.0); }, {R(s, 9)});
   for (double p : {2.0, 3.0, 4.0, 0.5, -1.5})
     check_grad([p](auto in) { return pow(in[0], p); }, {P(s, 10)});
   check_grad([](auto in) { return copy(in[0]); }, {R(s, 11)});
   check_grad([](auto in) { return transpose(in[0]).contiguous(); }, {R(s, 12)});
+}
+
+TEST(AdcoreOps, SoftplusValues) {
+  const Tensor x = from_vector(std::vector<double>{-30, -1, 0, 1, 19.5, 20.5, 30}, Shape{7});
+  const std::vector<double> y = softplus(x).to_vector();
+  const std::vector<double> xs = x.to_vector();
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_NEAR(y[i], std::log1p(std::exp(xs[i])), 1e-14 * (1 + std::abs(y[i]))) << xs[i];
+  EXPECT_GT(y[0], 0.0);
+  // No overflow where exp(x) does: softplus(1000) = 1000, softplus(-1000) = 0.
+  const std::vector<double> big =
+      softplus(from_vector(std::vector<double>{1000, -1000}, Shape{2})).to_vector();
+  EXPECT_EQ(big[0], 1000.0);
+  EXPECT_EQ(big[1], 0.0);
+  const std::vector<double> f32 =
+      softplus(from_vector(std::vector<double>{100, -2}, Shape{2}, DType::F32)).to_vector();
+  EXPECT_EQ(f32[0], 100.0);
+  EXPECT_NEAR(f32[1], std::log1p(std::exp(-2.0)), 1e-7);
+}
+
+// A safety net behind the per-op checks above: every differentiable UNARY/BINARY row of the op
+// table (adcore/op_table.h), on inputs where all of them are defined and smooth.
+TEST(AdcoreOps, EveryElementwiseRowOfTheTableHasAGradient) {
+  struct Row {
+    const char *name;
+    bool differentiable;
+    Tensor (*unary)(const Tensor &);
+    Tensor (*binary)(const Tensor &, const Tensor &);
+  };
+#define ROW_SKIP(...)
+#define ROW_IS_grad true
+#define ROW_IS_nograd false
+#define ROW_UNARY(n, backward, ...) \
+  Row{#n, ROW_IS_##backward, static_cast<Tensor (*)(const Tensor &)>(&adcore::n), nullptr},
+#define ROW_BINARY(n, backward, ...)  \
+  Row{#n, ROW_IS_##backward, nullptr, \
+      static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&adcore::n)},
+  const Row rows[] = {ADCORE_OP_TABLE(ROW_SKIP, ROW_UNARY, ROW_BINARY)};
+#undef ROW_SKIP
+#undef ROW_IS_grad
+#undef ROW_IS_nograd
+#undef ROW_UNARY
+#undef ROW_BINARY
+  int checked = 0;
+  for (const Row &r : rows) {
+    if (!r.differentiable) continue;
+    SCOPED_TRACE(r.name);
+    if (r.unary)
+      check_grad([f = r.unary](auto in) { return f(in[0]); }, {P(Shape{2, 3}, 21)});
+    else
+      check_grad([f = r.binary](auto in) { return f(in[0], in[1]); },
+                 {P(Shape{2, 3}, 22), P(Shape{3}, 23)});
+    ++checked;
+  }
+  EXPECT_GE(checked, 14);
 }
 
 TEST(AdcoreOps, AddNAndCast) {

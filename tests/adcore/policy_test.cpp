@@ -65,19 +65,11 @@ TEST(AdcorePolicy, EarlyReleaseFreesCachesAtLastBackwardUse) {
   // of every w_k is requested. Released early, branch k's cache dies as w_k's gradient appears.
   const int L = 6;
   const int64_t S = 20000;
-  std::vector<Tensor> args = {rand_uniform(Shape{S}, 1, -1, 1)};
-  std::vector<size_t> wrt;
-  for (int k = 0; k < L; ++k) {
-    args.push_back(rand_uniform(Shape{S}, 10 + static_cast<uint64_t>(k), -1, 1));
-    wrt.push_back(static_cast<size_t>(k) + 1);
-  }
-  auto f = [](std::span<const Tensor> in) {
-    std::vector<Tensor> parts;
-    for (size_t k = 1; k < in.size(); ++k) parts.push_back(sum(tanh(mul(in[k], in[0]))));
-    return add_n(parts);
-  };
-  const GradRun on = run_grad(Options{}, f, args, wrt);
-  const GradRun off = run_grad(with(&Options::early_release, false), f, args, wrt);
+  const std::vector<Tensor> args = samples::branches_args(L, S);
+  const std::vector<size_t> wrt = samples::branches_wrt(L);
+  const GradRun on = run_grad(Options{}, samples::branches_f, args, wrt);
+  const GradRun off =
+      run_grad(with(&Options::early_release, false), samples::branches_f, args, wrt);
   expect_same(on, off, 1e-12);
   EXPECT_EQ(on.stats.peak_bytes[ADPROF_ROLE_FORWARD_CACHE], L * S * 8);
   EXPECT_GE(off.stats.peak_total - on.stats.peak_total, (L - 2) * S * 8);

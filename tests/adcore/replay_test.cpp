@@ -88,12 +88,6 @@ TEST(AdcoreReplay, ReplayGivesTheNormalPathsResults) {
     std::vector<size_t> wrt;
     double tol;
   };
-  std::vector<Tensor> branch_args = {rand_uniform(Shape{300}, 1, -1, 1)};
-  std::vector<size_t> branch_wrt;
-  for (int k = 0; k < 4; ++k) {
-    branch_args.push_back(rand_uniform(Shape{300}, 10 + static_cast<uint64_t>(k), -1, 1));
-    branch_wrt.push_back(static_cast<size_t>(k) + 1);
-  }
   std::vector<Case> cases = {
       {"eam", samples::eam_f, {rand_uniform(Shape{100}, 3, 0, 1)}, {0}, 1e-12},
       {"quadform", samples::quadform_f, samples::quadform_args(30, 3, true), {0, 1}, 1e-12},
@@ -103,13 +97,8 @@ TEST(AdcoreReplay, ReplayGivesTheNormalPathsResults) {
        {0},
        1e-6},
       {"gather", samples::gather_f, samples::gather_args(8, 512, DType::I32), {0}, 1e-6},
-      {"branches",
-       [](std::span<const Tensor> in) {
-         std::vector<Tensor> parts;
-         for (size_t k = 1; k < in.size(); ++k) parts.push_back(sum(tanh(mul(in[k], in[0]))));
-         return add_n(parts);
-       },
-       branch_args, branch_wrt, 1e-12},
+      {"branches", samples::branches_f, samples::branches_args(4, 300), samples::branches_wrt(4),
+       1e-12},
       {"views",
        [](std::span<const Tensor> in) {
          const Tensor t = transpose(reshape(in[0], Shape{4, 6}));

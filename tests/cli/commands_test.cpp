@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "adprof/report.h"
 
@@ -18,18 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = adprof_test::ProcessResult;
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using adprof_test::slurp;
 
 class Cli : public ::testing::Test {
  protected:
@@ -42,17 +34,7 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result sh(const std::string &command) {
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() + "' 2>'" +
-                       err.string() + "'";
-    int status = std::system(full.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  Result sh(const std::string &command) { return adprof_test::run_shell(command, dir_); }
   Result adprof(const std::string &args) { return sh(std::string(ADPROF_CLI) + " " + args); }
 
   // Records PROGRAM and returns its report (the program's own stdout stays out of the JSON).

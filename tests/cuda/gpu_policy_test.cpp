@@ -95,19 +95,10 @@ TEST_F(GpuPolicy, ActivityAnalysisQuadform) {
 TEST_F(GpuPolicy, EarlyReleaseParallelBranches) {
   const int L = 6;
   const int64_t S = 20000;
-  std::vector<Tensor> args = {rand_uniform(Shape{S}, 1, -1, 1)};
-  std::vector<size_t> wrt;
-  for (int k = 0; k < L; ++k) {
-    args.push_back(rand_uniform(Shape{S}, 10 + static_cast<uint64_t>(k), -1, 1));
-    wrt.push_back(static_cast<size_t>(k) + 1);
-  }
-  auto f = [](std::span<const Tensor> in) {
-    std::vector<Tensor> parts;
-    for (size_t k = 1; k < in.size(); ++k) parts.push_back(sum(tanh(mul(in[k], in[0]))));
-    return add_n(parts);
-  };
-  const DevRun on = run_grad(Options{}, f, args, wrt);
-  const DevRun off = run_grad(with(&Options::early_release, false), f, args, wrt);
+  const std::vector<Tensor> args = samples::branches_args(L, S);
+  const std::vector<size_t> wrt = samples::branches_wrt(L);
+  const DevRun on = run_grad(Options{}, samples::branches_f, args, wrt);
+  const DevRun off = run_grad(with(&Options::early_release, false), samples::branches_f, args, wrt);
   print("early_release", on, off);
   expect_same(on, off, 1e-12);
   EXPECT_EQ(peak(on, ADPROF_ROLE_FORWARD_CACHE), static_cast<uint64_t>(L * S * 8));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/process.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -44,19 +45,12 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
       std::filesystem::temp_directory_path() / ("adprof-cuda-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string trace = dir + "/cuda.adtrace";
-  const std::string cmd = "sh -c 'ADPROF_ROOT_PID=$$ LD_PRELOAD=\"" + preload +
-                          "\" ADPROF_OUTPUT=\"" + trace + "\" exec \"" + workload + "\"' > \"" +
-                          dir + "/out.txt\" 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::string out;
-  {
-    FILE *f = std::fopen((dir + "/out.txt").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while (f && (n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    if (f) std::fclose(f);
-  }
-  ASSERT_EQ(rc, 0) << out;
+  using adprof_test::shell_quote;
+  const adprof_test::ProcessResult run = adprof_test::run_shell(
+      "ADPROF_ROOT_PID=$$ LD_PRELOAD=" + shell_quote(preload) +
+      " ADPROF_OUTPUT=" + shell_quote(trace) + " exec " + shell_quote(workload));
+  const std::string out = run.out + run.err;
+  ASSERT_EQ(run.code, 0) << out;
   ASSERT_NE(out.find("oom: device out of memory on cuda:0"), std::string::npos) << out;
 
   adprof::TraceReader reader(trace);

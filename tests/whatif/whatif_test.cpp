@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "adprof/replay.h"
 #include "adprof/report.h"
@@ -22,17 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = adprof_test::ProcessResult;
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using adprof_test::slurp;
 
 class WhatIf : public ::testing::Test {
  protected:
@@ -48,17 +41,7 @@ class WhatIf : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  Result sh(const std::string &command) {
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string full = "cd '" + dir_.string() + "' && " + command + " >'" + out.string() + "' 2>'" +
-                       err.string() + "'";
-    int status = std::system(full.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  Result sh(const std::string &command) { return adprof_test::run_shell(command, dir_); }
   Result adprof(const std::string &args) { return sh(std::string(ADPROF_CLI) + " " + args); }
 
   std::string record(const std::string &name, const std::string &program) {

@@ -8,6 +8,7 @@
 //             the default sqrt(L) schedule (--segments N to force N segments).
 // Takes the samples' policy switches (--naive, --no-early-release, --no-checkpoint, ...).
 #include "common.h"
+#include "workloads.h"
 
 using namespace adcore;
 
@@ -55,21 +56,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   const int L = vm["branches"].as<int>();
-  std::vector<Tensor> args = {rand_uniform(Shape{S}, 1, -1, 1)};
-  std::vector<size_t> wrt;
-  for (int k = 0; k < L; ++k) {
-    args.push_back(rand_uniform(Shape{S}, 10 + static_cast<uint64_t>(k), -1, 1));
-    wrt.push_back(static_cast<size_t>(k) + 1);
-  }
-  auto f = [](std::span<const Tensor> in) {
-    std::vector<Tensor> parts;
-    for (size_t k = 1; k < in.size(); ++k) parts.push_back(sum(tanh(mul(in[k], in[0]))));
-    return add_n(parts);
-  };
+  const std::vector<Tensor> args = samples::branches_args(L, S);
+  const std::vector<size_t> wrt = samples::branches_wrt(L);
   Tape tape(c.opts);
   std::vector<Tensor> grads(wrt.size());
   adprof_step(0);
-  const Tensor loss = tape.value_and_grad(f, args, wrt, grads);
+  const Tensor loss = tape.value_and_grad(samples::branches_f, args, wrt, grads);
   std::printf("branches L=%d S=%lld | policies: %s\nloss = %.10g\n", L, static_cast<long long>(S),
               samples::policies(c.opts).c_str(), loss.item());
   if (!c.quiet) samples::print_memory("whatif_workload");

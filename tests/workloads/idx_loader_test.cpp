@@ -3,14 +3,14 @@
 #include "idx_loader.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+
+#include "../support/process.h"
 
 namespace fs = std::filesystem;
 using samples::DataError;
@@ -170,34 +170,28 @@ TEST_F(IdxLoader, GarbageAndMismatchedCounts) {
 // The sample itself: one line on stderr, exit status 1, no crash, for a missing folder and a
 // truncated file; and it trains on a (synthetic) folder given with --data-dir.
 TEST_F(IdxLoader, CnnSampleFailsWithOneLine) {
+  using adprof_test::shell_quote;
   auto run = [&](const std::string &args, std::string &err) {
-    const fs::path e = dir_ / "stderr";
-    const std::string cmd = std::string(CNN) + " " + args + " >/dev/null 2>'" + e.string() + "'";
-    const int status = std::system(cmd.c_str());
-    std::ifstream in(e);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    err = ss.str();
-    return status;
+    const adprof_test::ProcessResult r = adprof_test::run_shell(std::string(CNN) + " " + args);
+    err = r.err;
+    return r.code;
   };
   std::string err;
-  int status = run("--data-dir '" + (dir_ / "nowhere").string() + "'", err);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
+  int code = run("--data-dir " + shell_quote((dir_ / "nowhere").string()), err);
+  EXPECT_EQ(code, 1);
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_EQ(err.rfind("cnn: ", 0), 0u) << err;
   EXPECT_NE(err.find(kPackageHint), std::string::npos) << err;
 
   write_dataset(300, 20);
-  status = run("--data-dir '" + dir_.string() + "' --steps 2 --batch 8 --test-images 20 -q", err);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  code = run(
+      "--data-dir " + shell_quote(dir_.string()) + " --steps 2 --batch 8 --test-images 20 -q", err);
+  EXPECT_EQ(code, 0) << err;
 
   const fs::path p = dir_ / "train-images-idx3-ubyte.gz";
   fs::resize_file(p, fs::file_size(p) / 3);
-  status = run("--data-dir '" + dir_.string() + "'", err);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
+  code = run("--data-dir " + shell_quote(dir_.string()), err);
+  EXPECT_EQ(code, 1);
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
   EXPECT_NE(err.find(kPackageHint), std::string::npos) << err;

@@ -7,16 +7,16 @@
 // allocated between steps (idle buffers are `workspace`), so live memory is flat and the instant
 // of the peak says little; without it the peak is the step's real high-water mark, in backward.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "adprof/report.h"
 
@@ -24,12 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using adprof_test::run_shell;
+using adprof_test::shell_quote;
 
 // All values of `label <number>` in the program's output, in order.
 std::vector<double> numbers_after(const std::string &out, const std::string &label) {
@@ -62,15 +58,13 @@ class Workloads : public ::testing::Test {
 
   // Records `program` under adprof and analyses its trace in process.
   Profiled profile(const std::string &name, const std::string &program) {
-    const fs::path trace = dir_ / (name + ".adtrace"), out = dir_ / (name + ".out"),
-                   err = dir_ / (name + ".err");
-    const std::string cmd = std::string(ADPROF_CLI) + " run --no-report -o '" + trace.string() +
-                            "' -- " + program + " >'" + out.string() + "' 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
+    const fs::path trace = dir_ / (name + ".adtrace");
+    const std::string cmd = std::string(ADPROF_CLI) + " run --no-report -o " +
+                            shell_quote(trace.string()) + " -- " + program;
+    const adprof_test::ProcessResult run = run_shell(cmd);
     Profiled r;
-    r.out = slurp(out);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\n"
-                                                               << r.out << slurp(err);
+    r.out = run.out;
+    EXPECT_TRUE(run.ok()) << cmd << "\n" << run.out << run.err;
     r.rep = adprof::analyze(trace.string());
     EXPECT_TRUE(r.rep.complete);
     return r;
@@ -189,15 +183,89 @@ TEST_F(Workloads, CharlmCheckpointAndFusedOptimizer) {
 }
 
 TEST_F(Workloads, CharlmMissingTextIsOneLine) {
-  const fs::path err = dir_ / "err";
-  const int status = std::system((std::string(CHARLM) + " --text '" + (dir_ / "none.txt").string() +
-                                  "' >/dev/null 2>'" + err.string() + "'")
-                                     .c_str());
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
-  const std::string e = slurp(err);
+  const adprof_test::ProcessResult r =
+      run_shell(std::string(CHARLM) + " --text " + shell_quote((dir_ / "none.txt").string()));
+  EXPECT_EQ(r.code, 1);
+  const std::string &e = r.err;
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
   EXPECT_NE(e.find("none.txt"), std::string::npos) << e;
+}
+
+}  // namespace
+
+namespace {
+
+// The CUDA device is a plugin loaded on demand: a CPU run of a sample loads no CUDA library
+// (the dynamic loader's own log of every library it loads, dlopen included, and ldd), and
+// `--device cuda` says in one line why it cannot run (no GPU, or no plugin).
+const char *const kCudaLibs[] = {"libcuda.so", "libcudart", "libcublas"};
+
+TEST(SamplesDevices, CpuRunLoadsNoCudaLibrary) {
+  for (const char *sample : {EAM, CNN}) {
+    SCOPED_TRACE(sample);
+    const adprof_test::ProcessResult ldd = run_shell("ldd " + shell_quote(sample));
+    ASSERT_EQ(ldd.code, 0) << ldd.err;
+    for (const char *lib : kCudaLibs) EXPECT_EQ(ldd.out.find(lib), std::string::npos) << ldd.out;
+  }
+  // LD_DEBUG=libs logs each library the loader opens, at start-up and through dlopen.
+  const adprof_test::ProcessResult cpu =
+      run_shell("LD_DEBUG=libs " + shell_quote(EAM) + " --calls 1 --no-hand -q");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_NE(cpu.err.find("calling init: "), std::string::npos) << "no loader log";
+  for (const char *lib : kCudaLibs) EXPECT_EQ(cpu.err.find(lib), std::string::npos) << lib;
+  EXPECT_NE(cpu.out.find("grad norm = "), std::string::npos) << cpu.out;
+#ifdef SAMPLES_TEST_HAVE_CUDA_PLUGIN
+  // The same log sees the plugin and the CUDA runtime when the CUDA device is asked for.
+  const adprof_test::ProcessResult gpu =
+      run_shell("LD_DEBUG=libs " + shell_quote(EAM) + " --calls 1 --no-hand -q --device cuda");
+  EXPECT_NE(gpu.err.find("libadcore_cuda.so"), std::string::npos);
+  EXPECT_NE(gpu.err.find("libcudart"), std::string::npos);
+#endif
+}
+
+TEST(SamplesDevices, CudaWithoutGpuOrPluginIsOneLine) {
+  // No plugin where the program is told to look.
+  const adprof_test::ProcessResult none = run_shell(
+      "ADCORE_PLUGIN_DIR=/nonexistent/adcore-plugins " + shell_quote(EAM) + " --device cuda");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
+  EXPECT_EQ(
+      none.err.rfind("eam: device 'cuda': the cuda plugin libadcore_cuda.so is not installed", 0),
+      0u)
+      << none.err;
+  EXPECT_NE(none.err.find("/nonexistent/adcore-plugins/libadcore_cuda.so"), std::string::npos)
+      << none.err;
+  // A file that is not a loadable library: the loader's reason.
+  const fs::path bogus_dir =
+      fs::temp_directory_path() / ("adcore-plugins-" + std::to_string(getpid()));
+  fs::create_directories(bogus_dir);
+  { std::ofstream(bogus_dir / "libadcore_cuda.so") << "not an ELF file"; }
+  const adprof_test::ProcessResult bogus =
+      run_shell("ADCORE_PLUGIN_DIR=" + shell_quote(bogus_dir.string()) + " " + shell_quote(EAM) +
+                " --device cuda");
+  fs::remove_all(bogus_dir);
+  EXPECT_EQ(bogus.code, 2);
+  EXPECT_EQ(std::count(bogus.err.begin(), bogus.err.end(), '\n'), 1) << bogus.err;
+  EXPECT_EQ(bogus.err.rfind("eam: device 'cuda': cannot load the cuda plugin " +
+                                (bogus_dir / "libadcore_cuda.so").string() + ": ",
+                            0),
+            0u)
+      << bogus.err;
+  // An unknown device.
+  const adprof_test::ProcessResult bad = run_shell(shell_quote(EAM) + " --device 'no such'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "eam: unknown device 'no such'\n");
+#ifdef SAMPLES_TEST_HAVE_CUDA_PLUGIN
+  // The plugin is there: without a GPU the error says so (with one, eam stops at its host-side
+  // hand-written check, docs/CUDA.md; --no-hand runs it).
+  const adprof_test::ProcessResult gpu =
+      run_shell(shell_quote(EAM) + " --calls 2 --no-hand -q --device cuda");
+  if (gpu.code != 0) {
+    EXPECT_EQ(gpu.code, 2);
+    EXPECT_EQ(gpu.err.rfind("eam: device 'cuda': no CUDA device: ", 0), 0u) << gpu.err;
+    EXPECT_EQ(std::count(gpu.err.begin(), gpu.err.end(), '\n'), 1) << gpu.err;
+  }
+#endif
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The CUDA device: a caching allocator over cudaMalloc, one stream, cuBLAS, registration.
+// The CUDA device: a caching allocator over cudaMalloc, one stream, cuBLAS, and the plugin's entry
+// point (adcore_plugin_init, called by adcore's open_device after dlopen).
 #include <adcore/cuda/cuda.h>
 #include <adcore/storage.h>
 
@@ -148,6 +149,10 @@ class CudaDevice final : public Device {
   void retag(void *p, adprof_role role) override {
     if (st().alloc) st().alloc->retag(p, role);
   }
+  std::string unavailable() const override {
+    probe();
+    return st().ok ? std::string() : "no CUDA device: " + st().reason;
+  }
 };
 
 CudaDevice &the_device() {
@@ -155,13 +160,17 @@ CudaDevice &the_device() {
   return *d;
 }
 
-// Registration by name and of the kernels when this object file is linked (no CUDA call here).
-const bool g_registered = [] {
-  register_kernels();
-  register_device("cuda", the_device());
-  register_device("cuda:0", the_device());
-  return true;
-}();
+// Registers the kernels and the device by name, once (no CUDA call here): from the plugin's entry
+// point, or from device() in a program that links this library directly.
+CudaDevice &registered_device() {
+  static CudaDevice &d = []() -> CudaDevice & {
+    register_kernels();
+    register_device("cuda", the_device());
+    register_device("cuda:0", the_device());
+    return the_device();
+  }();
+  return d;
+}
 
 }  // namespace
 
@@ -205,13 +214,22 @@ std::string unavailable_reason() {
   probe();
   return st().reason;
 }
-Device &device() {
-  (void)g_registered;
-  return the_device();
-}
+Device &device() { return registered_device(); }
 devalloc::CachingAllocator &allocator() { return *init().alloc; }
 void set_memory_limit(uint64_t bytes) { init().alloc->set_limit(bytes); }
 void synchronize() { check(cudaStreamSynchronize(init().stream), "cudaStreamSynchronize"); }
 size_t blas_workspace_bytes() { return st().blas_ws; }
 
 }  // namespace adcore::cuda
+
+// The plugin's entry point (adcore/src/device_plugin.cpp): registers the device when this library
+// was built against the loading program's adcore.
+extern "C" __attribute__((visibility("default"))) const char *adcore_plugin_init(int abi,
+                                                                                 uint64_t ops) {
+  if (abi != adcore::kPluginAbi)
+    return "built against another adcore (device plugin ABI differs); rebuild the plugin";
+  if (ops != adcore::kOpTableHash)
+    return "built against another adcore op table; rebuild the plugin";
+  (void)adcore::cuda::device();
+  return nullptr;
+}

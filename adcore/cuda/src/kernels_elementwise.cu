@@ -10,22 +10,19 @@ namespace adcore::cuda::k {
 
 namespace {
 
+// The op table's CUDA expressions (adcore/op_table.h): x, y of type T.
+#define ADCORE_CUDA_BINARY_CASE(n, backward, inplace, s0, s1, cpu_expr, cuda_expr) \
+  case Bin::n:                                                                     \
+    return cuda_expr;
+#define ADCORE_CUDA_UNARY_CASE(n, backward, s0_, cpu_expr, cuda_expr) \
+  case Un::n:                                                         \
+    return cuda_expr;
+
 template <class T>
 struct BinOp {
   Bin op;
   __device__ T operator()(T x, T y) const {
-    switch (op) {
-      case Bin::add:
-        return x + y;
-      case Bin::sub:
-        return x - y;
-      case Bin::mul:
-        return x * y;
-      case Bin::div:
-        return x / y;
-      case Bin::pow:
-        return pow(x, y);
-    }
+    switch (op) { ADCORE_OP_TABLE(ADCORE_CUDA_SKIP, ADCORE_CUDA_SKIP, ADCORE_CUDA_BINARY_CASE) }
     return T(0);
   }
 };
@@ -33,26 +30,7 @@ struct BinOp {
 template <class T>
 __device__ T un(Un op, T x, T s0, T s1, double p) {
   switch (op) {
-    case Un::neg:
-      return -x;
-    case Un::exp:
-      return exp(x);
-    case Un::log:
-      return log(x);
-    case Un::sqrt:
-      return sqrt(x);
-    case Un::abs:
-      return fabs(x);
-    case Un::sign:
-      return static_cast<T>((x > T(0)) - (x < T(0)));
-    case Un::tanh:
-      return tanh(x);
-    case Un::sigmoid:
-      return T(1) / (T(1) + exp(-x));
-    case Un::relu:
-      return x > T(0) ? x : T(0);
-    case Un::step:
-      return x > T(0) ? T(1) : T(0);
+    ADCORE_OP_TABLE(ADCORE_CUDA_SKIP, ADCORE_CUDA_UNARY_CASE, ADCORE_CUDA_SKIP)
     case Un::affine:
       return s0 * x + s1;
     case Un::powf:
@@ -63,11 +41,11 @@ __device__ T un(Un op, T x, T s0, T s1, double p) {
       if (p == 1.0) return x;
       if (p == 0.0) return T(1);
       return pow(x, s0);
-    case Un::ident:
-      return x;
   }
   return T(0);
 }
+#undef ADCORE_CUDA_BINARY_CASE
+#undef ADCORE_CUDA_UNARY_CASE
 
 template <class T>
 __global__ void binary_kernel(Bin op, T *out, const T *a, const T *b, int64_t n, Geo g) {

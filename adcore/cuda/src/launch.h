@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "adcore/op_table.h"
+
 namespace adcore::cuda::k {
 
 inline constexpr int kRank = 6;  // adcore::kMaxRank
@@ -18,22 +20,19 @@ struct Geo {
   int64_t c[kRank] = {};
 };
 
-enum class Bin : int { add, sub, mul, div, pow };
-enum class Un : int {
-  neg,
-  exp,
-  log,
-  sqrt,
-  abs,
-  sign,
-  tanh,
-  sigmoid,
-  relu,
-  step,
-  affine,
-  powf,
-  ident
+// The elementwise functions: the op table's BINARY and UNARY rows (adcore/op_table.h), whose CUDA
+// expressions kernels_elementwise.cu compiles; then the unary functions of the ops with
+// attributes (affine: s0 * x + s1; powf: x to the power s0).
+#define ADCORE_CUDA_SKIP(...)
+#define ADCORE_CUDA_ENUMERATOR(n, ...) n,
+enum class Bin : int {
+  ADCORE_OP_TABLE(ADCORE_CUDA_SKIP, ADCORE_CUDA_SKIP, ADCORE_CUDA_ENUMERATOR)
 };
+enum class Un : int {
+  ADCORE_OP_TABLE(ADCORE_CUDA_SKIP, ADCORE_CUDA_ENUMERATOR, ADCORE_CUDA_SKIP) affine,
+  powf
+};
+#undef ADCORE_CUDA_ENUMERATOR
 enum class Red : int { sum, max, logsumexp };
 // Type codes: adcore::DType values (1 f32, 2 f64, 3 i32, 4 i64, 5 bool).
 

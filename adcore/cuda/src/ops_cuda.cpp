@@ -1,7 +1,7 @@
 // The CUDA column of the op registry: each kernel reads the adcore tensors' shapes and strides
 // (the same layouts the CPU kernels get) and launches the device code in launch.h, or cuBLAS
-// for matrix products. register_kernels() installs them; the table at the bottom lists every op
-// that has a CPU kernel, and a test checks that the CUDA column covers the CPU column.
+// for matrix products. register_kernels() installs them; the table at the bottom is generated
+// from the op table, and a static_assert checks it against the CPU column.
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -72,6 +72,9 @@ void unary(const KernelArgs &a) {
   k::unary(op, f64(o), o.raw(), a.in[0].raw(), o.numel(), g, a.attrs->s[0], a.attrs->s[1]);
 }
 
+constexpr KernelFn k_affine = unary<k::Un::affine>;
+constexpr KernelFn k_pow_scalar = unary<k::Un::powf>;
+
 void k_copy(const KernelArgs &a) {
   const Tensor &x = a.in[0];
   Tensor &o = *a.out;
@@ -85,6 +88,8 @@ void k_copy(const KernelArgs &a) {
   put(g.b, contiguous_strides(o.shape()));
   k::copy(static_cast<int>(dtype_size(x.dtype())), o.raw(), x.raw(), o.numel(), g);
 }
+
+constexpr KernelFn k_contiguous = k_copy;
 
 void k_cast(const KernelArgs &a) {
   const Tensor &x = a.in[0];
@@ -126,6 +131,11 @@ void reduce(const KernelArgs &a) {
   }
   k::reduce(op, f64(*a.out), a.out->raw(), x.raw(), a.out->numel(), g, mask, scale);
 }
+
+constexpr KernelFn k_sum = reduce<k::Red::sum>;
+constexpr KernelFn k_mean = reduce<k::Red::sum, true>;
+constexpr KernelFn k_max = reduce<k::Red::max>;
+constexpr KernelFn k_logsumexp = reduce<k::Red::logsumexp>;
 
 void k_max_backward(const KernelArgs &a) {
   const Tensor &x = a.in[0];
@@ -346,7 +356,7 @@ void k_gather_nd_backward(const KernelArgs &a) {
 
 // ---- nn ----
 template <bool kLog>
-void k_softmax(const KernelArgs &a) {
+void softmax(const KernelArgs &a) {
   const Tensor &x = a.in[0];
   const int axis = static_cast<int>(a.attrs->i[0]);
   int64_t outer = 1, inner = 1;
@@ -354,6 +364,9 @@ void k_softmax(const KernelArgs &a) {
   for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
   k::softmax(f64(x), kLog, a.out->raw(), x.raw(), outer, x.shape()[axis], inner);
 }
+
+constexpr KernelFn k_softmax = softmax<false>;
+constexpr KernelFn k_log_softmax = softmax<true>;
 
 k::Conv conv_dims(const Shape &x, const Shape &w, const Shape &out, const Attrs &a) {
   return k::Conv{x.d[0], x.d[1],   x.d[2],   x.d[3], w.d[0], w.d[2],
@@ -441,50 +454,39 @@ void k_adam_update(const KernelArgs &a) {
           a.attrs->s[1], a.attrs->s[2], a.attrs->s[3], a.attrs->i[0]);
 }
 
-struct Entry {
-  OpId op;
-  KernelFn fn;
-};
-// clang-format off
-constexpr Entry kKernels[] = {
-  {OpId::copy, k_copy}, {OpId::cast, k_cast}, {OpId::contiguous, k_copy},
-  {OpId::add, binary<k::Bin::add>}, {OpId::sub, binary<k::Bin::sub>},
-  {OpId::mul, binary<k::Bin::mul>}, {OpId::div, binary<k::Bin::div>},
-  {OpId::pow, binary<k::Bin::pow>},
-  {OpId::affine, unary<k::Un::affine>}, {OpId::pow_scalar, unary<k::Un::powf>},
-  {OpId::neg, unary<k::Un::neg>}, {OpId::exp, unary<k::Un::exp>}, {OpId::log, unary<k::Un::log>},
-  {OpId::sqrt, unary<k::Un::sqrt>}, {OpId::abs, unary<k::Un::abs>},
-  {OpId::sign, unary<k::Un::sign>}, {OpId::tanh, unary<k::Un::tanh>},
-  {OpId::sigmoid, unary<k::Un::sigmoid>}, {OpId::relu, unary<k::Un::relu>},
-  {OpId::step, unary<k::Un::step>},
-  {OpId::add_n, k_add_n}, {OpId::add_inplace, k_add_inplace},
-  {OpId::sum, reduce<k::Red::sum>}, {OpId::mean, reduce<k::Red::sum, true>},
-  {OpId::max, reduce<k::Red::max>}, {OpId::max_backward, k_max_backward},
-  {OpId::logsumexp, reduce<k::Red::logsumexp>},
-  {OpId::matmul, k_matmul}, {OpId::bmm, k_bmm}, {OpId::dot, k_dot},
-  {OpId::slice_backward, k_slice_backward}, {OpId::concat, k_concat}, {OpId::stack, k_stack},
-  {OpId::index_select, k_index_select}, {OpId::index_select_backward, k_index_select_backward},
-  {OpId::gather, k_gather}, {OpId::gather_backward, k_gather_backward},
-  {OpId::gather_nd, k_gather_nd}, {OpId::gather_nd_backward, k_gather_nd_backward},
-  {OpId::scatter_add, k_scatter_add},
-  {OpId::softmax, k_softmax<false>}, {OpId::log_softmax, k_softmax<true>},
-  {OpId::conv2d, k_conv2d}, {OpId::conv2d_backward_input, k_conv2d_backward_input},
-  {OpId::conv2d_backward_weight, k_conv2d_backward_weight},
-  {OpId::max_pool2d, k_max_pool2d}, {OpId::max_pool2d_backward, k_max_pool2d_backward},
-  {OpId::avg_pool2d, k_avg_pool2d}, {OpId::avg_pool2d_backward, k_avg_pool2d_backward},
-  {OpId::sgd_update, k_sgd_update}, {OpId::adam_update, k_adam_update},
-};
-// clang-format on
+// The CUDA column, one entry per row of the op table (adcore/op_table.h): k_<name> above for an
+// `OP` row with a kernel, the generated elementwise kernel for `UNARY`/`BINARY` rows.
+#define ADCORE_CUDA_KERNEL_kernel(n) k_##n
+#define ADCORE_CUDA_KERNEL_none(n) nullptr
+#define ADCORE_CUDA_OP(n, kernel, ...) ADCORE_CUDA_KERNEL_##kernel(n),
+#define ADCORE_CUDA_UNARY(n, ...) unary<k::Un::n>,
+#define ADCORE_CUDA_BINARY(n, ...) binary<k::Bin::n>,
+constexpr KernelFn kKernels[] = {
+    ADCORE_OP_TABLE(ADCORE_CUDA_OP, ADCORE_CUDA_UNARY, ADCORE_CUDA_BINARY)};
+#undef ADCORE_CUDA_KERNEL_kernel
+#undef ADCORE_CUDA_KERNEL_none
+#undef ADCORE_CUDA_OP
+#undef ADCORE_CUDA_UNARY
+#undef ADCORE_CUDA_BINARY
 
-// Every op with a CPU kernel has one here: leaf, the four view ops and checkpoint have none.
-static_assert(std::size(kKernels) == static_cast<size_t>(kOpCount) - 6,
-              "the CUDA kernel table must cover every op that has a CPU kernel");
+static_assert(std::size(kKernels) == static_cast<size_t>(kOpCount), "one CUDA entry per op");
+constexpr bool covers_the_cpu_column() {
+  for (int i = 0; i < kOpCount; ++i)
+    if ((kKernels[i] != nullptr) != op_has_kernel(static_cast<OpId>(i))) return false;
+  return true;
+}
+static_assert(covers_the_cpu_column(), "a CUDA kernel for exactly the ops that have a CPU kernel");
 
 }  // namespace
 
 int register_kernels() {
-  for (const Entry &e : kKernels) register_kernel(e.op, DeviceKind::CUDA, e.fn);
-  return static_cast<int>(std::size(kKernels));
+  int n = 0;
+  for (int i = 0; i < kOpCount; ++i)
+    if (kKernels[i]) {
+      register_kernel(static_cast<OpId>(i), DeviceKind::CUDA, kKernels[i]);
+      ++n;
+    }
+  return n;
 }
 
 }  // namespace adcore::cuda::detail

@@ -2,15 +2,17 @@
 //
 // A device is (1) an allocator for storage memory, (2) the column of kernels the op registry
 // holds for its kind, (3) `supports(op)`. adcore ships the CPU device; the CUDA device
-// (adcore/cuda, its own build target adcore_cuda) implements the same interface, fills the CUDA
-// column of the registry with adcore::register_kernel and registers itself by name
-// (register_device) when its library is linked whole (see docs/CUDA.md).
+// (adcore/cuda) is a plugin, libadcore_cuda.so, that open_device("cuda") loads on first use
+// (src/device_plugin.cpp): it implements the same interface, fills the CUDA column of the
+// registry with adcore::register_kernel and registers itself by name (register_device). A
+// program that never asks for it loads no CUDA library (see docs/CUDA.md).
 //
 // Tensors are created on the thread's default device (cpu() unless a DeviceScope or
 // set_default_device says otherwise); an op runs on the device of its inputs, which must agree.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "adcore/registry.h"
 
@@ -38,6 +40,8 @@ class Device {
     (void)p;
     (void)role;
   }
+  // Why the device cannot be used (for example no GPU), or empty when it can.
+  virtual std::string unavailable() const { return {}; }
   // Can the CPU read and write this device's memory directly?
   bool host_accessible() const { return kind() == DeviceKind::CPU; }
   // Kernel for `op` on this device, nullptr when the device lacks it.
@@ -48,10 +52,20 @@ class Device {
 // The process-wide CPU device (matrix products through OpenBLAS, single BLAS thread).
 Device &cpu();
 
-// Devices by name ("cpu" always; "cuda" when adcore_cuda is linked). find_device returns
-// nullptr for an unknown or unavailable name.
+// Devices by name ("cpu" always; "cuda" once its plugin is loaded). find_device only looks the
+// name up (nullptr for a device not registered); open_device also loads the plugin of the
+// name's kind ("cuda" and "cuda:0": libadcore_cuda.so) when needed and checks that the device is
+// usable, and throws std::runtime_error with one line saying why not (unknown name, plugin not
+// installed or not loadable, no GPU).
 void register_device(const char *name, Device &dev);
 Device *find_device(const char *name);
+Device &open_device(const char *name);
+
+// What a device plugin's `extern "C" const char *adcore_plugin_init(int abi, uint64_t ops)` is
+// called with: the plugin checks both against its own build and returns an error message when
+// they differ (nullptr when it registered its devices). kPluginAbi changes with the Device,
+// Tensor or KernelArgs layouts; kOpTableHash (registry.h) with the op table.
+inline constexpr int kPluginAbi = 1;
 
 // The device new tensors are created on (thread-local; cpu() by default).
 Device &default_device();

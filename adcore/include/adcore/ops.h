@@ -25,6 +25,7 @@ Tensor abs(const Tensor &a);
 Tensor sign(const Tensor &a);  // not differentiable
 Tensor tanh(const Tensor &a);
 Tensor sigmoid(const Tensor &a);
+Tensor softplus(const Tensor &a);  // log(1 + exp(a)), without overflow
 Tensor relu(const Tensor &a);
 Tensor step(const Tensor &a);              // 1 where a > 0, else 0; not differentiable
 Tensor add_n(std::span<const Tensor> xs);  // sum of same-shape tensors

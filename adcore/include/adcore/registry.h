@@ -1,14 +1,15 @@
-// The op registry: every op declared once (adcore/src/registry.cpp holds the table).
+// The op registry: every op declared once, in the op table (adcore/op_table.h), from which
+// adcore/src/registry.cpp builds the rows below.
 //
 // An entry names the op, its kernel per device, its backward rule (a few forward ops, or a
 // named *_backward function that is itself a registered op, so every device gets gradients for
-// free), whether it may run in place, whether its output is a duplicate of input 0, and for
-// each input what its gradient needs saved. The X-macro below is the single list of op ids; the
-// table is checked against it at compile time (size and order).
+// free), whether it may run in place, whether its output is a duplicate of input 0, whether its
+// CPU kernel allocates scratch, and for each input what its gradient needs saved.
 #pragma once
 #include <cstdint>
 
 #include "adcore/dtype.h"
+#include "adcore/op_table.h"
 
 namespace adcore {
 
@@ -19,30 +20,44 @@ struct BackwardCtx;
 enum class DeviceKind : uint8_t { CPU = 0, CUDA = 1 };
 inline constexpr int kDeviceKinds = 2;
 
-// clang-format off
-#define ADCORE_OPS(X) \
-  X(leaf) X(copy) X(cast) X(contiguous) \
-  X(add) X(sub) X(mul) X(div) X(pow) X(affine) X(pow_scalar) \
-  X(neg) X(exp) X(log) X(sqrt) X(abs) X(sign) X(tanh) X(sigmoid) X(relu) X(step) \
-  X(add_n) X(add_inplace) \
-  X(sum) X(mean) X(max) X(max_backward) X(logsumexp) \
-  X(matmul) X(bmm) X(dot) \
-  X(transpose) X(reshape) X(slice) X(slice_backward) X(concat) X(stack) X(expand) \
-  X(index_select) X(index_select_backward) X(gather) X(gather_backward) \
-  X(gather_nd) X(gather_nd_backward) X(scatter_add) \
-  X(softmax) X(log_softmax) \
-  X(conv2d) X(conv2d_backward_input) X(conv2d_backward_weight) \
-  X(max_pool2d) X(max_pool2d_backward) X(avg_pool2d) X(avg_pool2d_backward) \
-  X(sgd_update) X(adam_update) X(checkpoint)
-// clang-format on
-
+// Op ids: the op table's rows in order (adcore/op_table.h).
 enum class OpId : uint16_t {
-#define ADCORE_X(n) n,
-  ADCORE_OPS(ADCORE_X)
+#define ADCORE_X(n, ...) n,
+  ADCORE_OP_TABLE(ADCORE_X, ADCORE_X, ADCORE_X)
 #undef ADCORE_X
       kCount
 };
 inline constexpr int kOpCount = static_cast<int>(OpId::kCount);
+
+// FNV-1a of the op names in id order: a device plugin built against another op table refuses to
+// load (device.h, kPluginAbi).
+namespace detail {
+#define ADCORE_X(n, ...) #n ","
+inline constexpr char kOpNames[] = ADCORE_OP_TABLE(ADCORE_X, ADCORE_X, ADCORE_X);
+#undef ADCORE_X
+constexpr uint64_t fnv1a(const char *s) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
+  return h;
+}
+}  // namespace detail
+inline constexpr uint64_t kOpTableHash = detail::fnv1a(detail::kOpNames);
+
+// Does the op have a forward kernel (on every device)? From the table's kernel column; the CUDA
+// column is checked against it at compile time (cuda/src/ops_cuda.cpp).
+namespace detail {
+#define ADCORE_HAS_KERNEL_kernel true
+#define ADCORE_HAS_KERNEL_none false
+#define ADCORE_X_OP(n, kernel, ...) ADCORE_HAS_KERNEL_##kernel,
+#define ADCORE_X_ELEMENTWISE(n, ...) true,
+inline constexpr bool kOpHasKernel[] = {
+    ADCORE_OP_TABLE(ADCORE_X_OP, ADCORE_X_ELEMENTWISE, ADCORE_X_ELEMENTWISE)};
+#undef ADCORE_X_OP
+#undef ADCORE_X_ELEMENTWISE
+#undef ADCORE_HAS_KERNEL_kernel
+#undef ADCORE_HAS_KERNEL_none
+}  // namespace detail
+constexpr bool op_has_kernel(OpId op) { return detail::kOpHasKernel[static_cast<int>(op)]; }
 
 // Op attributes: a small POD carried by the node for the backward rule.
 struct Attrs {
@@ -73,6 +88,7 @@ struct OpDef {
   BackwardFn backward;            // nullptr: not differentiable
   bool inplace_safe;              // may write its output into input 0's buffer
   bool duplicates_input;          // output holds input 0's information (copy/cast)
+  bool scratch;                   // its CPU kernel may allocate scratch of its own (BLAS, ...)
   uint8_t save_for_grad[4];       // per input i: what grad of input i needs (kSaveIn*/kSaveOut)
 };
 

@@ -1,7 +1,9 @@
 // adcore on the GPU: the CUDA device (see docs/CUDA.md).
 //
-// Link adcore::cuda whole (samples do, through $<LINK_LIBRARY:WHOLE_ARCHIVE,...>) and the device
-// registers itself as "cuda": adcore::find_device("cuda"). Nothing touches the GPU until the
+// The device is the plugin libadcore_cuda.so: programs reach it with adcore::open_device("cuda"),
+// which loads the plugin on first use (a CPU-only run loads no CUDA library) and throws
+// "no CUDA device: ..." without a GPU. Programs that call the functions below link the library
+// itself (adcore::cuda); device() registers it as "cuda" too. Nothing touches the GPU until the
 // first allocation or copy; then a missing GPU is a std::runtime_error "no CUDA device: ...".
 //
 // Memory: storages come from a caching allocator (adcore/cuda/caching_allocator.h) over
