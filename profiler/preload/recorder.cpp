@@ -220,10 +220,10 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
     stop_on_write_error(errno);
     return false;
   }
-  // The footer counts the events of complete chunks: a snapshot is replaced by its thread's
-  // complete chunk of the same sequence number, or is the thread's last word.
-  if (!(flags & fmt::kChunkFlagSnapshot))
-    g_events_written.fetch_add(events, std::memory_order_relaxed);
+  // The footer counts the events of every chunk written, snapshots included (the reader adds
+  // back those of the snapshots it replaced before it compares).
+  (void)flags;
+  g_events_written.fetch_add(events, std::memory_order_relaxed);
   g_chunks_written.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
