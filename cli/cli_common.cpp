@@ -70,4 +70,10 @@ void end_progress() {
   g_progress_shown = false;
 }
 
+void warn_if_incomplete(const std::string &trace, bool complete, const std::string &reason) {
+  if (complete) return;
+  end_progress();
+  fprintf(stderr, "adprof: warning: '%s' is incomplete: %s\n", trace.c_str(), reason.c_str());
+}
+
 }  // namespace adprof::cli

@@ -38,6 +38,10 @@ std::optional<po::variables_map> parse_command(const std::string &command,
 // Writes a whole file; a failure (disk full, no permission) is a UsageError naming the path.
 void write_file(const std::string &path, const std::string &text);
 
+// Says on stderr, in one line, that `trace` was not read whole and why (what is missing, where
+// reading stopped), when `complete` is false: "adprof: warning: 'T' is incomplete: REASON".
+void warn_if_incomplete(const std::string &trace, bool complete, const std::string &reason);
+
 void show_progress(const char *what, double fraction);
 void end_progress();
 

@@ -19,7 +19,8 @@ int command_dump(const std::vector<std::string> &args) {
   auto parsed = parse_command("dump", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
-  TraceReader reader(vm["trace"].as<std::string>());
+  const std::string trace = vm["trace"].as<std::string>();
+  TraceReader reader(trace);
   Replay names;  // only to resolve interned names
   Event e;
   uint64_t limit = vm["limit"].as<uint64_t>();
@@ -81,6 +82,7 @@ int command_dump(const std::vector<std::string> &args) {
     putchar('\n');
   }
   if (!reader.end().complete) printf("# %s\n", reader.end().reason.c_str());
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   return kExitOk;
 }
 

@@ -112,12 +112,14 @@ void export_perfetto(const std::string &trace, const std::string &path) {
     emit(buf);
   }
   out << "\n]}\n";
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   out.flush();
   if (!out) throw UsageError("cannot write '" + path + "'");
 }
 
 void export_folded(const std::string &trace, const std::string &path) {
   Report r = analyze(trace);
+  warn_if_incomplete(trace, r.complete, r.end_reason);
   std::map<std::string, uint64_t> stacks;
   for (const LiveBuffer &b : r.live_at_peak) {
     std::string op = b.op;

@@ -24,8 +24,10 @@ int command_report(const std::vector<std::string> &args) {
   const po::variables_map &vm = *parsed;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
-  Report report = analyze(vm["trace"].as<std::string>(), analyze_options);
+  const std::string trace = vm["trace"].as<std::string>();
+  Report report = analyze(trace, analyze_options);
   end_progress();
+  warn_if_incomplete(trace, report.complete, report.end_reason);
   if (vm.count("json"))
     std::cout << to_json(report).dump(2) << '\n';
   else

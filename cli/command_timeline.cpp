@@ -195,7 +195,8 @@ int command_timeline(const std::vector<std::string> &args) {
   int width = vm["width"].as<int>(), height = vm["height"].as<int>();
   if (width < 20 || width > 1000 || height < 4 || height > 200)
     throw UsageError("--width must be 20..1000 and --height 4..200");
-  TraceReader reader(vm["trace"].as<std::string>());
+  const std::string trace = vm["trace"].as<std::string>();
+  TraceReader reader(trace);
   TimelineOptions topt;
   topt.from = vm["from"].as<double>();
   topt.to = vm["to"].as<double>();
@@ -208,6 +209,7 @@ int command_timeline(const std::vector<std::string> &args) {
   bool colour = !vm.count("no-color") && isatty(1);
   std::cout << render_chart(t, width, height, colour);
   if (!reader.end().complete) std::cout << "WARNING: " << reader.end().reason << '\n';
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   return kExitOk;
 }
 

@@ -24,8 +24,10 @@ Commands:
   whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
 Run `adprof COMMAND --help` for a command's options.
-Exit codes: 0 ok, 1 a check failed, 2 usage or input error; `run` exits with the program's
-status (128+N when it was ended by signal N).
+Exit codes: 0 ok, 1 a check failed, 2 usage or input error (a trace that is cut, damaged or
+incomplete is an input error for diff and check unless --allow-incomplete); `run` exits with
+the program's status (128+N when it was ended by signal N). The other commands read what is
+left of a cut or damaged trace and say on stderr what is missing.
 )";
 
 }  // namespace

@@ -71,7 +71,6 @@ struct TraceReader::Impl {
     Event pending;
     std::string text;
     std::vector<uint64_t> values;
-    uint32_t expected_seq = 0;
   };
 
   int fd = -1;
@@ -89,6 +88,13 @@ struct TraceReader::Impl {
   ReadStats live;     // what the merge has read so far (the producer's)
   ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
+  // What the index found, for judge(): the footer's verdict before any damage, the chunks
+  // and events in the file (every chunk but the footer's, snapshots included, as the writer
+  // counts them), and the events of chunks replaced by a longer one (snapshots).
+  std::string end_reason;
+  uint64_t file_chunks = 0, file_events = 0, superseded_events = 0;
+  std::string first_gap;  // where the first chunk is missing: "thread 0's chunk 0"
+  bool judged_at_end = false;
 
   ZSTD_DCtx *dctx = ZSTD_createDCtx();  // one decompression context for every chunk
 
@@ -260,7 +266,6 @@ struct TraceReader::Impl {
       t.tag = t.tag_end = nullptr;
       for (auto &c : t.in) c = &t.cur;
       t.have_pending = false;
-      t.expected_seq = t.chunks.empty() ? 0 : t.chunks.front().seq;
       if (!t.chunks.empty()) waiting.push_back({t.chunks.front().base_ts, i});
     }
     std::make_heap(waiting.begin(), waiting.end(), std::greater<>());
@@ -271,8 +276,6 @@ struct TraceReader::Impl {
     while (t.next_chunk < t.chunks.size()) {
       const ChunkRef &c = t.chunks[t.next_chunk++];
       ++chunks_consumed;
-      if (c.seq != t.expected_seq) live.missing_chunks += c.seq - t.expected_seq;
-      t.expected_seq = c.seq + 1;
       uint8_t header[fmt::kChunkHeaderSize];
       stored_buf.resize(c.stored);
       if (!read_at(c.offset, header, sizeof header) ||
@@ -661,7 +664,7 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
           static_cast<uint32_t>(crc32(crc, body.data(), ref.stored)) == fmt::get_u32(c + 4)) {
         fmt::Cursor cur{body.data(), body.data() + body.size()};
         end_.footer_events = cur.varint();
-        cur.varint();  // chunks
+        end_.footer_chunks = cur.varint();
         end_.footer_dropped = cur.varint();
         uint64_t reason = cur.varint();
         uint64_t sig = cur.varint();
@@ -692,6 +695,8 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
       }
       m.threads[it->second].chunks.push_back(ref);
       ++m.chunks_total;
+      ++m.file_chunks;
+      m.file_events += ref.events;
     }
     offset += sizeof c + ref.stored;
   }
@@ -726,14 +731,60 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
                               if (kept.seq != dropped.seq) return false;
                               if (!is_snapshot(kept) && !is_snapshot(dropped))
                                 ++stats_.corrupt_chunks;
+                              m.superseded_events += dropped.events;
                               return true;
                             });
     m.chunks_total -= static_cast<uint64_t>(t.chunks.end() - last);
     t.chunks.erase(last, t.chunks.end());
+    // Sequence numbers start at 0 and have no gaps: what is not there is missing.
+    uint64_t expected = 0;
+    for (const ChunkRef &c : t.chunks) {
+      if (c.seq != expected && m.first_gap.empty())
+        m.first_gap = "thread " + std::to_string(t.tid) + "'s chunk " + std::to_string(expected);
+      stats_.missing_chunks += c.seq - expected;
+      expected = uint64_t{c.seq} + 1;
+    }
   }
+  // Whole chunks the footer counts that the file lacks (a thread's last ones leave no gap).
+  if (end_.complete && end_.footer_chunks > m.file_chunks &&
+      end_.footer_chunks - m.file_chunks > stats_.missing_chunks)
+    stats_.missing_chunks = end_.footer_chunks - m.file_chunks;
   m.indexed = stats_;
   m.live = stats_;
+  m.end_reason = end_.reason;
   m.reset();
+  judge(false);
+}
+
+void TraceReader::judge(bool at_end) {
+  Impl &m = *impl_;
+  if (at_end) m.judged_at_end = true;
+  std::string damage;
+  auto add = [&](const std::string &what) { damage += (damage.empty() ? "" : "; ") + what; };
+  const ReadStats &s = stats_;
+  if (s.missing_chunks)
+    add(std::to_string(s.missing_chunks) + " chunk(s) missing" +
+        (m.first_gap.empty() ? "" : " (the first: " + m.first_gap + ")"));
+  if (s.corrupt_chunks)
+    add(std::to_string(s.corrupt_chunks) +
+        " chunk(s) damaged (failed their checksum or decoding; skipped from there)");
+  const bool footer_ok = !end_.cut;  // a footer of a normal exit or an exec
+  if (footer_ok && end_.footer_chunks < m.file_chunks)
+    add("the file holds " + std::to_string(m.file_chunks) + " chunks, its end record counts " +
+        std::to_string(end_.footer_chunks));
+  if (footer_ok && m.judged_at_end && s.events + m.superseded_events != end_.footer_events)
+    add("the end record counts " + std::to_string(end_.footer_events) + " events, " +
+        std::to_string(s.events + m.superseded_events) + " were read");
+  if (end_.footer_dropped)
+    add("the recorder dropped " + std::to_string(end_.footer_dropped) + " events");
+  end_.damaged = !damage.empty();
+  if (!end_.damaged) {
+    end_.reason = m.end_reason;
+    return;
+  }
+  end_.complete = false;
+  end_.reason = (end_.cut ? m.end_reason + "; also damaged: " : "damaged: ") + damage +
+                "; read what was left";
 }
 
 TraceReader::~TraceReader() = default;
@@ -745,7 +796,7 @@ void TraceReader::rewind() {
   m.halt();
   m.reset();
   m.live = m.indexed;
-  stats_ = m.indexed;
+  stats_ = m.indexed;  // end_ keeps the verdict of a whole read, if there was one
 }
 
 // The merge of the threads' streams by time (run by the read-ahead thread): writes at most
@@ -816,16 +867,20 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
 
 bool TraceReader::next(Event &event) {
   Impl &m = *impl_;
-  while (!m.batch || m.batch_pos == m.batch->count)
+  while (!m.batch || m.batch_pos == m.batch->count) {
     if (!m.next_batch(stats_)) return false;
+    if (m.batch->end) judge(true);
+  }
   event = m.batch->events[m.batch_pos++];
   return true;
 }
 
 std::span<const Event> TraceReader::next_events() {
   Impl &m = *impl_;
-  while (!m.batch || m.batch_pos == m.batch->count)
+  while (!m.batch || m.batch_pos == m.batch->count) {
     if (!m.next_batch(stats_)) return {};
+    if (m.batch->end) judge(true);
+  }
   std::span<const Event> run(m.batch->events.data() + m.batch_pos, m.batch->count - m.batch_pos);
   m.batch_pos = m.batch->count;
   return run;

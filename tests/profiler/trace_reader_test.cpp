@@ -212,7 +212,11 @@ TEST(TraceReaderBytes, DamagedPayloadSkipsOnlyThatChunk) {
   EXPECT_EQ(r.stats().corrupt_chunks, 1u);
   ASSERT_EQ(ev.size(), 3u);  // thread 1's chunk
   for (auto &e : ev) EXPECT_EQ(e.thread, 1u);
-  EXPECT_TRUE(r.end().complete);
+  // Not cut, but not whole either.
+  EXPECT_FALSE(r.end().cut);
+  EXPECT_TRUE(r.end().damaged);
+  EXPECT_FALSE(r.end().complete);
+  EXPECT_NE(r.end().reason.find("1 chunk(s) damaged"), std::string::npos) << r.end().reason;
 }
 
 TEST(TraceReaderBytes, DamagedChunkHeaderEndsTheReadablePart) {
@@ -232,12 +236,92 @@ TEST(TraceReaderBytes, SequenceGapCountsMissingChunks) {
   Bytes f;
   f.append(file_header());
   f.append(chunk(0, 0, 1000, kChunk0Events, chunk0_events(), false));
-  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));   // seq 3 first: fine
+  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));   // seqs 0..2 lost
   f.append(chunk(1, 5, 2000, kChunk1Events, chunk1_events(), false));  // seq 4 lost
   TraceReader r(save(dir, "t", f.v));
+  EXPECT_EQ(r.stats().missing_chunks, 4u);  // known from the index, before any event is read
+  EXPECT_TRUE(r.end().damaged);
   auto ev = read_all(r);
   EXPECT_EQ(ev.size(), kChunk0Events + 2 * kChunk1Events);
+  EXPECT_EQ(r.stats().missing_chunks, 4u);
+}
+
+// A thread's first chunk lost: sequence numbers start at 0, so the trace is damaged even with
+// a footer that says the program exited normally.
+TEST(TraceReaderBytes, FirstChunkMissingIsDamage) {
+  TempDir dir;
+  Bytes f;
+  f.append(file_header());
+  f.append(chunk(0, 0, 1000, kChunk0Events, chunk0_events(), false));
+  f.append(chunk(1, 1, 1005, kChunk1Events, chunk1_events(), true));  // thread 1's chunk 0 lost
+  f.append(footer(kChunk0Events + 2 * kChunk1Events, 3));
+  TraceReader r(save(dir, "t", f.v));
   EXPECT_EQ(r.stats().missing_chunks, 1u);
+  EXPECT_FALSE(r.end().complete);
+  EXPECT_FALSE(r.end().cut);
+  EXPECT_TRUE(r.end().damaged);
+  EXPECT_NE(r.end().reason.find("1 chunk(s) missing (the first: thread 1's chunk 0)"),
+            std::string::npos)
+      << r.end().reason;
+  EXPECT_EQ(read_all(r).size(), kChunk0Events + kChunk1Events);
+  EXPECT_FALSE(r.end().complete);
+}
+
+// The footer counts every event and chunk the writer wrote: a file that holds fewer was
+// damaged, even when no sequence number is missing (a thread's last chunk, a whole thread).
+TEST(TraceReaderBytes, FooterCountsMustMatch) {
+  TempDir dir;
+  {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(kChunk0Events + kChunk1Events + 5, 2));
+    TraceReader r(save(dir, "events", f.v));
+    EXPECT_TRUE(r.end().complete);  // not known before the events are read
+    EXPECT_EQ(read_all(r).size(), kChunk0Events + kChunk1Events);
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_TRUE(r.end().damaged);
+    EXPECT_NE(r.end().reason.find("the end record counts 26 events, 21 were read"),
+              std::string::npos)
+        << r.end().reason;
+    // A second pass keeps the verdict.
+    r.rewind();
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_EQ(read_all(r).size(), kChunk0Events + kChunk1Events);
+    EXPECT_FALSE(r.end().complete);
+  }
+  {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(kChunk0Events + kChunk1Events, 4));
+    TraceReader r(save(dir, "chunks", f.v));
+    EXPECT_EQ(r.stats().missing_chunks, 2u);
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_TRUE(r.end().damaged);
+  }
+  {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(kChunk0Events + kChunk1Events, 1));
+    TraceReader r(save(dir, "extra", f.v));
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_NE(r.end().reason.find("the file holds 2 chunks, its end record counts 1"),
+              std::string::npos)
+        << r.end().reason;
+  }
+  {  // the reference trace itself is whole
+    TraceReader r(save(dir, "whole", reference_trace()));
+    read_all(r);
+    EXPECT_TRUE(r.end().complete) << r.end().reason;
+    EXPECT_FALSE(r.end().damaged);
+  }
+}
+
+// The writer counts a snapshot's events as well as those of the chunk that replaces it.
+TEST(TraceReaderBytes, RealTracesAreWhole) {
+  for (const char *name : {"real-scopes.adtrace", "real-v3-columnar.adtrace",
+                           "real-v2-columnar.adtrace", "real-exec-first-image.adtrace"}) {
+    SCOPED_TRACE(name);
+    TraceReader r(std::string(ADPROF_TEST_CORPUS) + "/" + name);
+    read_all(r);
+    EXPECT_TRUE(r.end().complete) << r.end().reason;
+  }
 }
 
 TEST(TraceReaderBytes, EachChunkRestartsItsDeltaBases) {

@@ -86,13 +86,22 @@ class Event {
   const void *payload_ = nullptr;
 };
 
-// How the recording ended, from the footer (or its absence).
+// How the recording ended, from the footer (or its absence), and whether what was read is
+// all of it. Known from the chunk index when the reader is made (a missing footer, a cut or
+// damaged chunk header, gaps in a thread's chunk sequence, chunks the footer counts but the
+// file lacks) and final once the last event was read (chunks that fail their checksum or
+// decoding, an event count that differs from the footer's).
 struct TraceEnd {
-  bool complete = false;  // footer present, normal exit
+  bool complete = false;  // footer present, normal exit (or exec), and nothing found missing
   bool cut = true;        // no footer, or footer says signal / write error
+  bool damaged = false;   // chunks or events missing or undecodable (the trace may not be cut)
   bool exec = false;      // the process exec'd: TRACE.1 (or .N+1) holds the new image
-  std::string reason;     // plain words: "cut: no footer (killed?)", "ended by signal 6"
+  // One line in plain words: "complete", or what is missing and where reading stopped: "cut:
+  // the trace has no end record ...", "damaged: 2 chunk(s) missing (the first: thread 0's
+  // chunk 0), ...".
+  std::string reason;
   uint64_t footer_events = 0;
+  uint64_t footer_chunks = 0;
   uint64_t footer_dropped = 0;
   uint64_t cut_at_offset = 0;  // where reading stopped, for a cut or damaged file
 };
@@ -101,7 +110,8 @@ struct ReadStats {
   uint64_t chunks = 0;
   uint64_t events = 0;
   uint64_t corrupt_chunks = 0;  // failed checksum/decompression/decoding: skipped
-  uint64_t missing_chunks = 0;  // gaps in a thread's chunk sequence
+  uint64_t missing_chunks = 0;  // gaps in a thread's chunk sequence (from 0), or fewer chunks
+                                // than the footer counts
   uint64_t bytes = 0;           // file size
 };
 
@@ -114,6 +124,7 @@ class TraceReader {
   TraceReader &operator=(const TraceReader &) = delete;
 
   const TraceHeader &header() const { return header_; }
+  // Final once next() returned false or next_events() an empty run.
   const TraceEnd &end() const { return end_; }
   const ReadStats &stats() const { return stats_; }
   uint32_t thread_count() const;
@@ -136,6 +147,9 @@ class TraceReader {
 
  private:
   struct Impl;
+  // Sets end_ from the footer and the damage found so far; `at_end`: every event was read.
+  void judge(bool at_end);
+
   std::unique_ptr<Impl> impl_;
   TraceHeader header_;
   TraceEnd end_;
