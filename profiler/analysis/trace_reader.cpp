@@ -88,6 +88,11 @@ struct TraceReader::Impl {
   ReadStats live;     // what the merge has read so far (the producer's)
   ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
+  // Heap coders (about 150 KB each) of threads that have no chunk loaded, for the next thread
+  // that loads one: memory follows the threads active at the read position, not the trace's
+  // thread count.
+  std::vector<std::unique_ptr<fmt::HeapCoder>> spare_coders;
+  std::vector<std::unique_ptr<fmt::HeapCoderV2>> spare_coders_v2;
   // What the index found, for judge(): the footer's verdict before any damage, the chunks
   // and events in the file (every chunk but the footer's, snapshots included, as the writer
   // counts them), and the events of chunks replaced by a longer one (snapshots).
@@ -254,6 +259,18 @@ struct TraceReader::Impl {
     return true;
   }
 
+  // A thread whose chunks are all read gives back its buffers and its heap coder.
+  void release(Thread &t) {
+    std::vector<uint8_t>().swap(t.data);
+    std::string().swap(t.text);
+    std::vector<uint64_t>().swap(t.values);
+    t.cur = {nullptr, nullptr};
+    t.tag = t.tag_end = nullptr;
+    for (auto &c : t.in) c = &t.cur;
+    if (t.coder) spare_coders.push_back(std::move(t.coder));
+    if (t.coder_v2) spare_coders_v2.push_back(std::move(t.coder_v2));
+  }
+
   void reset() {
     waiting.clear();
     current = -1;
@@ -261,10 +278,7 @@ struct TraceReader::Impl {
     for (uint32_t i = 0; i < threads.size(); ++i) {
       Thread &t = threads[i];
       t.next_chunk = 0;
-      t.data.clear();
-      t.cur = {nullptr, nullptr};
-      t.tag = t.tag_end = nullptr;
-      for (auto &c : t.in) c = &t.cur;
+      release(t);
       t.have_pending = false;
       if (!t.chunks.empty()) waiting.push_back({t.chunks.front().base_ts, i});
     }
@@ -320,16 +334,24 @@ struct TraceReader::Impl {
       t.ticks = c.base_ts;
       t.last_addr = 0;
       if (version >= 3) {
-        if (!t.coder) t.coder = std::make_unique<fmt::HeapCoder>();
+        if (!t.coder) t.coder = take_spare(spare_coders);
         t.coder->reset();
       } else {
-        if (!t.coder_v2) t.coder_v2 = std::make_unique<fmt::HeapCoderV2>();
+        if (!t.coder_v2) t.coder_v2 = take_spare(spare_coders_v2);
         t.coder_v2->reset();
       }
       ++live.chunks;
       return true;
     }
     return false;
+  }
+
+  template <class Coder>
+  static std::unique_ptr<Coder> take_spare(std::vector<std::unique_ptr<Coder>> &spare) {
+    if (spare.empty()) return std::make_unique<Coder>();
+    std::unique_ptr<Coder> c = std::move(spare.back());
+    spare.pop_back();
+    return c;
   }
 
   // Splits a columnar chunk's bodies (after its tags) into its columns.
@@ -749,6 +771,18 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   if (end_.complete && end_.footer_chunks > m.file_chunks &&
       end_.footer_chunks - m.file_chunks > stats_.missing_chunks)
     stats_.missing_chunks = end_.footer_chunks - m.file_chunks;
+  // Events carry a thread's rank among the thread indices in the file, not the index itself:
+  // the same number in a whole trace (indices are handed out from 0), and never more than the
+  // number of threads, whatever index a damaged or crafted chunk names, so that whoever keeps
+  // something per thread (the replay, the timeline) can keep it in a vector.
+  {
+    std::vector<uint32_t> order;
+    order.reserve(thread_index.size());
+    for (const auto &entry : thread_index) order.push_back(entry.first);
+    std::sort(order.begin(), order.end());
+    for (uint32_t rank = 0; rank < order.size(); ++rank)
+      m.threads[thread_index[order[rank]]].tid = rank;
+  }
   m.indexed = stats_;
   m.live = stats_;
   m.end_reason = end_.reason;
@@ -827,7 +861,10 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
         continue;
       }
     } else if (!t.more()) {
-      if (!load_chunk(t)) current = -1;  // exhausted
+      if (!load_chunk(t)) {  // exhausted
+        release(t);
+        current = -1;
+      }
       continue;
     } else {
       if (t.tag) {  // version 2 on: compact heap events, decoded in runs

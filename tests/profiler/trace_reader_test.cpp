@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "adprof/replay.h"
+#include "adprof/report.h"
 #include "test_util.h"
 #include "trace_builder.h"
 
@@ -609,5 +610,86 @@ TEST(TraceReaderBytes, WriteCorpus) {
   gap.append(file_header()).append(chunk(1, 2, 1005, kChunk1Events, chunk1_events(), true));
   put("packed-seq-gap.adtrace", gap.v);
 }
+
+// ---- bounded by live memory, not by thread indices or sizes ----------------------------------
+
+namespace bounded {
+
+long max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+// A version 3 plain chunk: the tags, then the bodies (delta, then the fields).
+std::vector<uint8_t> v3_raw(const Bytes &tags, const Bytes &bodies) {
+  Bytes raw;
+  raw.append(tags.v).append(bodies.v);
+  return raw.v;
+}
+
+// `threads` short-lived threads, one after the other, each allocating and freeing one block.
+std::vector<uint8_t> many_threads(uint32_t threads) {
+  HeaderFields h;
+  h.version = 3;
+  Bytes f;
+  f.append(file_header(h));
+  for (uint32_t t = 0; t < threads; ++t) {
+    Bytes tags, bodies;
+    tags.u8(0x00).u8(0x01);                                       // kAlloc heap, kFree heap
+    bodies.varint(0).zz(0x100000 + 64 * t).varint(48).varint(0);  // 48 bytes, no slack
+    bodies.varint(1).zz(0);                                       // its free
+    f.append(chunk(t, 0, 1000 + 10 * t, 2, v3_raw(tags, bodies), false));
+  }
+  f.append(footer(2 * threads, threads, 0, 0, 1000 + 10 * threads + 10));
+  return f.v;
+}
+
+// The 20,000 threads of a program that starts a thread per task: the reader keeps a heap coder
+// (about 150 KB) only for the threads whose chunk is being read, and the report's per-thread
+// state follows the threads, so the report takes megabytes, not gigabytes.
+TEST(TraceReaderBounded, ManyShortLivedThreads) {
+  TempDir dir;
+  const std::string path = save(dir, "t", many_threads(20000));
+  const long before = max_rss_kib();
+  adprof::Report r = adprof::analyze(path);
+  const long grown_mib = (max_rss_kib() - before) / 1024;
+  EXPECT_TRUE(r.complete) << r.end_reason;
+  EXPECT_EQ(r.threads, 20000u);
+  EXPECT_EQ(r.allocations, 20000u);
+  EXPECT_EQ(r.peak, 48u);
+  EXPECT_LT(grown_mib, 256) << "the report of 20,000 short threads took " << grown_mib << " MiB";
+}
+
+// A thread index anywhere in 0..2^32-2 (here at its limits, in a file of a few hundred bytes)
+// is only a number: events carry the thread's rank among the file's threads.
+TEST(TraceReaderBounded, ThreadIndicesAtTheirLimits) {
+  TempDir dir;
+  const long before = max_rss_kib();
+  for (uint32_t tid : {0x7fffffffu, 1u << 24, 0xFFFFFFFEu}) {
+    SCOPED_TRACE(tid);
+    Bytes f;
+    f.append(file_header());
+    f.append(chunk(tid, 0, 1005, kChunk1Events, chunk1_events(), false));
+    Bytes name;
+    name.tag(10, 0, 0).varint(4).text("work");
+    f.append(chunk(3, 0, 1000, 1, name.v, false));
+    f.append(footer(kChunk1Events + 1, 2));
+    const std::string path = save(dir, std::to_string(tid), f.v);
+    TraceReader reader(path);
+    EXPECT_EQ(reader.thread_count(), 2u);
+    for (const Event &e : read_all(reader))
+      EXPECT_EQ(e.thread, e.type == ET::kThreadName ? 0u : 1u);
+    adprof::Report r = adprof::analyze(path);
+    EXPECT_EQ(r.threads, 2u);
+    EXPECT_EQ(r.peak, 64u);
+    ASSERT_EQ(r.thread_names.size(), 2u);
+    EXPECT_EQ(r.thread_names[0], "work");
+  }
+  const long grown_mib = (max_rss_kib() - before) / 1024;
+  EXPECT_LT(grown_mib, 64) << "three small files took " << grown_mib << " MiB";
+}
+
+}  // namespace bounded
 
 }  // namespace
