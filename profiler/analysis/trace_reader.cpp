@@ -88,6 +88,8 @@ struct TraceReader::Impl {
   ReadStats live;     // what the merge has read so far (the producer's)
   ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
+  // The bytes of every allocation yielded so far (see kMaxTotalBytes): the producer's.
+  uint64_t allocated_total = 0;
   // Heap coders (about 150 KB each) of threads that have no chunk loaded, for the next thread
   // that loads one: memory follows the threads active at the read position, not the trace's
   // thread count.
@@ -275,6 +277,7 @@ struct TraceReader::Impl {
     waiting.clear();
     current = -1;
     chunks_consumed = 0;
+    allocated_total = 0;
     for (uint32_t i = 0; i < threads.size(); ++i) {
       Thread &t = threads[i];
       t.next_chunk = 0;
@@ -401,6 +404,9 @@ struct TraceReader::Impl {
         e.addr = addr(t);
         e.a = c.varint();
         e.b = c.varint();
+        if (e.a > kMaxEventBytes || e.b > kMaxEventBytes ||
+            (allocated_total += e.a + e.b) > kMaxTotalBytes)
+          return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
         if (e.operand == ADPROF_SPACE_HEAP)
           on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b));
@@ -408,7 +414,7 @@ struct TraceReader::Impl {
       case fmt::EventType::kFree:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
         e.addr = addr(t);
-        if (e.operand == ADPROF_SPACE_MMAP) e.a = c.varint();
+        if (e.operand == ADPROF_SPACE_MMAP && (e.a = c.varint()) > kMaxEventBytes) return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
         break;
       case fmt::EventType::kOpBegin:
@@ -527,7 +533,7 @@ struct TraceReader::Impl {
                          *const size_end = end(fmt::kColSize),
                          *const haddr_end = end(fmt::kColHeapAddr),
                          *const other_end = end(fmt::kColOther);
-    uint64_t ticks = t.ticks, last_addr = t.last_addr;
+    uint64_t ticks = t.ticks, last_addr = t.last_addr, total = allocated_total;
     const uint32_t tid = t.tid;
     size_t n = 0;
     bool ok = true;
@@ -573,8 +579,8 @@ struct TraceReader::Impl {
         uint64_t zz = 0;
         if (!(bits & fmt::kHeapPredicted) && !(ok = varint_at(haddr, haddr_end, zz))) break;
         if (!(ok = varint_at(size, size_end, e.a))) break;
-        const uint64_t usable = fmt::default_usable_size(e.a);
-        if (!(ok = usable != 0)) break;
+        const uint64_t usable = fmt::default_usable_size(e.a);  // 0 above 2^48
+        if (!(ok = usable != 0 && (total += usable) <= kMaxTotalBytes)) break;
         e.b = usable - e.a;
         const uint32_t cls = HeapCoder::class_of(usable);
         if (bits & fmt::kHeapPredicted) {
@@ -604,6 +610,7 @@ struct TraceReader::Impl {
     }
     t.ticks = ticks;
     t.last_addr = last_addr;
+    allocated_total = total;
     written = n;
     return ok;
   }

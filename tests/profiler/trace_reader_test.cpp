@@ -615,6 +615,9 @@ TEST(TraceReaderBytes, WriteCorpus) {
 
 namespace bounded {
 
+using adprof::kMaxEventBytes;
+using adprof::kMaxTotalBytes;
+
 long max_rss_kib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -688,6 +691,37 @@ TEST(TraceReaderBounded, ThreadIndicesAtTheirLimits) {
   }
   const long grown_mib = (max_rss_kib() - before) / 1024;
   EXPECT_LT(grown_mib, 64) << "three small files took " << grown_mib << " MiB";
+}
+
+adprof::Report allocations(const TempDir &dir, const std::string &name, uint64_t size, int count) {
+  Bytes e;
+  for (int i = 0; i < count; ++i) e.tag(0, 0, 1).zz(0x1000).varint(size).varint(0);
+  Bytes f;
+  f.append(file_header()).append(chunk(0, 0, 1000, static_cast<uint32_t>(count), e.v, false));
+  f.append(footer(static_cast<uint64_t>(count), 1));
+  return adprof::analyze(save(dir, name, f.v));
+}
+
+// Sizes no address space holds are damaged events; totals never wrap.
+TEST(TraceReaderBounded, SizesAndTotalsDoNotOverflow) {
+  TempDir dir;
+  // Four allocations of 2^63 bytes: impossible; the chunk is damaged from the first one.
+  adprof::Report huge = allocations(dir, "huge", uint64_t{1} << 63, 4);
+  EXPECT_EQ(huge.corrupt_chunks, 1u);
+  EXPECT_FALSE(huge.complete);
+  EXPECT_EQ(huge.peak, 0u);
+  EXPECT_EQ(huge.bytes_allocated, 0u);
+  // 300 of 2^56 each: the first 64 fit the reader's total (2^62), the rest is damage.
+  adprof::Report many = allocations(dir, "many", kMaxEventBytes, 300);
+  EXPECT_EQ(many.corrupt_chunks, 1u);
+  EXPECT_FALSE(many.complete);
+  EXPECT_EQ(many.allocations, kMaxTotalBytes / kMaxEventBytes);
+  EXPECT_EQ(many.peak, kMaxTotalBytes);
+  EXPECT_EQ(many.bytes_allocated, kMaxTotalBytes);
+  // Just below the limits: read as they are.
+  adprof::Report big = allocations(dir, "big", kMaxEventBytes, 2);
+  EXPECT_TRUE(big.complete) << big.end_reason;
+  EXPECT_EQ(big.peak, 2 * kMaxEventBytes);
 }
 
 }  // namespace bounded

@@ -18,6 +18,16 @@
 
 namespace adprof {
 
+// Sizes the reader yields are bounded, so that no total built from them overflows: an
+// allocation's size or slack, or an unmapped length, above kMaxEventBytes (no address space
+// is that large) is damage, and so is an allocation that takes the sum of every allocation's
+// bytes so far (size plus slack) above kMaxTotalBytes. Every live, by-role, by-op or allocated
+// total downstream is a sum of some of those allocations, so it fits a uint64_t with room to
+// spare, without checks of its own. An event that fails these checks ends its chunk's
+// readable part (counted in ReadStats::corrupt_chunks), as malformed bytes do.
+inline constexpr uint64_t kMaxEventBytes = uint64_t{1} << 56;
+inline constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 62;
+
 // A file that is not a trace, or whose header is damaged: the caller prints what() and exits 2.
 struct TraceError : std::runtime_error {
   using std::runtime_error::runtime_error;
