@@ -142,7 +142,7 @@ int command_check(const std::vector<std::string> &args) {
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")("max-peak", po::value<std::string>(),
                                                     "budget for peak host bytes, e.g. 64MiB")(
-      "max-allocs-per-step", po::value<double>(),
+      "max-allocs-per-step", po::value<std::string>(),
       "budget for heap allocations per step after the first (median)")(
       "max-role", po::value<std::vector<std::string>>()->composing(),
       "budget for one role's bytes at the peak, e.g. duplicate=0 (repeatable)")(
@@ -174,7 +174,8 @@ int command_check(const std::vector<std::string> &args) {
   if (vm.count("max-device-peak"))
     size_budget("device.peak", vm["max-device-peak"].as<std::string>());
   if (vm.count("max-allocs-per-step"))
-    budget("allocations_per_step", std::to_string(vm["max-allocs-per-step"].as<double>()));
+    budget("allocations_per_step",
+           std::to_string(number_option(vm, "max-allocs-per-step", 0, 1e18)));
   if (vm.count("max-role"))
     for (const auto &spec : vm["max-role"].as<std::vector<std::string>>()) {
       size_t eq = spec.find('=');

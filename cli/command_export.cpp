@@ -33,9 +33,9 @@ std::string json_escape(const std::string &s) {
 }
 
 void export_perfetto(const std::string &trace, const std::string &path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UsageError("cannot write '" + path + "'");
-  TraceReader reader(trace);
+  TraceReader reader(trace);  // first: an unreadable trace leaves the output untouched
+  OutputFile file(path);
+  std::ostream &out = file.stream();
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string &event) {
@@ -113,8 +113,7 @@ void export_perfetto(const std::string &trace, const std::string &path) {
   }
   out << "\n]}\n";
   warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
-  out.flush();
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  file.commit();
 }
 
 void export_folded(const std::string &trace, const std::string &path) {

@@ -626,7 +626,8 @@ struct TraceReader::Impl {
 
 TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
-  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO with no writer is refused below, not waited for (no effect on a file).
+  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (m.fd < 0) throw TraceError("cannot open '" + path + "': " + strerror(errno));
   struct stat st;
   if (fstat(m.fd, &st) != 0 || !S_ISREG(st.st_mode))

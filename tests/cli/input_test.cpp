@@ -3,6 +3,10 @@
 // stay untouched when the input fails, numeric options out of range. The traces are packed by
 // hand (tests/profiler/trace_builder.h).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
 
 #include "test_util.h"
 #include "trace_builder.h"
@@ -107,6 +111,101 @@ TEST(CliInput, EveryReaderWarnsOnCutOrDamagedTraces) {
   Result r = run_cli({"report", whole});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
+}
+
+TEST(CliInput, FifoIsRefusedNotWaitedFor) {
+  TempDir dir;
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::vector<std::string> &args :
+       std::vector<std::vector<std::string>>{{"report", fifo},
+                                             {"dump", fifo},
+                                             {"whatif", fifo},
+                                             {"timeline", fifo},
+                                             {"export", fifo, "--folded", dir / "f"},
+                                             {"check", fifo, "--max-peak", "1MiB"},
+                                             {"diff", fifo, fifo}}) {
+    SCOPED_TRACE(args[0]);
+    Result r = run_cli(args, 20);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 2);
+    expect_one_line(r.err, "is not a regular file");
+  }
+}
+
+TEST(CliInput, FullStandardOutputIsAnError) {
+  TempDir dir;
+  TwoChunks t;
+  const std::string whole = save(dir, "whole", t.whole);
+  for (const std::string &args :
+       {"report " + whole, "report --json " + whole, "dump " + whole, "whatif " + whole,
+        "timeline " + whole, "check " + whole + " --max-peak 10MiB", "diff " + whole + " " + whole,
+        std::string("--help")}) {
+    SCOPED_TRACE(args);
+    const std::string err = dir / "err";
+    const std::string command =
+        std::string(cli_path()) + " " + args + " > /dev/full 2> '" + err + "'";
+    int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 2);
+    expect_one_line(read_file(err), "cannot write to standard output");
+  }
+}
+
+TEST(CliInput, ExportLeavesTheOutputAloneUntilItSucceeds) {
+  TempDir dir;
+  TwoChunks t;
+  const std::string whole = save(dir, "whole", t.whole);
+  for (const char *format : {"--perfetto", "--folded"}) {
+    SCOPED_TRACE(format);
+    const std::string out = dir / "out";
+    write_file(out, "precious");
+    Result r = run_cli({"export", dir / "missing", format, out});
+    EXPECT_EQ(r.exit_code, 2);
+    expect_one_line(r.err, "cannot open");
+    EXPECT_EQ(read_file(out), "precious");
+    r = run_cli({"export", whole, format, out});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(read_file(out), "precious");
+    EXPECT_GT(read_file(out).size(), 10u);
+  }
+  // No temporary file is left behind.
+  size_t files = 0;
+  for (auto &entry : fs::directory_iterator(dir.path())) files += entry.is_regular_file();
+  EXPECT_EQ(files, 2u);  // whole, out
+  // A directory that cannot be written: one line, nothing created.
+  Result r = run_cli({"timeline", whole, "--csv", dir / "no/such/dir/x.csv"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_line(r.err, "cannot write");
+}
+
+TEST(CliInput, NumericOptionsOutOfRangeAreUsageErrors) {
+  TempDir dir;
+  TwoChunks t;
+  const std::string whole = save(dir, "whole", t.whole);
+  const std::vector<std::vector<std::string>> bad = {
+      {"report", whole, "--top", "-1"},
+      {"report", whole, "--top", "0"},
+      {"report", whole, "--top", "18446744073709551615"},
+      {"report", whole, "--top", "3x"},
+      {"dump", whole, "--limit", "-1"},
+      {"timeline", whole, "--width", "-5"},
+      {"timeline", whole, "--height", "1e9"},
+      {"timeline", whole, "--from", "-1"},
+      {"timeline", whole, "--to", "nan"},
+      {"check", whole, "--max-allocs-per-step", "-3"}};
+  for (const auto &args : bad) {
+    SCOPED_TRACE(args[2] + " " + args[3]);
+    Result r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    expect_one_line(r.err, args[2]);
+    EXPECT_EQ(r.out.find("18446744073709551615"), std::string::npos);
+  }
+  Result r = run_cli({"report", whole, "--top", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli({"dump", whole, "--limit", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 2u);
 }
 
 }  // namespace
