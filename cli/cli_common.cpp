@@ -1,9 +1,15 @@
 #include "cli_common.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -47,11 +53,98 @@ std::optional<po::variables_map> parse_command(const std::string &command,
   return vm;
 }
 
+uint64_t whole_number_option(const po::variables_map &vm, const std::string &option, uint64_t min,
+                             uint64_t max) {
+  const std::string text = vm[option].as<std::string>();
+  const std::string range = "--" + option + " takes a whole number from " + std::to_string(min) +
+                            " to " + std::to_string(max) + " (got '" + text + "')";
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    throw UsageError(range);
+  errno = 0;
+  const unsigned long long v = strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE || v < min || v > max) throw UsageError(range);
+  return v;
+}
+
+double number_option(const po::variables_map &vm, const std::string &option, double min,
+                     double max) {
+  const std::string text = vm[option].as<std::string>();
+  char *end = nullptr;
+  errno = 0;
+  const double v = strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < min || v > max) {
+    char range[128];
+    snprintf(range, sizeof range, "--%s takes a number from %g to %g", option.c_str(), min, max);
+    throw UsageError(std::string(range) + " (got '" + text + "')");
+  }
+  return v;
+}
+
+OutputFile::OutputFile(const std::string &path) : path_(path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  // A name of our own beside the output: created exclusively (0666 less the umask, as the
+  // output would be), then written through a stream.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temp_ =
+        dir + "." + base + ".adprof-" + std::to_string(getpid()) + "-" + std::to_string(attempt);
+    int fd = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      close(fd);
+      out_ = std::make_unique<std::ofstream>(temp_, std::ios::binary | std::ios::trunc);
+      if (*out_) return;
+      break;
+    }
+    if (errno != EEXIST) break;
+  }
+  const std::string why = strerror(errno);
+  temp_.clear();
+  throw UsageError("cannot write '" + path + "': " + why);
+}
+
+OutputFile::~OutputFile() {
+  if (!committed_ && !temp_.empty()) {
+    out_.reset();
+    unlink(temp_.c_str());
+  }
+}
+
+std::ostream &OutputFile::stream() { return *out_; }
+
+void OutputFile::commit() {
+  out_->flush();
+  const bool written = static_cast<bool>(*out_);
+  out_->close();
+  if (!written || out_->fail()) throw UsageError("cannot write '" + path_ + "' (disk full?)");
+  if (rename(temp_.c_str(), path_.c_str()) != 0)
+    throw UsageError("cannot write '" + path_ + "': " + strerror(errno));
+  committed_ = true;
+}
+
 void write_file(const std::string &path, const std::string &text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.flush();
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  OutputFile out(path);
+  out.stream() << text;
+  out.commit();
+}
+
+void warn_if_incomplete(const std::string &trace, bool complete, const std::string &reason) {
+  if (complete) return;
+  end_progress();
+  fprintf(stderr, "adprof: warning: '%s' is incomplete: %s\n", trace.c_str(), reason.c_str());
+}
+
+int finish_stdout(int status) {
+  std::cout.flush();
+  const bool stream_ok = static_cast<bool>(std::cout);
+  errno = 0;
+  const bool flushed = fflush(stdout) == 0 && !ferror(stdout);
+  if (stream_ok && flushed) return status;
+  const int err = errno;
+  fprintf(stderr, "adprof: error: cannot write to standard output%s%s\n", err ? ": " : "",
+          err ? strerror(err) : "");
+  return status != kExitOk ? status : kExitUsage;
 }
 
 namespace {

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
+#include <fstream>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,8 +38,44 @@ std::optional<po::variables_map> parse_command(const std::string &command,
                                                const std::vector<std::string> &positionals,
                                                size_t required);
 
-// Writes a whole file; a failure (disk full, no permission) is a UsageError naming the path.
+// A whole number option in [min, max] (declared as a string option): "-1", "3.5", "12x" or
+// a value out of range is a UsageError naming the option and its range.
+uint64_t whole_number_option(const po::variables_map &vm, const std::string &option, uint64_t min,
+                             uint64_t max);
+// A number option (declared as a string option), finite and in [min, max]; else a UsageError.
+double number_option(const po::variables_map &vm, const std::string &option, double min,
+                     double max);
+
+// An output file that appears whole or not at all: written to a temporary file beside `path`
+// (same directory, so the rename is atomic), renamed over `path` by commit(). Until then
+// `path` is untouched; a writer that fails or throws leaves it as it was (the destructor
+// removes the temporary file). Open it only after the input has been read, or at least opened.
+class OutputFile {
+ public:
+  explicit OutputFile(const std::string &path);  // UsageError when it cannot be created
+  ~OutputFile();
+  OutputFile(const OutputFile &) = delete;
+  OutputFile &operator=(const OutputFile &) = delete;
+  std::ostream &stream();
+  void commit();  // flushes, checks every write, renames; a failure is a UsageError
+
+ private:
+  std::string path_, temp_;
+  std::unique_ptr<std::ofstream> out_;
+  bool committed_ = false;
+};
+
+// Writes a whole file through OutputFile.
 void write_file(const std::string &path, const std::string &text);
+
+// Says on stderr, in one line, that `trace` was not read whole and why (what is missing, where
+// reading stopped), when `complete` is false: "adprof: warning: 'T' is incomplete: REASON".
+void warn_if_incomplete(const std::string &trace, bool complete, const std::string &reason);
+
+// Standard output after a command: flushed and checked; a failed write (a full disk, a closed
+// pipe) is one line on stderr and exit status 2 (the command's own status if it was already
+// non-zero).
+int finish_stdout(int status);
 
 void show_progress(const char *what, double fraction);
 void end_progress();

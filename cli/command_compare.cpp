@@ -11,13 +11,24 @@ namespace adprof::cli {
 
 namespace {
 
-Report load(const std::string &path) {
+// A run (trace or report JSON) for a gate. A gate must never pass on data that could not be
+// read: a cut, damaged or incomplete run is an input error (exit 2), unless the user allowed
+// it (--allow-incomplete), which turns it into a warning on stderr.
+Report load(const std::string &path, bool allow_incomplete) {
   AnalyzeOptions options;
   options.progress = [](double f) { show_progress("analysing", f); };
   Report r = load_report(path, options);
   end_progress();
+  if (!r.complete && !allow_incomplete)
+    throw UsageError("'" + path + "' is incomplete, so no gate is checked (" + r.end_reason +
+                     "); --allow-incomplete checks what was read");
+  warn_if_incomplete(path, r.complete, r.end_reason);
   return r;
 }
+
+constexpr const char *kAllowIncompleteHelp =
+    "check a cut, damaged or incomplete run on what was read, with a warning (by default such "
+    "a run is an input error, exit 2: a gate never passes on data that could not be read)";
 
 std::vector<Gate> gates_from(const po::variables_map &vm) {
   std::vector<Gate> gates;
@@ -80,20 +91,22 @@ int command_diff(const std::vector<std::string> &args) {
                   "Compares two runs (each a trace or an `adprof report --json` file): peak,\n"
                   "allocations, bytes at the peak by role, op and phase, and what appeared or\n"
                   "vanished at the peak. Exit 0 when every gate passes, 1 when one fails, 2 on\n"
-                  "bad input.\n\n") +
+                  "bad input, including a run that is cut, damaged or incomplete (unless\n"
+                  "--allow-incomplete).\n\n") +
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")(
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "gate, e.g. 'peak > +5%' or 'role.duplicate > 0' (repeatable)")(
       "markdown", "print a Markdown table (for a pull-request comment)")(
-      "json", "print the diff as JSON")("base", po::value<std::string>(), "base run")(
-      "new", po::value<std::string>(), "new run");
+      "json", "print the diff as JSON")("allow-incomplete", kAllowIncompleteHelp)(
+      "base", po::value<std::string>(), "base run")("new", po::value<std::string>(), "new run");
   auto parsed = parse_command("diff", args, options, {"base", "new"}, 2);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
   std::vector<Gate> gates = gates_from(vm);
-  Report base = load(vm["base"].as<std::string>());
-  Report current = load(vm["new"].as<std::string>());
+  const bool allow_incomplete = vm.count("allow-incomplete") != 0;
+  Report base = load(vm["base"].as<std::string>(), allow_incomplete);
+  Report current = load(vm["new"].as<std::string>(), allow_incomplete);
   auto mb = report_metrics(base), mc = report_metrics(current);
   std::vector<GateResult> results = run_gates(gates, &mb, mc);
   ReportDiff d = diff_reports(base, current);
@@ -124,18 +137,20 @@ int command_check(const std::vector<std::string> &args) {
                   "                    [--max-role ROLE=SIZE]... [--max-device-peak SIZE]\n"
                   "                    [--fail-if GATE]... [--json]\n\n"
                   "Checks one run (a trace or a report JSON) against absolute budgets. Exit 0\n"
-                  "when all hold, 1 when one is exceeded, 2 on bad input.\n\n") +
+                  "when all hold, 1 when one is exceeded, 2 on bad input, including a run that\n"
+                  "is cut, damaged or incomplete (unless --allow-incomplete).\n\n") +
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")("max-peak", po::value<std::string>(),
                                                     "budget for peak host bytes, e.g. 64MiB")(
-      "max-allocs-per-step", po::value<double>(),
+      "max-allocs-per-step", po::value<std::string>(),
       "budget for heap allocations per step after the first (median)")(
       "max-role", po::value<std::vector<std::string>>()->composing(),
       "budget for one role's bytes at the peak, e.g. duplicate=0 (repeatable)")(
       "max-device-peak", po::value<std::string>(), "budget for peak device bytes")(
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "any other gate with an unsigned value, e.g. 'op.cast > 1MiB'")(
-      "json", "print the results as JSON")("run", po::value<std::string>(), "trace or report");
+      "json", "print the results as JSON")("allow-incomplete", kAllowIncompleteHelp)(
+      "run", po::value<std::string>(), "trace or report");
   auto parsed = parse_command("check", args, options, {"run"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
@@ -159,7 +174,8 @@ int command_check(const std::vector<std::string> &args) {
   if (vm.count("max-device-peak"))
     size_budget("device.peak", vm["max-device-peak"].as<std::string>());
   if (vm.count("max-allocs-per-step"))
-    budget("allocations_per_step", std::to_string(vm["max-allocs-per-step"].as<double>()));
+    budget("allocations_per_step",
+           std::to_string(number_option(vm, "max-allocs-per-step", 0, 1e18)));
   if (vm.count("max-role"))
     for (const auto &spec : vm["max-role"].as<std::vector<std::string>>()) {
       size_t eq = spec.find('=');
@@ -172,7 +188,7 @@ int command_check(const std::vector<std::string> &args) {
   for (const Gate &g : gates)
     if (g.change) throw UsageError("'" + g.text + "' compares with a base run: use adprof diff");
   if (gates.empty()) throw UsageError("check needs at least one budget (see adprof check --help)");
-  Report r = load(vm["run"].as<std::string>());
+  Report r = load(vm["run"].as<std::string>(), vm.count("allow-incomplete") != 0);
   std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(r));
   if (vm.count("json")) {
     std::cout << nlohmann::json{{"schema", "adprof.check"},

@@ -13,16 +13,18 @@ int command_dump(const std::vector<std::string> &args) {
   po::options_description options(
       "usage: adprof dump TRACE [--limit N]\n\nPrints the trace's events in time order, one per "
       "line: time, thread, type and fields.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "limit", po::value<uint64_t>()->default_value(UINT64_MAX), "stop after N events")(
+  options.add_options()("help,h", "show this help")("limit", po::value<std::string>(),
+                                                    "stop after N events (default: all)")(
       "trace", po::value<std::string>(), "trace");
   auto parsed = parse_command("dump", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
-  TraceReader reader(vm["trace"].as<std::string>());
+  const uint64_t limit =
+      vm.count("limit") ? whole_number_option(vm, "limit", 0, UINT64_MAX - 1) : UINT64_MAX;
+  const std::string trace = vm["trace"].as<std::string>();
+  TraceReader reader(trace);
   Replay names;  // only to resolve interned names
   Event e;
-  uint64_t limit = vm["limit"].as<uint64_t>();
   static const char *types[] = {"alloc", "free",     "op_begin", "op_end", "phase",  "role",
                                 "retag", "step",     "counter",  "name",   "thread", "annotate",
                                 "label", "describe", "hash",     "heap"};
@@ -81,6 +83,7 @@ int command_dump(const std::vector<std::string> &args) {
     putchar('\n');
   }
   if (!reader.end().complete) printf("# %s\n", reader.end().reason.c_str());
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   return kExitOk;
 }
 

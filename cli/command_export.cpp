@@ -33,9 +33,9 @@ std::string json_escape(const std::string &s) {
 }
 
 void export_perfetto(const std::string &trace, const std::string &path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UsageError("cannot write '" + path + "'");
-  TraceReader reader(trace);
+  TraceReader reader(trace);  // first: an unreadable trace leaves the output untouched
+  OutputFile file(path);
+  std::ostream &out = file.stream();
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string &event) {
@@ -112,12 +112,13 @@ void export_perfetto(const std::string &trace, const std::string &path) {
     emit(buf);
   }
   out << "\n]}\n";
-  out.flush();
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
+  file.commit();
 }
 
 void export_folded(const std::string &trace, const std::string &path) {
   Report r = analyze(trace);
+  warn_if_incomplete(trace, r.complete, r.end_reason);
   std::map<std::string, uint64_t> stacks;
   for (const LiveBuffer &b : r.live_at_peak) {
     std::string op = b.op;

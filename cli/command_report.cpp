@@ -17,19 +17,22 @@ int command_report(const std::vector<std::string> &args) {
       "Options");
   options.add_options()("help,h", "show this help")(
       "json", "print the report as JSON (schema: docs/REPORT_SCHEMA.md)")(
-      "top", po::value<size_t>()->default_value(10), "rows in each table")(
+      "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)")(
       "trace", po::value<std::string>(), "the trace file");
   auto parsed = parse_command("report", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
+  const uint64_t top = whole_number_option(vm, "top", 1, 100000);
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
-  Report report = analyze(vm["trace"].as<std::string>(), analyze_options);
+  const std::string trace = vm["trace"].as<std::string>();
+  Report report = analyze(trace, analyze_options);
   end_progress();
+  warn_if_incomplete(trace, report.complete, report.end_reason);
   if (vm.count("json"))
     std::cout << to_json(report).dump(2) << '\n';
   else
-    std::cout << render_text(report, vm["top"].as<size_t>());
+    std::cout << render_text(report, static_cast<size_t>(top));
   return kExitOk;
 }
 

@@ -180,25 +180,26 @@ int command_timeline(const std::vector<std::string> &args) {
       "usage: adprof timeline TRACE [--width W] [--height H] [--csv FILE] [--svg FILE]\n\n"
       "Live host bytes over time, stacked by role, with forward/backward/optimizer bands, step\n"
       "marks and the peak. --csv and --svg write the same series to files.\n\nOptions");
-  options.add_options()("help,h", "show this help")("width", po::value<int>()->default_value(100),
-                                                    "chart columns")(
-      "height", po::value<int>()->default_value(20), "chart rows")(
+  options.add_options()("help,h", "show this help")(
+      "width", po::value<std::string>()->default_value("100"), "chart columns (20 to 1000)")(
+      "height", po::value<std::string>()->default_value("20"), "chart rows (4 to 200)")(
       "csv", po::value<std::string>(), "write the series as CSV")("svg", po::value<std::string>(),
                                                                   "write the chart as SVG")(
-      "from", po::value<double>()->default_value(0), "window start (s)")(
-      "to", po::value<double>()->default_value(1e300), "window end (s)")(
+      "from", po::value<std::string>()->default_value("0"), "window start (s)")(
+      "to", po::value<std::string>(), "window end (s; default: the end)")(
       "no-color", "plain characters even on a terminal")("trace", po::value<std::string>(),
                                                          "trace");
   auto parsed = parse_command("timeline", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
-  int width = vm["width"].as<int>(), height = vm["height"].as<int>();
-  if (width < 20 || width > 1000 || height < 4 || height > 200)
-    throw UsageError("--width must be 20..1000 and --height 4..200");
-  TraceReader reader(vm["trace"].as<std::string>());
+  const int width = static_cast<int>(whole_number_option(vm, "width", 20, 1000));
+  const int height = static_cast<int>(whole_number_option(vm, "height", 4, 200));
   TimelineOptions topt;
-  topt.from = vm["from"].as<double>();
-  topt.to = vm["to"].as<double>();
+  topt.from = number_option(vm, "from", 0, 1e12);
+  topt.to = vm.count("to") ? number_option(vm, "to", 0, 1e12) : 1e300;
+  if (topt.to <= topt.from) throw UsageError("--to must be later than --from");
+  const std::string trace = vm["trace"].as<std::string>();
+  TraceReader reader(trace);
   topt.max_samples = 8192;
   topt.progress = [](double f) { show_progress("reading", f); };
   Timeline t = build_timeline(reader, topt);
@@ -208,6 +209,7 @@ int command_timeline(const std::vector<std::string> &args) {
   bool colour = !vm.count("no-color") && isatty(1);
   std::cout << render_chart(t, width, height, colour);
   if (!reader.end().complete) std::cout << "WARNING: " << reader.end().reason << '\n';
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   return kExitOk;
 }
 

@@ -21,7 +21,11 @@ int command_whatif(const std::vector<std::string> &args) {
   auto parsed = parse_command("whatif", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
-  WhatIf w = predict_policies(vm["trace"].as<std::string>());
+  const std::string trace = vm["trace"].as<std::string>();
+  TraceReader reader(trace);
+  WhatIf w = predict_policies(reader);
+  w.trace = trace;
+  warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   if (vm.count("json"))
     std::cout << to_json(w).dump(2) << '\n';
   else

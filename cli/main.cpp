@@ -24,8 +24,11 @@ Commands:
   whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
 Run `adprof COMMAND --help` for a command's options.
-Exit codes: 0 ok, 1 a check failed, 2 usage or input error; `run` exits with the program's
-status (128+N when it was ended by signal N).
+Exit codes: 0 ok, 1 a check failed, 2 usage or input error (a trace that is cut, damaged or
+incomplete is an input error for diff and check unless --allow-incomplete; output that cannot
+be written is one too); `run` exits with the program's status (128+N when it was ended by
+signal N). The other commands read what is left of a cut or damaged trace and say on stderr
+what is missing.
 )";
 
 }  // namespace
@@ -40,21 +43,21 @@ int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "--help" || command == "-h" || command == "help") {
     fputs(kUsage, stdout);
-    return kExitOk;
+    return finish_stdout(kExitOk);
   }
   if (command == "--version") {
     puts("adprof 0.1.0 (trace format 1, report schema 1)");
-    return kExitOk;
+    return finish_stdout(kExitOk);
   }
   try {
-    if (command == "run") return command_run(args);
-    if (command == "report") return command_report(args);
-    if (command == "diff") return command_diff(args);
-    if (command == "check") return command_check(args);
-    if (command == "timeline") return command_timeline(args);
-    if (command == "export") return command_export(args);
-    if (command == "dump") return command_dump(args);
-    if (command == "whatif") return command_whatif(args);
+    if (command == "run") return finish_stdout(command_run(args));
+    if (command == "report") return finish_stdout(command_report(args));
+    if (command == "diff") return finish_stdout(command_diff(args));
+    if (command == "check") return finish_stdout(command_check(args));
+    if (command == "timeline") return finish_stdout(command_timeline(args));
+    if (command == "export") return finish_stdout(command_export(args));
+    if (command == "dump") return finish_stdout(command_dump(args));
+    if (command == "whatif") return finish_stdout(command_whatif(args));
     fprintf(stderr, "adprof: error: unknown command '%s' (see adprof --help)\n", command.c_str());
     return kExitUsage;
   } catch (const UsageError &e) {

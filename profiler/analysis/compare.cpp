@@ -1,8 +1,12 @@
 #include "adprof/compare.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -250,6 +254,12 @@ std::string render_diff_markdown(const ReportDiff &d, const std::vector<GateResu
 }
 
 Report load_report(const std::string &path, const AnalyzeOptions &options) {
+  // A FIFO, device or directory is refused before it is opened: opening a FIFO with no writer
+  // would wait forever.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    throw TraceError("cannot open '" + path + "': " + strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw TraceError("'" + path + "' is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceError("cannot open '" + path + "'");
   char first[8] = {};

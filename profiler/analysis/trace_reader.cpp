@@ -71,7 +71,6 @@ struct TraceReader::Impl {
     Event pending;
     std::string text;
     std::vector<uint64_t> values;
-    uint32_t expected_seq = 0;
   };
 
   int fd = -1;
@@ -89,6 +88,20 @@ struct TraceReader::Impl {
   ReadStats live;     // what the merge has read so far (the producer's)
   ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
+  // The bytes of every allocation yielded so far (see kMaxTotalBytes): the producer's.
+  uint64_t allocated_total = 0;
+  // Heap coders (about 150 KB each) of threads that have no chunk loaded, for the next thread
+  // that loads one: memory follows the threads active at the read position, not the trace's
+  // thread count.
+  std::vector<std::unique_ptr<fmt::HeapCoder>> spare_coders;
+  std::vector<std::unique_ptr<fmt::HeapCoderV2>> spare_coders_v2;
+  // What the index found, for judge(): the footer's verdict before any damage, the chunks
+  // and events in the file (every chunk but the footer's, snapshots included, as the writer
+  // counts them), and the events of chunks replaced by a longer one (snapshots).
+  std::string end_reason;
+  uint64_t file_chunks = 0, file_events = 0, superseded_events = 0;
+  std::string first_gap;  // where the first chunk is missing: "thread 0's chunk 0"
+  bool judged_at_end = false;
 
   ZSTD_DCtx *dctx = ZSTD_createDCtx();  // one decompression context for every chunk
 
@@ -248,19 +261,28 @@ struct TraceReader::Impl {
     return true;
   }
 
+  // A thread whose chunks are all read gives back its buffers and its heap coder.
+  void release(Thread &t) {
+    std::vector<uint8_t>().swap(t.data);
+    std::string().swap(t.text);
+    std::vector<uint64_t>().swap(t.values);
+    t.cur = {nullptr, nullptr};
+    t.tag = t.tag_end = nullptr;
+    for (auto &c : t.in) c = &t.cur;
+    if (t.coder) spare_coders.push_back(std::move(t.coder));
+    if (t.coder_v2) spare_coders_v2.push_back(std::move(t.coder_v2));
+  }
+
   void reset() {
     waiting.clear();
     current = -1;
     chunks_consumed = 0;
+    allocated_total = 0;
     for (uint32_t i = 0; i < threads.size(); ++i) {
       Thread &t = threads[i];
       t.next_chunk = 0;
-      t.data.clear();
-      t.cur = {nullptr, nullptr};
-      t.tag = t.tag_end = nullptr;
-      for (auto &c : t.in) c = &t.cur;
+      release(t);
       t.have_pending = false;
-      t.expected_seq = t.chunks.empty() ? 0 : t.chunks.front().seq;
       if (!t.chunks.empty()) waiting.push_back({t.chunks.front().base_ts, i});
     }
     std::make_heap(waiting.begin(), waiting.end(), std::greater<>());
@@ -271,8 +293,6 @@ struct TraceReader::Impl {
     while (t.next_chunk < t.chunks.size()) {
       const ChunkRef &c = t.chunks[t.next_chunk++];
       ++chunks_consumed;
-      if (c.seq != t.expected_seq) live.missing_chunks += c.seq - t.expected_seq;
-      t.expected_seq = c.seq + 1;
       uint8_t header[fmt::kChunkHeaderSize];
       stored_buf.resize(c.stored);
       if (!read_at(c.offset, header, sizeof header) ||
@@ -317,16 +337,24 @@ struct TraceReader::Impl {
       t.ticks = c.base_ts;
       t.last_addr = 0;
       if (version >= 3) {
-        if (!t.coder) t.coder = std::make_unique<fmt::HeapCoder>();
+        if (!t.coder) t.coder = take_spare(spare_coders);
         t.coder->reset();
       } else {
-        if (!t.coder_v2) t.coder_v2 = std::make_unique<fmt::HeapCoderV2>();
+        if (!t.coder_v2) t.coder_v2 = take_spare(spare_coders_v2);
         t.coder_v2->reset();
       }
       ++live.chunks;
       return true;
     }
     return false;
+  }
+
+  template <class Coder>
+  static std::unique_ptr<Coder> take_spare(std::vector<std::unique_ptr<Coder>> &spare) {
+    if (spare.empty()) return std::make_unique<Coder>();
+    std::unique_ptr<Coder> c = std::move(spare.back());
+    spare.pop_back();
+    return c;
   }
 
   // Splits a columnar chunk's bodies (after its tags) into its columns.
@@ -376,6 +404,9 @@ struct TraceReader::Impl {
         e.addr = addr(t);
         e.a = c.varint();
         e.b = c.varint();
+        if (e.a > kMaxEventBytes || e.b > kMaxEventBytes ||
+            (allocated_total += e.a + e.b) > kMaxTotalBytes)
+          return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
         if (e.operand == ADPROF_SPACE_HEAP)
           on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b));
@@ -383,7 +414,7 @@ struct TraceReader::Impl {
       case fmt::EventType::kFree:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
         e.addr = addr(t);
-        if (e.operand == ADPROF_SPACE_MMAP) e.a = c.varint();
+        if (e.operand == ADPROF_SPACE_MMAP && (e.a = c.varint()) > kMaxEventBytes) return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
         break;
       case fmt::EventType::kOpBegin:
@@ -502,7 +533,7 @@ struct TraceReader::Impl {
                          *const size_end = end(fmt::kColSize),
                          *const haddr_end = end(fmt::kColHeapAddr),
                          *const other_end = end(fmt::kColOther);
-    uint64_t ticks = t.ticks, last_addr = t.last_addr;
+    uint64_t ticks = t.ticks, last_addr = t.last_addr, total = allocated_total;
     const uint32_t tid = t.tid;
     size_t n = 0;
     bool ok = true;
@@ -548,8 +579,8 @@ struct TraceReader::Impl {
         uint64_t zz = 0;
         if (!(bits & fmt::kHeapPredicted) && !(ok = varint_at(haddr, haddr_end, zz))) break;
         if (!(ok = varint_at(size, size_end, e.a))) break;
-        const uint64_t usable = fmt::default_usable_size(e.a);
-        if (!(ok = usable != 0)) break;
+        const uint64_t usable = fmt::default_usable_size(e.a);  // 0 above 2^48
+        if (!(ok = usable != 0 && (total += usable) <= kMaxTotalBytes)) break;
         e.b = usable - e.a;
         const uint32_t cls = HeapCoder::class_of(usable);
         if (bits & fmt::kHeapPredicted) {
@@ -579,6 +610,7 @@ struct TraceReader::Impl {
     }
     t.ticks = ticks;
     t.last_addr = last_addr;
+    allocated_total = total;
     written = n;
     return ok;
   }
@@ -594,7 +626,8 @@ struct TraceReader::Impl {
 
 TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
-  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO with no writer is refused below, not waited for (no effect on a file).
+  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (m.fd < 0) throw TraceError("cannot open '" + path + "': " + strerror(errno));
   struct stat st;
   if (fstat(m.fd, &st) != 0 || !S_ISREG(st.st_mode))
@@ -662,7 +695,7 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
           static_cast<uint32_t>(crc32(crc, body.data(), ref.stored)) == fmt::get_u32(c + 4)) {
         fmt::Cursor cur{body.data(), body.data() + body.size()};
         end_.footer_events = cur.varint();
-        cur.varint();  // chunks
+        end_.footer_chunks = cur.varint();
         end_.footer_dropped = cur.varint();
         uint64_t reason = cur.varint();
         uint64_t sig = cur.varint();
@@ -693,6 +726,8 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
       }
       m.threads[it->second].chunks.push_back(ref);
       ++m.chunks_total;
+      ++m.file_chunks;
+      m.file_events += ref.events;
     }
     offset += sizeof c + ref.stored;
   }
@@ -727,14 +762,72 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
                               if (kept.seq != dropped.seq) return false;
                               if (!is_snapshot(kept) && !is_snapshot(dropped))
                                 ++stats_.corrupt_chunks;
+                              m.superseded_events += dropped.events;
                               return true;
                             });
     m.chunks_total -= static_cast<uint64_t>(t.chunks.end() - last);
     t.chunks.erase(last, t.chunks.end());
+    // Sequence numbers start at 0 and have no gaps: what is not there is missing.
+    uint64_t expected = 0;
+    for (const ChunkRef &c : t.chunks) {
+      if (c.seq != expected && m.first_gap.empty())
+        m.first_gap = "thread " + std::to_string(t.tid) + "'s chunk " + std::to_string(expected);
+      stats_.missing_chunks += c.seq - expected;
+      expected = uint64_t{c.seq} + 1;
+    }
+  }
+  // Whole chunks the footer counts that the file lacks (a thread's last ones leave no gap).
+  if (end_.complete && end_.footer_chunks > m.file_chunks &&
+      end_.footer_chunks - m.file_chunks > stats_.missing_chunks)
+    stats_.missing_chunks = end_.footer_chunks - m.file_chunks;
+  // Events carry a thread's rank among the thread indices in the file, not the index itself:
+  // the same number in a whole trace (indices are handed out from 0), and never more than the
+  // number of threads, whatever index a damaged or crafted chunk names, so that whoever keeps
+  // something per thread (the replay, the timeline) can keep it in a vector.
+  {
+    std::vector<uint32_t> order;
+    order.reserve(thread_index.size());
+    for (const auto &entry : thread_index) order.push_back(entry.first);
+    std::sort(order.begin(), order.end());
+    for (uint32_t rank = 0; rank < order.size(); ++rank)
+      m.threads[thread_index[order[rank]]].tid = rank;
   }
   m.indexed = stats_;
   m.live = stats_;
+  m.end_reason = end_.reason;
   m.reset();
+  judge(false);
+}
+
+void TraceReader::judge(bool at_end) {
+  Impl &m = *impl_;
+  if (at_end) m.judged_at_end = true;
+  std::string damage;
+  auto add = [&](const std::string &what) { damage += (damage.empty() ? "" : "; ") + what; };
+  const ReadStats &s = stats_;
+  if (s.missing_chunks)
+    add(std::to_string(s.missing_chunks) + " chunk(s) missing" +
+        (m.first_gap.empty() ? "" : " (the first: " + m.first_gap + ")"));
+  if (s.corrupt_chunks)
+    add(std::to_string(s.corrupt_chunks) +
+        " chunk(s) damaged (failed their checksum or decoding; skipped from there)");
+  const bool footer_ok = !end_.cut;  // a footer of a normal exit or an exec
+  if (footer_ok && end_.footer_chunks < m.file_chunks)
+    add("the file holds " + std::to_string(m.file_chunks) + " chunks, its end record counts " +
+        std::to_string(end_.footer_chunks));
+  if (footer_ok && m.judged_at_end && s.events + m.superseded_events != end_.footer_events)
+    add("the end record counts " + std::to_string(end_.footer_events) + " events, " +
+        std::to_string(s.events + m.superseded_events) + " were read");
+  if (end_.footer_dropped)
+    add("the recorder dropped " + std::to_string(end_.footer_dropped) + " events");
+  end_.damaged = !damage.empty();
+  if (!end_.damaged) {
+    end_.reason = m.end_reason;
+    return;
+  }
+  end_.complete = false;
+  end_.reason = (end_.cut ? m.end_reason + "; also damaged: " : "damaged: ") + damage +
+                "; read what was left";
 }
 
 TraceReader::~TraceReader() = default;
@@ -746,7 +839,7 @@ void TraceReader::rewind() {
   m.halt();
   m.reset();
   m.live = m.indexed;
-  stats_ = m.indexed;
+  stats_ = m.indexed;  // end_ keeps the verdict of a whole read, if there was one
 }
 
 // The merge of the threads' streams by time (run by the read-ahead thread): writes at most
@@ -777,7 +870,10 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
         continue;
       }
     } else if (!t.more()) {
-      if (!load_chunk(t)) current = -1;  // exhausted
+      if (!load_chunk(t)) {  // exhausted
+        release(t);
+        current = -1;
+      }
       continue;
     } else {
       if (t.tag) {  // version 2 on: compact heap events, decoded in runs
@@ -817,16 +913,20 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
 
 bool TraceReader::next(Event &event) {
   Impl &m = *impl_;
-  while (!m.batch || m.batch_pos == m.batch->count)
+  while (!m.batch || m.batch_pos == m.batch->count) {
     if (!m.next_batch(stats_)) return false;
+    if (m.batch->end) judge(true);
+  }
   event = m.batch->events[m.batch_pos++];
   return true;
 }
 
 std::span<const Event> TraceReader::next_events() {
   Impl &m = *impl_;
-  while (!m.batch || m.batch_pos == m.batch->count)
+  while (!m.batch || m.batch_pos == m.batch->count) {
     if (!m.next_batch(stats_)) return {};
+    if (m.batch->end) judge(true);
+  }
   std::span<const Event> run(m.batch->events.data() + m.batch_pos, m.batch->count - m.batch_pos);
   m.batch_pos = m.batch->count;
   return run;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "adprof/replay.h"
+#include "adprof/report.h"
 #include "test_util.h"
 #include "trace_builder.h"
 
@@ -212,7 +213,11 @@ TEST(TraceReaderBytes, DamagedPayloadSkipsOnlyThatChunk) {
   EXPECT_EQ(r.stats().corrupt_chunks, 1u);
   ASSERT_EQ(ev.size(), 3u);  // thread 1's chunk
   for (auto &e : ev) EXPECT_EQ(e.thread, 1u);
-  EXPECT_TRUE(r.end().complete);
+  // Not cut, but not whole either.
+  EXPECT_FALSE(r.end().cut);
+  EXPECT_TRUE(r.end().damaged);
+  EXPECT_FALSE(r.end().complete);
+  EXPECT_NE(r.end().reason.find("1 chunk(s) damaged"), std::string::npos) << r.end().reason;
 }
 
 TEST(TraceReaderBytes, DamagedChunkHeaderEndsTheReadablePart) {
@@ -232,12 +237,92 @@ TEST(TraceReaderBytes, SequenceGapCountsMissingChunks) {
   Bytes f;
   f.append(file_header());
   f.append(chunk(0, 0, 1000, kChunk0Events, chunk0_events(), false));
-  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));   // seq 3 first: fine
+  f.append(chunk(1, 3, 1005, kChunk1Events, chunk1_events(), true));   // seqs 0..2 lost
   f.append(chunk(1, 5, 2000, kChunk1Events, chunk1_events(), false));  // seq 4 lost
   TraceReader r(save(dir, "t", f.v));
+  EXPECT_EQ(r.stats().missing_chunks, 4u);  // known from the index, before any event is read
+  EXPECT_TRUE(r.end().damaged);
   auto ev = read_all(r);
   EXPECT_EQ(ev.size(), kChunk0Events + 2 * kChunk1Events);
+  EXPECT_EQ(r.stats().missing_chunks, 4u);
+}
+
+// A thread's first chunk lost: sequence numbers start at 0, so the trace is damaged even with
+// a footer that says the program exited normally.
+TEST(TraceReaderBytes, FirstChunkMissingIsDamage) {
+  TempDir dir;
+  Bytes f;
+  f.append(file_header());
+  f.append(chunk(0, 0, 1000, kChunk0Events, chunk0_events(), false));
+  f.append(chunk(1, 1, 1005, kChunk1Events, chunk1_events(), true));  // thread 1's chunk 0 lost
+  f.append(footer(kChunk0Events + 2 * kChunk1Events, 3));
+  TraceReader r(save(dir, "t", f.v));
   EXPECT_EQ(r.stats().missing_chunks, 1u);
+  EXPECT_FALSE(r.end().complete);
+  EXPECT_FALSE(r.end().cut);
+  EXPECT_TRUE(r.end().damaged);
+  EXPECT_NE(r.end().reason.find("1 chunk(s) missing (the first: thread 1's chunk 0)"),
+            std::string::npos)
+      << r.end().reason;
+  EXPECT_EQ(read_all(r).size(), kChunk0Events + kChunk1Events);
+  EXPECT_FALSE(r.end().complete);
+}
+
+// The footer counts every event and chunk the writer wrote: a file that holds fewer was
+// damaged, even when no sequence number is missing (a thread's last chunk, a whole thread).
+TEST(TraceReaderBytes, FooterCountsMustMatch) {
+  TempDir dir;
+  {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(kChunk0Events + kChunk1Events + 5, 2));
+    TraceReader r(save(dir, "events", f.v));
+    EXPECT_TRUE(r.end().complete);  // not known before the events are read
+    EXPECT_EQ(read_all(r).size(), kChunk0Events + kChunk1Events);
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_TRUE(r.end().damaged);
+    EXPECT_NE(r.end().reason.find("the end record counts 26 events, 21 were read"),
+              std::string::npos)
+        << r.end().reason;
+    // A second pass keeps the verdict.
+    r.rewind();
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_EQ(read_all(r).size(), kChunk0Events + kChunk1Events);
+    EXPECT_FALSE(r.end().complete);
+  }
+  {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(kChunk0Events + kChunk1Events, 4));
+    TraceReader r(save(dir, "chunks", f.v));
+    EXPECT_EQ(r.stats().missing_chunks, 2u);
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_TRUE(r.end().damaged);
+  }
+  {
+    Bytes f;
+    f.append(reference_trace(false)).append(footer(kChunk0Events + kChunk1Events, 1));
+    TraceReader r(save(dir, "extra", f.v));
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_NE(r.end().reason.find("the file holds 2 chunks, its end record counts 1"),
+              std::string::npos)
+        << r.end().reason;
+  }
+  {  // the reference trace itself is whole
+    TraceReader r(save(dir, "whole", reference_trace()));
+    read_all(r);
+    EXPECT_TRUE(r.end().complete) << r.end().reason;
+    EXPECT_FALSE(r.end().damaged);
+  }
+}
+
+// The writer counts a snapshot's events as well as those of the chunk that replaces it.
+TEST(TraceReaderBytes, RealTracesAreWhole) {
+  for (const char *name : {"real-scopes.adtrace", "real-v3-columnar.adtrace",
+                           "real-v2-columnar.adtrace", "real-exec-first-image.adtrace"}) {
+    SCOPED_TRACE(name);
+    TraceReader r(std::string(ADPROF_TEST_CORPUS) + "/" + name);
+    read_all(r);
+    EXPECT_TRUE(r.end().complete) << r.end().reason;
+  }
 }
 
 TEST(TraceReaderBytes, EachChunkRestartsItsDeltaBases) {
@@ -507,23 +592,147 @@ TEST(TraceReaderBytesV3, RunsKeepEveryText) {
   EXPECT_EQ(r.stats().corrupt_chunks, 0u);
 }
 
-// Writes the hand-packed corpus files when ADPROF_WRITE_CORPUS names a directory
-// (tests/profiler/corpus/make_corpus.sh does); does nothing otherwise.
-TEST(TraceReaderBytes, WriteCorpus) {
-  const char *out = getenv("ADPROF_WRITE_CORPUS");
-  if (!out || !*out) return;
-  auto put = [&](const std::string &name, const std::vector<uint8_t> &b) {
-    write_file(std::string(out) + "/" + name, std::string(b.begin(), b.end()));
-  };
-  put("packed-reference.adtrace", reference_trace());
-  put("packed-no-footer.adtrace", reference_trace(false));
-  Bytes sig;
-  sig.append(reference_trace(false)).append(footer(21, 2, 1, 6));
-  put("packed-sigabrt.adtrace", sig.v);
-  put("packed-header-only.adtrace", file_header());
-  Bytes gap;
-  gap.append(file_header()).append(chunk(1, 2, 1005, kChunk1Events, chunk1_events(), true));
-  put("packed-seq-gap.adtrace", gap.v);
+// ---- bounded by live memory, not by thread indices or sizes ----------------------------------
+
+namespace bounded {
+
+using adprof::kMaxEventBytes;
+using adprof::kMaxTotalBytes;
+
+long max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+// A version 3 plain chunk: the tags, then the bodies (delta, then the fields).
+std::vector<uint8_t> v3_raw(const Bytes &tags, const Bytes &bodies) {
+  Bytes raw;
+  raw.append(tags.v).append(bodies.v);
+  return raw.v;
+}
+
+// `threads` short-lived threads, one after the other, each allocating and freeing one block.
+std::vector<uint8_t> many_threads(uint32_t threads) {
+  HeaderFields h;
+  h.version = 3;
+  Bytes f;
+  f.append(file_header(h));
+  for (uint32_t t = 0; t < threads; ++t) {
+    Bytes tags, bodies;
+    tags.u8(0x00).u8(0x01);                                       // kAlloc heap, kFree heap
+    bodies.varint(0).zz(0x100000 + 64 * t).varint(48).varint(0);  // 48 bytes, no slack
+    bodies.varint(1).zz(0);                                       // its free
+    f.append(chunk(t, 0, 1000 + 10 * t, 2, v3_raw(tags, bodies), false));
+  }
+  f.append(footer(2 * threads, threads, 0, 0, 1000 + 10 * threads + 10));
+  return f.v;
+}
+
+// The 20,000 threads of a program that starts a thread per task: the reader keeps a heap coder
+// (about 150 KB) only for the threads whose chunk is being read, and the report's per-thread
+// state follows the threads, so the report takes megabytes, not gigabytes.
+TEST(TraceReaderBounded, ManyShortLivedThreads) {
+  TempDir dir;
+  const std::string path = save(dir, "t", many_threads(20000));
+  const long before = max_rss_kib();
+  adprof::Report r = adprof::analyze(path);
+  const long grown_mib = (max_rss_kib() - before) / 1024;
+  EXPECT_TRUE(r.complete) << r.end_reason;
+  EXPECT_EQ(r.threads, 20000u);
+  EXPECT_EQ(r.allocations, 20000u);
+  EXPECT_EQ(r.peak, 48u);
+  EXPECT_LT(grown_mib, 256) << "the report of 20,000 short threads took " << grown_mib << " MiB";
+}
+
+// A thread index anywhere in 0..2^32-2 (here at its limits, in a file of a few hundred bytes)
+// is only a number: events carry the thread's rank among the file's threads.
+TEST(TraceReaderBounded, ThreadIndicesAtTheirLimits) {
+  TempDir dir;
+  const long before = max_rss_kib();
+  for (uint32_t tid : {0x7fffffffu, 1u << 24, 0xFFFFFFFEu}) {
+    SCOPED_TRACE(tid);
+    Bytes f;
+    f.append(file_header());
+    f.append(chunk(tid, 0, 1005, kChunk1Events, chunk1_events(), false));
+    Bytes name;
+    name.tag(10, 0, 0).varint(4).text("work");
+    f.append(chunk(3, 0, 1000, 1, name.v, false));
+    f.append(footer(kChunk1Events + 1, 2));
+    const std::string path = save(dir, std::to_string(tid), f.v);
+    TraceReader reader(path);
+    EXPECT_EQ(reader.thread_count(), 2u);
+    for (const Event &e : read_all(reader))
+      EXPECT_EQ(e.thread, e.type == ET::kThreadName ? 0u : 1u);
+    adprof::Report r = adprof::analyze(path);
+    EXPECT_EQ(r.threads, 2u);
+    EXPECT_EQ(r.peak, 64u);
+    ASSERT_EQ(r.thread_names.size(), 2u);
+    EXPECT_EQ(r.thread_names[0], "work");
+  }
+  const long grown_mib = (max_rss_kib() - before) / 1024;
+  EXPECT_LT(grown_mib, 64) << "three small files took " << grown_mib << " MiB";
+}
+
+adprof::Report allocations(const TempDir &dir, const std::string &name, uint64_t size, int count) {
+  Bytes e;
+  for (int i = 0; i < count; ++i) e.tag(0, 0, 1).zz(0x1000).varint(size).varint(0);
+  Bytes f;
+  f.append(file_header()).append(chunk(0, 0, 1000, static_cast<uint32_t>(count), e.v, false));
+  f.append(footer(static_cast<uint64_t>(count), 1));
+  return adprof::analyze(save(dir, name, f.v));
+}
+
+// Sizes no address space holds are damaged events; totals never wrap.
+TEST(TraceReaderBounded, SizesAndTotalsDoNotOverflow) {
+  TempDir dir;
+  // Four allocations of 2^63 bytes: impossible; the chunk is damaged from the first one.
+  adprof::Report huge = allocations(dir, "huge", uint64_t{1} << 63, 4);
+  EXPECT_EQ(huge.corrupt_chunks, 1u);
+  EXPECT_FALSE(huge.complete);
+  EXPECT_EQ(huge.peak, 0u);
+  EXPECT_EQ(huge.bytes_allocated, 0u);
+  // 300 of 2^56 each: the first 64 fit the reader's total (2^62), the rest is damage.
+  adprof::Report many = allocations(dir, "many", kMaxEventBytes, 300);
+  EXPECT_EQ(many.corrupt_chunks, 1u);
+  EXPECT_FALSE(many.complete);
+  EXPECT_EQ(many.allocations, kMaxTotalBytes / kMaxEventBytes);
+  EXPECT_EQ(many.peak, kMaxTotalBytes);
+  EXPECT_EQ(many.bytes_allocated, kMaxTotalBytes);
+  // Just below the limits: read as they are.
+  adprof::Report big = allocations(dir, "big", kMaxEventBytes, 2);
+  EXPECT_TRUE(big.complete) << big.end_reason;
+  EXPECT_EQ(big.peak, 2 * kMaxEventBytes);
+}
+
+}  // namespace bounded
+
+}  // namespace
+
+namespace {
+
+// The corpus's traces crafted at the reader's limits (fuzz/make_packed_corpus.cpp): the damaged
+// ones are never taken for whole, the odd but consistent ones are.
+TEST(TraceReaderCorpus, CraftedLimits) {
+  const std::string corpus = ADPROF_TEST_CORPUS;
+  for (const char *name :
+       {"packed-first-chunk-missing", "packed-footer-events-mismatch",
+        "packed-footer-chunks-mismatch", "packed-size-2p63", "packed-size-2p56",
+        "packed-munmap-2p63", "packed-event-count-max", "packed-sequence-max", "packed-name-limit",
+        "packed-values-limit", "packed-v3-heap-size-limit"}) {
+    SCOPED_TRACE(name);
+    TraceReader r(corpus + "/" + name + ".adtrace");
+    read_all(r);
+    EXPECT_FALSE(r.end().complete);
+    EXPECT_FALSE(r.end().reason.empty());
+  }
+  for (const char *name : {"packed-thread-7fffffff", "packed-thread-2p24", "packed-thread-fffffffe",
+                           "packed-200-threads"}) {
+    SCOPED_TRACE(name);
+    TraceReader r(corpus + "/" + name + ".adtrace");
+    for (const Event &e : read_all(r)) EXPECT_LT(e.thread, r.thread_count());
+    EXPECT_TRUE(r.end().complete) << r.end().reason;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the trace reader's fuzz corpus (this directory): hand-packed traces (written by
-# profiler_trace_reader_test), small real traces, and damaged variants of them (truncated,
-# flipped bytes, lying sizes), plus non-traces. Each file stays under 20 KiB.
+# Regenerates the trace reader's fuzz corpus (this directory): hand-packed traces, crafted at
+# the reader's limits among others (written by profiler_make_packed_corpus,
+# tests/profiler/fuzz/make_packed_corpus.cpp), small real traces, and damaged variants of them
+# (truncated, flipped bytes, lying sizes), plus non-traces. Each file stays under 20 KiB. The
+# hand-packed files are the same bytes on every run; the real ones depend on the machine.
 # usage: tests/profiler/corpus/make_corpus.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,8 +11,7 @@ build=$(cd "${1:?usage: make_corpus.sh BUILD_DIR}" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-ADPROF_WRITE_CORPUS=$here "$build/tests/profiler/profiler_trace_reader_test" \
-  --gtest_filter='*WriteCorpus' >/dev/null
+"$build/tests/profiler/profiler_make_packed_corpus" "$here"
 adprof=$build/bin/adprof
 wl=$build/tests/profiler
 "$adprof" run -o "$tmp/scopes" --no-report -- "$wl/profiler_wl_attribution" scopes 2>/dev/null

@@ -18,6 +18,16 @@
 
 namespace adprof {
 
+// Sizes the reader yields are bounded, so that no total built from them overflows: an
+// allocation's size or slack, or an unmapped length, above kMaxEventBytes (no address space
+// is that large) is damage, and so is an allocation that takes the sum of every allocation's
+// bytes so far (size plus slack) above kMaxTotalBytes. Every live, by-role, by-op or allocated
+// total downstream is a sum of some of those allocations, so it fits a uint64_t with room to
+// spare, without checks of its own. An event that fails these checks ends its chunk's
+// readable part (counted in ReadStats::corrupt_chunks), as malformed bytes do.
+inline constexpr uint64_t kMaxEventBytes = uint64_t{1} << 56;
+inline constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 62;
+
 // A file that is not a trace, or whose header is damaged: the caller prints what() and exits 2.
 struct TraceError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -87,13 +97,22 @@ class Event {
   const void *payload_ = nullptr;
 };
 
-// How the recording ended, from the footer (or its absence).
+// How the recording ended, from the footer (or its absence), and whether what was read is
+// all of it. Known from the chunk index when the reader is made (a missing footer, a cut or
+// damaged chunk header, gaps in a thread's chunk sequence, chunks the footer counts but the
+// file lacks) and final once the last event was read (chunks that fail their checksum or
+// decoding, an event count that differs from the footer's).
 struct TraceEnd {
-  bool complete = false;  // footer present, normal exit
+  bool complete = false;  // footer present, normal exit (or exec), and nothing found missing
   bool cut = true;        // no footer, or footer says signal / write error
+  bool damaged = false;   // chunks or events missing or undecodable (the trace may not be cut)
   bool exec = false;      // the process exec'd: TRACE.1 (or .N+1) holds the new image
-  std::string reason;     // plain words: "cut: no footer (killed?)", "ended by signal 6"
+  // One line in plain words: "complete", or what is missing and where reading stopped: "cut:
+  // the trace has no end record ...", "damaged: 2 chunk(s) missing (the first: thread 0's
+  // chunk 0), ...".
+  std::string reason;
   uint64_t footer_events = 0;
+  uint64_t footer_chunks = 0;
   uint64_t footer_dropped = 0;
   uint64_t cut_at_offset = 0;  // where reading stopped, for a cut or damaged file
 };
@@ -102,7 +121,8 @@ struct ReadStats {
   uint64_t chunks = 0;
   uint64_t events = 0;
   uint64_t corrupt_chunks = 0;  // failed checksum/decompression/decoding: skipped
-  uint64_t missing_chunks = 0;  // gaps in a thread's chunk sequence
+  uint64_t missing_chunks = 0;  // gaps in a thread's chunk sequence (from 0), or fewer chunks
+                                // than the footer counts
   uint64_t bytes = 0;           // file size
 };
 
@@ -115,6 +135,7 @@ class TraceReader {
   TraceReader &operator=(const TraceReader &) = delete;
 
   const TraceHeader &header() const { return header_; }
+  // Final once next() returned false or next_events() an empty run.
   const TraceEnd &end() const { return end_; }
   const ReadStats &stats() const { return stats_; }
   uint32_t thread_count() const;
@@ -137,6 +158,9 @@ class TraceReader {
 
  private:
   struct Impl;
+  // Sets end_ from the footer and the damage found so far; `at_end`: every event was read.
+  void judge(bool at_end);
+
   std::unique_ptr<Impl> impl_;
   TraceHeader header_;
   TraceEnd end_;
