@@ -222,7 +222,6 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
   }
   // The footer counts the events of every chunk written, snapshots included (the reader adds
   // back those of the snapshots it replaced before it compares).
-  (void)flags;
   g_events_written.fetch_add(events, std::memory_order_relaxed);
   g_chunks_written.fetch_add(1, std::memory_order_relaxed);
   return true;
