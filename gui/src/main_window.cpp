@@ -460,7 +460,7 @@ void MainWindow::openTrace(const QString &path) {
         whatif_stack_->setCurrentIndex(0);
         loader_.whatIf(path, [this, path](Outcome<WhatIf> w) {
           if (path != path_) return;
-          // No data (or no adcore tape in the trace): the panel says so; never a made-up row.
+          // No data (or no AD tape in the trace): the panel says so; never a made-up row.
           whatif_model_->setData(w.value ? whatif_data(*w.value) : WhatIfData{});
           whatif_stack_->setCurrentIndex(whatif_model_->empty() ? 0 : 1);
           emit whatIfShown();

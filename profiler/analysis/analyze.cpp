@@ -75,7 +75,8 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
 
   Replay replay;
-  bool have_adcore_tape = false;
+  ad::Decoder ad_events(replay);  // the AD protocol's events (ad_protocol.h)
+  bool have_ad_tape = false;
   uint64_t peak_serial = 0;
   std::vector<std::pair<uint64_t, Block>> peak_log;  // (key, state at the peak)
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> peak_log_shapes;  // (addr, shape)
@@ -185,20 +186,24 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
         step.step = e.a;
         step.start = reader.seconds(e.ticks);
         step.peak = replay.host_live();
-      } else if (e.type == format::EventType::kName && e.text() == "adcore.tape.begin") {
-        have_adcore_tape = true;
-      } else if (e.type == format::EventType::kAnnotate && e.values().size() >= 5 + kRoleCount &&
-                 replay.name(static_cast<uint32_t>(e.a)) == "adcore.cuda.oom") {
-        // {requested, reserved, allocated, limit, device, live bytes by role...}
-        if (r.device_ooms++ == 0) {
-          r.oom_requested = e.values()[0];
-          r.oom_reserved = e.values()[1];
-          r.oom_allocated = e.values()[2];
-          r.oom_limit = e.values()[3];
-          r.oom_device = static_cast<uint32_t>(e.values()[4]);
+      } else if (e.type == format::EventType::kAnnotate) {
+        const ad::Decoder::Annotation a = ad_events.annotation(e);
+        if (a.kind == ad::Kind::kTapeBegin) {
+          have_ad_tape = true;
+        } else if (a.kind == ad::Kind::kDeviceOom && a.values.size() >= 5 + kRoleCount &&
+                   r.device_ooms++ == 0) {
+          // {requested, reserved, allocated, limit, device, live bytes by role...}
+          const auto v = a.values;
+          r.oom_requested = v[0];
+          r.oom_reserved = v[1];
+          r.oom_allocated = v[2];
+          r.oom_limit = v[3];
+          r.oom_device = static_cast<uint32_t>(v[4]);
           r.oom_time = reader.seconds(e.ticks);
-          for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values()[5 + i];
+          for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = v[5 + i];
         }
+      } else if (e.type == format::EventType::kLabel) {
+        ad_events.label(e);  // a legacy trace is known by its labels too
       } else if (e.type == format::EventType::kCounter && e.operand == 1) {
         r.max_rss = std::max(r.max_rss, e.a);
       }
@@ -312,13 +317,14 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   std::sort(r.ops.begin(), r.ops.end(), [](const OpSummary &a, const OpSummary &b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
   });
-  if (options.predict_policies && have_adcore_tape) {
+  r.engine = ad_events.engine();
+  if (options.predict_policies && have_ad_tape) {
     reader.rewind();
     WhatIf w = predict_policies(reader);
     for (const PolicyPrediction &p : w.policies)
       if (p.applicable && !p.recorded_on)
         r.policy_savings.push_back(
-            {p.name, p.title, p.flag, p.predicted_peak, p.saving, p.explanation});
+            {p.name, p.title, p.switch_on, p.predicted_peak, p.saving, p.explanation});
   }
   r.findings = find_findings(r);
   if (options.progress) options.progress(1.0);

@@ -1,9 +1,10 @@
-// What-if analysis (whatif.h): two passes over a trace.
+// What-if analysis (whatif.h): two passes over a trace, reading the engine's tape through the
+// AD protocol (adprof/ad_protocol.h, decoded by ad_events.h).
 //
 //   pass 1: follows every heap block as a sequence of logical storages (a malloc, or a take
-//           from adcore's arena, starts one; a free, or a give back to the arena, ends it; a
+//           from the engine's arena, starts one; a free, or a give back to the arena, ends it; a
 //           storage is named by the index of the event that started it), and collects each
-//           tape generation from the adcore.tape.* annotations: nodes, saves and their
+//           tape generation from the ad.tape.* events: nodes, saves and their
 //           releases, backward rules (begin/end and what they allocated), gradient
 //           contributions, adjoint sums and completions. At each generation's end, a planner
 //           turns it, for every scenario (a set of policies switched on), into a Plan: which
@@ -24,6 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "adprof/ad_events.h"
 #include "adprof/replay.h"
 
 namespace adprof {
@@ -32,47 +34,18 @@ namespace {
 
 constexpr uint64_t kNone = ~0ULL;
 
-// Policy bits (docs/ADCORE.md).
-constexpr uint64_t kActivity = 1, kEarlyRelease = 2, kInplace = 4, kFused = 8, kCheckpoint = 16,
-                   kReuse = 32, kNativeI32 = 64;
-constexpr uint64_t kPredictable = kActivity | kEarlyRelease | kInplace | kFused | kNativeI32;
+// Policy masks of the AD protocol (bit 1 << adprof_ad_policy).
+constexpr uint64_t kActivity = 1ULL << ADPROF_AD_POLICY_ACTIVITY_ANALYSIS,
+                   kEarlyRelease = 1ULL << ADPROF_AD_POLICY_EARLY_RELEASE,
+                   kInplace = 1ULL << ADPROF_AD_POLICY_INPLACE_ACCUMULATION,
+                   kFused = 1ULL << ADPROF_AD_POLICY_FUSED_OPTIMIZER,
+                   kCheckpoint = 1ULL << ADPROF_AD_POLICY_CHECKPOINTING,
+                   kReuse = 1ULL << ADPROF_AD_POLICY_REUSABLE_TAPE,
+                   kNativeIndices = 1ULL << ADPROF_AD_POLICY_NO_INDEX_WIDENING;
+constexpr uint64_t kPredictable = kActivity | kEarlyRelease | kInplace | kFused | kNativeIndices;
+constexpr uint64_t kDeferred = ADPROF_AD_CONTRIBUTION_DEFERRED;
 
-enum class Kind : uint8_t {
-  kOther,
-  kBegin,
-  kNode,
-  kSave,
-  kRelease,
-  kCheckpointNode,
-  kBackwardBegin,
-  kBackwardNode,
-  kContribution,
-  kComplete,
-  kOptimizerStep,
-  kEnd,
-  kRequested,
-  kAdjointSum
-};
-
-Kind kind_of(const std::string &n) {
-  static const std::pair<const char *, Kind> table[] = {
-      {"adcore.tape.begin", Kind::kBegin},
-      {"adcore.tape.node", Kind::kNode},
-      {"adcore.tape.save", Kind::kSave},
-      {"adcore.tape.release", Kind::kRelease},
-      {"adcore.tape.checkpoint", Kind::kCheckpointNode},
-      {"adcore.tape.backward_begin", Kind::kBackwardBegin},
-      {"adcore.tape.backward_node", Kind::kBackwardNode},
-      {"adcore.tape.grad_contribution", Kind::kContribution},
-      {"adcore.tape.adjoint_complete", Kind::kComplete},
-      {"adcore.tape.optimizer_step", Kind::kOptimizerStep},
-      {"adcore.tape.end", Kind::kEnd},
-      {"adcore.tape.requested", Kind::kRequested},
-      {"adcore.tape.adjoint_sum", Kind::kAdjointSum}};
-  for (const auto &[s, k] : table)
-    if (n == s) return k;
-  return Kind::kOther;
-}
+using ad::Kind;
 
 // ---------------- the recorded storages ----------------
 struct Change {
@@ -167,7 +140,7 @@ struct NodeInfo {
   bool leaf = false, requires_grad = false, checkpoint = false, requested = false;
   uint64_t out = 0, bytes = 0;
   uint32_t op = 0;            // op name id
-  uint64_t at = 0;            // event index of its adcore.tape.node annotation
+  uint64_t at = 0;            // event index of its ad.tape.node event
   std::vector<FwdAlloc> fwd;  // allocated by its forward (for the checkpointing what-if)
   std::vector<int64_t> in;
   std::vector<Save> saves;
@@ -315,8 +288,8 @@ struct Planner {
     active.assign(n, 0);
     useful.assign(n, 0);
     active_inputs.assign(n, 0);
-    const bool in_call = g.have_flags && (g.flags & 2);
-    const bool to_leaf = g.have_flags ? (g.flags & 1) != 0 : false;
+    const bool in_call = g.have_flags && (g.flags & ADPROF_AD_BACKWARD_IN_CALL);
+    const bool to_leaf = g.have_flags ? (g.flags & ADPROF_AD_BACKWARD_TO_LEAF_GRADS) != 0 : false;
     for (size_t i = 0; i < n; ++i) {
       NodeInfo &nd = g.nodes[i];
       if (nd.leaf) {
@@ -344,7 +317,8 @@ struct Planner {
       if (!nd.leaf && nd.rule_begin)
         for (uint64_t s : nd.rule_allocs) suppress(s);
       for (const Contribution &c : nd.contributions) {
-        if (c.mode >= 2 || fresh(c.buffer, c.from)) suppress(c.buffer);
+        if (c.mode >= ADPROF_AD_CONTRIBUTION_OUT_OF_PLACE || fresh(c.buffer, c.from))
+          suppress(c.buffer);
         if (fresh(c.source, c.from)) suppress(c.source);
       }
       suppress(nd.sum);
@@ -407,7 +381,7 @@ struct Planner {
       const NodeInfo &nd = g.nodes[t];
       bool naive = false;
       for (const Contribution &c : nd.contributions)
-        if (c.mode == 3) naive = true;
+        if (c.mode == kDeferred) naive = true;
       if (!naive) continue;
       for (const Contribution &c : nd.contributions) items.push_back({c.index, t, 0, &c});
       items.push_back({nd.sum_index ? nd.sum_index : g.end_index, t, 1, nullptr});
@@ -441,7 +415,7 @@ struct Planner {
         continue;
       }
       const Contribution &k = *it.c;
-      if (k.mode != 3) continue;
+      if (k.mode != kDeferred) continue;
       uint64_t src = k.source ? k.source : k.buffer;
       if (k.source) suppress(k.buffer);
       auto a = adjoint.find(src);
@@ -474,7 +448,9 @@ struct Planner {
 
   void fused() {
     if (!(flip & kFused) || !g.backward) return;
-    if (g.have_flags && (!(g.flags & 1) || !(g.flags & 4))) return;  // no optimizer given
+    if (g.have_flags && (!(g.flags & ADPROF_AD_BACKWARD_TO_LEAF_GRADS) ||
+                         !(g.flags & ADPROF_AD_BACKWARD_OPTIMIZER)))
+      return;  // no optimizer given
     for (NodeInfo &nd : g.nodes) {
       if (!nd.leaf || !nd.requires_grad || !nd.complete) continue;
       kill_at(nd.complete_index, nd.complete);
@@ -486,12 +462,12 @@ struct Planner {
   // tape's arena (kept idle, by size) instead of to the allocator.
   void reuse() {
     if (!(flip & kReuse)) return;
-    if (g.have_flags && (g.flags & 2))
+    if (g.have_flags && (g.flags & ADPROF_AD_BACKWARD_IN_CALL))
       p.pooled.insert(g.window_forward.begin(), g.window_forward.end());
     p.pooled.insert(g.window_backward.begin(), g.window_backward.end());
   }
 
-  // ---- checkpointing: the longest chain through checkpoint_sequential's sqrt(n) schedule ----
+  // ---- checkpointing: the longest chain in sqrt(n) segments ----
   // A chain: nodes each consuming the previous node's output, that output used by no other
   // node, any other input a leaf or inactive. Its layers: the shortest period of its op names
   // that covers the most nodes (a stack of identical layers; at least 2 repeats), else one node
@@ -592,11 +568,11 @@ struct Planner {
     return r.layers >= 2;
   }
 
-  // Models adcore's checkpoint_sequential over the run (adcore/src/checkpoint.cpp and
-  // Tape::run_checkpoint_backward): the forward keeps only each segment's input; in backward,
-  // just before a segment's rules, the segment is recomputed on a nested tape (its forward
-  // allocations again, in the outer tape's arena), those caches die as the rules release them
-  // (the segment's output and the incoming gradient live until the segment's backward is
+  // Models a sequential checkpoint over the run (the engine's checkpoint segments, as the
+  // ad.tape.checkpoint event describes them): the forward keeps only each segment's input; in
+  // backward, just before a segment's rules, the segment is recomputed on a nested tape (its
+  // forward allocations again, in the outer tape's arena), those caches die as the rules release
+  // them (the segment's output and the incoming gradient live until the segment's backward is
   // over), the input's gradient is delivered as a copy, then the segment's input is released.
   void checkpoint_chain() {
     Run r;
@@ -806,6 +782,16 @@ struct Planner {
   }
 };
 
+// The policies a prediction may switch on: those the engine described, or all of them when it
+// did not describe itself.
+uint64_t available_policies(const ad::EngineDescription &e) {
+  if (!e.described()) return ~0ULL;
+  uint64_t m = 0;
+  for (int i = 0; i < ADPROF_AD_POLICY_COUNT; ++i)
+    if (e.policy(i).described) m |= 1ULL << i;
+  return m;
+}
+
 struct ThreadState {
   std::vector<Gen *> tapes;  // generations begun and not ended
   struct Rule {
@@ -836,20 +822,6 @@ std::string mib(double bytes) {
   return b;
 }
 
-struct PolicyDef {
-  const char *name, *title, *flag;
-  int bit;
-};
-constexpr PolicyDef kPolicies[] = {
-    {"activity_analysis", "activity analysis", "--no-activity-analysis", 0},
-    {"early_release", "early release", "--no-early-release", 1},
-    {"inplace_accumulation", "in-place accumulation", "--no-inplace-accumulation", 2},
-    {"fused_optimizer", "fused optimizer", "--no-fused-optimizer", 3},
-    {"checkpointing", "checkpointing", "--no-checkpoint", 4},
-    {"reuse_tape", "reusable tape", "--no-reuse-tape", 5},
-    {"native_i32_indices", "native i32 indices", "--widen-indices", 6},
-};
-
 }  // namespace
 
 WhatIf predict_policies(const std::string &trace_path) {
@@ -865,18 +837,19 @@ WhatIf predict_policies(TraceReader &reader) {
   Replay replay;
   Tracker tracker;
   std::vector<ThreadState> threads;
-  std::vector<Kind> kinds;                 // name id -> kind
+  ad::Decoder decoder(replay);
   std::unordered_set<uint64_t> gave;       // storages the recording gave back to an arena
-  std::vector<uint64_t> widened;           // storages labelled adcore.widened_index
+  std::vector<uint64_t> widened;           // storages labelled ad.index_widened
   std::vector<std::unique_ptr<Gen>> open;  // generations in flight
   uint64_t widened_bytes = 0;
 
   // Scenarios: 0 the recording as is; then one per predictable policy; then all of them.
   std::vector<Scenario> sc;
   sc.emplace_back();
-  std::vector<int> policy_scenario(std::size(kPolicies), -1);
-  for (size_t i = 0; i < std::size(kPolicies); ++i) {
-    const uint64_t bit = 1ULL << kPolicies[i].bit;
+  const auto &policies = ad::policy_names();
+  std::vector<int> policy_scenario(policies.size(), -1);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const uint64_t bit = 1ULL << policies[i].id;
     if (!(bit & kPredictable)) continue;
     policy_scenario[i] = static_cast<int>(sc.size());
     sc.emplace_back();
@@ -885,28 +858,18 @@ WhatIf predict_policies(TraceReader &reader) {
   const int all_scenario = static_cast<int>(sc.size());
   sc.emplace_back();
   sc.back().flip = kPredictable | kReuse;
-  // Checkpointing: a program change (the longest chain run through checkpoint_sequential), so
+  // Checkpointing: a program change (the longest chain checkpointed in sqrt(n) segments), so
   // a scenario of its own, planned for every generation whatever its policy bits.
   const int chain_scenario = static_cast<int>(sc.size());
   sc.emplace_back();
   sc.back().chain = true;
-  for (size_t i = 0; i < std::size(kPolicies); ++i)
-    if ((1ULL << kPolicies[i].bit) == kCheckpoint) policy_scenario[i] = chain_scenario;
+  for (size_t i = 0; i < policies.size(); ++i)
+    if ((1ULL << policies[i].id) == kCheckpoint) policy_scenario[i] = chain_scenario;
   bool checkpoint_nodes = false;  // the recording has checkpoint segments
 
   auto thread_state = [&](uint32_t t) -> ThreadState & {
     if (t >= threads.size()) threads.resize(t + 1);
     return threads[t];
-  };
-  auto kind = [&](uint64_t id) {
-    if (id >= kinds.size()) {
-      size_t old = kinds.size();
-      kinds.resize(id + 1);
-      for (size_t i = old; i <= id; ++i) kinds[i] = kind_of(replay.name(static_cast<uint32_t>(i)));
-    } else if (kinds[id] == Kind::kOther) {
-      kinds[id] = kind_of(replay.name(static_cast<uint32_t>(id)));
-    }
-    return kinds[id];
   };
   bool first_bits = true;
   uint64_t index = 0;
@@ -982,7 +945,7 @@ WhatIf predict_policies(TraceReader &reader) {
       continue;
     }
     if (e.type == T::kLabel) {
-      if (replay.name(static_cast<uint32_t>(e.a)) == "adcore.widened_index") {
+      if (decoder.label(e) == Kind::kLabelIndexWidened) {
         auto [s, size] = tracker.storage_at(e.addr);
         if (s) {
           widened.push_back(s);
@@ -992,19 +955,20 @@ WhatIf predict_policies(TraceReader &reader) {
       continue;
     }
     if (e.type != T::kAnnotate) continue;
-    const Kind k = kind(e.a);
-    if (k == Kind::kOther) continue;
-    const auto v = e.values();
+    const ad::Decoder::Annotation an = decoder.annotation(e);
+    const Kind k = an.kind;
+    if (k == Kind::kNone) continue;
+    const auto v = an.values;
     auto val = [&](size_t i) { return i < v.size() ? v[i] : kNone; };
     ts.deliver_gen = nullptr;
     ts.pending_release_addr = 0;
-    if (k == Kind::kBegin) {
+    if (k == Kind::kTapeBegin) {
       auto g = std::make_unique<Gen>();
       g->tape = val(0);
       g->gen = val(1);
       g->bits = val(2) == kNone ? 0 : val(2);
       g->thread = e.thread;
-      w.adcore_tape = true;
+      w.ad_tape = true;
       ++w.tapes;
       if (first_bits) {
         w.recorded_bits_and = g->bits;
@@ -1021,6 +985,18 @@ WhatIf predict_policies(TraceReader &reader) {
     if (ts.tapes.empty()) continue;
     Gen &g = *ts.tapes.back();
     switch (k) {
+      case Kind::kLeaf: {
+        if (v.size() < 3) break;
+        NodeInfo &nd = g.node(v[0]);
+        auto [s, size] = tracker.storage_at(v[1]);
+        nd.out = s;
+        nd.bytes = v[2];
+        nd.at = index;
+        if (s) g.fact(s, size);
+        nd.leaf = true;
+        nd.requires_grad = val(3) == 1;
+        break;
+      }
       case Kind::kNode: {
         if (v.size() < 5) break;
         NodeInfo &nd = g.node(v[0]);
@@ -1030,11 +1006,7 @@ WhatIf predict_policies(TraceReader &reader) {
         nd.op = static_cast<uint32_t>(v[1]);
         nd.at = index;
         if (s) g.fact(s, size);
-        const bool leaf = replay.name(static_cast<uint32_t>(v[1])) == "leaf";
-        if (leaf) {
-          nd.leaf = true;
-          nd.requires_grad = val(5) == 1;
-        } else {
+        {
           nd.in.clear();
           for (size_t i = 5; i < v.size() && i < 5 + v[4]; ++i)
             nd.in.push_back(v[i] == kNone ? -1 : static_cast<int64_t>(v[i]));
@@ -1065,7 +1037,7 @@ WhatIf predict_policies(TraceReader &reader) {
         ts.pending_release_addr = v[1];
         break;
       }
-      case Kind::kCheckpointNode:
+      case Kind::kCheckpoint:
         if (!v.empty()) g.node(v[0]).checkpoint = true;
         checkpoint_nodes = true;
         break;
@@ -1102,7 +1074,7 @@ WhatIf predict_policies(TraceReader &reader) {
             {static_cast<int64_t>(v[1]), b, src, v[3], v[4], index});
         break;
       }
-      case Kind::kComplete: {
+      case Kind::kAdjointComplete: {
         if (v.size() < 2) break;
         auto [s, size] = tracker.storage_at(v[1]);
         NodeInfo &nd = g.node(v[0]);
@@ -1122,7 +1094,7 @@ WhatIf predict_policies(TraceReader &reader) {
         if (s) g.fact(s, size);
         break;
       }
-      case Kind::kEnd: {
+      case Kind::kTapeEnd: {
         // The generation is complete: plan it for every scenario, then forget it.
         Gen *gp = nullptr;
         for (size_t i = ts.tapes.size(); i-- > 0;)
@@ -1135,12 +1107,13 @@ WhatIf predict_policies(TraceReader &reader) {
         gp->end_index = index;
         for (auto it = ts.rules.begin(); it != ts.rules.end();)
           it = it->gen == gp ? ts.rules.erase(it) : it + 1;
+        const uint64_t available = available_policies(decoder.engine());
         for (Scenario &s : sc) {
           if (s.chain) {
-            Planner(*gp, 0, s.plan).checkpoint_chain();
+            if (available & kCheckpoint) Planner(*gp, 0, s.plan).checkpoint_chain();
             continue;
           }
-          const uint64_t flip = s.flip & ~gp->bits;
+          const uint64_t flip = s.flip & ~gp->bits & available;
           if (!flip) continue;
           Planner(*gp, flip, s.plan).run();
         }
@@ -1156,11 +1129,13 @@ WhatIf predict_policies(TraceReader &reader) {
     }
   }
   // Generations never ended (a cut trace): plan what was seen.
+  const ad::EngineDescription engine = decoder.engine();
+  const uint64_t available = available_policies(engine);
   for (auto &g : open) {
     g->end_index = index;
     for (Scenario &s : sc) {
-      const uint64_t flip = s.flip & ~g->bits;
-      if (s.chain)
+      const uint64_t flip = s.flip & ~g->bits & available;
+      if (s.chain && (available & kCheckpoint))
         Planner(*g, 0, s.plan).checkpoint_chain();
       else if (flip)
         Planner(*g, flip, s.plan).run();
@@ -1168,7 +1143,7 @@ WhatIf predict_policies(TraceReader &reader) {
   }
   open.clear();
   for (Scenario &s : sc)
-    if (s.flip & kNativeI32)
+    if (s.flip & kNativeIndices)
       for (uint64_t id : widened) {
         if (s.plan.suppress.insert(id).second) {
           ++s.plan.suppressed_count;
@@ -1242,19 +1217,25 @@ WhatIf predict_policies(TraceReader &reader) {
     p.saving_fraction =
         measured ? static_cast<double>(p.saving) / static_cast<double>(measured) : 0;
   };
-  for (size_t i = 0; i < std::size(kPolicies); ++i) {
-    const PolicyDef &d = kPolicies[i];
+  w.engine = engine;
+  const std::string no_tape = "no AD tape in this trace (no " ADPROF_AD_TAPE_BEGIN " events)";
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const ad::PolicyName &d = policies[i];
+    const ad::EnginePolicy &ep = engine.policy(d.id);
     PolicyPrediction p;
     p.name = d.name;
     p.title = d.title;
-    p.flag = d.flag;
-    p.bit = d.bit;
-    const uint64_t bit = 1ULL << d.bit;
-    p.recorded_on = w.adcore_tape && (w.recorded_bits_and & bit);
-    p.recorded_mixed = w.adcore_tape && !p.recorded_on && (w.recorded_bits_or & bit);
+    p.switch_on = ep.switch_on;
+    p.switch_off = ep.switch_off;
+    p.id = d.id;
+    const uint64_t bit = 1ULL << d.id;
+    p.recorded_on = w.ad_tape && (w.recorded_bits_and & bit);
+    p.recorded_mixed = w.ad_tape && !p.recorded_on && (w.recorded_bits_or & bit);
     p.measured_peak = measured;
-    if (!w.adcore_tape) {
-      p.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
+    if (!w.ad_tape) {
+      p.reason = no_tape;
+    } else if (!(available & bit)) {
+      p.reason = "the engine (" + engine.name + ") does not describe this policy";
     } else if (bit == kCheckpoint && checkpoint_nodes) {
       p.reason = "already on in the recording (it has checkpoint segments)";
     } else if (p.recorded_on && bit != kCheckpoint) {
@@ -1274,8 +1255,8 @@ WhatIf predict_policies(TraceReader &reader) {
       fill(p, s);
       const Plan &pl = s.plan;
       char line[512];
-      switch (d.bit) {
-        case 0:
+      switch (d.id) {
+        case ADPROF_AD_POLICY_ACTIVITY_ANALYSIS:
           std::snprintf(line, sizeof line,
                         "%llu buffers (%s) for values that lead to no requested gradient are "
                         "never allocated; %llu caches (%s) die at the end of forward",
@@ -1284,14 +1265,14 @@ WhatIf predict_policies(TraceReader &reader) {
                         static_cast<unsigned long long>(pl.early_count),
                         mib(static_cast<double>(pl.early_bytes)).c_str());
           break;
-        case 1:
+        case ADPROF_AD_POLICY_EARLY_RELEASE:
           std::snprintf(line, sizeof line,
                         "%llu forward caches (%s) freed right after their node's backward rule "
                         "instead of at the end of the sweep",
                         static_cast<unsigned long long>(pl.early_count),
                         mib(static_cast<double>(pl.early_bytes)).c_str());
           break;
-        case 2:
+        case ADPROF_AD_POLICY_INPLACE_ACCUMULATION:
           std::snprintf(line, sizeof line,
                         "%llu accumulation copies and sums (%s) not made; %llu out-of-place "
                         "adds (%s) where an adjoint is shared",
@@ -1300,14 +1281,14 @@ WhatIf predict_policies(TraceReader &reader) {
                         static_cast<unsigned long long>(pl.virtual_count),
                         mib(static_cast<double>(pl.virtual_bytes)).c_str());
           break;
-        case 3:
+        case ADPROF_AD_POLICY_FUSED_OPTIMIZER:
           std::snprintf(line, sizeof line,
                         "%llu parameter gradients (%s) freed at their adjoint's completion "
                         "instead of living until the optimizer step",
                         static_cast<unsigned long long>(pl.early_count),
                         mib(static_cast<double>(pl.early_bytes)).c_str());
           break;
-        case 4: {
+        case ADPROF_AD_POLICY_CHECKPOINTING: {
           const ChainStats &c = pl.chain;
           CheckpointChain &out = p.chain;
           out.nodes = c.nodes;
@@ -1333,7 +1314,7 @@ WhatIf predict_policies(TraceReader &reader) {
             std::snprintf(layers, sizeof layers, "%llu nodes (%s), one layer each",
                           static_cast<unsigned long long>(c.nodes), ops.c_str());
           std::snprintf(line, sizeof line,
-                        "checkpoint_sequential over the longest chain, %s, in %llu segments: "
+                        "the longest chain, %s, checkpointed in %llu segments: "
                         "the forward drops %llu cached outputs (%s), backward recomputes each "
                         "segment (%s allocated again)",
                         layers, static_cast<unsigned long long>(c.segments),
@@ -1360,9 +1341,9 @@ WhatIf predict_policies(TraceReader &reader) {
   w.all.name = "all";
   w.all.title = "all policies on";
   w.all.measured_peak = measured;
-  if (!w.adcore_tape) {
-    w.all.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
-  } else if ((w.recorded_bits_and & kPredictable) == kPredictable) {
+  if (!w.ad_tape) {
+    w.all.reason = no_tape;
+  } else if ((w.recorded_bits_and & kPredictable & available) == (kPredictable & available)) {
     w.all.reason = "every predictable policy is already on";
   } else {
     w.all.applicable = true;
@@ -1371,18 +1352,18 @@ WhatIf predict_policies(TraceReader &reader) {
     for (const PolicyPrediction &p : w.policies)
       if (p.applicable) on += (on.empty() ? "" : ", ") + p.title;
     w.all.explanation = "switched on together: " + on;
-    if (!(w.recorded_bits_and & kReuse))
+    if (!(w.recorded_bits_and & kReuse) && (available & kReuse))
       w.all.explanation += ", and the reusable tape's arena (idle buffers kept by size)";
     w.all.explanation +=
         "; checkpointing not included (the program must mark its segments: see its own row)";
   }
-  if (!w.adcore_tape) w.reason = "no adcore tape in this trace (no adcore.tape.* annotations)";
+  if (!w.ad_tape) w.reason = no_tape;
   return w;
 }
 
 const PolicyPrediction *find_policy(const WhatIf &w, const std::string &n) {
   for (const PolicyPrediction &p : w.policies)
-    if (p.name == n || p.title == n || p.flag == n) return &p;
+    if (p.name == n || p.title == n || (!p.switch_off.empty() && p.switch_off == n)) return &p;
   if (n == "all") return &w.all;
   return nullptr;
 }
@@ -1392,9 +1373,10 @@ nlohmann::json policy_json(const PolicyPrediction &p) {
   nlohmann::json j;
   j["name"] = p.name;
   j["title"] = p.title;
-  if (!p.flag.empty()) j["flag"] = p.flag;
-  if (p.bit >= 0) {
-    j["bit"] = p.bit;
+  if (!p.switch_on.empty()) j["switch_on"] = p.switch_on;
+  if (!p.switch_off.empty()) j["switch_off"] = p.switch_off;
+  if (p.id >= 0) {
+    j["id"] = p.id;
     j["recorded"] = p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
   }
   j["applicable"] = p.applicable;
@@ -1425,7 +1407,8 @@ nlohmann::json policy_json(const PolicyPrediction &p) {
 nlohmann::json to_json(const WhatIf &w) {
   nlohmann::json j;
   j["trace"] = w.trace;
-  j["adcore_tape"] = w.adcore_tape;
+  j["ad_tape"] = w.ad_tape;
+  if (w.engine.described()) j["engine"] = {{"name", w.engine.name}, {"version", w.engine.version}};
   if (!w.reason.empty()) j["reason"] = w.reason;
   j["measured_peak"] = w.measured_peak;
   j["replayed_peak"] = w.replayed_peak;
@@ -1443,10 +1426,11 @@ std::string render_text(const WhatIf &w) {
   char line[512];
   out += "adprof whatif: " + w.trace + "\n";
   out += "Measured peak: " + mib(static_cast<double>(w.measured_peak)) + " of host memory\n";
-  if (!w.adcore_tape) {
+  if (!w.ad_tape) {
     out += "No prediction: " + w.reason + ".\n";
     return out;
   }
+  if (w.engine.described()) out += "Engine: " + w.engine.name + " " + w.engine.version + "\n";
   std::snprintf(line, sizeof line, "Tape generations: %llu\n\n",
                 static_cast<unsigned long long>(w.tapes));
   out += line;
@@ -1454,19 +1438,19 @@ std::string render_text(const WhatIf &w) {
                 "recorded", "predicted peak", "saving");
   out += line;
   auto row = [&](const PolicyPrediction &p) {
-    std::string rec = p.bit < 0 ? "" : p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
+    std::string rec = p.id < 0 ? "" : p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
     if (p.applicable) {
       char saving[64];
       std::snprintf(saving, sizeof saving, "%s (%.1f%%)",
                     mib(static_cast<double>(p.saving)).c_str(), 100.0 * p.saving_fraction);
       std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
-                    p.flag.c_str(), rec.c_str(), mib(static_cast<double>(p.predicted_peak)).c_str(),
-                    saving);
+                    p.switch_off.c_str(), rec.c_str(),
+                    mib(static_cast<double>(p.predicted_peak)).c_str(), saving);
       out += line;
       out += "      " + p.explanation + "\n";
     } else {
       std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
-                    p.flag.c_str(), rec.c_str(), "-", "-");
+                    p.switch_off.c_str(), rec.c_str(), "-", "-");
       out += line;
       out += "      " + p.reason + "\n";
     }
