@@ -3,7 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "adprof/report.h"
+#include "adprof/ad_analysis.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
@@ -24,7 +24,8 @@ int command_report(const std::vector<std::string> &args) {
   const po::variables_map &vm = *parsed;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
-  Report report = analyze(vm["trace"].as<std::string>(), analyze_options);
+  // The memory report, and the AD layer when the trace has a tape (ad_analysis.h).
+  Report report = analyze_all(vm["trace"].as<std::string>(), analyze_options).report;
   end_progress();
   if (vm.count("json"))
     std::cout << to_json(report).dump(2) << '\n';

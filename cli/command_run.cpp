@@ -17,7 +17,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "adprof/report.h"
+#include "adprof/ad_analysis.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
@@ -190,7 +190,7 @@ int command_run(const std::vector<std::string> &args) {
   if (vm.count("no-report")) return exit_code;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
-  Report report = analyze(reported, analyze_options);
+  Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))
     std::cout << to_json(report).dump(2) << '\n';

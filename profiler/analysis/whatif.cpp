@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "adprof/replay.h"
+#include "adprof/replay_driver.h"
 #include "whatif/plan.h"
 #include "whatif/render.h"
 #include "whatif/simulation.h"
@@ -81,13 +82,18 @@ WhatIf predict_policies(TraceReader &reader) {
   Replay replay;
   TapeCollector tape(replay,
                      [&](Gen &g, uint64_t available) { plan_generation(g, sc, available, ids); });
-  uint64_t index = 0;
-  Event e;
-  while (reader.next(e)) {
-    ++index;
-    if (replay.apply(e)) w.measured_peak = std::max(w.measured_peak, replay.host_live());
-    tape.on_event(e, index);
-  }
+  ReplayDriver driver(reader, replay);
+  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
+    if (e.type == format::EventType::kAlloc || c.block)  // what Replay::apply says changed
+      w.measured_peak = std::max(w.measured_peak, replay.host_live());
+    tape.on_event(e, driver.index());
+  };
+  auto on_event = [&](const Event &e, bool changed) {
+    if (changed) w.measured_peak = std::max(w.measured_peak, replay.host_live());
+    tape.on_event(e, driver.index());
+  };
+  auto pass1 = observe(on_heap, on_event);
+  const uint64_t index = driver.run(pass1);
   tape.finish(index);
   w.ad_tape = tape.ad_tape;
   w.tapes = tape.tapes;

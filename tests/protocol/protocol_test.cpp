@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "../support/sanitizer_skip.h"
+#include "adprof/ad_analysis.h"
 #include "adprof/report.h"
 #include "adprof/whatif.h"
 
@@ -117,7 +118,7 @@ TEST_F(Protocol, SecondEngineReportAndWhatIfInItsWords) {
   ASSERT_EQ(sh(ADPROF_CLI " report --json " + deferred, out), 0);
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["engine"]["name"], "minitape");
-  const adprof::Report r = adprof::analyze(deferred);
+  const adprof::Report r = adprof::analyze_all(deferred).report;
   EXPECT_GT(r.peak_by_role[ADPROF_ROLE_ACCUMULATION], 0u);
   EXPECT_GT(r.peak_by_role[ADPROF_ROLE_ADJOINT], 0u);
   EXPECT_GT(r.peak_by_role[ADPROF_ROLE_FORWARD_CACHE], 0u);
@@ -158,7 +159,7 @@ TEST_F(Protocol, LegacyTraceStillPredicts) {
   EXPECT_GT(p->saving, 0);
   EXPECT_EQ(p->switch_off, "--no-inplace-accumulation");
   EXPECT_TRUE(w.all.applicable);
-  const adprof::Report r = adprof::analyze(LEGACY_TRACE);
+  const adprof::Report r = adprof::analyze_all(LEGACY_TRACE).report;
   EXPECT_EQ(r.engine.name, "adcore");
   bool saving = false;
   for (const adprof::Finding &f : r.findings)

@@ -4,19 +4,18 @@
 #include <algorithm>
 
 #include "adprof/replay.h"
+#include "adprof/replay_driver.h"
 
 namespace adprof::whatif {
 
 void simulate(TraceReader &reader, std::vector<Scenario> &sc,
               const std::unordered_set<uint64_t> &gave) {
   reader.rewind();
-  Event e;
   Replay replay2;
   Tracker tracker2;
-  uint64_t index = 0;
-  while (reader.next(e)) {
-    ++index;
-    replay2.apply(e);
+  ReplayDriver driver(reader, replay2);
+  auto step = [&](const Event &e) {
+    const uint64_t index = driver.index();
     const Change c = tracker2.apply(e, index);
     for (Scenario &s : sc) {
       if (c.type == Change::kAcquire) {
@@ -60,7 +59,10 @@ void simulate(TraceReader &reader, std::vector<Scenario> &sc,
       const int64_t total = total_now();
       if (total > 0) s.peak = std::max(s.peak, static_cast<uint64_t>(total));
     }
-  }
+  };
+  auto pass2 = observe([&](const Event &e, const Replay::HeapChange &) { step(e); },
+                       [&](const Event &e, bool) { step(e); });
+  driver.run(pass2);
 }
 
 }  // namespace adprof::whatif

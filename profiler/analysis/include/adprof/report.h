@@ -1,7 +1,8 @@
 // The memory report: what a trace says about where memory went and what made the peak.
-// `analyze` computes it (two passes over the trace: totals and the peak's time, then the live
-// set at the peak); `to_json`/`from_json` are its versioned machine form (docs/REPORT_SCHEMA.md);
-// `render_text` is the CLI's view. Nothing here knows about Qt or the terminal.
+// `analyze` computes it in one pass (replay_driver.h; the live set at the peak is rebuilt from a
+// log, docs/ARCHITECTURE.md); the AD layer (ad_analysis.h) adds the what-if savings;
+// `to_json`/`from_json` are its versioned machine form (docs/REPORT_SCHEMA.md); `render_text` is
+// the CLI's view. Nothing here knows about Qt or the terminal.
 #pragma once
 
 #include <array>
@@ -146,8 +147,10 @@ struct Report {
   double steady_allocations_per_step = -1;  // median over steps after the first; -1: < 2 steps
   uint64_t temporaries = 0;
   uint64_t temporary_bytes = 0;
-  // AD traces (ad_protocol.h): the engine's description, what each policy would save.
+  // AD traces (ad_protocol.h): the engine's description; whether the trace has tape events;
+  // what each policy would save (filled by the AD layer, ad_analysis.h).
   ad::EngineDescription engine;
+  bool ad_tape = false;
   std::vector<PolicySaving> policy_savings;
   std::vector<Finding> findings;
 };
@@ -155,7 +158,6 @@ struct Report {
 struct AnalyzeOptions {
   std::function<void(double)> progress;  // fraction done, called now and then
   size_t max_live_buffers = 100000;      // live_at_peak keeps the largest this many
-  bool predict_policies = true;          // traces with an AD tape: run the what-if analysis too
 };
 
 // Throws TraceError for unreadable traces.

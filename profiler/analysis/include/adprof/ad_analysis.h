@@ -1,0 +1,36 @@
+// The AD analysis, layered over the memory analysis (docs/ARCHITECTURE.md, "Layers"):
+//
+//   memory analysis (any program)   analyze() -> Report, build_timeline, snapshot_at, diff
+//   AD analysis (traces with an AD tape, ad_protocol.h)
+//                                   predict_policies -> WhatIf (whatif.h); add_predictions puts
+//                                   each policy's saving into the report and its findings, in
+//                                   the engine's words
+//
+// The CLI and the GUI compose the two: analyze_all runs the AD layer only when the memory pass
+// saw AD tape events (report.ad_tape), so a plain program's report is one pass.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "adprof/report.h"
+#include "adprof/whatif.h"
+
+namespace adprof {
+
+// Adds the prediction's savings (each policy that was off and applicable) to `report` and
+// recomputes its findings. Reads nothing.
+void add_predictions(Report &report, const WhatIf &whatif);
+
+struct Analysis {
+  Report report;
+  std::optional<WhatIf> whatif;  // traces with an AD tape only
+};
+
+// The memory report, then, for a trace with an AD tape, the prediction (the reader is rewound
+// for it) added to it. Throws TraceError for unreadable traces.
+Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
+                     const AnalyzeOptions &options = {});
+Analysis analyze_all(const std::string &trace_path, const AnalyzeOptions &options = {});
+
+}  // namespace adprof
