@@ -2,6 +2,8 @@
 #include "adprof/ad_analysis.h"
 
 #include "adprof/findings.h"
+#include "analyze_with.h"
+#include "whatif/pass.h"
 
 namespace adprof {
 
@@ -17,11 +19,14 @@ void add_predictions(Report &r, const WhatIf &w) {
 
 Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
                      const AnalyzeOptions &options) {
+  // One pass for the report with the what-if's pass 1 riding on it; pass 2 only for a trace
+  // with an AD tape.
   Analysis a;
-  a.report = analyze(reader, trace_path, options);
-  if (a.report.ad_tape) {
-    reader.rewind();
-    a.whatif = predict_policies(reader);
+  Replay replay;
+  whatif::Pass pass(replay);
+  a.report = analyze_with(reader, trace_path, options, replay, &pass);
+  if (pass.ad_tape()) {
+    a.whatif = pass.finish(reader, a.report.events, a.report.peak);
     a.whatif->trace = trace_path;
     add_predictions(a.report, *a.whatif);
   }

@@ -15,6 +15,8 @@
 #include "adprof/replay_driver.h"
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
+#include "analyze_with.h"
+#include "whatif/pass.h"
 
 namespace adprof {
 
@@ -68,13 +70,24 @@ Report analyze(const std::string &trace_path, const AnalyzeOptions &options) {
   return analyze(reader, trace_path, options);
 }
 
-Report analyze(TraceReader &reader, const std::string &trace_path, const AnalyzeOptions &options) {
+namespace {
+
+// analyze() alone: no AD observer, nothing left of it in the loop.
+struct NoAdPass {
+  void on_heap(const Event &, uint64_t) {}
+  void on_event(const Event &, uint64_t) {}
+};
+
+// The report's one pass, with an optional observer riding along (a template, so that the
+// plain report's loop carries no trace of it).
+template <class AdPass>
+Report analyze_impl(TraceReader &reader, const std::string &trace_path,
+                    const AnalyzeOptions &options, Replay &replay, AdPass *ad_pass) {
   Report r;
   r.trace = trace_path;
   r.pid = reader.header().pid;
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
 
-  Replay replay;
   ad::Decoder ad_events(replay);  // the AD protocol's events (ad_protocol.h)
   bool have_ad_tape = false;
   uint64_t peak_serial = 0;
@@ -145,6 +158,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   ReplayDriver driver(reader, replay);
   auto on_heap = [&](const Event &e, const Replay::HeapChange &c) __attribute__((always_inline)) {
     index = driver.index();
+    ad_pass->on_heap(e, index);  // the AD layer's observer, when one rides along
     last_ticks = e.ticks;
     if (c.removed && c.removed->serial <= peak_serial &&
         (retagged_since_peak.empty() || !retagged_since_peak.contains(e.addr)))
@@ -163,6 +177,7 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   };
   auto on_event = [&](const Event &e, bool changed) {
     index = driver.index();
+    ad_pass->on_event(e, index);
     last_ticks = e.ticks;
     if (e.type == format::EventType::kOpBegin) {
       ++ops[static_cast<uint32_t>(e.a)].calls;
@@ -313,6 +328,20 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   r.findings = find_findings(r);
   if (options.progress) options.progress(1.0);
   return r;
+}
+
+}  // namespace
+
+Report analyze(TraceReader &reader, const std::string &trace_path, const AnalyzeOptions &options) {
+  Replay replay;
+  NoAdPass none;
+  return analyze_impl(reader, trace_path, options, replay, &none);
+}
+
+Report analyze_with(TraceReader &reader, const std::string &trace_path,
+                    const AnalyzeOptions &options, Replay &replay, whatif::Pass *ad_pass) {
+  if (!ad_pass) return analyze(reader, trace_path, options);
+  return analyze_impl(reader, trace_path, options, replay, ad_pass);
 }
 
 }  // namespace adprof

@@ -20,6 +20,7 @@
 
 #include "adprof/replay.h"
 #include "adprof/replay_driver.h"
+#include "whatif/pass.h"
 #include "whatif/plan.h"
 #include "whatif/render.h"
 #include "whatif/simulation.h"
@@ -45,56 +46,41 @@ void plan_generation(Gen &g, std::vector<Scenario> &sc, uint64_t available, Virt
 
 }  // namespace
 
-WhatIf predict_policies(const std::string &trace_path) {
-  TraceReader reader(trace_path);
-  WhatIf w = predict_policies(reader);
-  w.trace = trace_path;
-  return w;
-}
-
-WhatIf predict_policies(TraceReader &reader) {
-  WhatIf w;
-  VirtualIds ids;  // one counter per analysis: two analyses at once share nothing
+whatif::Pass::Pass(const Replay &replay)
+    : tape_(replay,
+            [this](Gen &g, uint64_t available) { plan_generation(g, sc_, available, ids_); }) {
   // Scenarios: 0 the recording as is; then one per predictable policy; then all of them.
-  std::vector<Scenario> sc;
-  sc.emplace_back();
+  sc_.emplace_back();
   const auto &policies = ad::policy_names();
-  std::vector<int> policy_scenario(policies.size(), -1);
+  policy_scenario_.assign(policies.size(), -1);
   for (size_t i = 0; i < policies.size(); ++i) {
     const uint64_t bit = 1ULL << policies[i].id;
     if (!(bit & kPredictable)) continue;
-    policy_scenario[i] = static_cast<int>(sc.size());
-    sc.emplace_back();
-    sc.back().flip = bit;
+    policy_scenario_[i] = static_cast<int>(sc_.size());
+    sc_.emplace_back();
+    sc_.back().flip = bit;
   }
-  const int all_scenario = static_cast<int>(sc.size());
-  sc.emplace_back();
-  sc.back().flip = kPredictable | kReuse;
+  all_scenario_ = static_cast<int>(sc_.size());
+  sc_.emplace_back();
+  sc_.back().flip = kPredictable | kReuse;
   // Checkpointing: a program change (the longest chain checkpointed in sqrt(n) segments), so
   // a scenario of its own, planned for every generation whatever its policy bits.
-  const int chain_scenario = static_cast<int>(sc.size());
-  sc.emplace_back();
-  sc.back().chain = true;
+  chain_scenario_ = static_cast<int>(sc_.size());
+  sc_.emplace_back();
+  sc_.back().chain = true;
   for (size_t i = 0; i < policies.size(); ++i)
-    if ((1ULL << policies[i].id) == kCheckpoint) policy_scenario[i] = chain_scenario;
+    if ((1ULL << policies[i].id) == kCheckpoint) policy_scenario_[i] = chain_scenario_;
+}
 
-  // ---- pass 1 ----
-  Replay replay;
-  TapeCollector tape(replay,
-                     [&](Gen &g, uint64_t available) { plan_generation(g, sc, available, ids); });
-  ReplayDriver driver(reader, replay);
-  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
-    if (e.type == format::EventType::kAlloc || c.block)  // what Replay::apply says changed
-      w.measured_peak = std::max(w.measured_peak, replay.host_live());
-    tape.on_event(e, driver.index());
-  };
-  auto on_event = [&](const Event &e, bool changed) {
-    if (changed) w.measured_peak = std::max(w.measured_peak, replay.host_live());
-    tape.on_event(e, driver.index());
-  };
-  auto pass1 = observe(on_heap, on_event);
-  const uint64_t index = driver.run(pass1);
-  tape.finish(index);
+WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measured_peak) {
+  WhatIf w;
+  w.measured_peak = measured_peak;
+  TapeCollector &tape = tape_;
+  std::vector<Scenario> &sc = sc_;
+  const auto &policies = ad::policy_names();
+  const std::vector<int> &policy_scenario = policy_scenario_;
+  const int all_scenario = all_scenario_, chain_scenario = chain_scenario_;
+  tape.finish(events);
   w.ad_tape = tape.ad_tape;
   w.tapes = tape.tapes;
   w.recorded_bits_and = tape.bits_and;
@@ -105,7 +91,8 @@ WhatIf predict_policies(TraceReader &reader) {
     if (s.flip & kNativeIndices) plan_no_index_widening(tape.widened, s.plan);
 
   // ---- pass 2 ----
-  simulate(reader, sc, tape.gave);
+  Replay replay;  // its names serve the explanations
+  simulate(reader, sc, tape.gave, tape.activated_at(), replay);
 
   // ---- results ----
   w.replayed_peak = sc[0].peak;
@@ -183,6 +170,33 @@ WhatIf predict_policies(TraceReader &reader) {
   }
   if (!w.ad_tape) w.reason = no_tape;
   return w;
+}
+
+WhatIf predict_policies(const std::string &trace_path) {
+  TraceReader reader(trace_path);
+  WhatIf w = predict_policies(reader);
+  w.trace = trace_path;
+  return w;
+}
+
+WhatIf predict_policies(TraceReader &reader) {
+  // ---- pass 1, alone (analyze_all rides it on the report's pass instead) ----
+  Replay replay;
+  Pass pass(replay);
+  uint64_t measured = 0;
+  ReplayDriver driver(reader, replay);
+  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
+    if (e.type == format::EventType::kAlloc || c.block)  // what Replay::apply says changed
+      measured = std::max(measured, replay.host_live());
+    pass.on_heap(e, driver.index());
+  };
+  auto on_event = [&](const Event &e, bool changed) {
+    if (changed) measured = std::max(measured, replay.host_live());
+    pass.on_event(e, driver.index());
+  };
+  auto pass1 = observe(on_heap, on_event);
+  const uint64_t events = driver.run(pass1);
+  return pass.finish(reader, events, measured);
 }
 
 }  // namespace adprof

@@ -79,8 +79,8 @@ class Protocol : public ::testing::Test {
         measured / 1048576.0, 100.0 * (predicted - measured) / measured);
     EXPECT_LE(std::fabs(predicted - measured), 0.05 * measured) << policy;
     EXPECT_LT(measured, static_cast<double>(w.measured_peak)) << "the policy saves nothing here";
-    const adprof::PolicyPrediction *again =
-        adprof::find_policy(adprof::predict_policies(on), policy);
+    const adprof::WhatIf with_policy = adprof::predict_policies(on);
+    const adprof::PolicyPrediction *again = adprof::find_policy(with_policy, policy);
     EXPECT_TRUE(again && again->recorded_on && !again->applicable);
     return *p;
   }

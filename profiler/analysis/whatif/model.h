@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "adprof/ad_events.h"
+#include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
 namespace adprof::whatif {
@@ -79,6 +80,20 @@ class Tracker {
       }
     }
     return c;
+  }
+  // Starts tracking mid-trace from the replay's live heap blocks: each one is the storage
+  // named by its serial (the event that gave it its shape). Both passes seed at the same
+  // event from identical replays, so they agree on every name.
+  void seed(const Replay &replay) {
+    for (const auto &[key, b] : replay.blocks())
+      if (b.space == ADPROF_SPACE_HEAP) {
+        blocks_[Replay::address_of(key)] = Block{b.serial, b.size, false};
+        phys_ += b.size;
+      }
+  }
+  template <class F>
+  void for_each(F f) const {
+    for (const auto &[addr, b] : blocks_) f(b.storage, b.size);
   }
   // The storage live at a block address (0: none).
   std::pair<uint64_t, uint64_t> storage_at(uint64_t addr) const {

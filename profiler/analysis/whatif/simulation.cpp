@@ -9,22 +9,33 @@
 namespace adprof::whatif {
 
 void simulate(TraceReader &reader, std::vector<Scenario> &sc,
-              const std::unordered_set<uint64_t> &gave) {
+              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay2) {
   reader.rewind();
-  Replay replay2;
   Tracker tracker2;
   ReplayDriver driver(reader, replay2);
   auto step = [&](const Event &e) {
     const uint64_t index = driver.index();
+    if (!start || index < start) {  // nothing followed yet: every scenario is the recording
+      for (Scenario &s : sc) s.peak = std::max(s.peak, replay2.host_live());
+      return;
+    }
+    auto acquire = [&](Scenario &s, uint64_t storage, uint64_t size, bool arena) {
+      if (s.plan.suppress.count(storage)) return;
+      auto x = s.plan.extra_holds.find(storage);
+      const int holds = 1 + (x != s.plan.extra_holds.end() ? x->second : 0);
+      const bool to_pool = gave.count(storage) > 0 || s.plan.pooled.count(storage) > 0;
+      s.alloc(storage, size, arena || to_pool, to_pool, holds);
+    };
+    if (index == start) {  // take over the live blocks as pass 1 did
+      tracker2.seed(replay2);
+      tracker2.for_each([&](uint64_t storage, uint64_t size) {
+        for (Scenario &s : sc) acquire(s, storage, size, false);
+      });
+    }
     const Change c = tracker2.apply(e, index);
     for (Scenario &s : sc) {
       if (c.type == Change::kAcquire) {
-        if (!s.plan.suppress.count(c.storage)) {
-          auto x = s.plan.extra_holds.find(c.storage);
-          const int holds = 1 + (x != s.plan.extra_holds.end() ? x->second : 0);
-          const bool to_pool = gave.count(c.storage) > 0 || s.plan.pooled.count(c.storage) > 0;
-          s.alloc(c.storage, c.size, c.arena || to_pool, to_pool, holds);
-        }
+        acquire(s, c.storage, c.size, c.arena);
       } else if (c.type == Change::kRelease) {
         s.trigger(c.storage);
         s.release_hold(c.storage);

@@ -69,8 +69,9 @@ struct Scenario {
 };
 
 // Reads the trace again from its start and runs every scenario over it. `gave`: storages the
-// recording gave back to an arena.
+// recording gave back to an arena; `start`: the event at which pass 1 began following storages
+// (0: never), where this pass takes over the replay's live blocks the same way.
 void simulate(TraceReader &reader, std::vector<Scenario> &scenarios,
-              const std::unordered_set<uint64_t> &gave);
+              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay);
 
 }  // namespace adprof::whatif

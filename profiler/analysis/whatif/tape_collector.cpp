@@ -7,7 +7,13 @@ namespace adprof::whatif {
 
 using ad::Kind;
 
-void TapeCollector::on_event(const Event &e, uint64_t index) {
+void TapeCollector::activate(uint64_t index) {
+  active_ = true;
+  activated_at_ = index;
+  tracker_.seed(replay_);
+}
+
+void TapeCollector::follow(const Event &e, uint64_t index) {
   ThreadState &ts = thread(e.thread);
   const Change c = tracker_.apply(e, index);
   if (c.type == Change::kAcquire) {

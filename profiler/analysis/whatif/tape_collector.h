@@ -22,8 +22,19 @@ class TapeCollector {
   TapeCollector(const Replay &replay, PlanFn plan)
       : replay_(replay), decoder_(replay), plan_(std::move(plan)) {}
 
-  // Event number `index` (from 1), already applied to the replay.
-  void on_event(const Event &e, uint64_t index);
+  // Event number `index` (from 1), already applied to the replay. Nothing is followed until
+  // the trace names something (the first name event: any engine talks through names), so a
+  // plain program costs one test per event; then the replay's live blocks are taken over.
+  void on_event(const Event &e, uint64_t index) {
+    if (!active_) {
+      if (e.type != format::EventType::kName) return;
+      activate(index);
+    }
+    follow(e, index);
+  }
+  bool active() const { return active_; }
+  // The event at which following began (0: never).
+  uint64_t activated_at() const { return activated_at_; }
   // The end of the trace: generations never ended (a cut trace) are planned as seen.
   void finish(uint64_t index);
 
@@ -44,6 +55,11 @@ class TapeCollector {
     return threads_[t];
   }
 
+  void activate(uint64_t index);
+  void follow(const Event &e, uint64_t index);
+
+  bool active_ = false;
+  uint64_t activated_at_ = 0;
   const Replay &replay_;
   ad::Decoder decoder_;
   PlanFn plan_;

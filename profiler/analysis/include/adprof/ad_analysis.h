@@ -6,8 +6,9 @@
 //                                   each policy's saving into the report and its findings, in
 //                                   the engine's words
 //
-// The CLI and the GUI compose the two: analyze_all runs the AD layer only when the memory pass
-// saw AD tape events (report.ad_tape), so a plain program's report is one pass.
+// The CLI and the GUI compose the two: analyze_all rides the what-if's first pass on the
+// report's own pass and runs its second only when the trace has an AD tape, so a plain
+// program's report is one pass and an AD program's two.
 #pragma once
 
 #include <optional>
@@ -27,8 +28,8 @@ struct Analysis {
   std::optional<WhatIf> whatif;  // traces with an AD tape only
 };
 
-// The memory report, then, for a trace with an AD tape, the prediction (the reader is rewound
-// for it) added to it. Throws TraceError for unreadable traces.
+// The memory report and, for a trace with an AD tape, the prediction added to it (the reader
+// is read once more for the what-if's second pass). Throws TraceError for unreadable traces.
 Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
                      const AnalyzeOptions &options = {});
 Analysis analyze_all(const std::string &trace_path, const AnalyzeOptions &options = {});
