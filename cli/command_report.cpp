@@ -3,7 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "adprof/report.h"
+#include "adprof/ad_analysis.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
@@ -26,7 +26,8 @@ int command_report(const std::vector<std::string> &args) {
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
   const std::string trace = vm["trace"].as<std::string>();
-  Report report = analyze(trace, analyze_options);
+  // The memory report, and the AD layer when the trace has a tape (ad_analysis.h).
+  Report report = analyze_all(trace, analyze_options).report;
   end_progress();
   warn_if_incomplete(trace, report.complete, report.end_reason);
   if (vm.count("json"))

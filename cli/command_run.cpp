@@ -27,7 +27,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "adprof/report.h"
+#include "adprof/ad_analysis.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
@@ -169,7 +169,7 @@ int command_run(const std::vector<std::string> &args) {
       "output,o", po::value<std::string>(),
       "trace file to create (default: adprof.PROGRAM.DATE-TIME.adtrace); never overwritten")(
       "json", "print the report as JSON")("no-report", "only record; print no report")(
-      "top", po::value<long long>()->default_value(10), "rows in each table of the report");
+      "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)");
 
   // adprof's options end at the first argument that is not one (or at "--").
   size_t program_at = 0;
@@ -195,8 +195,7 @@ int command_run(const std::vector<std::string> &args) {
                                    args.end());
   if (program.empty()) throw UsageError("run needs a PROGRAM to profile (see adprof run --help)");
 
-  const long long top = vm["top"].as<long long>();
-  if (top < 0 || top > 1000000) throw UsageError("--top must be from 0 to 1000000");
+  const uint64_t top = whole_number_option(vm, "top", 1, 100000);
   if (vm.count("output") && vm["output"].as<std::string>().empty())
     throw UsageError("-o needs a file name");
   std::string preload = find_preload();
@@ -295,7 +294,7 @@ int command_run(const std::vector<std::string> &args) {
   if (vm.count("no-report")) return exit_code;
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
-  Report report = analyze(reported, analyze_options);
+  Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))
     std::cout << to_json(report).dump(2) << '\n';

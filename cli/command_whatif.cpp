@@ -11,10 +11,11 @@ namespace adprof::cli {
 int command_whatif(const std::vector<std::string> &args) {
   po::options_description options(
       "usage: adprof whatif TRACE [--json]\n\n"
-      "Replays an adcore run's recorded tape with each memory policy switched on (activity\n"
-      "analysis, early release, in-place accumulation, fused optimizer, native i32 indices) and\n"
-      "with all of them, and predicts each host peak and the saving. A policy that was already\n"
-      "on, or that this trace cannot predict, says why. Model and accuracy: docs/WHATIF.md.\n\n"
+      "Replays the tape an AD engine recorded (the AD protocol) with each memory policy it\n"
+      "described switched on (activity analysis, early release, in-place accumulation, fused\n"
+      "optimizer, checkpointing, no index widening) and with all of them, and predicts each\n"
+      "host peak and the saving. A policy that was already on, or that this trace cannot\n"
+      "predict, says why. Model and accuracy: docs/WHATIF.md.\n\n"
       "Options");
   options.add_options()("help,h", "show this help")("json", "print the predictions as JSON")(
       "trace", po::value<std::string>(), "the trace file");

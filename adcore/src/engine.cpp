@@ -1,4 +1,5 @@
-// The tape, the dispatcher and reverse mode. See engine.h and docs/ADCORE.md (annotation kinds).
+// The tape, the dispatcher and reverse mode. See engine.h; the tape events it emits are the AD
+// protocol of profiler/include/adprof/ad_protocol.h (docs/ADCORE.md, "Tape events").
 #include "adcore/engine.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <stdexcept>
 
 #include "adcore/optim.h"
+#include "adprof/ad_protocol.h"
 #include "internal.h"
 #include "plan.h"
 
@@ -25,30 +27,86 @@ thread_local detail::Plan *g_play = nullptr;
 // whose calls keep changing signature would otherwise build a plan every call).
 constexpr int kMaxPlanBuilds = 8;
 
-constexpr uint64_t kNoNode = ~0ULL;
+constexpr uint64_t kNoNode = ADPROF_AD_NONE;
 
-// Annotation kinds (documented in docs/ADCORE.md); interned once.
+// The AD protocol's kinds (profiler/include/adprof/ad_protocol.h); interned once.
 struct Kinds {
-  uint32_t begin, node, save, release, backward_begin, backward_node, contribution, complete,
+  uint32_t begin, leaf, node, save, release, backward_begin, backward_node, contribution, complete,
       optimizer_step, checkpoint, end, requested, adjoint_sum;
   Kinds()
-      : begin(intern("adcore.tape.begin")),
-        node(intern("adcore.tape.node")),
-        save(intern("adcore.tape.save")),
-        release(intern("adcore.tape.release")),
-        backward_begin(intern("adcore.tape.backward_begin")),
-        backward_node(intern("adcore.tape.backward_node")),
-        contribution(intern("adcore.tape.grad_contribution")),
-        complete(intern("adcore.tape.adjoint_complete")),
-        optimizer_step(intern("adcore.tape.optimizer_step")),
-        checkpoint(intern("adcore.tape.checkpoint")),
-        end(intern("adcore.tape.end")),
-        requested(intern("adcore.tape.requested")),
-        adjoint_sum(intern("adcore.tape.adjoint_sum")) {}
+      : begin(intern(ADPROF_AD_TAPE_BEGIN)),
+        leaf(intern(ADPROF_AD_TAPE_LEAF)),
+        node(intern(ADPROF_AD_TAPE_NODE)),
+        save(intern(ADPROF_AD_TAPE_SAVE)),
+        release(intern(ADPROF_AD_TAPE_RELEASE)),
+        backward_begin(intern(ADPROF_AD_TAPE_BACKWARD_BEGIN)),
+        backward_node(intern(ADPROF_AD_TAPE_BACKWARD_NODE)),
+        contribution(intern(ADPROF_AD_TAPE_CONTRIBUTION)),
+        complete(intern(ADPROF_AD_TAPE_ADJOINT_COMPLETE)),
+        optimizer_step(intern(ADPROF_AD_TAPE_OPTIMIZER_STEP)),
+        checkpoint(intern(ADPROF_AD_TAPE_CHECKPOINT)),
+        end(intern(ADPROF_AD_TAPE_END)),
+        requested(intern(ADPROF_AD_TAPE_REQUESTED)),
+        adjoint_sum(intern(ADPROF_AD_TAPE_ADJOINT_SUM)) {}
 };
 const Kinds &kinds() {
   static const Kinds k;
   return k;
+}
+
+// The protocol's policy mask of a tape's options (bit 1 << adprof_ad_policy: on).
+uint64_t policy_mask(const Options &o) {
+  auto bit = [](bool on, adprof_ad_policy p) { return on ? 1ULL << p : 0ULL; };
+  return bit(o.activity_analysis, ADPROF_AD_POLICY_ACTIVITY_ANALYSIS) |
+         bit(o.early_release, ADPROF_AD_POLICY_EARLY_RELEASE) |
+         bit(o.inplace_accumulation, ADPROF_AD_POLICY_INPLACE_ACCUMULATION) |
+         bit(o.fused_optimizer, ADPROF_AD_POLICY_FUSED_OPTIMIZER) |
+         bit(o.checkpointing, ADPROF_AD_POLICY_CHECKPOINTING) |
+         bit(o.reuse_tape, ADPROF_AD_POLICY_REUSABLE_TAPE) |
+         bit(o.native_i32_indices, ADPROF_AD_POLICY_NO_INDEX_WIDENING);
+}
+
+// adcore's description of itself (ad.engine, ad.policy), once per process before its first
+// tape: each policy with the words an adcore user switches it with (the Options field, and the
+// samples' flag), which the profiler's findings and what-if table quote.
+void describe_engine(const Options &o) {
+  static const bool described = [&] {
+    adprof_ad_describe_engine("adcore", "1");
+    struct Policy {
+      adprof_ad_policy id;
+      bool on;
+      const char *switch_on, *switch_off;
+    };
+    const Policy policies[] = {
+        {ADPROF_AD_POLICY_ACTIVITY_ANALYSIS, o.activity_analysis,
+         "Options::activity_analysis = true (drop --no-activity-analysis)",
+         "--no-activity-analysis"},
+        {ADPROF_AD_POLICY_EARLY_RELEASE, o.early_release,
+         "Options::early_release = true (drop --no-early-release)", "--no-early-release"},
+        {ADPROF_AD_POLICY_INPLACE_ACCUMULATION, o.inplace_accumulation,
+         "Options::inplace_accumulation = true (drop --no-inplace-accumulation)",
+         "--no-inplace-accumulation"},
+        {ADPROF_AD_POLICY_FUSED_OPTIMIZER, o.fused_optimizer,
+         "Options::fused_optimizer = true with the optimizer passed to backward (drop "
+         "--no-fused-optimizer)",
+         "--no-fused-optimizer"},
+        {ADPROF_AD_POLICY_CHECKPOINTING, o.checkpointing,
+         "run the chain's layers through adcore::checkpoint_sequential (sqrt(n) segments) with "
+         "Options::checkpointing = true (no --no-checkpoint)",
+         "--no-checkpoint"},
+        {ADPROF_AD_POLICY_REUSABLE_TAPE, o.reuse_tape,
+         "Options::reuse_tape = true, one Tape for the repeated calls (drop --no-reuse-tape)",
+         "--no-reuse-tape"},
+        {ADPROF_AD_POLICY_NO_INDEX_WIDENING, o.native_i32_indices,
+         "Options::native_i32_indices = true: gathers and scatters read i32 indices natively "
+         "(drop --widen-indices)",
+         "--widen-indices"},
+    };
+    for (const Policy &p : policies)
+      adprof_ad_describe_policy(p.id, p.on ? 1 : 0, p.switch_on, p.switch_off);
+    return true;
+  }();
+  (void)described;
 }
 template <size_t N>
 void annotate(uint32_t kind, const uint64_t (&v)[N]) {
@@ -315,7 +373,10 @@ Node &Tape::new_node(OpId op) {
   n.id = static_cast<int32_t>(n_);
   n.op = op;
   ++n_;
-  if (n_ == 1 && profiled()) annotate(kinds().begin, {id_, gen_, opts_.bits()});
+  if (n_ == 1 && profiled()) {
+    describe_engine(opts_);
+    annotate(kinds().begin, {id_, gen_, policy_mask(opts_)});
+  }
   return n;
 }
 
@@ -329,8 +390,8 @@ int32_t Tape::leaf_node(const Tensor &t) {
   i->tape_gen = gen_;
   i->node = n.id;
   if (profiled())
-    annotate(kinds().node, {static_cast<uint64_t>(n.id), op_name_id(OpId::leaf),
-                            addr(t.storage_ptr()), t.nbytes(), 0, t.requires_grad() ? 1u : 0u});
+    annotate(kinds().leaf, {static_cast<uint64_t>(n.id), addr(t.storage_ptr()), t.nbytes(),
+                            t.requires_grad() ? 1u : 0u});
   return n.id;
 }
 
@@ -386,7 +447,8 @@ void Tape::record(OpId op, std::span<const Tensor> ins, const Attrs &a, Tensor &
     if ((need >> std::min<size_t>(i, 3)) & 1u)
       save_tensor(n, n.saved[i], ins[i], i,
                   profiled() ? users(static_cast<uint8_t>(1u << std::min<size_t>(i, 3))) : 0);
-  if (need & kSaveOut) save_tensor(n, n.saved_out, out, 31, profiled() ? users(kSaveOut) : 0);
+  if (need & kSaveOut)
+    save_tensor(n, n.saved_out, out, ADPROF_AD_SAVE_OUTPUT, profiled() ? users(kSaveOut) : 0);
   n.out_meta = {out.shape(), out.dtype()};
   TensorImpl *oi = out.impl();
   oi->tape = this;
@@ -458,8 +520,9 @@ void Tape::accumulate(int32_t target, int32_t from, Tensor c) {
       m = copy(c);
     }
     if (profiled())
-      annotate(kinds().contribution, {static_cast<uint64_t>(target), static_cast<uint64_t>(from),
-                                      addr(m.storage_ptr()), m.nbytes(), 3, src});
+      annotate(kinds().contribution,
+               {static_cast<uint64_t>(target), static_cast<uint64_t>(from), addr(m.storage_ptr()),
+                m.nbytes(), ADPROF_AD_CONTRIBUTION_DEFERRED, src});
     pending_[t].push_back(std::move(m));
     return;
   }
@@ -467,13 +530,13 @@ void Tape::accumulate(int32_t target, int32_t from, Tensor c) {
   uint64_t mode;
   if (!cur.defined()) {
     cur = std::move(c);  // adopt (it may be shared: then the next contribution copies)
-    mode = 0;
+    mode = ADPROF_AD_CONTRIBUTION_ADOPTED;
   } else if (unique(cur) && cur.is_contiguous() && cur.shape() == c.shape()) {
     add_inplace(cur, c);
-    mode = 1;
+    mode = ADPROF_AD_CONTRIBUTION_INPLACE;
   } else {
     cur = add(cur, c);
-    mode = 2;
+    mode = ADPROF_AD_CONTRIBUTION_OUT_OF_PLACE;
   }
   if (profiled())
     annotate(kinds().contribution, {static_cast<uint64_t>(target), static_cast<uint64_t>(from),
@@ -585,11 +648,10 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
     }
   }
   if (profiled()) {
-    // flags: bit 0 gradients go to the leaves' .grad, bit 1 inside value_and_grad, bit 2 an
-    // optimizer was given.
-    const uint64_t flags =
-        (to_leaf_grads ? 1u : 0u) | (!call_args_.empty() ? 2u : 0u) | (opt ? 4u : 0u);
-    annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, opts_.bits(), flags});
+    const uint64_t flags = (to_leaf_grads ? ADPROF_AD_BACKWARD_TO_LEAF_GRADS : 0u) |
+                           (!call_args_.empty() ? ADPROF_AD_BACKWARD_IN_CALL : 0u) |
+                           (opt ? ADPROF_AD_BACKWARD_OPTIMIZER : 0u);
+    annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, policy_mask(opts_), flags});
     uint64_t v[32];
     uint32_t c = 0;
     for (int32_t id : result_node_) {

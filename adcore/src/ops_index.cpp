@@ -1,6 +1,7 @@
 // Indexing ops (i32 and i64 indices) and their backward rules.
 #include <string>
 
+#include "adprof/ad_protocol.h"
 #include "internal.h"
 
 namespace adcore {
@@ -15,7 +16,7 @@ Tensor prepare_index(const Tensor &idx) {
     // The naive engine's widening copy: an i64 duplicate of the whole index array, which then
     // lives as long as the tape holds it.
     i = cast(i, DType::I64);
-    i.label("adcore.widened_index");
+    i.label(ADPROF_AD_LABEL_INDEX_WIDENED);
   }
   return i;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "adcore/device.h"
+#include "adprof/ad_protocol.h"
 
 namespace adcore {
 namespace detail {
@@ -216,7 +217,7 @@ void StorageImpl::destroy(StorageImpl *s) {
   g_stats.frees[s->role] += 1;
   if (s->arena && s->arena->open()) {
     if (profiled()) {
-      static const uint32_t idle = adprof_name("adcore.arena.idle");
+      static const uint32_t idle = adprof_name(ADPROF_AD_LABEL_ARENA_IDLE);
       adprof_retag(s->data, ADPROF_ROLE_WORKSPACE, nullptr);
       adprof_label(s->data, idle);
     }

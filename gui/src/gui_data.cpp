@@ -22,14 +22,15 @@ WhatIfData whatif_data(const WhatIf &w) {
   WhatIfData d;
   d.measured_peak = w.measured_peak;
   d.reason = w.reason;
-  if (!w.adcore_tape) return d;
+  if (!w.ad_tape) return d;
   auto row = [](const PolicyPrediction &p) {
     WhatIfRow r;
     r.policy = p.title.empty() ? p.name : p.title;
     r.applicable = p.applicable;
     r.predicted_peak = p.applicable ? p.predicted_peak : 0;
     r.note = p.applicable ? p.explanation : p.reason;
-    if (!p.flag.empty()) r.note += (r.note.empty() ? "" : "  ") + std::string("[") + p.flag + "]";
+    if (!p.switch_off.empty())
+      r.note += (r.note.empty() ? "" : "  ") + std::string("[off: ") + p.switch_off + "]";
     return r;
   };
   for (const PolicyPrediction &p : w.policies) d.rows.push_back(row(p));

@@ -47,7 +47,7 @@ struct WhatIfData {
   std::string reason;           // why there is none
 };
 
-// The what-if panel's rows from the library's prediction (no adcore tape: no rows).
+// The what-if panel's rows from the library's prediction (no AD tape in the trace: no rows).
 WhatIfData whatif_data(const WhatIf &w);
 
 // One row of the diff table: a role or an op, its bytes at the peak in the base and this trace.

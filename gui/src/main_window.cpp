@@ -29,6 +29,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "adprof/ad_analysis.h"
 #include "palette.h"
 
 namespace adprof::gui {
@@ -458,13 +459,24 @@ void MainWindow::openTrace(const QString &path) {
         ops_model_->setOps(report_->ops);
         whatif_model_->setData({});
         whatif_stack_->setCurrentIndex(0);
-        loader_.whatIf(path, [this, path](Outcome<WhatIf> w) {
-          if (path != path_) return;
-          // No data (or no adcore tape in the trace): the panel says so; never a made-up row.
-          whatif_model_->setData(w.value ? whatif_data(*w.value) : WhatIfData{});
-          whatif_stack_->setCurrentIndex(whatif_model_->empty() ? 0 : 1);
-          emit whatIfShown();
-        });
+        // The AD layer (ad_analysis.h), once, and only for a trace with an AD tape: the
+        // prediction fills the what-if panel and adds each policy's saving to the findings.
+        if (!report_->ad_tape) {
+          emit whatIfShown();  // no data: the panel says so; never a made-up row
+        } else {
+          loader_.whatIf(path, [this, path](Outcome<WhatIf> w) {
+            if (path != path_) return;
+            whatif_model_->setData(w.value ? whatif_data(*w.value) : WhatIfData{});
+            whatif_stack_->setCurrentIndex(whatif_model_->empty() ? 0 : 1);
+            if (w.value && report_) {
+              auto with_savings = std::make_shared<Report>(*report_);
+              add_predictions(*with_savings, *w.value);
+              report_ = with_savings;
+              findings_model_->setFindings(report_->findings);
+            }
+            emit whatIfShown();
+          });
+        }
         showInstant(report_->peak_time, true);
         // The op series: the ops with the most bytes at the peak, then the most bytes.
         std::vector<const OpSummary *> ops;

@@ -12,9 +12,11 @@
 #include <unordered_map>
 
 #include "adprof/findings.h"
+#include "adprof/replay_driver.h"
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
-#include "adprof/whatif.h"
+#include "analyze_with.h"
+#include "whatif/pass.h"
 
 namespace adprof {
 
@@ -68,14 +70,26 @@ Report analyze(const std::string &trace_path, const AnalyzeOptions &options) {
   return analyze(reader, trace_path, options);
 }
 
-Report analyze(TraceReader &reader, const std::string &trace_path, const AnalyzeOptions &options) {
+namespace {
+
+// analyze() alone: no AD observer, nothing left of it in the loop.
+struct NoAdPass {
+  void on_heap(const Event &, uint64_t) {}
+  void on_event(const Event &, uint64_t) {}
+};
+
+// The report's one pass, with an optional observer riding along (a template, so that the
+// plain report's loop carries no trace of it).
+template <class AdPass>
+Report analyze_impl(TraceReader &reader, const std::string &trace_path,
+                    const AnalyzeOptions &options, Replay &replay, AdPass *ad_pass) {
   Report r;
   r.trace = trace_path;
   r.pid = reader.header().pid;
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
 
-  Replay replay;
-  bool have_adcore_tape = false;
+  ad::Decoder ad_events(replay);  // the AD protocol's events (ad_protocol.h)
+  bool have_ad_tape = false;
   uint64_t peak_serial = 0;
   std::vector<std::pair<uint64_t, Block>> peak_log;  // (key, state at the peak)
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> peak_log_shapes;  // (addr, shape)
@@ -140,99 +154,95 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
     }
     if (in_step) step.peak = std::max(step.peak, live);
   };
-  // The replay prefetches the index entries of the events kAhead events ahead (a free's
-  // block is anywhere among the live ones), and, with many live blocks (more than the caches
-  // hold), the blocks themselves half-way; with fewer, looking the block up twice costs more
-  // than it saves.
-  constexpr size_t kAhead = 16;
-  constexpr size_t kPrefetchBlocksAbove = size_t{1} << 16;  // live blocks
-  for (std::span<const Event> run; !(run = reader.next_events()).empty();) {
-    const bool prefetch_blocks = replay.live_blocks() > kPrefetchBlocksAbove;
-    for (size_t i = 0; i < run.size(); ++i) {
-      if (i + kAhead < run.size()) {
-        replay.prefetch(run[i + kAhead]);
-        if (prefetch_blocks) replay.prefetch_block(run[i + kAhead / 2]);
-      }
-      const Event &e = run[i];
-      ++index;
-      last_ticks = e.ticks;
-      if ((index & 0xFFFFF) == 0 && options.progress) options.progress(reader.progress());
-      if (Replay::is_heap_event(e)) {  // the fast path of what follows, for most events
-        const Replay::HeapChange c = replay.apply_heap(e);
-        if (c.removed && c.removed->serial <= peak_serial &&
-            (retagged_since_peak.empty() || !retagged_since_peak.contains(e.addr)))
-          log_peak_state(e.addr, *c.removed);
-        if (!c.block) continue;
-        const Block &b = *c.block;
-        const int thread_phase = replay.thread_phase(e.thread);
-        if (e.type == format::EventType::kAlloc) {
-          count_allocation(b);
-        } else {
-          ++r.frees;
-          ++r.phases[thread_phase].frees;
-          if (c.temporary) count_temporary(b);
-        }
-        track_host_peak(e, thread_phase);
-        continue;
-      }
-      bool changed = replay.apply(e);
-      if (e.type == format::EventType::kOpBegin) {
-        ++ops[static_cast<uint32_t>(e.a)].calls;
-      } else if (e.type == format::EventType::kStep) {
-        close_step(e.ticks);
-        in_step = true;
-        step = StepSummary{};
-        step.step = e.a;
-        step.start = reader.seconds(e.ticks);
-        step.peak = replay.host_live();
-      } else if (e.type == format::EventType::kName && e.text() == "adcore.tape.begin") {
-        have_adcore_tape = true;
-      } else if (e.type == format::EventType::kAnnotate && e.values().size() >= 5 + kRoleCount &&
-                 replay.name(static_cast<uint32_t>(e.a)) == "adcore.cuda.oom") {
-        // {requested, reserved, allocated, limit, device, live bytes by role...}
-        if (r.device_ooms++ == 0) {
-          r.oom_requested = e.values()[0];
-          r.oom_reserved = e.values()[1];
-          r.oom_allocated = e.values()[2];
-          r.oom_limit = e.values()[3];
-          r.oom_device = static_cast<uint32_t>(e.values()[4]);
-          r.oom_time = reader.seconds(e.ticks);
-          for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = e.values()[5 + i];
-        }
-      } else if (e.type == format::EventType::kCounter && e.operand == 1) {
-        r.max_rss = std::max(r.max_rss, e.a);
-      }
-      if (!changed) continue;
-      const Replay::LastChange &c = replay.last();
-      for (const auto &[key, old] : c.removed)
-        if (old->serial <= peak_serial &&
-            (is_host_space(old->space) || old->space == ADPROF_SPACE_MMAP) &&
-            (retagged_since_peak.empty() || !retagged_since_peak.contains(key)))
-          log_peak_state(key, *old);
-      if (c.retag && c.before.serial <= peak_serial &&
-          (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
-          retagged_since_peak.insert(c.key).second)
-        log_peak_state(c.key, c.before);
-      const Block &b = *c.block;
-      bool host = is_host_space(b.space);
-      const int thread_phase = replay.thread_phase(e.thread);
-      if (c.alloc && host) {
-        count_allocation(b);
-      } else if (c.free && host && e.type == format::EventType::kFree) {
-        ++r.frees;
-        ++r.phases[thread_phase].frees;
-        if (c.temporary) count_temporary(b);
-      }
-      track_host_peak(e, thread_phase);
-      if (replay.device_live() > r.device_peak) {
-        r.device_peak = replay.device_live();
-        r.device_peak_time = reader.seconds(e.ticks);
-        r.device_peak_by_role = replay.device_by_role();
-      }
-      r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
-      r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
+  // One pass through the replay driver (replay_driver.h): heap events on its fast path.
+  ReplayDriver driver(reader, replay);
+  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) __attribute__((always_inline)) {
+    index = driver.index();
+    ad_pass->on_heap(e, index);  // the AD layer's observer, when one rides along
+    last_ticks = e.ticks;
+    if (c.removed && c.removed->serial <= peak_serial &&
+        (retagged_since_peak.empty() || !retagged_since_peak.contains(e.addr)))
+      log_peak_state(e.addr, *c.removed);
+    if (!c.block) return;
+    const Block &b = *c.block;
+    const int thread_phase = replay.thread_phase(e.thread);
+    if (e.type == format::EventType::kAlloc) {
+      count_allocation(b);
+    } else {
+      ++r.frees;
+      ++r.phases[thread_phase].frees;
+      if (c.temporary) count_temporary(b);
     }
-  }
+    track_host_peak(e, thread_phase);
+  };
+  auto on_event = [&](const Event &e, bool changed) {
+    index = driver.index();
+    ad_pass->on_event(e, index);
+    last_ticks = e.ticks;
+    if (e.type == format::EventType::kOpBegin) {
+      ++ops[static_cast<uint32_t>(e.a)].calls;
+    } else if (e.type == format::EventType::kStep) {
+      close_step(e.ticks);
+      in_step = true;
+      step = StepSummary{};
+      step.step = e.a;
+      step.start = reader.seconds(e.ticks);
+      step.peak = replay.host_live();
+    } else if (e.type == format::EventType::kAnnotate) {
+      const ad::Decoder::Annotation a = ad_events.annotation(e);
+      if (a.kind == ad::Kind::kTapeBegin) {
+        have_ad_tape = true;
+      } else if (a.kind == ad::Kind::kDeviceOom && a.values.size() >= 5 + kRoleCount &&
+                 r.device_ooms++ == 0) {
+        // {requested, reserved, allocated, limit, device, live bytes by role...}
+        const auto v = a.values;
+        r.oom_requested = v[0];
+        r.oom_reserved = v[1];
+        r.oom_allocated = v[2];
+        r.oom_limit = v[3];
+        r.oom_device = static_cast<uint32_t>(v[4]);
+        r.oom_time = reader.seconds(e.ticks);
+        for (int i = 0; i < kRoleCount; ++i) r.oom_by_role[i] = v[5 + i];
+      }
+    } else if (e.type == format::EventType::kLabel) {
+      ad_events.label(e);  // a legacy trace is known by its labels too
+    } else if (e.type == format::EventType::kCounter && e.operand == 1) {
+      r.max_rss = std::max(r.max_rss, e.a);
+    }
+    if (!changed) return;
+    const Replay::LastChange &c = replay.last();
+    for (const auto &[key, old] : c.removed)
+      if (old->serial <= peak_serial &&
+          (is_host_space(old->space) || old->space == ADPROF_SPACE_MMAP) &&
+          (retagged_since_peak.empty() || !retagged_since_peak.contains(key)))
+        log_peak_state(key, *old);
+    if (c.retag && c.before.serial <= peak_serial &&
+        (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
+        retagged_since_peak.insert(c.key).second)
+      log_peak_state(c.key, c.before);
+    const Block &b = *c.block;
+    bool host = is_host_space(b.space);
+    const int thread_phase = replay.thread_phase(e.thread);
+    if (c.alloc && host) {
+      count_allocation(b);
+    } else if (c.free && host && e.type == format::EventType::kFree) {
+      ++r.frees;
+      ++r.phases[thread_phase].frees;
+      if (c.temporary) count_temporary(b);
+    }
+    track_host_peak(e, thread_phase);
+    if (replay.device_live() > r.device_peak) {
+      r.device_peak = replay.device_live();
+      r.device_peak_time = reader.seconds(e.ticks);
+      r.device_peak_by_role = replay.device_by_role();
+    }
+    r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
+    r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
+  };
+  auto report = observe(on_heap, on_event);
+  DriveOptions drive;
+  drive.progress = options.progress;
+  driver.run(report, drive);
   close_step(last_ticks);
   r.events = reader.stats().events;
   r.duration = reader.seconds(last_ticks);
@@ -312,17 +322,26 @@ Report analyze(TraceReader &reader, const std::string &trace_path, const Analyze
   std::sort(r.ops.begin(), r.ops.end(), [](const OpSummary &a, const OpSummary &b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
   });
-  if (options.predict_policies && have_adcore_tape) {
-    reader.rewind();
-    WhatIf w = predict_policies(reader);
-    for (const PolicyPrediction &p : w.policies)
-      if (p.applicable && !p.recorded_on)
-        r.policy_savings.push_back(
-            {p.name, p.title, p.flag, p.predicted_peak, p.saving, p.explanation});
-  }
+  // The AD layer (ad_analysis.h) predicts the policies' savings when the trace has a tape.
+  r.engine = ad_events.engine();
+  r.ad_tape = have_ad_tape;
   r.findings = find_findings(r);
   if (options.progress) options.progress(1.0);
   return r;
+}
+
+}  // namespace
+
+Report analyze(TraceReader &reader, const std::string &trace_path, const AnalyzeOptions &options) {
+  Replay replay;
+  NoAdPass none;
+  return analyze_impl(reader, trace_path, options, replay, &none);
+}
+
+Report analyze_with(TraceReader &reader, const std::string &trace_path,
+                    const AnalyzeOptions &options, Replay &replay, whatif::Pass *ad_pass) {
+  if (!ad_pass) return analyze(reader, trace_path, options);
+  return analyze_impl(reader, trace_path, options, replay, ad_pass);
 }
 
 }  // namespace adprof

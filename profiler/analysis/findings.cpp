@@ -30,9 +30,8 @@ void duplicates(const Report &r, std::vector<Finding> &out) {
     f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
                  std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
     if (b.dtype == "i64")
-      f.fix =
-          "keep indices in their original width: adcore gathers and scatters with i32 "
-          "indices natively (drop --widen-indices)";
+      f.fix = r.engine.fix(ADPROF_AD_POLICY_NO_INDEX_WIDENING,
+                           "keep indices in their original width (read i32 indices natively)");
     else
       f.fix = "operate on the source directly instead of materialising a copy";
     out.push_back(std::move(f));
@@ -69,14 +68,17 @@ void content_duplicates(const Report &r, std::vector<Finding> &out) {
   }
 }
 
-// adcore's reusable tape keeps the buffers of the last evaluation for the next one.
+// A reusable tape's arena keeps the buffers of the last evaluation for the next one (buffers
+// labelled ad.arena.idle, ad_protocol.h).
 void arena_idle(const Report &r, std::vector<Finding> &out) {
   uint64_t bytes = 0;
   int count = 0;
+  std::string idle_label;
   for (const LiveBuffer &b : r.live_at_peak)
-    if (b.label == "adcore.arena.idle") {
+    if (ad::is_arena_idle_label(b.label)) {
       bytes += b.size;
       ++count;
+      idle_label = b.label;
     }
   if (bytes == 0 || bytes * 10 < r.peak) return;
   Finding f;
@@ -84,10 +86,11 @@ void arena_idle(const Report &r, std::vector<Finding> &out) {
   f.bytes = bytes;
   f.message = share(bytes, r.peak) + ": " + std::to_string(count) +
               " idle buffers held by the reusable tape's arena for the next evaluation";
-  f.evidence = "role workspace, label adcore.arena.idle, live at the peak";
-  f.fix =
-      "the arena trades memory for zero allocations per call; --no-reuse-tape returns the "
-      "buffers to the allocator at the end of each gradient";
+  f.evidence = "role workspace, label " + idle_label + ", live at the peak";
+  const ad::EnginePolicy &reuse = r.engine.policy(ADPROF_AD_POLICY_REUSABLE_TAPE);
+  f.fix = "the arena trades memory for zero allocations per call; switching the reusable tape off";
+  f.fix += reuse.switch_off.empty() ? "" : " (" + r.engine.name + ": " + reuse.switch_off + ")";
+  f.fix += " returns the buffers to the allocator at the end of each gradient";
   out.push_back(std::move(f));
 }
 
@@ -119,7 +122,8 @@ void accumulation(const Report &r, std::vector<Finding> &out) {
   f.evidence = ev;
   f.fix =
       "in-place gradient accumulation adds each contribution as it arrives and keeps one "
-      "buffer per gradient (drop --no-inplace-accumulation)";
+      "buffer per gradient (" +
+      r.engine.fix(ADPROF_AD_POLICY_INPLACE_ACCUMULATION, "switch it on") + ")";
   out.push_back(std::move(f));
 }
 
@@ -134,14 +138,19 @@ void forward_caches(const Report &r, std::vector<Finding> &out) {
   f.message = share(bytes, r.peak) + ": forward caches - " + std::to_string(count) +
               " buffers saved by the tape for the backward pass were live at the peak";
   f.evidence = "the peak was reached in the " + r.peak_phase + " phase";
+  const std::string checkpoint =
+      r.engine.fix(ADPROF_AD_POLICY_CHECKPOINTING,
+                   "checkpoint the longest chain (recompute its caches in backward)");
   f.fix = r.peak_phase == "backward"
-              ? "release each cache at its last backward use (early release) or checkpoint the "
-                "longest chain"
-              : "checkpoint the longest chain (recompute its caches in backward)";
+              ? "release each cache at its last backward use (" +
+                    r.engine.fix(ADPROF_AD_POLICY_EARLY_RELEASE, "early release") + "), or " +
+                    checkpoint
+              : checkpoint;
   out.push_back(std::move(f));
 }
 
-// adcore policies that were off, with the peak the what-if analysis predicts with each on.
+// The engine's policies that were off, with the peak the what-if analysis predicts with each on;
+// the fix in the engine's own words (its ad.policy description).
 void policy_savings(const Report &r, std::vector<Finding> &out) {
   for (const PolicySaving &p : r.policy_savings) {
     if (p.saving <= 0 || static_cast<uint64_t>(p.saving) * 100 < r.peak) continue;  // < 1%
@@ -151,11 +160,10 @@ void policy_savings(const Report &r, std::vector<Finding> &out) {
     f.message = share(f.bytes, r.peak) + " would be saved by " + p.title + ": predicted peak " +
                 format_bytes(p.predicted_peak) + " instead of " + format_bytes(r.peak);
     f.evidence = p.explanation + " (adprof whatif replays the recorded tape)";
-    f.fix = p.name == "checkpointing"
-                ? "run the longest chain's layers through adcore::checkpoint_sequential "
-                  "(sqrt(n) segments) with checkpointing on (no " +
-                      p.flag + ")"
-                : "switch " + p.title + " on (drop " + p.flag + ")";
+    const std::string generic = p.name == "checkpointing"
+                                    ? "checkpoint the longest chain in sqrt(n) segments"
+                                    : "switch " + p.title + " on";
+    f.fix = p.fix.empty() ? generic : r.engine.name + ": " + p.fix;
     out.push_back(std::move(f));
   }
 }
@@ -195,7 +203,8 @@ void steady_allocations(const Report &r, std::vector<Finding> &out) {
   f.evidence = std::to_string(r.steps.size()) + " steps recorded";
   f.fix =
       "a reusable tape and arena serves repeated evaluations from the buffers of the first "
-      "(drop --no-reuse-tape)";
+      "(" +
+      r.engine.fix(ADPROF_AD_POLICY_REUSABLE_TAPE, "an engine with a reusable tape") + ")";
   out.push_back(std::move(f));
 }
 

@@ -141,11 +141,26 @@ json to_json(const Report &r) {
   for (const auto &p : r.policy_savings)
     savings.push_back({{"name", p.name},
                        {"title", p.title},
-                       {"flag", p.flag},
+                       {"fix", p.fix},
                        {"predicted_peak", p.predicted_peak},
                        {"saving", p.saving},
                        {"explanation", p.explanation}});
   j["policy_savings"] = savings;
+  if (r.engine.described()) {
+    json policies = json::array();
+    for (const ad::PolicyName &n : ad::policy_names()) {
+      const ad::EnginePolicy &p = r.engine.policy(n.id);
+      if (p.described)
+        policies.push_back({{"name", n.name},
+                            {"on", p.on},
+                            {"switch_on", p.switch_on},
+                            {"switch_off", p.switch_off}});
+    }
+    j["engine"] = {{"name", r.engine.name},
+                   {"version", r.engine.version},
+                   {"protocol", r.engine.protocol},
+                   {"policies", policies}};
+  }
   json findings = json::array();
   for (const auto &f : r.findings)
     findings.push_back({{"kind", f.kind},
@@ -295,8 +310,24 @@ Report report_from_json(const json &j) {
     for (const auto &p : at(j, "policy_savings"))
       r.policy_savings.push_back(
           {p.value("name", std::string()), p.value("title", std::string()),
-           p.value("flag", std::string()), p.value("predicted_peak", uint64_t{0}),
+           p.value("fix", p.value("flag", std::string())), p.value("predicted_peak", uint64_t{0}),
            p.value("saving", int64_t{0}), p.value("explanation", std::string())});
+    if (j.contains("engine") && j["engine"].is_object()) {
+      const json &e = j["engine"];
+      r.engine.name = e.value("name", std::string());
+      r.engine.version = e.value("version", std::string());
+      r.engine.protocol = e.value("protocol", 0u);
+      if (e.contains("policies") && e["policies"].is_array())
+        for (const auto &p : e["policies"]) {
+          const int id = ad::policy_id(p.value("name", std::string()));
+          if (id < 0) continue;
+          ad::EnginePolicy &ep = r.engine.policies[static_cast<size_t>(id)];
+          ep.described = true;
+          ep.on = p.value("on", false);
+          ep.switch_on = p.value("switch_on", std::string());
+          ep.switch_off = p.value("switch_off", std::string());
+        }
+    }
     for (const auto &f : at(j, "findings"))
       r.findings.push_back({f.value("kind", std::string()), f.value("message", std::string()),
                             f.value("evidence", std::string()), f.value("fix", std::string()),

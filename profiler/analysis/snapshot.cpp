@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "adprof/replay_driver.h"
+
 namespace adprof {
 
 namespace {
@@ -92,18 +94,22 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
 Snapshot snapshot_at(TraceReader &reader, double time, uint64_t event, size_t max_buffers) {
   reader.rewind();
   Replay replay;
-  Event e;
+  // Replayed through the driver, which stops before the first event past the instant (or
+  // after event number `event`).
+  ReplayDriver driver(reader, replay);
   uint64_t index = 0;
   double now = 0;
-  while (true) {
-    if (event ? index >= event : false) break;
-    if (!reader.next(e)) break;
-    double t = reader.seconds(e.ticks);
-    if (!event && t > time) break;  // that event is after the instant: not applied
+  auto stop = [&](const Event &e) {
+    if (event ? index >= event : false) return true;
+    const double t = reader.seconds(e.ticks);
+    if (!event && t > time) return true;  // that event is after the instant: not applied
     ++index;
     now = t;
-    replay.apply(e);
-  }
+    return false;
+  };
+  auto upto =
+      observe([](const Event &, const Replay::HeapChange &) {}, [](const Event &, bool) {}, stop);
+  driver.run(upto);
   Snapshot s = take_snapshot(replay, reader, max_buffers);
   s.time = event ? now : time;
   return s;

@@ -5,6 +5,8 @@
 #include <span>
 #include <unordered_map>
 
+#include "adprof/replay_driver.h"
+
 namespace adprof {
 
 namespace {
@@ -80,54 +82,50 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
     t.device_peak = std::max(t.device_peak, replay.device_live());
     if (time >= options.from && time <= options.to) sample(time);
   };
-  bool done = false;  // the window is complete, or the caller cancelled
-  for (std::span<const Event> run; !done && !(run = reader.next_events()).empty();)
-    for (const Event &e : run) {
-      ++index;
-      if ((index & 0xFFFF) == 0) {
-        if (options.progress) options.progress(reader.progress());
-        if (options.cancelled && options.cancelled()) {
-          done = true;
-          break;
-        }
-      }
-      now = reader.seconds(e.ticks);
-      if (now > options.to) {  // the window is complete
-        done = true;
-        break;
-      }
-      if (Replay::is_heap_event(e)) {  // the fast path of what follows, for most events
-        const Replay::HeapChange c = replay.apply_heap(e);
-        if (!c.block) continue;
-        uint64_t &live = op_live[series_of(c.block->op_name)];
-        if (e.type == format::EventType::kAlloc)
-          live += c.block->size;
-        else
-          live -= std::min(live, c.block->size);
-        track(now);
-        continue;
-      }
-      bool changed = replay.apply(e);
-      if (e.type == format::EventType::kPhase && e.operand != band_phase) {
-        if (!t.phases.empty()) t.phases.back().end = now;
-        if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
-          t.phases.push_back({now, now, e.operand});
-        band_phase = e.operand;
-        continue;
-      }
-      if (e.type == format::EventType::kStep) {
-        t.steps.push_back({now, e.a});
-        continue;
-      }
-      if (!changed) continue;
-      const Replay::LastChange &c = replay.last();
-      if (is_host_space(c.block->space)) {
-        uint64_t &live = op_live[series_of(c.block->op_name)];
-        if (c.alloc) live += c.block->size;
-        if (c.free) live -= std::min(live, c.block->size);
-      }
-      track(now);
+  // One pass through the replay driver (replay_driver.h); it stops before the first event
+  // past the window, or when the caller cancels.
+  ReplayDriver driver(reader, replay);
+  auto stop = [&](const Event &e) {
+    ++index;
+    if ((index & 0xFFFF) == 0) {
+      if (options.progress) options.progress(reader.progress());
+      if (options.cancelled && options.cancelled()) return true;
     }
+    now = reader.seconds(e.ticks);
+    return now > options.to;  // the window is complete
+  };
+  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
+    if (!c.block) return;
+    uint64_t &live = op_live[series_of(c.block->op_name)];
+    if (e.type == format::EventType::kAlloc)
+      live += c.block->size;
+    else
+      live -= std::min(live, c.block->size);
+    track(now);
+  };
+  auto on_event = [&](const Event &e, bool changed) {
+    if (e.type == format::EventType::kPhase && e.operand != band_phase) {
+      if (!t.phases.empty()) t.phases.back().end = now;
+      if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
+        t.phases.push_back({now, now, e.operand});
+      band_phase = e.operand;
+      return;
+    }
+    if (e.type == format::EventType::kStep) {
+      t.steps.push_back({now, e.a});
+      return;
+    }
+    if (!changed) return;
+    const Replay::LastChange &c = replay.last();
+    if (is_host_space(c.block->space)) {
+      uint64_t &live = op_live[series_of(c.block->op_name)];
+      if (c.alloc) live += c.block->size;
+      if (c.free) live -= std::min(live, c.block->size);
+    }
+    track(now);
+  };
+  auto timeline = observe(on_heap, on_event, stop);
+  driver.run(timeline);
   flush();
   t.events = index;
   t.end = std::min(options.to, now);

@@ -16,7 +16,7 @@ using namespace adprof::preload;
 namespace {
 
 // Interned names: open addressing over a fixed table; the strings live in a bump arena. A
-// program interns a handful of op kinds and labels, each once (adcore caches the ids), so a
+// program interns a handful of op kinds and labels, each once (an engine caches the ids), so a
 // lock is fine here.
 constexpr size_t kNameSlots = 1 << 16;
 constexpr size_t kArenaBytes = 8 << 20;

@@ -459,7 +459,7 @@ void GuiTest::whatIfPanel() {
   w.openTrace(trace);
   QVERIFY(shown.wait(120000));
   WhatIf expect = predict_policies(trace.toStdString());
-  QVERIFY(expect.adcore_tape);
+  QVERIFY(expect.ad_tape);
   WhatIfModel *m = w.whatIfModel();
   QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
   QCOMPARE(m->rowCount(), int(expect.policies.size() + (expect.all.applicable ? 1 : 0)));

@@ -66,7 +66,7 @@ class WhatIf : public ::testing::Test {
     const std::string off = record("off", program + " " + off_args);
     const std::string on = record("on", program + " " + on_args);
     const adprof::WhatIf w = adprof::predict_policies(off);
-    ASSERT_TRUE(w.adcore_tape);
+    ASSERT_TRUE(w.ad_tape);
     // The model replays the recording itself exactly.
     EXPECT_EQ(w.replayed_peak, w.measured_peak);
     EXPECT_EQ(w.measured_peak, adprof::analyze(off).peak);
@@ -119,7 +119,7 @@ TEST_F(WhatIf, ActivityAnalysisQuadformActiveA) {
 }
 
 TEST_F(WhatIf, NativeI32IndicesGather) {
-  check("native_i32_indices", kSamples + "/gather", "--rows 262144 --widen-indices",
+  check("no_index_widening", kSamples + "/gather", "--rows 262144 --widen-indices",
         "--rows 262144");
 }
 
@@ -207,7 +207,7 @@ TEST_F(WhatIf, CliTableJsonAndErrors) {
   r = adprof("whatif --json " + trace);
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["adcore_tape"].get<bool>());
+  EXPECT_TRUE(j["ad_tape"].get<bool>());
   EXPECT_EQ(j["policies"].size(), 7u);
   EXPECT_EQ(j["measured_peak"].get<uint64_t>(), j["replayed_peak"].get<uint64_t>());
   bool inplace = false;
@@ -242,7 +242,7 @@ TEST_F(WhatIf, NoTapeIsNotApplicable) {
   Result r = adprof("run --no-report -o " + trace + " -- /bin/true");
   ASSERT_EQ(r.code, 0) << r.err;
   const adprof::WhatIf w = adprof::predict_policies(trace);
-  EXPECT_FALSE(w.adcore_tape);
+  EXPECT_FALSE(w.ad_tape);
   for (const auto &p : w.policies) {
     EXPECT_FALSE(p.applicable);
     EXPECT_FALSE(p.reason.empty());

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "adprof/ad_protocol.h"
+
 namespace adcore::devalloc {
 
 const char *role_name(adprof_role r) {
@@ -42,7 +44,7 @@ void ProfilerTracker::block_freed(const void *p, uint32_t device) {
   adprof_track_free(p, ADPROF_SPACE_DEVICE_BLOCK, device);
 }
 void ProfilerTracker::oom(size_t requested, const Stats &s, uint32_t device) {
-  static const uint32_t kind = adprof_name("adcore.cuda.oom");
+  static const uint32_t kind = adprof_name(ADPROF_AD_DEVICE_OOM);
   uint64_t v[5 + ADPROF_ROLE_COUNT] = {requested, s.reserved, s.allocated, s.limit, device};
   for (int r = 0; r < ADPROF_ROLE_COUNT; ++r)
     v[5 + r] = s.live_by_role.bytes[static_cast<size_t>(r)];

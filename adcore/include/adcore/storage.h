@@ -6,7 +6,7 @@
 // the reuse_tape policy), a released storage's memory goes back to the arena, and the next
 // storage of the same byte size takes it without calling malloc; the profiler sees the buffer
 // retagged to its new role (and, while idle in the arena, to workspace labelled
-// "adcore.arena.idle").
+// "ad.arena.idle", adprof/ad_protocol.h).
 #pragma once
 #include <adprof/context.h>
 

@@ -1,13 +1,15 @@
 /* adprof context API: how a program tells the profiler what it is doing.
  *
- * A program (adcore first of all) links libadprof_context.so, whose functions do nothing.
+ * A program (an AD engine first of all) links libadprof_context.so, whose functions do nothing.
  * When the program runs under `adprof run`, libadprof_preload.so is preloaded and defines the
  * same symbols; the dynamic linker binds the program's calls to those, which stamp every
  * following allocation of the calling thread with the current (op, phase, role).
  * Not profiled, a call costs one call to an empty function.
  *
- * Vocabulary (phases, roles) is the one of shared/DESIGN.md; numeric values are part of the
- * trace format and must never be renumbered (append only).
+ * Vocabulary (phases, roles, spaces) is numbered here; the numbers are part of the trace format
+ * and must never be renumbered (append only). An AD engine also describes its tape and its
+ * memory policies through the AD protocol (ad_protocol.h), carried by adprof_annotate and
+ * adprof_label below.
  */
 #ifndef ADPROF_CONTEXT_H
 #define ADPROF_CONTEXT_H
@@ -41,7 +43,7 @@ typedef enum adprof_role {
 } adprof_role;
 #define ADPROF_ROLE_COUNT 10
 
-/* Element types for adprof_describe (same numbering as adcore's DType). */
+/* Element types for adprof_describe. */
 typedef enum adprof_dtype {
   ADPROF_DTYPE_UNKNOWN = 0,
   ADPROF_DTYPE_F32 = 1,
@@ -93,8 +95,9 @@ void adprof_label(const void *ptr, uint32_t name_id);
 void adprof_describe(const void *ptr, adprof_dtype dtype, uint32_t rank, const int64_t *shape);
 void adprof_content_hash(const void *ptr, uint64_t hash);
 
-/* Generic structured annotation (the tape's structure for what-if replays, for example):
- * `kind_name_id` from adprof_name, up to 32 unsigned values. */
+/* Generic structured annotation: `kind_name_id` from adprof_name, up to 32 unsigned values.
+ * The kinds the analysis understands, and their value layouts, are the AD protocol's
+ * (ad_protocol.h); other kinds are kept in the trace and ignored. */
 void adprof_annotate(uint32_t kind_name_id, const uint64_t *values, uint32_t count);
 
 /* Blocks an instrumented allocator owns outside malloc (device memory, pools). The block is

@@ -1,7 +1,8 @@
 // The memory report: what a trace says about where memory went and what made the peak.
-// `analyze` computes it (two passes over the trace: totals and the peak's time, then the live
-// set at the peak); `to_json`/`from_json` are its versioned machine form (docs/REPORT_SCHEMA.md);
-// `render_text` is the CLI's view. Nothing here knows about Qt or the terminal.
+// `analyze` computes it in one pass (replay_driver.h; the live set at the peak is rebuilt from a
+// log, docs/ARCHITECTURE.md); the AD layer (ad_analysis.h) adds the what-if savings;
+// `to_json`/`from_json` are its versioned machine form (docs/REPORT_SCHEMA.md); `render_text` is
+// the CLI's view. Nothing here knows about Qt or the terminal.
 #pragma once
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "adprof/ad_events.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -78,12 +80,12 @@ struct Finding {
   uint64_t bytes = 0;    // bytes at the peak it explains
 };
 
-// A policy of adcore that was off in the recording, and the peak the what-if analysis predicts
-// with it on (adprof/whatif.h).
+// A memory policy of the engine that was off in the recording, and the peak the what-if
+// analysis predicts with it on (adprof/whatif.h).
 struct PolicySaving {
-  std::string name;   // "inplace_accumulation"
+  std::string name;   // "inplace_accumulation" (ad_protocol.h's shared list)
   std::string title;  // "in-place accumulation"
-  std::string flag;   // the switch that turned it off
+  std::string fix;    // how the engine's users switch it on (its own words)
   uint64_t predicted_peak = 0;
   int64_t saving = 0;
   std::string explanation;
@@ -132,7 +134,7 @@ struct Report {
   double device_peak_time = 0;
   uint64_t device_reserved_peak = 0;
   std::array<uint64_t, kRoleCount> device_peak_by_role{};
-  // A device allocator's out-of-memory (adcore's "adcore.cuda.oom" annotation): the first one.
+  // A device allocator's out-of-memory (the AD protocol's ad.device.oom event): the first one.
   uint64_t device_ooms = 0;
   uint64_t oom_requested = 0, oom_reserved = 0, oom_allocated = 0, oom_limit = 0;
   uint32_t oom_device = 0;
@@ -145,14 +147,17 @@ struct Report {
   double steady_allocations_per_step = -1;  // median over steps after the first; -1: < 2 steps
   uint64_t temporaries = 0;
   uint64_t temporary_bytes = 0;
-  std::vector<PolicySaving> policy_savings;  // adcore traces: what each switch would save
+  // AD traces (ad_protocol.h): the engine's description; whether the trace has tape events;
+  // what each policy would save (filled by the AD layer, ad_analysis.h).
+  ad::EngineDescription engine;
+  bool ad_tape = false;
+  std::vector<PolicySaving> policy_savings;
   std::vector<Finding> findings;
 };
 
 struct AnalyzeOptions {
   std::function<void(double)> progress;  // fraction done, called now and then
   size_t max_live_buffers = 100000;      // live_at_peak keeps the largest this many
-  bool predict_policies = true;          // adcore traces: run the what-if analysis too
 };
 
 // Throws TraceError for unreadable traces.

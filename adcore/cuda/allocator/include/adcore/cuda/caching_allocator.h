@@ -22,7 +22,7 @@
 // a segment of exactly the (rounded) request is tried before giving up.
 // Out of memory: OutOfMemory is thrown with a report of what filled the device (bytes by role,
 // the largest live blocks, reserved vs allocated, the largest free block); the tracker gets an
-// oom() call first (the profiler: an "adcore.cuda.oom" annotation in the trace). The
+// oom() call first (the profiler: an "ad.device.oom" event of the AD protocol in the trace). The
 // allocator's state is unchanged by a failed request.
 #pragma once
 #include <adprof/context.h>
@@ -105,8 +105,8 @@ class Tracker {
 };
 
 // adprof_track_alloc/free with DEVICE_SEGMENT and DEVICE_BLOCK; oom() writes an annotation
-// "adcore.cuda.oom" with values {requested, reserved, allocated, limit, device,
-// live bytes of role 0..9} (15 values).
+// "ad.device.oom" (adprof/ad_protocol.h) with values {requested, reserved, allocated, limit,
+// device, live bytes of role 0..9} (15 values).
 class ProfilerTracker final : public Tracker {
  public:
   void segment_reserved(const void *p, size_t bytes, uint32_t device) override;

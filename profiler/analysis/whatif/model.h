@@ -1,0 +1,190 @@
+// The what-if analysis's model of a recording (docs/WHATIF.md): heap blocks as logical
+// storages, and the tape generations read from the AD protocol's events, with what each node's
+// forward and backward rule allocated, saved, released and contributed.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "adprof/ad_events.h"
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
+
+namespace adprof::whatif {
+
+constexpr uint64_t kNone = ~0ULL;
+
+// Policy masks of the AD protocol (bit 1 << adprof_ad_policy).
+constexpr uint64_t kActivity = 1ULL << ADPROF_AD_POLICY_ACTIVITY_ANALYSIS,
+                   kEarlyRelease = 1ULL << ADPROF_AD_POLICY_EARLY_RELEASE,
+                   kInplace = 1ULL << ADPROF_AD_POLICY_INPLACE_ACCUMULATION,
+                   kFused = 1ULL << ADPROF_AD_POLICY_FUSED_OPTIMIZER,
+                   kCheckpoint = 1ULL << ADPROF_AD_POLICY_CHECKPOINTING,
+                   kReuse = 1ULL << ADPROF_AD_POLICY_REUSABLE_TAPE,
+                   kNativeIndices = 1ULL << ADPROF_AD_POLICY_NO_INDEX_WIDENING;
+constexpr uint64_t kPredictable = kActivity | kEarlyRelease | kInplace | kFused | kNativeIndices;
+constexpr uint64_t kDeferred = ADPROF_AD_CONTRIBUTION_DEFERRED;
+
+// The policies a prediction may switch on: those the engine described, or all of them when it
+// did not describe itself.
+uint64_t available_policies(const ad::EngineDescription &e);
+
+// ---------------- the recorded storages ----------------
+struct Change {
+  enum Type : uint8_t { kNoChange, kAcquire, kRelease, kIdleFree } type = kNoChange;
+  uint64_t storage = 0;
+  uint64_t size = 0;
+  bool arena = false;  // acquire: taken from an arena; release: given back to one
+  uint64_t addr = 0;
+};
+
+// Heap blocks as logical storages. A storage id is the index of the event that started it.
+class Tracker {
+ public:
+  Change apply(const Event &e, uint64_t index) {
+    Change c;
+    using T = format::EventType;
+    if (e.type == T::kAlloc && e.operand == ADPROF_SPACE_HEAP) {
+      auto it = blocks_.find(e.addr);
+      if (it != blocks_.end()) {  // a lost free: the old block is gone
+        phys_ -= it->second.size;
+        blocks_.erase(it);
+      }
+      blocks_[e.addr] = Block{index, e.a, false};
+      phys_ += e.a;
+      c = {Change::kAcquire, index, e.a, false, e.addr};
+    } else if (e.type == T::kFree && e.operand == ADPROF_SPACE_HEAP) {
+      auto it = blocks_.find(e.addr);
+      if (it == blocks_.end()) return c;
+      Block b = it->second;
+      blocks_.erase(it);
+      phys_ -= b.size;
+      if (b.idle)
+        c = {Change::kIdleFree, 0, b.size, true, e.addr};
+      else
+        c = {Change::kRelease, b.storage, b.size, false, e.addr};
+    } else if (e.type == T::kRetag) {
+      auto it = blocks_.find(e.addr);
+      if (it == blocks_.end()) return c;
+      Block &b = it->second;
+      if (e.operand == ADPROF_ROLE_WORKSPACE && !b.idle) {  // given back to the arena
+        b.idle = true;
+        c = {Change::kRelease, b.storage, b.size, true, e.addr};
+      } else if (e.operand != ADPROF_ROLE_WORKSPACE && b.idle) {  // taken from the arena
+        b.idle = false;
+        b.storage = index;
+        c = {Change::kAcquire, index, b.size, true, e.addr};
+      }
+    }
+    return c;
+  }
+  // Starts tracking mid-trace from the replay's live heap blocks: each one is the storage
+  // named by its serial (the event that gave it its shape). Both passes seed at the same
+  // event from identical replays, so they agree on every name.
+  void seed(const Replay &replay) {
+    for (const auto &[key, b] : replay.blocks())
+      if (b.space == ADPROF_SPACE_HEAP) {
+        blocks_[Replay::address_of(key)] = Block{b.serial, b.size, false};
+        phys_ += b.size;
+      }
+  }
+  template <class F>
+  void for_each(F f) const {
+    for (const auto &[addr, b] : blocks_) f(b.storage, b.size);
+  }
+  // The storage live at a block address (0: none).
+  std::pair<uint64_t, uint64_t> storage_at(uint64_t addr) const {
+    auto it = blocks_.find(addr);
+    if (it == blocks_.end() || it->second.idle) return {0, 0};
+    return {it->second.storage, it->second.size};
+  }
+  uint64_t phys() const { return phys_; }
+
+ private:
+  struct Block {
+    uint64_t storage;
+    uint64_t size;
+    bool idle;
+  };
+  std::unordered_map<uint64_t, Block> blocks_;
+  uint64_t phys_ = 0;
+};
+
+// ---------------- pass 1: tape generations ----------------
+struct Fact {
+  uint64_t size = 0;
+  uint64_t death = 0;        // event index of its recorded death (0: not before the tape's end)
+  bool tape_killed = false;  // died because the tape released it (the tape was the last holder)
+  int64_t rule = -1;         // allocated by this node's backward rule
+  bool tensor = false;       // described (a tensor storage)
+};
+// A storage allocated inside a node's forward op scope (its output, or a workspace that died
+// before the node was recorded: transient).
+struct FwdAlloc {
+  uint64_t storage = 0, size = 0;
+  bool transient = false;
+  bool tensor = false;  // described (a tensor storage), else the tape's own bookkeeping
+};
+struct Save {
+  uint64_t storage = 0, slot = 0, users = kNone, release = 0;
+};
+struct Contribution {
+  int64_t from = -1;
+  uint64_t buffer = 0, source = 0, bytes = 0, mode = 0, index = 0;
+};
+struct NodeInfo {
+  bool leaf = false, requires_grad = false, checkpoint = false, requested = false;
+  uint64_t out = 0, bytes = 0;
+  uint32_t op = 0;            // op name id
+  uint64_t at = 0;            // event index of its ad.tape.node event
+  std::vector<FwdAlloc> fwd;  // allocated by its forward (for the checkpointing what-if)
+  std::vector<int64_t> in;
+  std::vector<Save> saves;
+  uint64_t rule_begin = 0, rule_end = 0;
+  std::vector<uint64_t> rule_allocs, deliver_allocs;
+  std::vector<Contribution> contributions;  // to this node
+  uint64_t sum = 0, sum_index = 0;          // adjoint_sum (naive accumulation)
+  uint64_t complete = 0, complete_index = 0;
+};
+struct Gen {
+  uint64_t tape = 0, gen = 0, bits = 0;
+  uint32_t thread = 0;
+  bool backward = false, have_flags = false;
+  uint64_t backward_bits = 0, flags = 0, backward_index = 0, end_index = 0;
+  int64_t root = -1;
+  std::vector<NodeInfo> nodes;
+  std::unordered_map<uint64_t, Fact> facts;
+  // Tensor storages made while the generation was in flight (for the arena model of a tape
+  // recorded without reuse): before and after the backward sweep began.
+  std::vector<uint64_t> window_forward, window_backward;
+  NodeInfo &node(uint64_t id) {
+    if (id >= nodes.size()) nodes.resize(std::min<uint64_t>(id + 1, 1ULL << 31));
+    return nodes[std::min<uint64_t>(id, nodes.size() - 1)];
+  }
+  Fact &fact(uint64_t storage, uint64_t size) {
+    Fact &f = facts[storage];
+    if (!f.size) f.size = size;
+    return f;
+  }
+};
+
+struct ThreadState {
+  std::vector<Gen *> tapes;  // generations begun and not ended
+  struct Rule {
+    Gen *gen;
+    uint64_t node;
+    size_t depth;
+  };
+  std::vector<Rule> rules;
+  Gen *deliver_gen = nullptr;
+  uint64_t deliver_node = 0;
+  uint64_t pending_release_addr = 0;          // the last annotation was a release of this address
+  bool forward = false;                       // in the forward phase
+  std::vector<uint64_t> since_forward;        // storages described since the forward phase began
+  std::vector<std::vector<FwdAlloc>> scopes;  // per open op scope: storages acquired in it
+};
+
+}  // namespace adprof::whatif

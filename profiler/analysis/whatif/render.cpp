@@ -1,0 +1,215 @@
+// What-if rendering: each policy's one-line explanation, JSON and the table (whatif.h).
+#include "render.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "adprof/replay.h"
+#include "adprof/whatif.h"
+
+namespace adprof {
+namespace whatif {
+
+std::string mib(double bytes) {
+  char b[48];
+  const double a = std::fabs(bytes);
+  if (a >= 1024.0 * 1024 * 1024)
+    std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (a >= 1024.0 * 1024)
+    std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024));
+  else if (a >= 1024.0)
+    std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(b, sizeof b, "%.0f B", bytes);
+  return b;
+}
+
+std::string explain(int id, const Plan &pl, const Replay &replay, uint64_t widened,
+                    uint64_t widened_bytes, CheckpointChain &out_chain) {
+  char line[512];
+  switch (id) {
+    case ADPROF_AD_POLICY_ACTIVITY_ANALYSIS:
+      std::snprintf(line, sizeof line,
+                    "%llu buffers (%s) for values that lead to no requested gradient are "
+                    "never allocated; %llu caches (%s) die at the end of forward",
+                    static_cast<unsigned long long>(pl.suppressed_count),
+                    mib(static_cast<double>(pl.suppressed_bytes)).c_str(),
+                    static_cast<unsigned long long>(pl.early_count),
+                    mib(static_cast<double>(pl.early_bytes)).c_str());
+      break;
+    case ADPROF_AD_POLICY_EARLY_RELEASE:
+      std::snprintf(line, sizeof line,
+                    "%llu forward caches (%s) freed right after their node's backward rule "
+                    "instead of at the end of the sweep",
+                    static_cast<unsigned long long>(pl.early_count),
+                    mib(static_cast<double>(pl.early_bytes)).c_str());
+      break;
+    case ADPROF_AD_POLICY_INPLACE_ACCUMULATION:
+      std::snprintf(line, sizeof line,
+                    "%llu accumulation copies and sums (%s) not made; %llu out-of-place "
+                    "adds (%s) where an adjoint is shared",
+                    static_cast<unsigned long long>(pl.suppressed_count),
+                    mib(static_cast<double>(pl.suppressed_bytes)).c_str(),
+                    static_cast<unsigned long long>(pl.virtual_count),
+                    mib(static_cast<double>(pl.virtual_bytes)).c_str());
+      break;
+    case ADPROF_AD_POLICY_FUSED_OPTIMIZER:
+      std::snprintf(line, sizeof line,
+                    "%llu parameter gradients (%s) freed at their adjoint's completion "
+                    "instead of living until the optimizer step",
+                    static_cast<unsigned long long>(pl.early_count),
+                    mib(static_cast<double>(pl.early_bytes)).c_str());
+      break;
+    case ADPROF_AD_POLICY_CHECKPOINTING: {
+      const ChainStats &c = pl.chain;
+      CheckpointChain &out = out_chain;
+      out.nodes = c.nodes;
+      out.layers = c.layers;
+      out.ops_per_layer = c.ops_per_layer;
+      out.segments = c.segments;
+      out.generations = c.generations;
+      out.dropped_bytes = c.dropped_bytes;
+      out.recomputed_bytes = c.recomputed_bytes;
+      std::string ops;
+      for (uint32_t id : c.layer_ops) {
+        if (c.periodic) out.layer.push_back(replay.op_kind(id));
+        ops += (ops.empty() ? "" : ", ") + replay.op_kind(id);
+      }
+      if (!c.periodic && c.nodes > c.layer_ops.size()) ops += ", ...";
+      if (ops.size() > 60) ops = ops.substr(0, 57) + "...";
+      char layers[128];
+      if (c.periodic)
+        std::snprintf(layers, sizeof layers, "%llu layers of %llu ops (%s)",
+                      static_cast<unsigned long long>(c.layers),
+                      static_cast<unsigned long long>(c.ops_per_layer), ops.c_str());
+      else
+        std::snprintf(layers, sizeof layers, "%llu nodes (%s), one layer each",
+                      static_cast<unsigned long long>(c.nodes), ops.c_str());
+      std::snprintf(line, sizeof line,
+                    "the longest chain, %s, checkpointed in %llu segments: "
+                    "the forward drops %llu cached outputs (%s), backward recomputes each "
+                    "segment (%s allocated again)",
+                    layers, static_cast<unsigned long long>(c.segments),
+                    static_cast<unsigned long long>(c.dropped),
+                    mib(static_cast<double>(c.dropped_bytes)).c_str(),
+                    mib(static_cast<double>(c.recomputed_bytes)).c_str());
+      if (c.generations > 1)
+        std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
+                      " (in each of %llu tape generations)",
+                      static_cast<unsigned long long>(c.generations));
+      break;
+    }
+    default:
+      std::snprintf(line, sizeof line, "%llu widened i64 copies of i32 index arrays (%s) not made",
+                    static_cast<unsigned long long>(widened),
+                    mib(static_cast<double>(widened_bytes)).c_str());
+      break;
+  }
+  return line;
+}
+
+}  // namespace whatif
+
+using whatif::mib;
+
+const PolicyPrediction *find_policy(const WhatIf &w, const std::string &n) {
+  for (const PolicyPrediction &p : w.policies)
+    if (p.name == n || p.title == n || (!p.switch_off.empty() && p.switch_off == n)) return &p;
+  if (n == "all") return &w.all;
+  return nullptr;
+}
+
+namespace {
+nlohmann::json policy_json(const PolicyPrediction &p) {
+  nlohmann::json j;
+  j["name"] = p.name;
+  j["title"] = p.title;
+  if (!p.switch_on.empty()) j["switch_on"] = p.switch_on;
+  if (!p.switch_off.empty()) j["switch_off"] = p.switch_off;
+  if (p.id >= 0) {
+    j["id"] = p.id;
+    j["recorded"] = p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
+  }
+  j["applicable"] = p.applicable;
+  j["measured_peak"] = p.measured_peak;
+  if (p.applicable) {
+    j["predicted_peak"] = p.predicted_peak;
+    j["saving"] = p.saving;
+    j["saving_fraction"] = p.saving_fraction;
+    j["explanation"] = p.explanation;
+    if (p.chain.generations) {
+      const CheckpointChain &c = p.chain;
+      j["chain"] = {{"nodes", c.nodes},
+                    {"layers", c.layers},
+                    {"ops_per_layer", c.ops_per_layer},
+                    {"layer", c.layer},
+                    {"segments", c.segments},
+                    {"generations", c.generations},
+                    {"dropped_bytes", c.dropped_bytes},
+                    {"recomputed_bytes", c.recomputed_bytes}};
+    }
+  } else {
+    j["reason"] = p.reason;
+  }
+  return j;
+}
+}  // namespace
+
+nlohmann::json to_json(const WhatIf &w) {
+  nlohmann::json j;
+  j["trace"] = w.trace;
+  j["ad_tape"] = w.ad_tape;
+  if (w.engine.described()) j["engine"] = {{"name", w.engine.name}, {"version", w.engine.version}};
+  if (!w.reason.empty()) j["reason"] = w.reason;
+  j["measured_peak"] = w.measured_peak;
+  j["replayed_peak"] = w.replayed_peak;
+  j["tapes"] = w.tapes;
+  j["recorded_policy_bits"] = w.recorded_bits_and;
+  nlohmann::json ps = nlohmann::json::array();
+  for (const PolicyPrediction &p : w.policies) ps.push_back(policy_json(p));
+  j["policies"] = ps;
+  j["all"] = policy_json(w.all);
+  return j;
+}
+
+std::string render_text(const WhatIf &w) {
+  std::string out;
+  char line[512];
+  out += "adprof whatif: " + w.trace + "\n";
+  out += "Measured peak: " + mib(static_cast<double>(w.measured_peak)) + " of host memory\n";
+  if (!w.ad_tape) {
+    out += "No prediction: " + w.reason + ".\n";
+    return out;
+  }
+  if (w.engine.described()) out += "Engine: " + w.engine.name + " " + w.engine.version + "\n";
+  std::snprintf(line, sizeof line, "Tape generations: %llu\n\n",
+                static_cast<unsigned long long>(w.tapes));
+  out += line;
+  std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", "policy", "switch off with",
+                "recorded", "predicted peak", "saving");
+  out += line;
+  auto row = [&](const PolicyPrediction &p) {
+    std::string rec = p.id < 0 ? "" : p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
+    if (p.applicable) {
+      char saving[64];
+      std::snprintf(saving, sizeof saving, "%s (%.1f%%)",
+                    mib(static_cast<double>(p.saving)).c_str(), 100.0 * p.saving_fraction);
+      std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
+                    p.switch_off.c_str(), rec.c_str(),
+                    mib(static_cast<double>(p.predicted_peak)).c_str(), saving);
+      out += line;
+      out += "      " + p.explanation + "\n";
+    } else {
+      std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
+                    p.switch_off.c_str(), rec.c_str(), "-", "-");
+      out += line;
+      out += "      " + p.reason + "\n";
+    }
+  };
+  for (const PolicyPrediction &p : w.policies) row(p);
+  row(w.all);
+  return out;
+}
+
+}  // namespace adprof

@@ -1,0 +1,79 @@
+// Pass 2 of the what-if analysis (simulation.h).
+#include "simulation.h"
+
+#include <algorithm>
+
+#include "adprof/replay.h"
+#include "adprof/replay_driver.h"
+
+namespace adprof::whatif {
+
+void simulate(TraceReader &reader, std::vector<Scenario> &sc,
+              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay2) {
+  reader.rewind();
+  Tracker tracker2;
+  ReplayDriver driver(reader, replay2);
+  auto step = [&](const Event &e) {
+    const uint64_t index = driver.index();
+    if (!start || index < start) {  // nothing followed yet: every scenario is the recording
+      for (Scenario &s : sc) s.peak = std::max(s.peak, replay2.host_live());
+      return;
+    }
+    auto acquire = [&](Scenario &s, uint64_t storage, uint64_t size, bool arena) {
+      if (s.plan.suppress.count(storage)) return;
+      auto x = s.plan.extra_holds.find(storage);
+      const int holds = 1 + (x != s.plan.extra_holds.end() ? x->second : 0);
+      const bool to_pool = gave.count(storage) > 0 || s.plan.pooled.count(storage) > 0;
+      s.alloc(storage, size, arena || to_pool, to_pool, holds);
+    };
+    if (index == start) {  // take over the live blocks as pass 1 did
+      tracker2.seed(replay2);
+      tracker2.for_each([&](uint64_t storage, uint64_t size) {
+        for (Scenario &s : sc) acquire(s, storage, size, false);
+      });
+    }
+    const Change c = tracker2.apply(e, index);
+    for (Scenario &s : sc) {
+      if (c.type == Change::kAcquire) {
+        acquire(s, c.storage, c.size, c.arena);
+      } else if (c.type == Change::kRelease) {
+        s.trigger(c.storage);
+        s.release_hold(c.storage);
+      } else if (c.type == Change::kIdleFree) {
+        auto it = s.idle.find(c.size);
+        if (it != s.idle.end() && it->second > 0) {
+          --it->second;
+          s.phys -= static_cast<int64_t>(c.size);
+        }
+      }
+      auto a = s.plan.at.find(index);
+      auto total_now = [&] {
+        return static_cast<int64_t>(replay2.host_live()) - static_cast<int64_t>(tracker2.phys()) +
+               s.phys;
+      };
+      if (a != s.plan.at.end()) {
+        for (const Action &act : a->second) {
+          if (act.type == Action::kKill) {
+            s.kill(act.id);
+          } else if (act.type == Action::kReleaseHold) {
+            s.release_hold(act.id);
+          } else {
+            auto x = s.plan.extra_holds.find(act.id);
+            s.alloc(act.id, act.size, act.arena, act.arena,
+                    x != s.plan.extra_holds.end() ? x->second : 1);
+          }
+          if (act.probe && total_now() > 0)
+            s.peak = std::max(s.peak, static_cast<uint64_t>(total_now()));
+        }
+        s.plan.at.erase(a);
+      }
+      const int64_t total = total_now();
+      if (total > 0) s.peak = std::max(s.peak, static_cast<uint64_t>(total));
+    }
+  };
+  auto pass2 = observe([&](const Event &e, const Replay::HeapChange &) { step(e); },
+                       [&](const Event &e, bool) { step(e); });
+  driver.run(pass2);
+}
+
+}  // namespace adprof::whatif

@@ -1,0 +1,195 @@
+/* adprof AD protocol, version 1: what an automatic-differentiation engine tells the profiler
+ * beyond the context API (context.h), so that the analysis can explain the peak in the
+ * engine's own words and replay its tape under other memory policies (adprof whatif).
+ *
+ * Any engine may emit it: everything rides on two calls of context.h,
+ *   adprof_annotate(adprof_name(KIND), values, count)   an event with up to 32 values
+ *   adprof_label(ptr, adprof_name(LABEL))                a fact about one live buffer
+ * and strings inside values (an engine's name, an op's name, a fix's wording) are name ids from
+ * adprof_name. The analysis knows no engine by name: it reads only the kinds and layouts below.
+ *
+ * Stability: kind names, value positions, policy ids, modes and flag bits are part of the trace
+ * format. They are append only: a new value goes at the end of a layout (readers take what they
+ * know and ignore the rest), a new policy takes the next id, and a changed meaning takes a new
+ * kind name. ADPROF_AD_PROTOCOL_VERSION counts such additions; `ad.engine` records it.
+ *
+ * Addresses are the data pointers the engine allocated (malloc'd or tracked with
+ * adprof_track_alloc); the analysis resolves them against its live blocks at the event. Node
+ * ids are the engine's own, dense within a tape generation (0, 1, 2, ... in recording order,
+ * every input's id below its consumer's). ADPROF_AD_NONE marks an absent value.
+ */
+#ifndef ADPROF_AD_PROTOCOL_H
+#define ADPROF_AD_PROTOCOL_H
+
+#include <stdint.h>
+
+#include "adprof/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADPROF_AD_PROTOCOL_VERSION 1
+#define ADPROF_AD_NONE (~(uint64_t)0)
+
+/* ---------------- the engine's description of itself ----------------
+ *
+ * "ad.engine": {protocol version, engine name (name id), engine version (name id)}
+ *   once, before its first tape (again only if something changed). The findings and the
+ *   what-if table name the engine.
+ *
+ * "ad.policy": {policy id, on (0/1), how to switch it on (name id), how to switch it off
+ *               (name id)}
+ *   one per memory policy the engine has, after "ad.engine". The wordings are what a user of
+ *   *that* engine types or writes: a finding's fix quotes the first ("drop --keep-all-caches",
+ *   "wrap blocks 2-5 in torch.utils.checkpoint"), the what-if table the second. A policy the
+ *   engine does not describe is taken as absent: no finding or prediction suggests it.
+ */
+#define ADPROF_AD_ENGINE "ad.engine"
+#define ADPROF_AD_POLICY "ad.policy"
+
+/* The shared list of memory policies. The id is the bit of the policy masks below
+ * (mask bit 1 << id: on). Each id names a behaviour, whatever an engine calls it. */
+typedef enum adprof_ad_policy {
+  /* No adjoint, contribution or cache for a value that leads to no requested gradient. */
+  ADPROF_AD_POLICY_ACTIVITY_ANALYSIS = 0,
+  /* A forward cache is released right after the last backward rule that reads it, not when
+   * the tape is reset. */
+  ADPROF_AD_POLICY_EARLY_RELEASE = 1,
+  /* Gradient contributions are added into one adjoint as they arrive, not each kept in a
+   * buffer of its own and summed when all have arrived. */
+  ADPROF_AD_POLICY_INPLACE_ACCUMULATION = 2,
+  /* The optimizer steps a parameter as soon as its gradient is complete, and the gradient dies
+   * there, instead of all gradients living until a separate optimizer step. */
+  ADPROF_AD_POLICY_FUSED_OPTIMIZER = 3,
+  /* Segments of a chain keep only their input in forward and are recomputed in backward. */
+  ADPROF_AD_POLICY_CHECKPOINTING = 4,
+  /* A repeated gradient reuses the previous call's tape and buffers (an arena, kept idle
+   * between calls) instead of allocating them again. */
+  ADPROF_AD_POLICY_REUSABLE_TAPE = 5,
+  /* Index arrays are read in their own width, never copied into a wider integer type. */
+  ADPROF_AD_POLICY_NO_INDEX_WIDENING = 6,
+} adprof_ad_policy;
+#define ADPROF_AD_POLICY_COUNT 7
+
+/* ---------------- the tape ----------------
+ *
+ * "ad.tape.begin": {tape id, generation, policies on (mask)}
+ *   first event of a tape generation (a recording of nodes that one backward sweep will read).
+ *   Tape ids are the engine's; (tape id, generation) names the generation. Events that follow
+ *   on the same thread belong to the innermost generation begun there and not yet ended.
+ *
+ * "ad.tape.leaf": {node, address, bytes, requires gradient (0/1)}
+ *   a leaf (a parameter or input) enters the tape.
+ *
+ * "ad.tape.node": {node, op name (name id), output address, output bytes, n inputs,
+ *                  input node x n (ADPROF_AD_NONE: an input the tape does not follow)}
+ *   an op is recorded (inside its op scope, so the analysis sees what its forward allocated).
+ *   At most 27 inputs are listed.
+ *
+ * "ad.tape.save": {node, saved address, bytes, slot (input index; 31: the output),
+ *                  users (bit i: input i's gradient reads this tensor)}
+ *   the node keeps a tensor for its backward rule (a forward cache).
+ *
+ * "ad.tape.release": {node, saved address}
+ *   the node drops a tensor it saved (after its rule, or when the tape is reset). If the
+ *   buffer is freed right after, the tape was its last holder.
+ *
+ * "ad.tape.checkpoint": {node, n inputs, output address}
+ *   a checkpoint segment: the node's intermediates were not kept; its backward recomputes the
+ *   segment on a nested tape (whose own events follow, with another tape id).
+ *
+ * "ad.tape.backward_begin": {root node, number of nodes, policies on (mask), flags}
+ *   the reverse sweep starts. flags: ADPROF_AD_BACKWARD_* below.
+ *
+ * "ad.tape.requested": {node x up to 32}
+ *   right after backward_begin: the nodes whose gradients the caller asked for (several
+ *   events if more).
+ *
+ * "ad.tape.backward_node": {node}
+ *   the node's backward rule starts (inside the node's op scope: what the rule allocates is
+ *   attributed to it until the scope ends).
+ *
+ * "ad.tape.contribution": {target node, from node, address, bytes, mode, source address}
+ *   a gradient contribution from `from`'s rule reaches `target`. mode: ADPROF_AD_CONTRIBUTION_*
+ *   below; address: the adjoint (modes 0-2) or the pending buffer (mode 3); source: the
+ *   contribution's own buffer before it was adopted, added or copied.
+ *
+ * "ad.tape.adjoint_sum": {node, address, bytes, n}
+ *   deferred accumulation: the node's n pending contributions became its adjoint at `address`
+ *   (n = 1: the pending buffer itself).
+ *
+ * "ad.tape.adjoint_complete": {node, address, bytes}
+ *   a leaf's adjoint is complete (no contribution is still to come).
+ *
+ * "ad.tape.optimizer_step": {leaf node, parameter address}
+ *   a fused optimizer step of that parameter (its gradient dies there).
+ *
+ * "ad.tape.end": {tape id, generation}
+ *   the generation is over (the tape is reset; its remaining caches are released).
+ */
+#define ADPROF_AD_TAPE_BEGIN "ad.tape.begin"
+#define ADPROF_AD_TAPE_LEAF "ad.tape.leaf"
+#define ADPROF_AD_TAPE_NODE "ad.tape.node"
+#define ADPROF_AD_TAPE_SAVE "ad.tape.save"
+#define ADPROF_AD_TAPE_RELEASE "ad.tape.release"
+#define ADPROF_AD_TAPE_CHECKPOINT "ad.tape.checkpoint"
+#define ADPROF_AD_TAPE_BACKWARD_BEGIN "ad.tape.backward_begin"
+#define ADPROF_AD_TAPE_REQUESTED "ad.tape.requested"
+#define ADPROF_AD_TAPE_BACKWARD_NODE "ad.tape.backward_node"
+#define ADPROF_AD_TAPE_CONTRIBUTION "ad.tape.contribution"
+#define ADPROF_AD_TAPE_ADJOINT_SUM "ad.tape.adjoint_sum"
+#define ADPROF_AD_TAPE_ADJOINT_COMPLETE "ad.tape.adjoint_complete"
+#define ADPROF_AD_TAPE_OPTIMIZER_STEP "ad.tape.optimizer_step"
+#define ADPROF_AD_TAPE_END "ad.tape.end"
+
+/* ad.tape.save's slot for the node's output. */
+#define ADPROF_AD_SAVE_OUTPUT 31
+
+/* ad.tape.backward_begin's flags. */
+#define ADPROF_AD_BACKWARD_TO_LEAF_GRADS 1u /* gradients go to the leaves (a .grad field) */
+#define ADPROF_AD_BACKWARD_IN_CALL 2u       /* inside one call that returns value and gradients */
+#define ADPROF_AD_BACKWARD_OPTIMIZER 4u     /* an optimizer was given (fused steps possible) */
+
+/* ad.tape.contribution's modes. */
+typedef enum adprof_ad_contribution {
+  ADPROF_AD_CONTRIBUTION_ADOPTED = 0,      /* became the adjoint as is (maybe shared) */
+  ADPROF_AD_CONTRIBUTION_INPLACE = 1,      /* added in place into the adjoint */
+  ADPROF_AD_CONTRIBUTION_OUT_OF_PLACE = 2, /* added out of place: a new adjoint */
+  ADPROF_AD_CONTRIBUTION_DEFERRED = 3,     /* copied into a pending buffer, summed later */
+} adprof_ad_contribution;
+
+/* ---------------- other AD facts ----------------
+ *
+ * label "ad.index_widened": the buffer is an index array copied into a wider integer type
+ *   (a duplicate of the narrower one, policy no_index_widening off).
+ * label "ad.arena.idle": the buffer is idle in the engine's arena, kept for the next call
+ *   (policy reusable_tape); role workspace while idle.
+ * "ad.device.oom": {requested, reserved, allocated, limit, device, live bytes by role x
+ *                   ADPROF_ROLE_COUNT (adprof_role order)}
+ *   a device allocator could not serve a request (the bytes are the allocator's own account).
+ */
+#define ADPROF_AD_LABEL_INDEX_WIDENED "ad.index_widened"
+#define ADPROF_AD_LABEL_ARENA_IDLE "ad.arena.idle"
+#define ADPROF_AD_DEVICE_OOM "ad.device.oom"
+
+/* ---------------- helpers for emitters ---------------- */
+
+/* Describes the engine: call once, then adprof_ad_describe_policy for each policy it has. */
+static inline void adprof_ad_describe_engine(const char *name, const char *version) {
+  const uint64_t v[3] = {ADPROF_AD_PROTOCOL_VERSION, adprof_name(name), adprof_name(version)};
+  adprof_annotate(adprof_name(ADPROF_AD_ENGINE), v, 3);
+}
+
+static inline void adprof_ad_describe_policy(adprof_ad_policy policy, int on, const char *switch_on,
+                                             const char *switch_off) {
+  const uint64_t v[4] = {(uint64_t)policy, on ? 1u : 0u, adprof_name(switch_on),
+                         adprof_name(switch_off)};
+  adprof_annotate(adprof_name(ADPROF_AD_POLICY), v, 4);
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ADPROF_AD_PROTOCOL_H */
