@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libabsl-dev
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack clang-format
+  dpkg-dev file # cpack -G DEB (dpkg-shlibdeps, file) and tests/install
 )
 
 missing=()
