@@ -5,7 +5,7 @@
 #   LIBDIR/libadprof_context.so*, include/adprof/*.h    the context API a program links
 #   LIBDIR/cmake/adprof/                       find_package(adprof) -> adprof::context
 #   LIBDIR/pkgconfig/adprof.pc                 pkg-config --cflags --libs adprof
-#   MANDIR/man1/adprof.1 (generated from --help), adprof-gui.1
+#   MANDIR/man1/adprof.1.gz (generated from --help), adprof-gui.1.gz
 #   DATADIR/bash-completion/completions/adprof
 #   DOCDIR/                                    README.md and docs/
 include(CMakePackageConfigHelpers)
@@ -48,18 +48,26 @@ install(FILES ${PROJECT_BINARY_DIR}/adprof.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 
 # --- man pages, bash completion, docs ---
 # adprof.1 is generated from `adprof --help` and each command's --help, so it cannot go stale.
+# Man pages are installed gzipped (-n: no time stamp, so the .deb is reproducible), as Debian
+# wants them; man reads both.
+set(man_dir ${PROJECT_BINARY_DIR}/man)
 add_custom_command(
-  OUTPUT ${PROJECT_BINARY_DIR}/man/adprof.1
+  OUTPUT ${man_dir}/adprof.1.gz
   COMMAND bash ${PROJECT_SOURCE_DIR}/packaging/man/make-adprof-man.sh $<TARGET_FILE:adprof>
-          ${PROJECT_VERSION} ${PROJECT_BINARY_DIR}/man/adprof.1
+          ${PROJECT_VERSION} ${man_dir}/adprof.1
+  COMMAND gzip -9nf ${man_dir}/adprof.1
   DEPENDS adprof ${PROJECT_SOURCE_DIR}/packaging/man/make-adprof-man.sh
   COMMENT "Generating the adprof(1) man page from --help")
-add_custom_target(adprof_man ALL DEPENDS ${PROJECT_BINARY_DIR}/man/adprof.1)
-install(FILES ${PROJECT_BINARY_DIR}/man/adprof.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+set(man_pages ${man_dir}/adprof.1.gz)
 if(TARGET adprof-gui)
-  install(FILES ${PROJECT_SOURCE_DIR}/packaging/man/adprof-gui.1
-          DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  add_custom_command(
+    OUTPUT ${man_dir}/adprof-gui.1.gz
+    COMMAND gzip -9n -c ${PROJECT_SOURCE_DIR}/packaging/man/adprof-gui.1 > ${man_dir}/adprof-gui.1.gz
+    DEPENDS ${PROJECT_SOURCE_DIR}/packaging/man/adprof-gui.1)
+  list(APPEND man_pages ${man_dir}/adprof-gui.1.gz)
 endif()
+add_custom_target(adprof_man ALL DEPENDS ${man_pages})
+install(FILES ${man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/bash-completion/adprof
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -350,8 +350,9 @@ void MainWindow::fitToScreen(bool keep_saved_size) {
 
 void MainWindow::showEvent(QShowEvent *event) {
   QMainWindow::showEvent(event);
-  // Docks tabified before the window is shown end up on the last tab added (the Diff, empty
-  // until a base is opened) whatever was raised: raise the useful one once shown.
+  // buildUi() raises a dock before the window exists, which a window system need not keep
+  // (newcomers saw the last tab added, the Diff, empty until a base is opened): raise the
+  // useful one again once shown.
   if (!lower_panel_chosen_)
     QMetaObject::invokeMethod(
         this, [this] { raiseLowerPanel(); }, Qt::QueuedConnection);

@@ -39,10 +39,10 @@ libdir=${config#./}
 libdir=${libdir%/cmake/adprof/adprofConfig.cmake}
 expected=(bin/adprof "$libdir/adprof/libadprof_preload.so" "$libdir/libadprof_context.so"
   "$libdir/cmake/adprof/adprofConfigVersion.cmake" "$libdir/cmake/adprof/adprofTargets.cmake"
-  "$libdir/pkgconfig/adprof.pc" share/man/man1/adprof.1
+  "$libdir/pkgconfig/adprof.pc" share/man/man1/adprof.1.gz
   share/bash-completion/completions/adprof share/doc/adprof/README.md
   share/doc/adprof/ARCHITECTURE.md share/doc/adprof/INSTALL.md)
-[[ $gui == gui ]] && expected+=(bin/adprof-gui share/man/man1/adprof-gui.1)
+[[ $gui == gui ]] && expected+=(bin/adprof-gui share/man/man1/adprof-gui.1.gz)
 for header in "$source"/profiler/include/adprof/*.h; do
   expected+=("include/adprof/$(basename "$header")")
 done
@@ -65,11 +65,11 @@ grep -qx "interposer: $prefix/$libdir/adprof/libadprof_preload.so" <<<"$version"
 
 step "man page and completion"
 for command in $("$prefix/bin/adprof" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]*\) .*/\1/p'); do
-  grep -q "^\.SS adprof $command\$" "$prefix/share/man/man1/adprof.1" ||
+  zgrep -q "^\.SS adprof $command\$" "$prefix/share/man/man1/adprof.1.gz" ||
     fail "adprof.1 has no section for '$command'"
 done
 if command -v man >/dev/null; then
-  MANWIDTH=100 man -l "$prefix/share/man/man1/adprof.1" 2>"$scratch/man.err" | grep -q "adprof run" ||
+  MANWIDTH=100 man -l "$prefix/share/man/man1/adprof.1.gz" 2>"$scratch/man.err" | grep -q "adprof run" ||
     fail "man -l adprof.1 does not render"
   [[ ! -s $scratch/man.err ]] || fail "man warns: $(cat "$scratch/man.err")"
 fi
@@ -127,6 +127,5 @@ dpkg-deb -x "$deb" "$scratch/unpacked"
 unpacked_version=$("$scratch/unpacked/usr/bin/adprof" --version)
 grep -q "^interposer: $scratch/unpacked/usr/" <<<"$unpacked_version" ||
   fail "the packaged adprof does not find its packaged interposer: $unpacked_version"
-[[ -f $scratch/unpacked/usr/share/man/man1/adprof.1.gz || -f $scratch/unpacked/usr/share/man/man1/adprof.1 ]] ||
-  fail "no man page in the .deb"
+[[ -f $scratch/unpacked/usr/share/man/man1/adprof.1.gz ]] || fail "no man page in the .deb"
 echo "install_test: OK"
