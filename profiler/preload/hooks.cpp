@@ -19,12 +19,12 @@
 #include "preload_internal.h"
 #include "recorder.h"
 
-// jemalloc's non-standard API: distinct names, so no lookup is needed to reach it.
+// jemalloc's non-standard API: distinct names, so no lookup is needed to reach it (sallocx
+// and nallocx: recorder.h).
 extern "C" {
 void *mallocx(size_t size, int flags);
 void *rallocx(void *ptr, size_t size, int flags);
 void dallocx(void *ptr, int flags);
-size_t sallocx(const void *ptr, int flags);
 }
 
 namespace adprof::preload {
