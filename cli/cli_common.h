@@ -80,6 +80,10 @@ int finish_stdout(int status);
 void show_progress(const char *what, double fraction);
 void end_progress();
 
+// The interposer `adprof run` preloads: $ADPROF_PRELOAD, else the one beside this executable
+// (build tree, or installed under any prefix). Throws a UsageError when there is none.
+std::string find_preload();
+
 int command_run(const std::vector<std::string> &args);
 int command_report(const std::vector<std::string> &args);
 int command_diff(const std::vector<std::string> &args);

@@ -124,22 +124,6 @@ std::vector<TracedImage> traced_images(const std::string &trace, uint32_t run_id
   return images;
 }
 
-std::string find_preload() {
-  if (const char *env = getenv("ADPROF_PRELOAD"); env && *env) return env;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (const fs::path &candidate : {exe.parent_path() / "../profiler/libadprof_preload.so",
-                                      exe.parent_path() / "../lib/adprof/libadprof_preload.so",
-                                      exe.parent_path() / "libadprof_preload.so"})
-      if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
-  }
-#ifdef ADPROF_BUILD_PRELOAD
-  if (fs::exists(ADPROF_BUILD_PRELOAD, ec)) return ADPROF_BUILD_PRELOAD;
-#endif
-  throw UsageError("cannot find libadprof_preload.so (set ADPROF_PRELOAD to its path)");
-}
-
 // adprof.<program>.<date>-<time>.adtrace in the current directory, with a -N suffix when taken.
 std::string default_trace_name(const std::string &program) {
   char stamp[32];
@@ -152,6 +136,24 @@ std::string default_trace_name(const std::string &program) {
 }
 
 }  // namespace
+
+std::string find_preload() {
+  if (const char *env = getenv("ADPROF_PRELOAD"); env && *env) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path bindir = exe.parent_path();
+    for (const fs::path &candidate :
+         {bindir / "../profiler/libadprof_preload.so",  // build tree: bin/ and profiler/
+          bindir / ADPROF_PRELOAD_FROM_BINDIR / "libadprof_preload.so",  // installed
+          bindir / "libadprof_preload.so"})
+      if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
+  }
+#ifdef ADPROF_BUILD_PRELOAD
+  if (fs::exists(ADPROF_BUILD_PRELOAD, ec)) return ADPROF_BUILD_PRELOAD;
+#endif
+  throw UsageError("cannot find libadprof_preload.so (set ADPROF_PRELOAD to its path)");
+}
 
 int command_run(const std::vector<std::string> &args) {
   po::options_description options(

@@ -3,8 +3,10 @@
 #include <cstring>
 #include <exception>
 
+#include "adprof/report.h"
 #include "adprof/trace_reader.h"
 #include "cli_common.h"
+#include "trace_format.h"
 
 namespace {
 
@@ -23,7 +25,8 @@ Commands:
   dump TRACE [--limit N]                  the raw events, one per line
   whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
-Run `adprof COMMAND --help` for a command's options.
+Run `adprof COMMAND --help` for a command's options; `adprof --version` names the version,
+the trace format and the interposer `run` preloads.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error (a trace that is cut, damaged or
 incomplete is an input error for diff and check unless --allow-incomplete; output that cannot
 be written is one too); `run` exits with the program's status (128+N when it was ended by
@@ -46,7 +49,14 @@ int main(int argc, char **argv) {
     return finish_stdout(kExitOk);
   }
   if (command == "--version") {
-    puts("adprof 0.1.0 (trace format 1, report schema 1)");
+    printf("adprof %s (writes trace format %u, reads %u to %u; report schema %d)\n", ADPROF_VERSION,
+           adprof::format::kVersion, adprof::format::kOldestVersion, adprof::format::kVersion,
+           adprof::kReportSchemaVersion);
+    try {
+      printf("interposer: %s\n", find_preload().c_str());
+    } catch (const UsageError &) {
+      printf("interposer: none found (set ADPROF_PRELOAD to its path)\n");
+    }
     return finish_stdout(kExitOk);
   }
   try {

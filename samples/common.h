@@ -109,11 +109,14 @@ inline std::string mib(int64_t b) {
   return buf;
 }
 
-// adcore's own counters: what AD added on top of the function.
+// adcore's own counters: what AD added on top of the function. They count adcore's tensor
+// storage only; the profiler's "Peak" counts every live heap byte (loaded data, the C++
+// runtime, ...), hence the label, so that the two figures of a demo are not read as one.
 inline void print_memory(const char *name) {
   const adcore::AllocStats &s = adcore::alloc_stats();
   std::printf(
-      "%s: peak live %s | peak by role: forward_cache %s, adjoint %s (%lld buffers), "
+      "%s: adcore tensors peak %s (tensor storage only; adprof's Peak counts every live heap "
+      "byte) | peak by role: forward_cache %s, adjoint %s (%lld buffers), "
       "accumulation %s (%lld buffers), duplicate %s, optimizer_state %s | "
       "heap allocations %llu, arena reuses %llu\n",
       name, mib(s.peak_total).c_str(), mib(s.peak_bytes[ADPROF_ROLE_FORWARD_CACHE]).c_str(),

@@ -10,6 +10,7 @@ packages=(
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack clang-format
   python3-torch python3-numpy gcc
+  dpkg-dev file # cpack -G DEB (dpkg-shlibdeps, file) and tests/install
 )
 
 missing=()

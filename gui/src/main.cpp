@@ -9,7 +9,7 @@ int main(int argc, char **argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName("adprof");
   QApplication::setApplicationName("adprof-gui");
-  QApplication::setApplicationVersion("0.1");
+  QApplication::setApplicationVersion(ADPROF_VERSION);
   QCommandLineParser parser;
   parser.setApplicationDescription(
       "adprof-gui: the memory timeline of an adprof trace, what is live at any instant, the "
@@ -35,7 +35,6 @@ int main(int argc, char **argv) {
   adprof::gui::MainWindow window;
   window.restoreState();
   window.show();
-  if (!args.isEmpty()) window.openTrace(args[0]);
-  if (args.size() > 1) window.openBase(args[1]);
+  window.openFiles(args);
   return app.exec();
 }

@@ -18,6 +18,7 @@
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStackedWidget>
@@ -68,6 +69,7 @@ MainWindow::MainWindow(QWidget *parent) : QMainWindow(parent) {
   setAcceptDrops(true);
   buildUi();
   buildActions();
+  fitToScreen(false);
   connect(&loader_, &TraceLoader::progress, this,
           [this](double f) { progress_->setValue(int(f * 1000)); });
   connect(&loader_, &TraceLoader::busyChanged, this, [this](bool busy) {
@@ -260,14 +262,14 @@ void MainWindow::buildActions() {
   QAction *open = file->addAction(tr("&Open trace..."), this, [this] {
     QString path = QFileDialog::getOpenFileName(this, tr("Open a trace"), QFileInfo(path_).path(),
                                                 tr("adprof traces (*.adtrace*);;All files (*)"));
-    if (!path.isEmpty()) openTrace(path);
+    if (!path.isEmpty()) openFiles({path});
   });
   open->setShortcut(QKeySequence::Open);
   QAction *base = file->addAction(tr("Open &base trace to compare..."), this, [this] {
     QString path =
         QFileDialog::getOpenFileName(this, tr("Open a base trace"), QFileInfo(path_).path(),
                                      tr("adprof traces (*.adtrace*);;All files (*)"));
-    if (!path.isEmpty()) openBase(path);
+    if (!path.isEmpty()) openFiles({path}, true);
   });
   base->setShortcut(QKeySequence("Ctrl+Shift+O"));
   recent_menu_ = file->addMenu(tr("Open &recent"));
@@ -327,9 +329,41 @@ void MainWindow::buildActions() {
 
 void MainWindow::restoreState() {
   QSettings s;
-  restoreGeometry(s.value("window/geometry").toByteArray());
+  fitToScreen(restoreGeometry(s.value("window/geometry").toByteArray()));
   QMainWindow::restoreState(s.value("window/state").toByteArray());
   grouping_box_->setCurrentIndex(std::clamp(s.value("view/grouping", 0).toInt(), 0, 3));
+}
+
+void MainWindow::fitToScreen(bool keep_saved_size) {
+  QScreen *screen = this->screen() ? this->screen() : QGuiApplication::primaryScreen();
+  if (!screen) return;
+  const QRect available = screen->availableGeometry();
+  // A first run gets 80% of the screen (Qt's default, from the docks' size hints, is a cramped
+  // 790x540 whatever the screen); a saved geometry is kept unless the screen is now smaller.
+  QSize size = keep_saved_size ? this->size() : (QSizeF(available.size()) * 0.8).toSize();
+  const QSize frame = frameGeometry().size() - geometry().size();  // title bar and borders
+  size = size.boundedTo(available.size() - frame);
+  if (keep_saved_size && size == this->size() && available.contains(frameGeometry())) return;
+  resize(size);
+  move(available.center() -
+       QPoint(size.width() + frame.width(), size.height() + frame.height()) / 2);
+}
+
+void MainWindow::showEvent(QShowEvent *event) {
+  QMainWindow::showEvent(event);
+  // buildUi() raises a dock before the window exists, which a window system need not keep
+  // (newcomers saw the last tab added, the Diff, empty until a base is opened): raise the
+  // useful one again once shown.
+  if (!lower_panel_chosen_)
+    QMetaObject::invokeMethod(
+        this, [this] { raiseLowerPanel(); }, Qt::QueuedConnection);
+}
+
+void MainWindow::raiseLowerPanel() {
+  // The findings of a trace first, else what is live at the peak (or "No trace." until one is
+  // opened): never an empty tab.
+  bool findings = report_ && !report_->findings.empty();
+  if (QDockWidget *d = dock(findings ? "findings" : "instant")) d->raise();
 }
 
 void MainWindow::closeEvent(QCloseEvent *event) {
@@ -343,7 +377,8 @@ void MainWindow::closeEvent(QCloseEvent *event) {
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent *event) {
-  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+  for (const QUrl &url : event->mimeData()->urls())
+    if (url.isLocalFile()) return event->acceptProposedAction();
 }
 
 void MainWindow::dropEvent(QDropEvent *event) {
@@ -351,15 +386,19 @@ void MainWindow::dropEvent(QDropEvent *event) {
   for (const QUrl &url : event->mimeData()->urls())
     if (url.isLocalFile()) files << url.toLocalFile();
   if (files.isEmpty()) return;
-  // One file: the trace. Two: the trace and the base to compare it with. Dropped with Shift
-  // onto a window that shows a trace: the base.
-  if (files.size() == 1 && (event->modifiers() & Qt::ShiftModifier) && !path_.isEmpty()) {
-    openBase(files[0]);
-  } else {
-    openTrace(files[0]);
-    if (files.size() > 1) openBase(files[1]);
-  }
+  openFiles(files, files.size() == 1 && (event->modifiers() & Qt::ShiftModifier));
   event->acceptProposedAction();
+}
+
+void MainWindow::openFiles(const QStringList &files, bool as_base) {
+  if (files.isEmpty()) return;
+  if (as_base && !path_.isEmpty()) return openBase(files[0]);
+  openTrace(files[0]);
+  if (files.size() > 1) openBase(files[1]);
+}
+
+QStringList MainWindow::recentFiles() const {
+  return QSettings().value("recentFiles").toStringList();
 }
 
 void MainWindow::addRecent(const QString &path) {
@@ -375,17 +414,23 @@ void MainWindow::addRecent(const QString &path) {
 
 void MainWindow::rebuildRecentMenu() {
   recent_menu_->clear();
-  QStringList recent = QSettings().value("recentFiles").toStringList();
+  QStringList recent = recentFiles();
   for (int i = 0; i < recent.size(); ++i) {
     QString path = recent[i];
     QAction *a = recent_menu_->addAction(QString("&%1 %2").arg((i + 1) % 10).arg(path), this,
-                                         [this, path] { openTrace(path); });
+                                         [this, path] { openFiles({path}); });
     if (i == 0) a->setShortcut(QKeySequence("Ctrl+R"));
   }
   recent_menu_->setEnabled(!recent.isEmpty());
 }
 
 void MainWindow::fail(const QString &path, const std::string &error) {
+  if (!QFileInfo::exists(path) && recentFiles().contains(QFileInfo(path).absoluteFilePath())) {
+    QStringList recent = recentFiles();  // a recent file that is gone leaves the menu
+    recent.removeAll(QFileInfo(path).absoluteFilePath());
+    QSettings().setValue("recentFiles", recent);
+    rebuildRecentMenu();
+  }
   last_error_ = QString("%1: %2").arg(QFileInfo(path).fileName(), QString::fromStdString(error));
   status_->setText(tr("Cannot open %1").arg(last_error_));
   if (error_box_) error_box_->close();
@@ -396,7 +441,7 @@ void MainWindow::fail(const QString &path, const std::string &error) {
                       QMessageBox::Ok, this);
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->setModal(false);
-  if (qEnvironmentVariable("QT_QPA_PLATFORM") != "offscreen") box->show();
+  if (!qEnvironmentVariable("QT_QPA_PLATFORM").startsWith("offscreen")) box->show();
   error_box_ = box;
 }
 
@@ -416,6 +461,10 @@ void MainWindow::openTrace(const QString &path) {
                 .arg(path, format_bytes_q(report_->peak), format_seconds(report_->peak_time))
                 .arg(report_->events));
         addRecent(path);
+        if (!lower_panel_chosen_) {
+          raiseLowerPanel();
+          lower_panel_chosen_ = true;
+        }
       }
       emit traceLoaded(pending_ok_);
     }

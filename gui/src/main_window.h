@@ -35,9 +35,16 @@ class MainWindow : public QMainWindow {
 
   void openTrace(const QString &path);
   void openBase(const QString &path);  // a second trace to diff against
+  // What the command line, File > Open, Open recent and a drop share: the first file is the
+  // trace and a second one its base; with `as_base` (a drop with Shift) onto a window that
+  // shows a trace, the one file is the base.
+  void openFiles(const QStringList &files, bool as_base = false);
   bool exportPng(const QString &path);
   bool exportSvg(const QString &path);
-  void restoreState();  // window layout and grouping from QSettings
+  // Window geometry, layout and grouping from QSettings; without saved ones (a first run) the
+  // window takes 80% of the screen, and a saved geometry larger than the screen is shrunk.
+  void restoreState();
+  QStringList recentFiles() const;  // most recent first, persisted in QSettings
 
   // For tests, screenshots and benchmarks.
   TimelineWidget *timeline() const { return timeline_; }
@@ -71,11 +78,14 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent *event) override;
+  void showEvent(QShowEvent *event) override;
   void dragEnterEvent(QDragEnterEvent *event) override;
   void dropEvent(QDropEvent *event) override;
 
  private:
   void buildUi();
+  void fitToScreen(bool keep_saved_size);
+  void raiseLowerPanel();
   void buildActions();
   void fail(const QString &path, const std::string &error);
   void addRecent(const QString &path);
@@ -120,6 +130,7 @@ class MainWindow : public QMainWindow {
   bool base_ok_ = true;
   QString last_error_;
   uint64_t instant_request_ = 0;
+  bool lower_panel_chosen_ = false;  // the first trace raised the findings (or live buffers)
 };
 
 }  // namespace adprof::gui

@@ -104,6 +104,7 @@ class WhatIfModel : public ModelBase {
  public:
   enum Column { Policy, Predicted, Measured, Saving, Note, ColumnCount };
   explicit WhatIfModel(QObject *parent = nullptr);
+  using ModelBase::setData;  // this overload adds to QAbstractItemModel's, hiding none
   void setData(WhatIfData data);
   bool empty() const { return data_.rows.empty(); }
 

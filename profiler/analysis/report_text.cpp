@@ -33,8 +33,13 @@ std::string count(uint64_t n) {  // 1234567 -> "1,234,567"
 
 std::string shape_text(const std::vector<int64_t> &shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
-  return s + "]";
+  // Appends only: GCC 12's -O3 warns (-Wrestrict, a false positive) on "x" + std::string.
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
 }
 
 }  // namespace
@@ -144,7 +149,10 @@ std::string render_text(const Report &r, size_t top) {
   for (size_t i = 0; i < r.live_at_peak.size() && i < top; ++i) {
     const LiveBuffer &b = r.live_at_peak[i];
     std::string type = b.dtype.empty() ? "" : b.dtype + shape_text(b.shape);
-    if (b.space != "heap") type += (type.empty() ? "" : " ") + b.space;
+    if (b.space != "heap") {
+      if (!type.empty()) type += ' ';
+      type += b.space;
+    }
     add(o, "    %12s  %-15s %-24s %-20s %s\n", format_bytes(b.size).c_str(), b.role.c_str(),
         b.op.c_str(), b.label.c_str(), type.c_str());
   }

@@ -13,9 +13,9 @@
 // jemalloc's non-standard API: distinct names, so no lookup is needed to reach it before
 // resolve_allocator() has run.
 extern "C" {
-void *mallocx(size_t size, int flags);
-void *rallocx(void *ptr, size_t size, int flags);
-void dallocx(void *ptr, int flags);
+void *mallocx(size_t size, int flags) noexcept;
+void *rallocx(void *ptr, size_t size, int flags) noexcept;
+void dallocx(void *ptr, int flags) noexcept;
 }
 
 namespace adprof::preload {

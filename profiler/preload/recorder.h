@@ -23,8 +23,9 @@
 #define ADPROF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define ADPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-extern "C" size_t nallocx(size_t size, int flags);      // jemalloc: usable size of a request
-extern "C" size_t sallocx(const void *ptr, int flags);  // jemalloc: usable size of a block
+// jemalloc declares these nothrow: noexcept here too, or clang rejects its header after ours.
+extern "C" size_t nallocx(size_t size, int flags) noexcept;      // usable size of a request
+extern "C" size_t sallocx(const void *ptr, int flags) noexcept;  // usable size of a block
 
 namespace adprof::preload {
 

@@ -139,9 +139,11 @@ class Child {
       env.push_back(std::string("LD_PRELOAD=") + preload_path());
       env.push_back("ADPROF_OUTPUT=" + o.trace);
     }
-    for (auto &[k, v] : o.env) {
-      std::erase_if(env, [&](const std::string &kv) { return kv.rfind(k + "=", 0) == 0; });
-      env.push_back(k + "=" + v);
+    for (const auto &setting : o.env) {
+      // Named, not a structured binding: clang 14 cannot capture those in a lambda.
+      const std::string prefix = setting.first + "=";
+      std::erase_if(env, [&](const std::string &kv) { return kv.rfind(prefix, 0) == 0; });
+      env.push_back(prefix + setting.second);
     }
     std::vector<char *> argv, envp;
     for (auto &a : o.argv) argv.push_back(const_cast<char *>(a.c_str()));
