@@ -316,40 +316,68 @@ void write_buffer(Buffer *b, Compressor &k) {
   write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->tags, b->used, b->used);
 }
 
+// A signal handler must not block on a lock the thread it interrupted may hold: it tries for
+// about a second, then does without.
+bool lock_briefly(pthread_mutex_t *m) {
+  for (int i = 0; i < 1000; ++i) {
+    if (pthread_mutex_trylock(m) == 0) return true;
+    timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  return false;
+}
+
+// The complete events a registered thread has published, copied into `copy` as a raw chunk
+// (tags, then bodies). With `idle_only`, only a thread that kept the same buffer through a
+// whole flush interval counts (one that records starts a new buffer after each tick). Under
+// g_registry_mutex; marks what it copied, so the same events are not written twice.
+struct Copied {
+  Buffer *buffer;
+  uint32_t events, bytes;
+};
+bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
+  ThreadState *ts = g_registry[slot];
+  if (!ts || ts == &t_state) return false;
+  Buffer *b = ts->published_buf.load(std::memory_order_acquire);
+  uint64_t word = ts->published.load(std::memory_order_acquire);
+  if (!b || word == g_snapshot_marks[slot].published) return false;
+  const auto [seq, events, used] = published_fields(word);
+  if (idle_only) {
+    const bool idle = g_snapshot_marks[slot].seen_seq == seq;
+    g_snapshot_marks[slot].seen_seq = seq;
+    if (!idle) return false;
+  }
+  if (events == 0 || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes || events > kTagBytes)
+    return false;
+  memcpy(copy, b->tags, events);
+  memcpy(copy + events, b->bodies, used);
+  // The buffer only changes hands through its thread (the writer recycles buffers), so if it
+  // is still the published one with the same seq, the bytes copied were complete.
+  if (ts->published_buf.load(std::memory_order_acquire) != b ||
+      published_fields(ts->published.load(std::memory_order_acquire)).seq != seq)
+    return false;
+  g_snapshot_marks[slot].published = word;
+  *out = {b, events, events + used};
+  return true;
+}
+
 // Writes the complete events of threads that have kept the same buffer since the last flush
 // tick (they went idle): a chunk with the buffer's thread and sequence number, which the
 // reader replaces by a longer one with the same numbers if the buffer fills later.
 void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
-  ThreadState *self = &t_state;
   pthread_mutex_lock(&g_registry_mutex);
+  Copied c;
   for (uint32_t i = 0; i < kMaxRegistered && g_state.load() == kRecording; ++i) {
-    ThreadState *ts = g_registry[i];
-    if (!ts || ts == self) continue;
-    Buffer *b = ts->published_buf.load(std::memory_order_acquire);
-    uint64_t word = ts->published.load(std::memory_order_acquire);
-    if (!b || word == g_snapshot_marks[i].published) continue;
-    const auto [seq, events, used] = published_fields(word);
-    // A thread that records starts a new buffer after each flush tick: only one that kept the
-    // same buffer through a whole interval is idle and needs a snapshot.
-    bool idle = g_snapshot_marks[i].seen_seq == seq;
-    g_snapshot_marks[i].seen_seq = seq;
-    if (!idle || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes || events > kTagBytes)
-      continue;
-    memcpy(copy, b->tags, events);
-    memcpy(copy + events, b->bodies, used);
-    // The buffer only changes hands through this thread (the writer recycles buffers), so
-    // if it is still the published one with the same seq, the bytes copied were complete.
-    if (ts->published_buf.load(std::memory_order_acquire) != b ||
-        published_fields(ts->published.load(std::memory_order_acquire)).seq != seq)
-      continue;
-    g_snapshot_marks[i].published = word;
+    if (!copy_published(i, copy, /*idle_only=*/true, &c)) continue;
+    Buffer *b = c.buffer;
     uint32_t flags = 0, raw = 0;
-    if (size_t n = compress_chunk(k, copy, events, copy + events, used, &flags, &raw))
-      write_chunk(b->tid, b->seq, b->base_ts, events, flags | fmt::kChunkFlagSnapshot, k.z,
+    if (size_t n =
+            compress_chunk(k, copy, c.events, copy + c.events, c.bytes - c.events, &flags, &raw))
+      write_chunk(b->tid, b->seq, b->base_ts, c.events, flags | fmt::kChunkFlagSnapshot, k.z,
                   static_cast<uint32_t>(n), raw);
     else
-      write_chunk(b->tid, b->seq, b->base_ts, events, fmt::kChunkFlagSnapshot, copy, events + used,
-                  events + used);
+      write_chunk(b->tid, b->seq, b->base_ts, c.events, fmt::kChunkFlagSnapshot, copy, c.bytes,
+                  c.bytes);
   }
   pthread_mutex_unlock(&g_registry_mutex);
 }
@@ -591,33 +619,16 @@ void *writer_main(void *) {
 // never handed to the writer. `in_handler`: no blocking on locks.
 void write_final_snapshots(bool in_handler) {
   if (!g_final_copy) return;
-  ThreadState *self = &t_state;
   if (in_handler) {
-    bool locked = false;
-    for (int i = 0; i < 1000 && !(locked = pthread_mutex_trylock(&g_registry_mutex) == 0); ++i) {
-      timespec ms{0, 1000000};
-      nanosleep(&ms, nullptr);
-    }
-    if (!locked) return;
+    if (!lock_briefly(&g_registry_mutex)) return;
   } else {
     pthread_mutex_lock(&g_registry_mutex);
   }
-  for (uint32_t i = 0; i < kMaxRegistered; ++i) {
-    ThreadState *ts = g_registry[i];
-    if (!ts || ts == self) continue;
-    Buffer *b = ts->published_buf.load(std::memory_order_acquire);
-    uint64_t word = ts->published.load(std::memory_order_acquire);
-    if (!b || word == g_snapshot_marks[i].published) continue;
-    const auto [seq, events, used] = published_fields(word);
-    if (events == 0 || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes ||
-        events > kTagBytes)
-      continue;
-    memcpy(g_final_copy, b->tags, events);
-    memcpy(g_final_copy + events, b->bodies, used);
-    g_snapshot_marks[i].published = word;
-    write_chunk(b->tid, b->seq, b->base_ts, events, fmt::kChunkFlagSnapshot, g_final_copy,
-                events + used, events + used, in_handler);
-  }
+  Copied c;
+  for (uint32_t i = 0; i < kMaxRegistered; ++i)
+    if (copy_published(i, g_final_copy, /*idle_only=*/false, &c))
+      write_chunk(c.buffer->tid, c.buffer->seq, c.buffer->base_ts, c.events,
+                  fmt::kChunkFlagSnapshot, g_final_copy, c.bytes, c.bytes, in_handler);
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
@@ -861,14 +872,6 @@ void finish_in_handler(int sig) {
   ThreadState &ts = t_state;
   ++ts.guard;
   g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
-  auto lock_briefly = [](pthread_mutex_t *m) {
-    for (int i = 0; i < 1000; ++i) {
-      if (pthread_mutex_trylock(m) == 0) return true;
-      timespec ms{0, 1000000};
-      nanosleep(&ms, nullptr);
-    }
-    return false;
-  };
   const bool on_writer = g_writer_running.load() && pthread_equal(pthread_self(), g_writer);
   if (!on_writer && lock_briefly(&g_queue_mutex)) {
     g_stop_writer = true;  // it wakes within a sample interval and stops after its list
