@@ -39,7 +39,9 @@ namespace fs = std::filesystem;
 pid_t g_child = -1;
 
 void forward_signal(int sig, siginfo_t *info, void *) {
+  const int saved_errno = errno;  // the waitpid this interrupts reads errno after it
   if (g_child > 0 && info->si_code != SI_KERNEL) kill(g_child, sig);
+  errno = saved_errno;
 }
 
 // What adprof does with each signal while the program runs; restored before it reports.
