@@ -161,30 +161,27 @@ bool write_all_locked(const iovec *iov_in, int count) {
   return true;
 }
 
-// No memory for another trace buffer (the program is at its memory limit): recording stops,
-// the program goes on, the trace reads up to its last complete chunk.
-void stop_for_memory() {
-  int expected = kRecording;
-  if (!g_state.compare_exchange_strong(expected, kStopped)) return;
-  if (!g_write_error_said.exchange(true))
-    say("no memory for the trace's buffers (the program is at its memory limit); recording "
-        "stopped, the trace ends at its last complete chunk");
-  g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
-  pthread_cond_broadcast(&g_space_cond);
-}
-
-// Recording stops (the program goes on); said once, also when the final writes at exit fail.
-void stop_on_write_error(int err) {
+// Recording stops (the program goes on; the trace reads up to its last complete chunk), said
+// once: `what` went wrong, then what that means for the trace. Also when the final writes at
+// exit fail, after recording was already finished.
+void stop_recording(const char *what, const char *detail) {
   int expected = kRecording;
   const bool stopped = g_state.compare_exchange_strong(expected, kStopped);
   if (!g_write_error_said.exchange(true))
-    say("trace write failed (", strerror(err),
-        stopped ? "); recording stopped, the trace ends at its last complete chunk"
-                : "); the end of the trace is missing, it reads up to its last complete chunk");
+    say(what, detail,
+        stopped ? "; recording stopped, the trace ends at its last complete chunk"
+                : "; the end of the trace is missing, it reads up to its last complete chunk");
   if (stopped) {
     g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
     pthread_cond_broadcast(&g_space_cond);
   }
+}
+
+void stop_on_write_error(int err) { stop_recording("trace write failed: ", strerror(err)); }
+
+// No memory for another trace buffer: the program is at its memory limit.
+void stop_for_memory() {
+  stop_recording("no memory for the trace's buffers (the program is at its memory limit)", "");
 }
 
 // Packs the chunk header documented in trace_format.h and writes header + payload in one

@@ -12,25 +12,8 @@ using namespace ptest;
 
 const char kProgramText[] = "the program's own line\nand its last line\n";
 
-// A low descriptor limit for the programs this test starts (they inherit it), so that they can
-// reach the profiler's descriptors at the top of the range.
-class LowDescriptorLimit {
- public:
-  explicit LowDescriptorLimit(rlim_t limit) {
-    getrlimit(RLIMIT_NOFILE, &saved_);
-    rlimit low{limit, saved_.rlim_max};
-    setrlimit(RLIMIT_NOFILE, &low);
-  }
-  ~LowDescriptorLimit() { setrlimit(RLIMIT_NOFILE, &saved_); }
-  LowDescriptorLimit(const LowDescriptorLimit &) = delete;
-  LowDescriptorLimit &operator=(const LowDescriptorLimit &) = delete;
-
- private:
-  rlimit saved_{};
-};
-
 void expect_untouched_file_and_whole_trace(const std::string &mode) {
-  LowDescriptorLimit limit(256);
+  ScopedLimit limit(RLIMIT_NOFILE, 256);  // the profiler's descriptors in reach
   TempDir dir;
   std::string trace = dir / "t.adtrace", file = dir / "mine.txt";
   SpawnOptions o;
@@ -68,7 +51,7 @@ TEST(Descriptors, RawCloseSyscallIsNoticedBeforeTheNextWrite) {
 
 // The shell form of the finding: `exec 3>file` takes number 3, whatever it was.
 TEST(Descriptors, ShellRedirectionOntoALowNumber) {
-  LowDescriptorLimit limit(256);
+  ScopedLimit limit(RLIMIT_NOFILE, 256);  // the profiler's descriptors in reach
   TempDir dir;
   std::string trace = dir / "t.adtrace", file = dir / "mine.txt";
   SpawnOptions o;
@@ -91,7 +74,7 @@ TEST(Descriptors, ShellRedirectionOntoALowNumber) {
 // Without the profiler no descriptor above 2 is open in these programs: a redirection from any
 // number (a dup2 of it) fails, and so it does with the profiler.
 TEST(Descriptors, ProgramSeesNoExtraOpenDescriptor) {
-  LowDescriptorLimit limit(256);
+  ScopedLimit limit(RLIMIT_NOFILE, 256);  // the profiler's descriptors in reach
   TempDir dir;
   std::string trace = dir / "t.adtrace";
   SpawnOptions o;

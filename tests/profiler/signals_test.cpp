@@ -17,50 +17,17 @@ using namespace ptest;
 // would be), signalled as a whole once MARKER exists; returns adprof's result.
 Result run_and_signal_group(const std::string &trace, const std::string &marker,
                             std::vector<std::string> argv, int sig) {
-  std::vector<std::string> cli = {ADPROF_TEST_CLI, "run", "--no-report", "-o", trace, "--"};
-  cli.insert(cli.end(), argv.begin(), argv.end());
-  std::vector<char *> args;
-  for (auto &a : cli) args.push_back(a.data());
-  args.push_back(nullptr);
-  TempDir out;
-  std::string err_path = out / "err";
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(err, 2);
-    // Default dispositions, as an interactive shell gives its jobs.
-    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-    execv(args[0], args.data());
-    _exit(126);
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_CLI, "run", "--no-report", "-o", trace, "--"};
+  o.argv.insert(o.argv.end(), argv.begin(), argv.end());
+  o.own_process_group = true;
+  o.timeout_s = 60;
+  Child adprof_run(o);
+  if (wait_for_file(marker, 60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    adprof_run.signal_group(sig);
   }
-  Result r;
-  r.pid = pid;
-  if (!wait_for_file(marker, 60)) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    r.timed_out = true;
-    return r;
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  kill(-pid, sig);
-  int status = 0;
-  for (int i = 0; i < 600; ++i) {  // 60 s
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (i == 599) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      r.timed_out = true;
-    }
-  }
-  r.exited = WIFEXITED(status);
-  r.exit_code = r.exited ? WEXITSTATUS(status) : -1;
-  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  r.err = read_file(err_path);
-  return r;
+  return adprof_run.wait();
 }
 
 class TerminatingSignal : public ::testing::TestWithParam<int> {};
@@ -162,24 +129,24 @@ TEST(Signals, ProgramAtItsAddressSpaceLimitRunsAsWithout) {
   GTEST_SKIP() << "the limit is set in this process, whose sanitizer runtime reserves terabytes "
                   "of address space; covered by the release build";
 #endif
-  rlimit saved{};
-  getrlimit(RLIMIT_AS, &saved);
-  rlimit limit{400u << 20, saved.rlim_max};
-  ASSERT_EQ(setrlimit(RLIMIT_AS, &limit), 0);
   SpawnOptions o;
   o.argv = {ADPROF_TEST_LIFECYCLE, "until_out_of_memory"};
-  Result plain = run(o);
-  // The same allocator, not recording: what the profiler itself costs is the difference.
-  o.env = {{"LD_PRELOAD", preload_path()}};
-  Result on_jemalloc = run(o);
-  o.env.clear();
+  Result plain, on_jemalloc;
   std::vector<Result> traced;
   TempDir dir;
-  for (int i = 0; i < 5; ++i) {
-    o.trace = dir / ("t" + std::to_string(i));
-    traced.push_back(run(o));
+  {
+    ScopedLimit limit(RLIMIT_AS, 400u << 20);
+    ASSERT_TRUE(limit.ok());
+    plain = run(o);
+    // The same allocator, not recording: what the profiler itself costs is the difference.
+    o.env = {{"LD_PRELOAD", preload_path()}};
+    on_jemalloc = run(o);
+    o.env.clear();
+    for (int i = 0; i < 5; ++i) {
+      o.trace = dir / ("t" + std::to_string(i));
+      traced.push_back(run(o));
+    }
   }
-  setrlimit(RLIMIT_AS, &saved);
   ASSERT_EQ(plain.exit_code, 3) << plain.err;
   ASSERT_EQ(on_jemalloc.exit_code, 3) << on_jemalloc.err;
   const double native = std::stod(key_values(plain.out)["allocated"]);

@@ -100,6 +100,25 @@ inline std::map<std::string, std::string> key_values(const std::string &text) {
   return out;
 }
 
+// A resource limit of this process for a test's scope: the programs it starts inherit it.
+class ScopedLimit {
+ public:
+  ScopedLimit(int resource, rlim_t soft) : resource_(resource) {
+    getrlimit(resource_, &saved_);
+    rlimit lowered{soft, saved_.rlim_max};
+    ok_ = setrlimit(resource_, &lowered) == 0;
+  }
+  ~ScopedLimit() { setrlimit(resource_, &saved_); }
+  ScopedLimit(const ScopedLimit &) = delete;
+  ScopedLimit &operator=(const ScopedLimit &) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int resource_;
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
 struct SpawnOptions {
   std::vector<std::string> argv;
   // Under the preload library, writing this trace (empty: not preloaded).
@@ -108,6 +127,9 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> env;  // added/overriding variables
   int umask_value = -1;
   long fsize_limit = -1;  // RLIMIT_FSIZE in bytes (SIGXFSZ ignored)
+  // A process group of its own with default signal dispositions, as a shell's job: the group
+  // can be signalled as a whole (Child::signal_group) and is killed whole on a time-out.
+  bool own_process_group = false;
   double timeout_s = 120;
   std::string work_dir;  // where stdout/stderr are kept (default: a fresh temp dir)
 };
@@ -167,6 +189,10 @@ class Child {
       dup2(out_fd, 1);
       dup2(err_fd, 2);
       if (o.umask_value >= 0) umask(static_cast<mode_t>(o.umask_value));
+      if (o.own_process_group) {
+        setpgid(0, 0);
+        for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+      }
       if (o.fsize_limit >= 0) {
         signal(SIGXFSZ, SIG_IGN);
         rlimit rl{static_cast<rlim_t>(o.fsize_limit), static_cast<rlim_t>(o.fsize_limit)};
@@ -189,6 +215,7 @@ class Child {
 
   pid_t pid() const { return pid_; }
   void kill_with(int sig) { kill(pid_, sig); }
+  void signal_group(int sig) { kill(-pid_, sig); }
 
   Result wait() {
     Result r;
@@ -201,7 +228,7 @@ class Child {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       if (elapsed > opts_.timeout_s) {
         r.timed_out = true;
-        kill(pid_, SIGKILL);
+        kill(opts_.own_process_group ? -pid_ : pid_, SIGKILL);
         waitpid(pid_, &status, 0);
         break;
       }
