@@ -8,6 +8,7 @@
 #include <set>
 
 #include "adprof/call_stacks.h"
+#include "adprof/compare.h"
 #include "adprof/report.h"
 #include "test_util.h"
 
@@ -186,6 +187,40 @@ TEST(Stacks, MissingFilesDegradeToModuleAndOffset) {
   EXPECT_EQ(f[0].text(), "libgone.so+0x1234");
   EXPECT_EQ(f[1].text(), "0x1000");
   EXPECT_EQ(stacks.site(8), "(unknown stack)");
+}
+
+}  // namespace
+
+namespace {
+
+// `adprof check` and `adprof diff` by site: a site's metrics gate like any other, with the
+// site's name (parentheses, and in C++ names '<' and '>') as it is in the report.
+TEST_F(StacksTest, CheckAndDiffBySite) {
+  const nlohmann::json *direct = find_site(json_["sites"], "site_direct(int) (");
+  ASSERT_NE(direct, nullptr);
+  const std::string site = (*direct)["site"];
+  Result pass = run_cli({"check", trace_, "--fail-if", "site_allocations." + site + " > 100"});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  Result fail = run_cli({"check", trace_, "--fail-if", "site_allocations." + site + " >= 100"});
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("site_allocations." + site + ": 100"), std::string::npos) << fail.out;
+  // A template's name: the gate's operator is the last one in it.
+  const adprof::Gate g = adprof::parse_gate("site.std::vector<int>::push_back(int) (v.h:3) > 1MiB");
+  EXPECT_EQ(g.metric, "site.std::vector<int>::push_back(int) (v.h:3)");
+  EXPECT_EQ(g.op, ">");
+  // The diff of a run with itself and of a run with stacks against one without: the sites
+  // live at the peak appear.
+  Result same = run_cli({"diff", trace_, trace_});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  TempDir dir;
+  const std::string plain = dir / "plain.adtrace";
+  ASSERT_EQ(
+      run_cli({"run", "--no-report", "-o", plain, "--", ADPROF_TEST_SITES, ADPROF_TEST_SITES_LIB})
+          .exit_code,
+      0);
+  Result grown = run_cli({"diff", plain, trace_});
+  EXPECT_EQ(grown.exit_code, 0) << grown.err;
+  EXPECT_NE(grown.out.find("site " + site), std::string::npos) << grown.out;
 }
 
 }  // namespace
