@@ -9,6 +9,7 @@
 
 #include "gui_data.h"
 #include "models.h"
+#include "sites_model.h"
 #include "timeline_widget.h"
 #include "trace_loader.h"
 
@@ -51,6 +52,8 @@ class MainWindow : public QMainWindow {
   LiveBuffersModel *liveModel() const { return live_model_; }
   FindingsModel *findingsModel() const { return findings_model_; }
   OpsModel *opsModel() const { return ops_model_; }
+  // Allocation sites (traces recorded with --stacks): the tree beside the op view.
+  SitesModel *sitesModel() const { return sites_model_; }
   WhatIfModel *whatIfModel() const { return whatif_model_; }
   DiffModel *diffModel() const { return diff_model_; }
   QTreeView *liveView() const { return live_view_; }
@@ -108,6 +111,7 @@ class MainWindow : public QMainWindow {
   FindingsModel *findings_model_ = nullptr;
   QTableView *findings_view_ = nullptr;
   OpsModel *ops_model_ = nullptr;
+  SitesModel *sites_model_ = nullptr;
   QSortFilterProxyModel *ops_proxy_ = nullptr;
   QTableView *ops_view_ = nullptr;
   WhatIfModel *whatif_model_ = nullptr;
