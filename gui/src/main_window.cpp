@@ -121,6 +121,7 @@ void MainWindow::buildUi() {
     o.to = to;
     o.max_samples = 4096;
     o.tracked_ops = timeline_->trackedOps();
+    o.tracked_sites = timeline_->trackedSites();
     QString path = path_;
     loader_.timeline("detail", path, o, [this, path, from, to](Outcome<Timeline> r) {
       if (r.value && path == path_) timeline_->setDetail(r.value, from, to);
@@ -209,6 +210,9 @@ void MainWindow::buildUi() {
   sites_view->setSortingEnabled(true);
   sites_view->sortByColumn(SitesModel::Bytes, Qt::DescendingOrder);
   sites_view->setColumnWidth(SitesModel::Frame, 420);
+  connect(sites_view, &QTreeView::clicked, this, [this, sites_proxy](const QModelIndex &i) {
+    highlightSite(sites_model_->siteOf(sites_proxy->mapToSource(i)));
+  });
   auto *sites_direction = new QComboBox(this);
   sites_direction->addItems(
       {tr("Bottom-up: sites, then their callers"), tr("Top-down: callers, then the sites")});
@@ -585,10 +589,11 @@ void MainWindow::adopt(const QString &path) {
   instant_label_->setText(tr("Analysing..."));
 }
 
-void MainWindow::requestOpTimeline(std::vector<std::string> ops) {
+void MainWindow::requestOpTimeline(std::vector<std::string> ops, std::vector<std::string> sites) {
   TimelineOptions o;
   o.max_samples = 8192;
   o.tracked_ops = std::move(ops);
+  o.tracked_sites = sites.empty() ? timeline_->trackedSites() : std::move(sites);
   QString path = path_;
   loader_.timeline("ops", path, o, [this, path](Outcome<Timeline> r) {
     if (!r.value || path != path_) return;
@@ -725,6 +730,18 @@ void MainWindow::highlightOp(int row) {
     tracked.push_back(name);
     requestOpTimeline(tracked);
   }
+}
+
+void MainWindow::highlightSite(const QString &site) {
+  if (site.isEmpty()) return;
+  timeline_->setHighlightSite(site);
+  std::vector<std::string> tracked = timeline_->trackedSites();
+  const std::string name = site.toStdString();
+  if (std::find(tracked.begin(), tracked.end(), name) != tracked.end()) return;
+  constexpr size_t kTrackedSites = 8;
+  if (tracked.size() >= kTrackedSites) tracked.erase(tracked.begin());
+  tracked.push_back(name);
+  requestOpTimeline(timeline_->trackedOps(), std::move(tracked));
 }
 
 void MainWindow::setGrouping(TimelineWidget::Grouping g) {

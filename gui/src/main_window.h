@@ -69,6 +69,8 @@ class MainWindow : public QMainWindow {
   void showInstant(double time, bool at_peak);
   void showFinding(int row);
   void highlightOp(int row);
+  // An allocation site's live bytes on the timeline (the Sites panel; empty: nothing).
+  void highlightSite(const QString &site);
   void goToPeak();
 
  signals:
@@ -94,7 +96,8 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString &path);
   void rebuildRecentMenu();
   void adopt(const QString &path);
-  void requestOpTimeline(std::vector<std::string> ops);
+  // `sites`: the allocation sites to give series too (empty: those the chart has now).
+  void requestOpTimeline(std::vector<std::string> ops, std::vector<std::string> sites = {});
   void updateDiff();
   void setGrouping(TimelineWidget::Grouping g);
   void revealBuffers(const FindingTarget &target);

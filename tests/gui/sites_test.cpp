@@ -96,6 +96,27 @@ void SitesTest::windowShowsTheSitesOfARecordingWithStacks() {
   w.sitesModel()->setDirection(SitesModel::Direction::TopDown);
   QVERIFY(w.sitesModel()->rowCount() > 0);
   w.loader().waitForIdle();
+  // Selecting a site highlights its bytes: the chart gets the site's series, whose highest
+  // point is at least what the site held at the peak.
+  const adprof::SiteSummary *biggest = nullptr;
+  for (const adprof::SiteSummary &s : w.sitesModel()->sites())
+    if (!biggest || s.peak_bytes > biggest->peak_bytes) biggest = &s;
+  QVERIFY(biggest && biggest->peak_bytes > 0);
+  QSignalSpy shown(&w, &MainWindow::opTimelineShown);
+  w.highlightSite(QString::fromStdString(biggest->site));
+  QVERIFY(shown.wait(60000));
+  auto timeline = w.timeline()->opTimeline();
+  QVERIFY(timeline);
+  QCOMPARE(timeline->site_names, std::vector<std::string>{biggest->site});
+  uint64_t highest = 0;
+  for (const adprof::TimelineSample &s : timeline->samples) {
+    QCOMPARE(s.by_site.size(), size_t{1});
+    highest = std::max(highest, s.by_site[0]);
+  }
+  QVERIFY2(highest >= biggest->peak_bytes,
+           qPrintable(QString("%1 < %2").arg(highest).arg(biggest->peak_bytes)));
+  QVERIFY(highest <= w.timeline()->opTimeline()->peak);
+  w.loader().waitForIdle();
 }
 
 QTEST_MAIN(SitesTest)
