@@ -236,7 +236,12 @@ int command_run(const std::vector<std::string> &args) {
     setenv("ADPROF_OUTPUT", trace.c_str(), 1);
     setenv("ADPROF_ROOT_PID", std::to_string(getpid()).c_str(), 1);
     setenv("ADPROF_RUN_ID", std::to_string(run_id).c_str(), 1);
-    setenv("ADPROF_STACKS", vm.count("stacks") ? "1" : "0", 1);
+    // Only a run with stacks adds the variable: every variable more is allocations more in a
+    // program that copies its environment (bash, Python), a difference the run must not make.
+    if (vm.count("stacks"))
+      setenv("ADPROF_STACKS", "1", 1);
+    else
+      unsetenv("ADPROF_STACKS");
     std::vector<char *> argv;
     for (auto &a : program) argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
