@@ -59,7 +59,7 @@ extern "C" {
  *     {count}          the number of layers in the chain
  *     {segments}       the number of segments of the predicted schedule
  *     {checkpointed}   the number of layers the schedule checkpoints
- *   e.g. "checkpoint_sequential({parent}, {segments}, x) over {first} .. {last}". A wording with a
+ *   e.g. "checkpoint {first} .. {last} of {parent} in {segments} segments". A wording with a
  *   placeholder the analysis cannot fill (no chain) is not quoted.
  */
 #define ADPROF_AD_ENGINE "ad.engine"
