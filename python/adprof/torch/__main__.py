@@ -10,7 +10,7 @@ import os
 import runpy
 import sys
 
-USAGE = "usage: python3 -m adprof.torch SCRIPT [ARGS...]"
+USAGE = "usage: python3 -m adprof.torch SCRIPT [ARGS...] | -m MODULE [ARGS...]"
 
 
 def main():
@@ -20,6 +20,8 @@ def main():
     if not args or args[0] in ("-h", "--help"):
         sys.stderr.write(USAGE + "\n")
         return 2 if not args else 0
+    if args[0] == "-m":
+        return _run_module(args[1:])
     script = args[0]
     if not os.path.exists(script):
         # as python3 says it, with its status
@@ -53,6 +55,38 @@ def main():
     except BaseException as e:
         # Reported as `python3 SCRIPT` reports it: the traceback from the script's frames
         # (not runpy's or ours), status 1.
+        tb = _script_frames(e.__traceback__)
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        return 1
+    return 0
+
+
+def _run_module(args):
+    """python3 -m adprof.torch -m MODULE ARGS: as python3 -m MODULE ARGS."""
+    if not args:
+        sys.stderr.write("Argument expected for the -m option\n")
+        return 2
+    from adprof import torch as adprof_torch
+    try:
+        adprof_torch.check_torch()
+    except adprof_torch.TorchUnavailable as e:
+        sys.stderr.write(str(e) + "\n")
+        return 1
+    adprof_torch.install()
+    sys.argv = [args[0]] + args[1:]  # argv[0] becomes the module's file, as with -m
+    sys.path[0] = os.getcwd()
+    try:
+        runpy.run_module(args[0], run_name="__main__", alter_sys=True)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except ImportError as e:
+        if _script_frames(e.__traceback__) is None:  # runpy's own: the module is not there
+            sys.stderr.write(f"{sys.executable}: {e}\n")
+            return 1
+        tb = _script_frames(e.__traceback__)
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        return 1
+    except BaseException as e:
         tb = _script_frames(e.__traceback__)
         sys.excepthook(type(e), e.with_traceback(tb), tb)
         return 1
