@@ -169,15 +169,18 @@ bool python_option_takes_value(const std::string &a) {
 std::vector<std::string> with_torch_instrumentation(const std::vector<std::string> &program) {
   const std::string interpreter = fs::path(program[0]).filename().string();
   if (interpreter.rfind("python", 0) != 0)
-    throw UsageError("--torch needs a Python interpreter as PROGRAM (adprof run --torch -- "
-                     "python3 train.py), not '" + program[0] + "'");
+    throw UsageError(
+        "--torch needs a Python interpreter as PROGRAM (adprof run --torch -- "
+        "python3 train.py), not '" +
+        program[0] + "'");
   size_t at = 1;
   while (at < program.size()) {
     const std::string &a = program[at];
     if (a == "-m" || a.empty() || a[0] != '-' || a == "-" || a == "--") break;
     if (a == "-c" || a.rfind("-c", 0) == 0)
-      throw UsageError("--torch runs a script or a module (python3 train.py, python3 -m pkg), "
-                       "not python3 -c");
+      throw UsageError(
+          "--torch runs a script or a module (python3 train.py, python3 -m pkg), "
+          "not python3 -c");
     at += python_option_takes_value(a) ? 2 : 1;
   }
   at = std::min(at, program.size());

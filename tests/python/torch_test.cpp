@@ -37,12 +37,12 @@ bool python_has_torch() {
   return has;
 }
 
-#define SKIP_WITHOUT_TORCH()                                                                  \
-  do {                                                                                        \
-    ADPROF_SKIP_IF_SANITIZED();                                                               \
-    if (!python_has_torch())                                                                  \
-      GTEST_SKIP() << "Debian's python3-torch is not installed for /usr/bin/python3 "         \
-                      "(scripts/setup.sh installs it)";                                       \
+#define SKIP_WITHOUT_TORCH()                                                          \
+  do {                                                                                \
+    ADPROF_SKIP_IF_SANITIZED();                                                       \
+    if (!python_has_torch())                                                          \
+      GTEST_SKIP() << "Debian's python3-torch is not installed for /usr/bin/python3 " \
+                      "(scripts/setup.sh installs it)";                               \
   } while (0)
 
 // `adprof run --torch --no-report -o TRACE -- python3 ARGS...` in `dir`.
@@ -196,7 +196,7 @@ TEST(TorchBadInput, ScriptRaises) {
   EXPECT_NE(r.err.find("line 5, in <module>"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ValueError: boom"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("runpy"), std::string::npos) << "frames that are not the script's:\n"
-                                                      << r.err;
+                                                    << r.err;
   EXPECT_EQ(r.err.find("adprof/torch"), std::string::npos) << r.err;
   json j = report_of(tmp / "t.adtrace");
   EXPECT_EQ(j["trace"]["complete"], true);
@@ -217,7 +217,9 @@ TEST(TorchBadInput, NotPython) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
   write_file(tmp / "notpython.py", "x = (\n");
-  write_file(tmp / "binary.py", std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
+  write_file(tmp / "binary.py", std::string("\x7f"
+                                            "ELF\x02\x01\x01\0\0\0",
+                                            10));
   for (const char *name : {"notpython.py", "binary.py"}) {
     SpawnOptions plain;
     plain.argv = {kPython, tmp / name};
@@ -244,8 +246,8 @@ TEST(TorchBadInput, TorchMissingOrTooOld) {
 
   fs::create_directories(tmp / "old/torch");
   write_file(tmp / "old/torch/__init__.py", "__version__ = '1.12.1+cpu'\n");
-  Result old = run_torch(tmp / "b.adtrace", {"-S", tmp / "script.py"},
-                         {{"PYTHONPATH", tmp / "old"}});
+  Result old =
+      run_torch(tmp / "b.adtrace", {"-S", tmp / "script.py"}, {{"PYTHONPATH", tmp / "old"}});
   EXPECT_EQ(old.exit_code, 1);
   EXPECT_EQ(old.out.find("ran"), std::string::npos);
   EXPECT_NE(old.err.find("adprof.torch: needs PyTorch >= 1.13 (this is 1.12.1+cpu)\n"),
