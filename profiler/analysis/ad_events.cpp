@@ -51,7 +51,7 @@ constexpr std::array<PolicyName, ADPROF_AD_POLICY_COUNT> kPolicyNames = {{
     {ADPROF_AD_POLICY_CHECKPOINTING, "checkpointing", "checkpointing"},
     {ADPROF_AD_POLICY_REUSABLE_TAPE, "reusable_tape", "reusable tape"},
     {ADPROF_AD_POLICY_NO_INDEX_WIDENING, "no_index_widening", "no index widening"},
-    {ADPROF_AD_POLICY_FREE_GRADIENTS, "free_gradients", "gradients freed, not zeroed"},
+    {ADPROF_AD_POLICY_FREE_GRADIENTS, "free_gradients", "gradients freed, not zeroed", 2},
 }};
 
 constexpr const char *kPlaceholders[] = {"{first}", "{last}",     "{parent}",

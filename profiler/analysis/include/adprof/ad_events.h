@@ -67,6 +67,7 @@ struct PolicyName {
   adprof_ad_policy id;
   const char *name;   // "inplace_accumulation"
   const char *title;  // "in-place accumulation"
+  uint32_t since = 1;  // the protocol version that added it
 };
 const std::array<PolicyName, ADPROF_AD_POLICY_COUNT> &policy_names();
 // By stable name or title; -1 if unknown.
