@@ -65,8 +65,8 @@ bool is_arena_idle_label(std::string_view label);
 // The shared list of policies (ad_protocol.h's ids): a stable name and a title for each.
 struct PolicyName {
   adprof_ad_policy id;
-  const char *name;   // "inplace_accumulation"
-  const char *title;  // "in-place accumulation"
+  const char *name;    // "inplace_accumulation"
+  const char *title;   // "in-place accumulation"
   uint32_t since = 1;  // the protocol version that added it
 };
 const std::array<PolicyName, ADPROF_AD_POLICY_COUNT> &policy_names();
