@@ -181,7 +181,7 @@ struct Gen {
   std::unordered_map<uint64_t, uint64_t> born;
   std::unordered_map<uint64_t, uint64_t> loose_saves;
   Layer &layer(uint64_t id) {
-    if (id >= layers.size()) layers.resize(std::min<uint64_t>(id + 1, 1ULL << 24));
+    if (id >= layers.size()) layers.resize(std::min<uint64_t>(id + 1, 1ULL << 20));
     return layers[std::min<uint64_t>(id, layers.size() - 1)];
   }
   NodeInfo &node(uint64_t id) {
