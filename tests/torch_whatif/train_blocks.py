@@ -24,7 +24,7 @@ parser.add_argument("--technique", choices=["none", "checkpoint", "fused", "set_
                     default="none")
 parser.add_argument("--blocks", type=int, default=9)
 parser.add_argument("--width", type=int, default=256)
-parser.add_argument("--batch", type=int, default=256)
+parser.add_argument("--batch", type=int, default=512)
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--segments", type=int, default=0)
 args = parser.parse_args()
