@@ -14,6 +14,10 @@ void add_predictions(Report &r, const WhatIf &w) {
       r.policy_savings.push_back(
           {p.name, p.title, p.switch_on, p.predicted_peak, p.saving, p.explanation});
   if (!r.engine.described()) r.engine = w.engine;
+  // Wordings with placeholders (ad_protocol.h) as the prediction filled them.
+  for (const PolicyPrediction &p : w.policies)
+    if (p.applicable && p.id >= 0 && ad::has_placeholder(r.engine.policy(p.id).switch_on))
+      r.engine.policies[static_cast<size_t>(p.id)].switch_on = p.switch_on;
   r.findings = find_findings(r);
 }
 

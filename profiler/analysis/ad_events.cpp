@@ -28,6 +28,16 @@ constexpr Named kProtocolNames[] = {
     {ADPROF_AD_TAPE_ADJOINT_COMPLETE, Kind::kAdjointComplete},
     {ADPROF_AD_TAPE_OPTIMIZER_STEP, Kind::kOptimizerStep},
     {ADPROF_AD_TAPE_END, Kind::kTapeEnd},
+    {ADPROF_AD_TAPE_SAVE_STORAGE, Kind::kSaveStorage},
+    {ADPROF_AD_TAPE_RELEASE_STORAGE, Kind::kReleaseStorage},
+    {ADPROF_AD_TAPE_LAYER_BEGIN, Kind::kLayerBegin},
+    {ADPROF_AD_TAPE_LAYER_END, Kind::kLayerEnd},
+    {ADPROF_AD_TAPE_LAYER_BACKWARD, Kind::kLayerBackward},
+    {ADPROF_AD_TAPE_GRAD_ARRIVED, Kind::kGradArrived},
+    {ADPROF_AD_TAPE_GRAD_READY, Kind::kGradReady},
+    {ADPROF_AD_TAPE_GRAD_ZEROED, Kind::kGradZeroed},
+    {ADPROF_AD_TAPE_OPTIMIZER_BEGIN, Kind::kOptimizerBegin},
+    {ADPROF_AD_TAPE_OPTIMIZER_END, Kind::kOptimizerEnd},
     {ADPROF_AD_DEVICE_OOM, Kind::kDeviceOom},
     {ADPROF_AD_LABEL_INDEX_WIDENED, Kind::kLabelIndexWidened},
     {ADPROF_AD_LABEL_ARENA_IDLE, Kind::kLabelArenaIdle},
@@ -41,7 +51,11 @@ constexpr std::array<PolicyName, ADPROF_AD_POLICY_COUNT> kPolicyNames = {{
     {ADPROF_AD_POLICY_CHECKPOINTING, "checkpointing", "checkpointing"},
     {ADPROF_AD_POLICY_REUSABLE_TAPE, "reusable_tape", "reusable tape"},
     {ADPROF_AD_POLICY_NO_INDEX_WIDENING, "no_index_widening", "no index widening"},
+    {ADPROF_AD_POLICY_FREE_GRADIENTS, "free_gradients", "gradients freed, not zeroed", 2},
 }};
+
+constexpr const char *kPlaceholders[] = {"{first}", "{last}",     "{parent}",
+                                         "{count}", "{segments}", "{checkpointed}"};
 
 }  // namespace
 
@@ -67,8 +81,33 @@ int policy_id(std::string_view n) {
 std::string EngineDescription::fix(int id, const std::string &generic) const {
   if (id < 0 || id >= ADPROF_AD_POLICY_COUNT) return generic;
   const EnginePolicy &p = policy(id);
-  if (!p.described || p.switch_on.empty()) return generic;
+  if (!p.described || p.switch_on.empty() || has_placeholder(p.switch_on)) return generic;
   return name + ": " + p.switch_on;
+}
+
+std::string fill_wording(const std::string &words,
+                         const std::vector<std::pair<std::string, std::string>> &values) {
+  std::string out;
+  for (size_t i = 0; i < words.size();) {
+    bool done = false;
+    if (words[i] == '{')
+      for (const auto &[key, text] : values)
+        if (words.compare(i + 1, key.size(), key) == 0 && i + 1 + key.size() < words.size() &&
+            words[i + 1 + key.size()] == '}') {
+          out += text;
+          i += key.size() + 2;
+          done = true;
+          break;
+        }
+    if (!done) out += words[i++];
+  }
+  return out;
+}
+
+bool has_placeholder(const std::string &words) {
+  for (const char *p : kPlaceholders)
+    if (words.find(p) != std::string::npos) return true;
+  return false;
 }
 
 NameMeaning Decoder::meaning(uint64_t id) {

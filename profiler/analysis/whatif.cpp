@@ -36,7 +36,12 @@ namespace {
 void plan_generation(Gen &g, std::vector<Scenario> &sc, uint64_t available, VirtualIds &ids) {
   for (Scenario &s : sc) {
     if (s.chain) {
-      if (available & kCheckpoint) Planner(g, 0, s.plan, ids).checkpoint_chain();
+      if (!(available & kCheckpoint)) continue;
+      Planner planner(g, 0, s.plan, ids);
+      if (g.layers.empty())
+        planner.checkpoint_chain();
+      else
+        planner.checkpoint_layers();
       continue;
     }
     const uint64_t flip = s.flip & ~g.bits & available;
@@ -47,8 +52,17 @@ void plan_generation(Gen &g, std::vector<Scenario> &sc, uint64_t available, Virt
 }  // namespace
 
 whatif::Pass::Pass(const Replay &replay)
-    : tape_(replay,
-            [this](Gen &g, uint64_t available) { plan_generation(g, sc_, available, ids_); }) {
+    : tape_(
+          replay, [this](Gen &g, uint64_t available) { plan_generation(g, sc_, available, ids_); },
+          [this](const GradEvent &e, uint64_t available) {
+            for (size_t i = 0; i < sc_.size(); ++i) {
+              const uint64_t flip = sc_[i].flip & available;
+              if (flip & kFused)  // the step frees the gradient: zeroing it is moot
+                fused_steps_[i].on(e, sc_[i].plan);
+              else if (flip & kFreeGradients)
+                free_gradients_[i].on(e, sc_[i].plan);
+            }
+          }) {
   // Scenarios: 0 the recording as is; then one per predictable policy; then all of them.
   sc_.emplace_back();
   const auto &policies = ad::policy_names();
@@ -70,6 +84,8 @@ whatif::Pass::Pass(const Replay &replay)
   sc_.back().chain = true;
   for (size_t i = 0; i < policies.size(); ++i)
     if ((1ULL << policies[i].id) == kCheckpoint) policy_scenario_[i] = chain_scenario_;
+  free_gradients_.resize(sc_.size());
+  fused_steps_.assign(sc_.size(), FusedSteps(ids_));
 }
 
 WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measured_peak) {
@@ -113,6 +129,9 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
   for (size_t i = 0; i < policies.size(); ++i) {
     const ad::PolicyName &d = policies[i];
     const ad::EnginePolicy &ep = engine.policy(d.id);
+    // A policy added after version 1 is listed only for an engine that describes it (the table
+    // and JSON of an engine that knows only the first ones stay as they were).
+    if (!ep.described && d.since > 1) continue;
     PolicyPrediction p;
     p.name = d.name;
     p.title = d.title;
@@ -136,6 +155,13 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
       p.reason =
           "no chain of at least 2 layers in the tape (nodes each consuming the previous one's "
           "output alone)";
+    } else if (bit == kFreeGradients && !tape.grad_zeroed) {
+      p.reason =
+          "the program never zeroes a gradient buffer in place (no " ADPROF_AD_TAPE_GRAD_ZEROED
+          " events): nothing to free";
+    } else if (bit == kFused && tape.grad_ready && !tape.optimizer_steps) {
+      p.reason =
+          "no separate optimizer step in this trace (no " ADPROF_AD_TAPE_OPTIMIZER_END " events)";
     } else if (policy_scenario[i] < 0) {
       p.reason =
           "not predictable from this trace: the reusable tape changes how often memory "
@@ -146,6 +172,17 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
       fill(p, s);
       p.explanation =
           explain(d.id, s.plan, replay, tape.widened.size(), tape.widened_bytes, p.chain);
+      if (bit == kCheckpoint && p.chain.layered) {  // the engine's words name the chain
+        const std::vector<std::pair<std::string, std::string>> values = {
+            {"first", p.chain.first},
+            {"last", p.chain.last},
+            {"parent", p.chain.parent},
+            {"count", std::to_string(p.chain.layers)},
+            {"segments", std::to_string(p.chain.segments)},
+            {"checkpointed", std::to_string(p.chain.checkpointed_layers)}};
+        p.switch_on = ad::fill_wording(p.switch_on, values);
+        p.switch_off = ad::fill_wording(p.switch_off, values);
+      }
     }
     w.policies.push_back(std::move(p));
   }

@@ -19,6 +19,9 @@ hits=$(grep -rnE --include='*.c' --include='*.cc' --include='*.cpp' --include='*
 # it as an example of a program).
 words=$(grep -rniwE 'adcore' profiler/analysis profiler/include profiler/format cli gui |
   grep -v "^$legacy:")
+# Nor does the analysis name the PyTorch integration (python/adprof/torch): what it needs is in
+# the protocol (ad_protocol.h version 2), its wording arrives through ad.policy.
+words+=$(grep -rniwE 'torch|pytorch' profiler/analysis)
 # And the legacy file is the one place the old kind names live: it must still hold them.
 grep -q '"adcore.tape.begin"' "$legacy" || { echo "$legacy lost the legacy names" >&2; exit 1; }
 if [ -n "$hits$words" ]; then

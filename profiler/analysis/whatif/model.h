@@ -24,8 +24,10 @@ constexpr uint64_t kActivity = 1ULL << ADPROF_AD_POLICY_ACTIVITY_ANALYSIS,
                    kFused = 1ULL << ADPROF_AD_POLICY_FUSED_OPTIMIZER,
                    kCheckpoint = 1ULL << ADPROF_AD_POLICY_CHECKPOINTING,
                    kReuse = 1ULL << ADPROF_AD_POLICY_REUSABLE_TAPE,
-                   kNativeIndices = 1ULL << ADPROF_AD_POLICY_NO_INDEX_WIDENING;
-constexpr uint64_t kPredictable = kActivity | kEarlyRelease | kInplace | kFused | kNativeIndices;
+                   kNativeIndices = 1ULL << ADPROF_AD_POLICY_NO_INDEX_WIDENING,
+                   kFreeGradients = 1ULL << ADPROF_AD_POLICY_FREE_GRADIENTS;
+constexpr uint64_t kPredictable =
+    kActivity | kEarlyRelease | kInplace | kFused | kNativeIndices | kFreeGradients;
 constexpr uint64_t kDeferred = ADPROF_AD_CONTRIBUTION_DEFERRED;
 
 // The policies a prediction may switch on: those the engine described, or all of them when it
@@ -149,6 +151,16 @@ struct NodeInfo {
   uint64_t sum = 0, sum_index = 0;          // adjoint_sum (naive accumulation)
   uint64_t complete = 0, complete_index = 0;
 };
+// A layer of the forward (version 2: ad.tape.layer_*): event indices and storages.
+struct Layer {
+  uint32_t label = 0;
+  uint64_t parent = kNone;
+  uint64_t begin = 0, end = 0, backward = 0;
+  uint64_t in = 0, out = 0;
+};
+struct Birth {
+  uint64_t storage = 0, size = 0, index = 0;
+};
 struct Gen {
   uint64_t tape = 0, gen = 0, bits = 0;
   uint32_t thread = 0;
@@ -160,6 +172,18 @@ struct Gen {
   // Tensor storages made while the generation was in flight (for the arena model of a tape
   // recorded without reuse): before and after the backward sweep began.
   std::vector<uint64_t> window_forward, window_backward;
+  // Version 2, a generation with layers: its layers; every storage its forward acquired on its
+  // thread once the first layer began (in order) and the recorded death of each (0: none in the
+  // generation); saves not tied to a node (ad.tape.save_storage): storage -> its latest
+  // release (0: none).
+  std::vector<Layer> layers;
+  std::vector<Birth> births;
+  std::unordered_map<uint64_t, uint64_t> born;
+  std::unordered_map<uint64_t, uint64_t> loose_saves;
+  Layer &layer(uint64_t id) {
+    if (id >= layers.size()) layers.resize(std::min<uint64_t>(id + 1, 1ULL << 20));
+    return layers[std::min<uint64_t>(id, layers.size() - 1)];
+  }
   NodeInfo &node(uint64_t id) {
     if (id >= nodes.size()) nodes.resize(std::min<uint64_t>(id + 1, 1ULL << 31));
     return nodes[std::min<uint64_t>(id, nodes.size() - 1)];

@@ -36,6 +36,9 @@ class Pass {
   std::vector<Scenario> sc_;
   std::vector<int> policy_scenario_;
   int all_scenario_ = 0, chain_scenario_ = 0;
+  // Trace-level planners of parameters' gradients (version 2), one per scenario.
+  std::vector<FreeGradients> free_gradients_;
+  std::vector<FusedSteps> fused_steps_;
   TapeCollector tape_;
 };
 

@@ -27,6 +27,11 @@ struct ChainStats {
   uint64_t dropped = 0, dropped_bytes = 0;  // outputs not kept by the forward
   uint64_t recomputed_bytes = 0;            // allocated again by the recomputation (all segments)
   std::vector<uint32_t> layer_ops;          // op name ids of one layer
+  // A chain of layers (version 2): its labels (name ids) and the layers the schedule
+  // checkpoints (the last segment is not).
+  bool layered = false;
+  uint32_t first_label = 0, last_label = 0, parent_label = 0;
+  uint64_t checkpointed = 0;
 };
 struct Plan {
   std::unordered_set<uint64_t> suppress;                 // never allocated
@@ -72,11 +77,12 @@ struct Planner {
   std::vector<char> active, useful;
   std::vector<uint64_t> active_inputs;  // bit j: input j active (predicted)
   void activity();
-  void saves();             // plan_early_release.cpp
-  void inplace();           // plan_inplace.cpp
-  void fused();             // plan_fused.cpp
-  void reuse();             // plan_reuse.cpp
-  void checkpoint_chain();  // checkpoint.cpp
+  void saves();              // plan_early_release.cpp
+  void inplace();            // plan_inplace.cpp
+  void fused();              // plan_fused.cpp
+  void reuse();              // plan_reuse.cpp
+  void checkpoint_chain();   // checkpoint.cpp
+  void checkpoint_layers();  // checkpoint_layers.cpp: a generation with layers (version 2)
 
   // ---- checkpointing: the longest chain in sqrt(n) segments ----
   // A chain: nodes each consuming the previous node's output, that output used by no other
@@ -95,5 +101,48 @@ struct Planner {
 
 // No index widening: the widened copies are never made.
 void plan_no_index_widening(const std::vector<uint64_t> &widened, Plan &p);
+
+// ---------------- parameters' gradients over the whole run (version 2) ----------------
+// An event of ad.tape.grad_* or ad.tape.optimizer_*, or (kind kNone) the recorded death of a
+// storage the collector was asked to watch (a gradient buffer the program zeroed).
+struct GradEvent {
+  ad::Kind kind = ad::Kind::kNone;
+  uint64_t param = 0, storage = 0, size = 0, index = 0;
+};
+
+// Gradients freed, not zeroed (plan_free_gradients.cpp): a buffer the program zeroes dies at
+// the zeroing; the next backward's first gradient for the parameter becomes its buffer and
+// lives until the next zeroing (or until the recorded buffer dies).
+class FreeGradients {
+ public:
+  void on(const GradEvent &e, Plan &p);
+  uint64_t zeroings = 0;
+
+ private:
+  struct Param {
+    uint64_t zeroed = 0;    // the recorded buffer last zeroed
+    uint64_t adopted = 0;   // the gradient that became its buffer
+    bool awaiting = false;  // zeroed, no gradient arrived since
+  };
+  std::unordered_map<uint64_t, Param> params_;
+  std::unordered_set<uint64_t> counted_;
+};
+
+// The optimizer step fused into the backward, for gradients that live in parameters
+// (plan_fused_steps.cpp): a parameter's gradient buffer dies when it is ready, after that
+// parameter's step, whose transient is taken as the separate step's largest one. Since the
+// buffer is gone, the first gradient the next backward delivers becomes it (lives until ready).
+class FusedSteps {
+ public:
+  FusedSteps(VirtualIds &ids) : ids_(&ids) {}
+  void on(const GradEvent &e, Plan &p);
+  uint64_t ready = 0, steps = 0;
+
+ private:
+  VirtualIds *ids_;
+  std::unordered_set<uint64_t> counted_;
+  std::vector<uint64_t> pending_;                   // ready events since the last separate step
+  std::unordered_map<uint64_t, uint64_t> adopted_;  // parameter -> its buffer (0: awaiting one)
+};
 
 }  // namespace adprof::whatif

@@ -61,45 +61,84 @@ std::string explain(int id, const Plan &pl, const Replay &replay, uint64_t widen
                     static_cast<unsigned long long>(pl.early_count),
                     mib(static_cast<double>(pl.early_bytes)).c_str());
       break;
-    case ADPROF_AD_POLICY_CHECKPOINTING: {
-      const ChainStats &c = pl.chain;
-      CheckpointChain &out = out_chain;
-      out.nodes = c.nodes;
-      out.layers = c.layers;
-      out.ops_per_layer = c.ops_per_layer;
-      out.segments = c.segments;
-      out.generations = c.generations;
-      out.dropped_bytes = c.dropped_bytes;
-      out.recomputed_bytes = c.recomputed_bytes;
-      std::string ops;
-      for (uint32_t id : c.layer_ops) {
-        if (c.periodic) out.layer.push_back(replay.op_kind(id));
-        ops += (ops.empty() ? "" : ", ") + replay.op_kind(id);
-      }
-      if (!c.periodic && c.nodes > c.layer_ops.size()) ops += ", ...";
-      if (ops.size() > 60) ops = ops.substr(0, 57) + "...";
-      char layers[128];
-      if (c.periodic)
-        std::snprintf(layers, sizeof layers, "%llu layers of %llu ops (%s)",
-                      static_cast<unsigned long long>(c.layers),
-                      static_cast<unsigned long long>(c.ops_per_layer), ops.c_str());
-      else
-        std::snprintf(layers, sizeof layers, "%llu nodes (%s), one layer each",
-                      static_cast<unsigned long long>(c.nodes), ops.c_str());
+    case ADPROF_AD_POLICY_FREE_GRADIENTS:
       std::snprintf(line, sizeof line,
-                    "the longest chain, %s, checkpointed in %llu segments: "
-                    "the forward drops %llu cached outputs (%s), backward recomputes each "
-                    "segment (%s allocated again)",
-                    layers, static_cast<unsigned long long>(c.segments),
-                    static_cast<unsigned long long>(c.dropped),
-                    mib(static_cast<double>(c.dropped_bytes)).c_str(),
-                    mib(static_cast<double>(c.recomputed_bytes)).c_str());
-      if (c.generations > 1)
-        std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
-                      " (in each of %llu tape generations)",
-                      static_cast<unsigned long long>(c.generations));
+                    "%llu gradient buffers (%s) freed where the program zeroes them instead of "
+                    "kept; the next backward's first gradient becomes the buffer",
+                    static_cast<unsigned long long>(pl.early_count),
+                    mib(static_cast<double>(pl.early_bytes)).c_str());
       break;
-    }
+    case ADPROF_AD_POLICY_CHECKPOINTING:
+      if (pl.chain.layered) {
+        const ChainStats &c = pl.chain;
+        CheckpointChain &out = out_chain;
+        out.layered = true;
+        out.nodes = c.nodes;
+        out.layers = c.layers;
+        out.ops_per_layer = c.ops_per_layer;
+        out.segments = c.segments;
+        out.generations = c.generations;
+        out.dropped_bytes = c.dropped_bytes;
+        out.recomputed_bytes = c.recomputed_bytes;
+        out.checkpointed_layers = c.checkpointed;
+        out.first = replay.name(c.first_label);
+        out.last = replay.name(c.last_label);
+        out.parent = c.parent_label ? replay.name(c.parent_label) : std::string();
+        std::snprintf(line, sizeof line,
+                      "the longest chain of layers, %llu (%s .. %s), in %llu segments of %llu, "
+                      "the last one not checkpointed: the forward drops %llu saved tensors "
+                      "(%s), backward recomputes each checkpointed segment (%s allocated again)",
+                      static_cast<unsigned long long>(c.layers), out.first.c_str(),
+                      out.last.c_str(), static_cast<unsigned long long>(c.segments),
+                      static_cast<unsigned long long>(c.segments ? c.layers / c.segments : 0),
+                      static_cast<unsigned long long>(c.dropped),
+                      mib(static_cast<double>(c.dropped_bytes)).c_str(),
+                      mib(static_cast<double>(c.recomputed_bytes)).c_str());
+        if (c.generations > 1)
+          std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
+                        " (in each of %llu tape generations)",
+                        static_cast<unsigned long long>(c.generations));
+        break;
+      }
+      {
+        const ChainStats &c = pl.chain;
+        CheckpointChain &out = out_chain;
+        out.nodes = c.nodes;
+        out.layers = c.layers;
+        out.ops_per_layer = c.ops_per_layer;
+        out.segments = c.segments;
+        out.generations = c.generations;
+        out.dropped_bytes = c.dropped_bytes;
+        out.recomputed_bytes = c.recomputed_bytes;
+        std::string ops;
+        for (uint32_t id : c.layer_ops) {
+          if (c.periodic) out.layer.push_back(replay.op_kind(id));
+          ops += (ops.empty() ? "" : ", ") + replay.op_kind(id);
+        }
+        if (!c.periodic && c.nodes > c.layer_ops.size()) ops += ", ...";
+        if (ops.size() > 60) ops = ops.substr(0, 57) + "...";
+        char layers[128];
+        if (c.periodic)
+          std::snprintf(layers, sizeof layers, "%llu layers of %llu ops (%s)",
+                        static_cast<unsigned long long>(c.layers),
+                        static_cast<unsigned long long>(c.ops_per_layer), ops.c_str());
+        else
+          std::snprintf(layers, sizeof layers, "%llu nodes (%s), one layer each",
+                        static_cast<unsigned long long>(c.nodes), ops.c_str());
+        std::snprintf(line, sizeof line,
+                      "the longest chain, %s, checkpointed in %llu segments: "
+                      "the forward drops %llu cached outputs (%s), backward recomputes each "
+                      "segment (%s allocated again)",
+                      layers, static_cast<unsigned long long>(c.segments),
+                      static_cast<unsigned long long>(c.dropped),
+                      mib(static_cast<double>(c.dropped_bytes)).c_str(),
+                      mib(static_cast<double>(c.recomputed_bytes)).c_str());
+        if (c.generations > 1)
+          std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
+                        " (in each of %llu tape generations)",
+                        static_cast<unsigned long long>(c.generations));
+        break;
+      }
     default:
       std::snprintf(line, sizeof line, "%llu widened i64 copies of i32 index arrays (%s) not made",
                     static_cast<unsigned long long>(widened),
@@ -148,6 +187,12 @@ nlohmann::json policy_json(const PolicyPrediction &p) {
                     {"generations", c.generations},
                     {"dropped_bytes", c.dropped_bytes},
                     {"recomputed_bytes", c.recomputed_bytes}};
+      if (c.layered) {
+        j["chain"]["first"] = c.first;
+        j["chain"]["last"] = c.last;
+        j["chain"]["parent"] = c.parent;
+        j["chain"]["checkpointed_layers"] = c.checkpointed_layers;
+      }
     }
   } else {
     j["reason"] = p.reason;

@@ -18,6 +18,14 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
   const Change c = tracker_.apply(e, index);
   if (c.type == Change::kAcquire) {
     ts.pending_release_addr = 0;
+    if (in_step_) step_births_.push_back({c.storage, c.size, index});
+    if (!ts.tapes.empty()) {
+      Gen &g = *ts.tapes.back();
+      if (!g.layers.empty() && !g.backward) {
+        g.births.push_back({c.storage, c.size, index});
+        g.born.emplace(c.storage, 0);
+      }
+    }
     if (!ts.scopes.empty()) ts.scopes.back().push_back({c.storage, c.size, false});
     if (!ts.rules.empty()) {
       ThreadState::Rule &r = ts.rules.back();
@@ -34,11 +42,18 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
         if (a.storage == c.storage) a.transient = true;
     const bool killed = ts.pending_release_addr == c.addr;
     for (auto &g : open_) {
+      if (!g->born.empty()) {
+        auto b = g->born.find(c.storage);
+        if (b != g->born.end()) b->second = index;
+      }
       auto f = g->facts.find(c.storage);
       if (f == g->facts.end()) continue;
       f->second.death = index;
       f->second.tape_killed = killed;
     }
+    if (in_step_) step_deaths_.emplace(c.storage, index);
+    if (!watched_.empty() && watched_.erase(c.storage) && grads_)
+      grads_({Kind::kNone, 0, c.storage, c.size, index}, available_policies(decoder_.engine()));
   }
   using T = format::EventType;
   if (e.type == T::kOpBegin) {
@@ -118,9 +133,64 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
     open_.push_back(std::move(g));
     return;
   }
+  switch (k) {  // version 2: parameters' gradients, whether a generation is open or not
+    case Kind::kGradArrived:
+    case Kind::kGradReady:
+    case Kind::kGradZeroed:
+    case Kind::kOptimizerBegin:
+    case Kind::kOptimizerEnd: {
+      if (v.empty()) return;
+      GradEvent ge{k, v[0], 0, val(2) == kNone ? 0 : val(2), index};
+      if (k != Kind::kOptimizerBegin && k != Kind::kOptimizerEnd) {
+        if (v.size() < 2) return;
+        ge.storage = tracker_.storage_at(v[1]).first;
+        if (!ge.storage) return;
+      }
+      if (k == Kind::kGradZeroed) {
+        ++grad_zeroed;
+        watched_.insert(ge.storage);
+      } else if (k == Kind::kGradReady) {
+        ++grad_ready;
+      } else if (k == Kind::kOptimizerBegin) {
+        in_step_ = true;
+        step_births_.clear();
+        step_deaths_.clear();
+      } else if (k == Kind::kOptimizerEnd) {
+        ++optimizer_steps;
+        ge.size = step_transient_peak();
+        in_step_ = false;
+        step_births_.clear();
+        step_deaths_.clear();
+      }
+      if (grads_) grads_(ge, available_policies(decoder_.engine()));
+      return;
+    }
+    default:
+      break;
+  }
   if (ts.tapes.empty()) return;
   Gen &g = *ts.tapes.back();
   switch (k) {
+    case Kind::kLayerBegin: {
+      if (v.size() < 3) break;
+      Layer &l = g.layer(v[0]);
+      l.label = static_cast<uint32_t>(v[1]);
+      l.parent = v[2];
+      l.begin = index;
+      l.in = val(3) == kNone ? 0 : tracker_.storage_at(v[3]).first;
+      break;
+    }
+    case Kind::kLayerEnd: {
+      if (v.empty() || v[0] >= g.layers.size()) break;
+      Layer &l = g.layers[v[0]];
+      l.end = index;
+      l.out = val(1) == kNone ? 0 : tracker_.storage_at(v[1]).first;
+      break;
+    }
+    case Kind::kLayerBackward:
+      if (!v.empty() && v[0] < g.layers.size() && !g.layers[v[0]].backward)
+        g.layers[v[0]].backward = index;
+      break;
     case Kind::kLeaf: {
       if (v.size() < 3) break;
       NodeInfo &nd = g.node(v[0]);
@@ -153,6 +223,18 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
             if (!a.transient) g.fact(a.storage, a.size);
         }
       }
+      break;
+    }
+    case Kind::kSaveStorage: {
+      const uint64_t s = v.empty() ? 0 : tracker_.storage_at(v[0]).first;
+      if (s) g.loose_saves.emplace(s, 0);
+      break;
+    }
+    case Kind::kReleaseStorage: {
+      const uint64_t s = v.empty() ? 0 : tracker_.storage_at(v[0]).first;
+      auto it = s ? g.loose_saves.find(s) : g.loose_saves.end();
+      if (it != g.loose_saves.end()) it->second = index;
+      if (!v.empty()) ts.pending_release_addr = v[0];
       break;
     }
     case Kind::kSave: {
@@ -253,6 +335,21 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
     default:
       break;
   }
+}
+
+// The most the step held at once in storages it made and freed itself (its transients).
+uint64_t TapeCollector::step_transient_peak() const {
+  std::vector<std::pair<uint64_t, int64_t>> changes;
+  for (const Birth &b : step_births_) {
+    auto d = step_deaths_.find(b.storage);
+    if (d == step_deaths_.end()) continue;  // kept (optimizer state)
+    changes.push_back({b.index, static_cast<int64_t>(b.size)});
+    changes.push_back({d->second, -static_cast<int64_t>(b.size)});
+  }
+  std::sort(changes.begin(), changes.end());
+  int64_t live = 0, peak = 0;
+  for (const auto &[i, delta] : changes) peak = std::max(peak, live += delta);
+  return static_cast<uint64_t>(peak);
 }
 
 void TapeCollector::finish(uint64_t index) {

@@ -13,14 +13,17 @@
 #include "adprof/ad_events.h"
 #include "adprof/replay.h"
 #include "model.h"
+#include "plan.h"
 
 namespace adprof::whatif {
 
 class TapeCollector {
  public:
   using PlanFn = std::function<void(Gen &, uint64_t available)>;
-  TapeCollector(const Replay &replay, PlanFn plan)
-      : replay_(replay), decoder_(replay), plan_(std::move(plan)) {}
+  // Parameters' gradients and the optimizer's steps (version 2), with the policies available.
+  using GradFn = std::function<void(const GradEvent &, uint64_t available)>;
+  TapeCollector(const Replay &replay, PlanFn plan, GradFn grads = {})
+      : replay_(replay), decoder_(replay), plan_(std::move(plan)), grads_(std::move(grads)) {}
 
   // Event number `index` (from 1), already applied to the replay. Nothing is followed until
   // the trace names something (the first name event: any engine talks through names), so a
@@ -48,6 +51,8 @@ class TapeCollector {
   std::unordered_set<uint64_t> gave;   // storages the recording gave back to an arena
   std::vector<uint64_t> widened;       // storages labelled ad.index_widened
   uint64_t widened_bytes = 0;
+  // Version 2: gradient buffers zeroed in place, gradients ready, separate optimizer steps.
+  uint64_t grad_zeroed = 0, grad_ready = 0, optimizer_steps = 0;
 
  private:
   ThreadState &thread(uint32_t t) {
@@ -63,6 +68,14 @@ class TapeCollector {
   const Replay &replay_;
   ad::Decoder decoder_;
   PlanFn plan_;
+  GradFn grads_;
+  std::unordered_set<uint64_t> watched_;  // zeroed gradient buffers: their deaths are reported
+  // A separate optimizer step in progress: what it allocated (storage, size, index) and which
+  // of those died in it (storage -> index), for its largest transient.
+  bool in_step_ = false;
+  std::vector<Birth> step_births_;
+  std::unordered_map<uint64_t, uint64_t> step_deaths_;
+  uint64_t step_transient_peak() const;
   Tracker tracker_;
   std::vector<ThreadState> threads_;
   std::vector<std::unique_ptr<Gen>> open_;  // generations in flight

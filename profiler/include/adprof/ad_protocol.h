@@ -1,4 +1,4 @@
-/* adprof AD protocol, version 1: what an automatic-differentiation engine tells the profiler
+/* adprof AD protocol, version 2: what an automatic-differentiation engine tells the profiler
  * beyond the context API (context.h), so that the analysis can explain the peak in the
  * engine's own words and replay its tape under other memory policies (adprof whatif).
  *
@@ -17,6 +17,11 @@
  * adprof_track_alloc); the analysis resolves them against its live blocks at the event. Node
  * ids are the engine's own, dense within a tape generation (0, 1, 2, ... in recording order,
  * every input's id below its consumer's). ADPROF_AD_NONE marks an absent value.
+ *
+ * Version 2 (an engine whose program is made of layers, such as modules, and whose gradients
+ * live in parameters' gradient fields): layers of the forward, saves not tied to a node, the
+ * life of parameters' gradients (arrived, ready, zeroed), the optimizer's own step, policy 7,
+ * and placeholders in a policy's wording. Version 1 traces read as before.
  */
 #ifndef ADPROF_AD_PROTOCOL_H
 #define ADPROF_AD_PROTOCOL_H
@@ -29,7 +34,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 1
+#define ADPROF_AD_PROTOCOL_VERSION 2
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -43,7 +48,19 @@ extern "C" {
  *   one per memory policy the engine has, after "ad.engine". The wordings are what a user of
  *   *that* engine types or writes: a finding's fix quotes the first ("drop --keep-all-caches",
  *   "wrap blocks 2-5 in torch.utils.checkpoint"), the what-if table the second. A policy the
- *   engine does not describe is taken as absent: no finding or prediction suggests it.
+ *   engine does not describe is taken as absent: no finding or prediction suggests it. An
+ *   engine may describe a policy again later (the last description counts), e.g. once it has
+ *   seen what the program does.
+ *
+ *   Placeholders (version 2): the checkpointing policy's wordings may name the chain the what-if
+ *   picked, in the engine's own labels (ad.tape.layer_begin's label); the analysis replaces
+ *     {first} {last}   the labels of the chain's first and last layers
+ *     {parent}         the label of the layer that holds them (empty: none)
+ *     {count}          the number of layers in the chain
+ *     {segments}       the number of segments of the predicted schedule
+ *     {checkpointed}   the number of layers the schedule checkpoints
+ *   e.g. "checkpoint {first} .. {last} of {parent} in {segments} segments". A wording with a
+ *   placeholder the analysis cannot fill (no chain) is not quoted.
  */
 #define ADPROF_AD_ENGINE "ad.engine"
 #define ADPROF_AD_POLICY "ad.policy"
@@ -69,8 +86,13 @@ typedef enum adprof_ad_policy {
   ADPROF_AD_POLICY_REUSABLE_TAPE = 5,
   /* Index arrays are read in their own width, never copied into a wider integer type. */
   ADPROF_AD_POLICY_NO_INDEX_WIDENING = 6,
+  /* (version 2) A parameter's gradient is freed when the program resets it (after the
+   * optimizer step), not zeroed in place and kept: until the next backward delivers one, the
+   * parameter has no gradient buffer, and that first gradient becomes it. Off when the program
+   * zeroes gradients in place (ad.tape.grad_zeroed). */
+  ADPROF_AD_POLICY_FREE_GRADIENTS = 7,
 } adprof_ad_policy;
-#define ADPROF_AD_POLICY_COUNT 7
+#define ADPROF_AD_POLICY_COUNT 8
 
 /* ---------------- the tape ----------------
  *
@@ -127,6 +149,46 @@ typedef enum adprof_ad_policy {
  *
  * "ad.tape.end": {tape id, generation}
  *   the generation is over (the tape is reset; its remaining caches are released).
+ *
+ * Version 2: layers, and gradients that live in parameters.
+ *
+ * "ad.tape.save_storage": {address, bytes}
+ *   a tensor is saved for the backward by a node the engine does not number (it describes
+ *   layers instead of nodes); the save belongs to the generation.
+ *
+ * "ad.tape.release_storage": {address}
+ *   such a save is dropped (emitted before the engine lets go of the tensor, so a free that
+ *   follows says the tape was its last holder); matched to its save by address.
+ *
+ * "ad.tape.layer_begin": {layer, label (name id), parent layer (ADPROF_AD_NONE: none),
+ *                         input address (ADPROF_AD_NONE: no tensor input)}
+ *   a layer of the forward (a module call) starts. Layer ids are dense within a generation, in
+ *   begin order; the parent is the innermost layer open when it began. The label is the
+ *   engine's name for it ("model.layers.3"), quoted in fixes.
+ *
+ * "ad.tape.layer_end": {layer, output address (ADPROF_AD_NONE: none)}
+ *   the layer returns.
+ *
+ * "ad.tape.layer_backward": {layer}
+ *   the gradient of the layer's output has arrived: its backward starts (the moment a
+ *   checkpointed segment ending with this layer would be recomputed).
+ *
+ * Parameters (the leaves an optimizer steps) are named by the engine's parameter ids, stable for
+ * the whole run; these events may come outside any generation.
+ *
+ * "ad.tape.grad_arrived": {parameter, gradient address, bytes}
+ *   a gradient for the parameter is delivered by the backward, before it is accumulated into
+ *   the parameter's gradient buffer (or becomes it).
+ *
+ * "ad.tape.grad_ready": {parameter, gradient buffer address, bytes}
+ *   the parameter's gradient buffer is complete for this backward (what a step fused into the
+ *   backward would step with, and free).
+ *
+ * "ad.tape.grad_zeroed": {parameter, gradient buffer address, bytes}
+ *   the program zeroes the parameter's gradient buffer in place and keeps it (policy 7 off).
+ *
+ * "ad.tape.optimizer_begin": {step}   "ad.tape.optimizer_end": {step}
+ *   a separate optimizer step (all parameters at once, after the backward) runs between them.
  */
 #define ADPROF_AD_TAPE_BEGIN "ad.tape.begin"
 #define ADPROF_AD_TAPE_LEAF "ad.tape.leaf"
@@ -142,6 +204,16 @@ typedef enum adprof_ad_policy {
 #define ADPROF_AD_TAPE_ADJOINT_COMPLETE "ad.tape.adjoint_complete"
 #define ADPROF_AD_TAPE_OPTIMIZER_STEP "ad.tape.optimizer_step"
 #define ADPROF_AD_TAPE_END "ad.tape.end"
+#define ADPROF_AD_TAPE_SAVE_STORAGE "ad.tape.save_storage"
+#define ADPROF_AD_TAPE_RELEASE_STORAGE "ad.tape.release_storage"
+#define ADPROF_AD_TAPE_LAYER_BEGIN "ad.tape.layer_begin"
+#define ADPROF_AD_TAPE_LAYER_END "ad.tape.layer_end"
+#define ADPROF_AD_TAPE_LAYER_BACKWARD "ad.tape.layer_backward"
+#define ADPROF_AD_TAPE_GRAD_ARRIVED "ad.tape.grad_arrived"
+#define ADPROF_AD_TAPE_GRAD_READY "ad.tape.grad_ready"
+#define ADPROF_AD_TAPE_GRAD_ZEROED "ad.tape.grad_zeroed"
+#define ADPROF_AD_TAPE_OPTIMIZER_BEGIN "ad.tape.optimizer_begin"
+#define ADPROF_AD_TAPE_OPTIMIZER_END "ad.tape.optimizer_end"
 
 /* ad.tape.save's slot for the node's output. */
 #define ADPROF_AD_SAVE_OUTPUT 31

@@ -39,6 +39,16 @@ enum class Kind : uint8_t {
   kAdjointComplete,
   kOptimizerStep,
   kTapeEnd,
+  kSaveStorage,  // version 2
+  kReleaseStorage,
+  kLayerBegin,
+  kLayerEnd,
+  kLayerBackward,
+  kGradArrived,
+  kGradReady,
+  kGradZeroed,
+  kOptimizerBegin,
+  kOptimizerEnd,
   kDeviceOom,
   kLabelIndexWidened,  // labels (adprof_label), not annotations
   kLabelArenaIdle,
@@ -55,8 +65,9 @@ bool is_arena_idle_label(std::string_view label);
 // The shared list of policies (ad_protocol.h's ids): a stable name and a title for each.
 struct PolicyName {
   adprof_ad_policy id;
-  const char *name;   // "inplace_accumulation"
-  const char *title;  // "in-place accumulation"
+  const char *name;    // "inplace_accumulation"
+  const char *title;   // "in-place accumulation"
+  uint32_t since = 1;  // the protocol version that added it
 };
 const std::array<PolicyName, ADPROF_AD_POLICY_COUNT> &policy_names();
 // By stable name or title; -1 if unknown.
@@ -79,9 +90,17 @@ struct EngineDescription {
 
   bool described() const { return !name.empty(); }
   const EnginePolicy &policy(int id) const { return policies[static_cast<size_t>(id)]; }
-  // The fix wording for switching `id` on: "<engine>: <its words>", else `generic`.
+  // The fix wording for switching `id` on: "<engine>: <its words>", else `generic` (also when
+  // the words hold a placeholder no prediction filled, ad_protocol.h).
   std::string fix(int id, const std::string &generic) const;
 };
+
+// A policy's wording with its placeholders ("{first}", ad_protocol.h) replaced by `values`
+// (pairs of placeholder name without braces, text); unknown placeholders are left as they are.
+std::string fill_wording(const std::string &words,
+                         const std::vector<std::pair<std::string, std::string>> &values);
+// Whether the wording still holds a placeholder of the protocol.
+bool has_placeholder(const std::string &words);
 
 namespace legacy {
 // The table of names written before the protocol (legacy_names.cpp).

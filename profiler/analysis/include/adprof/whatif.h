@@ -35,6 +35,12 @@ struct CheckpointChain {
   uint64_t dropped_bytes = 0;      // outputs the forward no longer keeps
   uint64_t recomputed_bytes = 0;   // allocated again by the recomputation in backward
   std::vector<std::string> layer;  // op names of one layer ("affine", "tanh")
+  // A chain of layers (an engine that describes its layers, ad_protocol.h version 2): the
+  // labels of its first and last layers and of the layer holding them; the layers the schedule
+  // checkpoints (every segment but the last).
+  bool layered = false;
+  std::string first, last, parent;
+  uint64_t checkpointed_layers = 0;
 };
 
 struct PolicyPrediction {

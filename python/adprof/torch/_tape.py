@@ -1,0 +1,268 @@
+"""The tape listener: PyTorch's autograd told to the what-if through the AD protocol.
+
+profiler/include/adprof/ad_protocol.h (version 2) is the contract; docs/WHATIF.md ("Engines with
+layers") says what the analysis does with these events. The mapping onto autograd:
+
+  a generation        one forward with grad enabled and the backward that reads it:
+                      ad.tape.begin at the first top-level module call when none is open,
+                      ad.tape.end when the outermost backward returns
+  layers              every module call inside a generation: ad.tape.layer_begin / layer_end
+                      (label: the module path, parent: the enclosing module call, the storages
+                      of its first tensor input and output); a hook on the output tells when its
+                      gradient arrives (ad.tape.layer_backward: a checkpointed segment ending
+                      there would be recomputed at that moment)
+  saves, releases     the saved-tensor hooks: ad.tape.save_storage / release_storage
+                      (autograd's nodes are not numbered; the analysis matches a release to its
+                      save by storage)
+  backward            ad.tape.backward_begin (torch.autograd.backward / Tensor.backward)
+  parameters          ids stable for the run: ad.tape.grad_arrived (the gradient a backward
+                      delivers, from the tensor hook), ad.tape.grad_ready (.grad complete, from
+                      AccumulateGrad's post hook), ad.tape.grad_zeroed (zero_grad with
+                      set_to_none=False, per gradient buffer it zeroes in place)
+  optimizer           ad.tape.optimizer_begin / optimizer_end around Optimizer.step
+
+Addresses are storage data pointers (the block PyTorch's CPU allocator malloc'd), so views share
+their base's address. The engine's policies are described with what a PyTorch user writes
+(ad.policy); the checkpointing wording uses the protocol's placeholders ({parent}, {first},
+{last}, {segments}), which the analysis fills with the chain it picked.
+
+Every method is called synchronously on the thread where it happens and never raises into the
+user's program.
+"""
+
+import threading
+
+from .. import _protocol as P
+
+_NONE = (1 << 64) - 1
+_VERSION = 2  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION that these events follow
+
+# ad_protocol.h: kinds
+_TAPE_BEGIN = "ad.tape.begin"
+_TAPE_END = "ad.tape.end"
+_SAVE = "ad.tape.save_storage"
+_RELEASE = "ad.tape.release_storage"
+_BACKWARD_BEGIN = "ad.tape.backward_begin"
+_LAYER_BEGIN = "ad.tape.layer_begin"
+_LAYER_END = "ad.tape.layer_end"
+_LAYER_BACKWARD = "ad.tape.layer_backward"
+_GRAD_ARRIVED = "ad.tape.grad_arrived"
+_GRAD_READY = "ad.tape.grad_ready"
+_GRAD_ZEROED = "ad.tape.grad_zeroed"
+_OPTIMIZER_BEGIN = "ad.tape.optimizer_begin"
+_OPTIMIZER_END = "ad.tape.optimizer_end"
+_BACKWARD_TO_LEAF_GRADS = 1
+
+# ad_protocol.h: policy ids
+_POLICY_FUSED_OPTIMIZER = 3
+_POLICY_CHECKPOINTING = 4
+_POLICY_FREE_GRADIENTS = 7
+
+# What a PyTorch user writes to switch each policy on, and what the recorded script does.
+_WORDS = {
+    _POLICY_FUSED_OPTIMIZER: (
+        "step each parameter in backward and drop its gradient there: one optimizer per "
+        "parameter, stepped and zero_grad(set_to_none=True) in a hook "
+        "(param.register_post_accumulate_grad_hook; on 1.13 a hook on the parameter's "
+        "AccumulateGrad node, param.expand_as(param).grad_fn.next_functions[0][0]"
+        ".register_hook), no optimizer.step() after loss.backward()",
+        "optimizer.step() after loss.backward()"),
+    _POLICY_CHECKPOINTING: (
+        "torch.utils.checkpoint.checkpoint_sequential({parent}, {segments}, x) in place of "
+        "{parent}(x): {first} .. {last}, {segments} segments, all but the last checkpointed",
+        "{parent}(x) without torch.utils.checkpoint"),
+    _POLICY_FREE_GRADIENTS: (
+        "optimizer.zero_grad(set_to_none=True) (or model.zero_grad(set_to_none=True))",
+        "zero_grad(set_to_none=False)"),
+}
+
+
+def _storage_address(t):
+    """The address of the block that holds t's storage (its base's for a view); 0 if none."""
+    try:
+        ptr = t.data_ptr()
+        return ptr - t.storage_offset() * t.element_size() if ptr else 0
+    except Exception:  # not a strided tensor (sparse, meta, ...)
+        return 0
+
+
+def _nbytes(t):
+    try:
+        return t.numel() * t.element_size()
+    except Exception:
+        return 0
+
+
+def _first_tensor(values):
+    import torch
+    for v in values if isinstance(values, (list, tuple)) else (values,):
+        if isinstance(v, torch.Tensor):
+            return v
+    return None
+
+
+class TapeListener:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self._active = bool(getattr(ctx, "active", False))
+        self._lock = threading.Lock()
+        self._thread = None       # the thread of the open generation
+        self._gen = -1            # the open generation (-1: none)
+        self._open = False
+        self._backward_depth = 0  # nested backward calls (a checkpoint's own backward)
+        self._layers = []         # ids of the open layers (innermost last)
+        self._next_layer = 0
+        self._params = {}         # id(param) -> parameter id
+        self._free_gradients = None  # what the program's zero_grad does (None: not seen yet)
+        if self._active:
+            self._describe()
+
+    # ---- emission ----
+    def _emit(self, kind, values):
+        self.ctx.annotate(kind, values)
+
+    def _describe(self):
+        import torch
+        ctx = self.ctx
+        ctx.annotate(P.AD_ENGINE, [_VERSION, ctx.name("pytorch"), ctx.name(torch.__version__)])
+        for policy in (_POLICY_FUSED_OPTIMIZER, _POLICY_CHECKPOINTING):
+            on_words, off_words = _WORDS[policy]
+            ctx.annotate(P.AD_POLICY, [policy, 0, ctx.name(on_words), ctx.name(off_words)])
+        self._describe_free_gradients(False)
+
+    def _describe_free_gradients(self, on):
+        on_words, off_words = _WORDS[_POLICY_FREE_GRADIENTS]
+        self.ctx.annotate(P.AD_POLICY, [_POLICY_FREE_GRADIENTS, 1 if on else 0,
+                                        self.ctx.name(on_words), self.ctx.name(off_words)])
+
+    def _bits(self):
+        return 1 << _POLICY_FREE_GRADIENTS if self._free_gradients else 0
+
+    def _param_id(self, param):
+        key = id(param)
+        pid = self._params.get(key)
+        if pid is None:
+            pid = self._params[key] = len(self._params)
+        return pid
+
+    def _mine(self):
+        return self._open and threading.get_ident() == self._thread
+
+    # ---- the listener interface (docs: the notes' "Listener interface") ----
+    def on_op(self, name, func, inputs, outputs, phase):
+        pass
+
+    def on_save(self, tensor):
+        if not self._active or not self._mine():
+            return None
+        addr = _storage_address(tensor)
+        if not addr:
+            return None
+        self._emit(_SAVE, [addr, _nbytes(tensor)])
+        return (self._gen, addr)
+
+    def on_release(self, token):
+        if not token or not self._open or token[0] != self._gen:
+            return
+        self._emit(_RELEASE, [token[1]])
+
+    def on_module_enter(self, path, module, inputs):
+        if not self._active:
+            return
+        import torch
+        if not self._open:
+            if self._layers or not torch.is_grad_enabled():
+                return
+            with self._lock:
+                self._gen += 1
+                self._open = True
+                self._thread = threading.get_ident()
+                self._next_layer = 0
+            self._emit(_TAPE_BEGIN, [1, self._gen, self._bits()])
+        if not self._mine():
+            return
+        lid = self._next_layer
+        self._next_layer += 1
+        parent = self._layers[-1] if self._layers else _NONE
+        t = _first_tensor(inputs)
+        addr = _storage_address(t) if t is not None else 0
+        self._emit(_LAYER_BEGIN, [lid, self.ctx.name(path), parent, addr or _NONE])
+        self._layers.append(lid)
+
+    def on_module_exit(self, path, module, outputs):
+        if not self._mine() or not self._layers:
+            return
+        lid = self._layers.pop()
+        t = _first_tensor(outputs)
+        addr = _storage_address(t) if t is not None else 0
+        self._emit(_LAYER_END, [lid, addr or _NONE])
+        if t is not None and t.requires_grad and self._backward_depth == 0:
+            gen, emit = self._gen, self._emit
+
+            def arrived(_grad, gen=gen, lid=lid):
+                if self._open and self._gen == gen:
+                    emit(_LAYER_BACKWARD, [lid])
+
+            try:
+                t.register_hook(arrived)
+            except Exception:  # a tensor that takes no hooks: no backward mark for it
+                pass
+
+    def on_backward_begin(self, roots):
+        self._backward_depth += 1
+        if self._backward_depth == 1 and self._mine():
+            self._emit(_BACKWARD_BEGIN, [_NONE, 0, self._bits(), _BACKWARD_TO_LEAF_GRADS])
+
+    def on_backward_end(self):
+        self._backward_depth = max(0, self._backward_depth - 1)
+        if self._backward_depth == 0 and self._mine():
+            self._emit(_TAPE_END, [1, self._gen])
+            self._open = False
+            self._layers = []
+
+    def on_grad(self, param_path, param, grad):
+        if not self._active or grad is None:
+            return
+        addr = _storage_address(grad)
+        if addr:
+            self._emit(_GRAD_ARRIVED, [self._param_id(param), addr, _nbytes(grad)])
+
+    def on_grad_accumulated(self, param_path, param):
+        if not self._active:
+            return
+        g = param.grad
+        addr = _storage_address(g) if g is not None else 0
+        if addr:
+            self._emit(_GRAD_READY, [self._param_id(param), addr, _nbytes(g)])
+
+    def on_zero_grad(self, optimizer, set_to_none):
+        if not self._active:
+            return
+        free = bool(set_to_none)
+        if free != self._free_gradients:
+            self._free_gradients = free
+            self._describe_free_gradients(free)
+        if free:
+            return
+        for p in _parameters_of(optimizer):
+            g = p.grad
+            addr = _storage_address(g) if g is not None else 0
+            if addr:
+                self._emit(_GRAD_ZEROED, [self._param_id(p), addr, _nbytes(g)])
+
+    def on_step_begin(self, optimizer, step):
+        if self._active:
+            self._emit(_OPTIMIZER_BEGIN, [step])
+
+    def on_step_end(self, optimizer, step):
+        if self._active:
+            self._emit(_OPTIMIZER_END, [step])
+
+
+def _parameters_of(owner):
+    """The parameters an Optimizer.zero_grad or a Module.zero_grad resets."""
+    groups = getattr(owner, "param_groups", None)
+    if groups is not None:
+        return [p for group in groups for p in group["params"]]
+    parameters = getattr(owner, "parameters", None)
+    return list(parameters()) if callable(parameters) else []
