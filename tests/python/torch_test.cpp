@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "../support/sanitizer_skip.h"
@@ -179,6 +180,35 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
                            "model.head.weight.grad", "ad.index_widened", "pytorch"})
     EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos)
         << "name '" << name << "' never interned";
+}
+
+// A program's own TorchDispatchMode still sees its ops (adprof's mode stays under it), and a
+// thread the program starts is instrumented too (its backward is recorded as such).
+TEST(TorchRecording, UserModesAndThreads) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/modes_threads.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("user mode saw 45 ops"), std::string::npos) << r.out;
+  Result dump = run_cli({"dump", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0);
+  std::set<std::string> backward_threads, pow_threads;
+  std::istringstream lines(dump.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string time, thread, type, value;
+    fields >> time >> thread >> type >> value;
+    if (type == "phase" && value == "backward") backward_threads.insert(thread);
+    if (type == "op_begin" && value.rfind("aten::pow", 0) == 0) pow_threads.insert(thread);
+  }
+  EXPECT_EQ(backward_threads.size(), 2u) << "backward recorded on the main thread and the "
+                                            "trainer thread";
+  EXPECT_EQ(pow_threads.size(), 1u) << "the trainer thread's own op";
+  EXPECT_EQ(
+      pow_threads.count(*backward_threads.rbegin()) + pow_threads.count(*backward_threads.begin()),
+      1u);
 }
 
 // A script that raises: its traceback (from its own frames) and status 1, as plain python; the

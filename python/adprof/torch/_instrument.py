@@ -29,6 +29,7 @@ import threading
 import weakref
 
 import torch
+import torch.utils._python_dispatch as _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _protocol as P
@@ -62,6 +63,11 @@ _HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook"
 _optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
     "torch.optim.optimizer", fromlist=["Optimizer"])
 _HAS_GLOBAL_STEP_HOOKS = hasattr(_optim_module, "register_optimizer_step_pre_hook")  # 2.0+
+# 1.13 runs a stack of dispatch modes through a Python helper mode that pops and pushes the
+# stack around every op (about 11 us an op, half of the instrumentation's cost). There the mode
+# is set directly as the C++-level mode while no other mode is pushed (see _RawMode).
+_RAW_MODE = hasattr(_python_dispatch, "_TorchDispatchStackMode") and hasattr(
+    torch._C, "_set_torch_dispatch_mode")
 
 
 class _ThreadState(threading.local):
@@ -73,6 +79,10 @@ class _ThreadState(threading.local):
         self.backward = 0  # nesting depth of backward calls on this thread
         self.optimizer = 0  # nesting depth of optimizer steps
         self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
+        # 1.13: the mode set directly (raw), its twin for the stack, and which one is in use
+        self.raw = None
+        self.twin = None
+        self.raw_active = False
         # A thread Python did not start (an autograd device thread): runs backward work.
         self.native = isinstance(threading.current_thread(), threading._DummyThread)
 
@@ -126,6 +136,20 @@ def _any_requires_grad(args):
 class _Mode(TorchDispatchMode):
     def __init__(self, owner):
         super().__init__()
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.owner._dispatch(func, args, kwargs)
+
+
+class _RawMode:
+    """1.13: the C++-level dispatch mode itself, without the mode stack's helper. When the
+    program pushes a mode of its own, the twin (_Mode) takes this one's place at the bottom of
+    the stack until the program's modes are popped (Instrumentation._push_mode/_pop_mode)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner):
         self.owner = owner
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -193,8 +217,14 @@ class Instrumentation:
         self._enter_thread()
         self._undo.append(self._leave_thread)
         mod = torch.nn.modules.module
+        post_options = {}
+        try:  # 2.x: also called when forward raises, so the module stack stays true
+            if "always_call" in inspect.signature(mod.register_module_forward_hook).parameters:
+                post_options["always_call"] = True
+        except (TypeError, ValueError):
+            pass
         handles = [mod.register_module_forward_pre_hook(self._module_pre),
-                   mod.register_module_forward_hook(self._module_post)]
+                   mod.register_module_forward_hook(self._module_post, **post_options)]
         self._undo.append(lambda: [h.remove() for h in handles])
         self._patch(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
         self._patch(torch.autograd, "grad", self._wrap_backward(torch.autograd.grad))
@@ -202,6 +232,7 @@ class Instrumentation:
         optim = torch.optim.Optimizer
         self._patch(optim, "__init__", self._wrap_optimizer_init(optim.__init__))
         self._patch(optim, "zero_grad", self._wrap_zero_grad(optim.zero_grad))
+        self._patch(optim, "state_dict", self._wrap_state_dict(optim.state_dict))
         self._patch(torch.nn.Module, "zero_grad", self._wrap_zero_grad(torch.nn.Module.zero_grad))
         if _HAS_GLOBAL_STEP_HOOKS:
             pre = _optim_module.register_optimizer_step_pre_hook(
@@ -211,6 +242,11 @@ class Instrumentation:
             self._undo.append(lambda: (pre.remove(), post.remove()))
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
+        if _RAW_MODE:
+            self._patch(_python_dispatch, "_push_mode",
+                        self._wrap_push_mode(_python_dispatch._push_mode))
+            self._patch(_python_dispatch, "_pop_mode",
+                        self._wrap_pop_mode(_python_dispatch._pop_mode))
 
     def uninstall(self):
         if not self.installed:
@@ -232,17 +268,53 @@ class Instrumentation:
         self._undo.append(undo)
 
     def _enter_thread(self):
+        th = self.thread
         mode = _Mode(self)
-        mode.__enter__()
+        if _RAW_MODE and _python_dispatch._len_torch_dispatch_stack() == 0:
+            th.raw, th.twin, th.raw_active = _RawMode(self), mode, True
+            torch._C._set_torch_dispatch_mode(th.raw)
+        else:
+            mode.__enter__()
         hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         hooks.__enter__()
         self._modes[threading.get_ident()] = (mode, hooks)
 
     def _leave_thread(self):
         mode, hooks = self._modes.pop(threading.get_ident(), (None, None))
-        if hooks is not None:
-            hooks.__exit__(None, None, None)
+        if hooks is None:
+            return
+        hooks.__exit__(None, None, None)
+        th = self.thread
+        if th.raw_active:
+            torch._C._set_torch_dispatch_mode(None)
+            th.raw_active = False
+        elif th.twin is None:
             mode.__exit__(None, None, None)
+        th.raw = th.twin = None
+
+    def _wrap_push_mode(self, original):
+        def _push_mode(mode, *args):
+            th = self.thread
+            if th.raw_active and mode is not th.twin and \
+                    _python_dispatch._len_torch_dispatch_stack() == 0:
+                th.raw_active = False
+                original(th.twin)  # the stack's helper replaces the raw mode: ours goes first
+            return original(mode, *args)
+        return _push_mode
+
+    def _wrap_pop_mode(self, original):
+        def _pop_mode(*args):
+            old = original(*args)
+            th = self.thread
+            twin = th.twin
+            if twin is not None and old is not twin and not th.raw_active and \
+                    _python_dispatch._len_torch_dispatch_stack() == 1 and \
+                    _python_dispatch._get_dispatch_stack_at(0) is twin:
+                original()  # only ours is left: set directly again
+                torch._C._set_torch_dispatch_mode(th.raw)
+                th.raw_active = True
+            return old
+        return _pop_mode
 
     def _wrap_thread_start(self, original):
         def _bootstrap_inner(thread):
@@ -638,6 +710,20 @@ class Instrumentation:
                 values = wrapped
             dict.__setitem__(tracked, param, values)
         opt.state = tracked
+
+    def _wrap_state_dict(self, original):
+        """state_dict() hands out the state's inner dicts: plain ones, not the tracking dicts,
+        so that a checkpoint never names an adprof class (torch.load(weights_only=True))."""
+        @functools.wraps(original)
+        def state_dict(opt, *args, **kwargs):
+            result = original(opt, *args, **kwargs)
+            state = result.get("state") if isinstance(result, dict) else None
+            if isinstance(state, dict):
+                for key, value in list(state.items()):
+                    if type(value) is _ParamState:
+                        state[key] = dict(value)
+            return result
+        return state_dict
 
     def _wrap_step(self, original):
         @functools.wraps(original)
