@@ -190,7 +190,11 @@ TEST(TorchRecording, UserModesAndThreads) {
   const std::string trace = tmp / "run.adtrace";
   Result r = run_torch(trace, {kScripts + "/modes_threads.py"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("user mode saw 45 ops"), std::string::npos) << r.out;
+  SpawnOptions plain;
+  plain.argv = {kPython, kScripts + "/modes_threads.py"};
+  Result p = run(plain);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(r.out, p.out) << "the program's mode sees other ops under adprof";
   Result dump = run_cli({"dump", trace}, 300);
   ASSERT_EQ(dump.exit_code, 0);
   std::set<std::string> backward_threads, pow_threads;
@@ -209,6 +213,32 @@ TEST(TorchRecording, UserModesAndThreads) {
   EXPECT_EQ(
       pow_threads.count(*backward_threads.rbegin()) + pow_threads.count(*backward_threads.begin()),
       1u);
+}
+
+// A tape listener that raises never reaches the program: one line, and training goes on.
+TEST(TorchRecording, FailingListenerNeverRaisesIntoTheProgram) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "listener.py",
+             "import torch, adprof.torch\n"
+             "class Broken:\n"
+             "    def __getattr__(self, name):\n"
+             "        def fail(*args):\n"
+             "            raise RuntimeError('listener bug')\n"
+             "        return fail\n"
+             "adprof.torch.instrumentation().listener = Broken()\n"
+             "model = torch.nn.Linear(4, 2)\n"
+             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "for _ in range(2):\n"
+             "    opt.zero_grad()\n"
+             "    model(torch.randn(3, 4)).sum().backward()\n"
+             "    opt.step()\n"
+             "print('trained')\n");
+  Result r = run_torch(tmp / "t.adtrace", {tmp / "listener.py"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained"), std::string::npos);
+  EXPECT_NE(r.err.find("adprof.torch: the tape listener failed in"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
 }
 
 // A script that raises: its traceback (from its own frames) and status 1, as plain python; the

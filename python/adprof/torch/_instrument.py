@@ -59,6 +59,27 @@ else:  # 1.13: _storage() is the untyped storage (storage() builds a TypedStorag
     def storage_ptr(t):
         return t._storage().data_ptr()
 
+
+
+class _NoDispatch:
+    """No dispatch mode (ours or the program's) sees the ops run inside: the instrumentation's
+    own tensor work. The guard is RAII on 1.13 (alive = on), a context manager on later ones."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self):
+        self.guard = torch._C._DisableTorchDispatch()
+        if hasattr(self.guard, "__enter__"):
+            self.guard.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if hasattr(self.guard, "__exit__"):
+            self.guard.__exit__(*exc)
+        self.guard = None
+        return False
+
+
 _HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook")  # 2.1+
 _optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
     "torch.optim.optimizer", fromlist=["Optimizer"])
@@ -68,6 +89,21 @@ _HAS_GLOBAL_STEP_HOOKS = hasattr(_optim_module, "register_optimizer_step_pre_hoo
 # is set directly as the C++-level mode while no other mode is pushed (see _RawMode).
 _RAW_MODE = hasattr(_python_dispatch, "_TorchDispatchStackMode") and hasattr(
     torch._C, "_set_torch_dispatch_mode")
+
+
+def _guarded(fallback=None):
+    """A hook method that never raises into the program: an error is reported once per hook
+    (one line on stderr) and the hook returns `fallback`."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args):
+            try:
+                return method(self, *args)
+            except Exception as e:
+                self._internal_error(method.__name__, e)
+                return fallback
+        return guarded
+    return wrap
 
 
 class _ThreadState(threading.local):
@@ -205,6 +241,7 @@ class Instrumentation:
         self.installed = False
         self._undo = []  # callables that remove what install() added, last first
         self._listener_failed = False
+        self._errors_reported = set()
         self._modes = {}
 
     # ---------------------------------------------------------------- install / uninstall
@@ -340,6 +377,12 @@ class Instrumentation:
                              "tape events stop here\n")
             return None
 
+    def _internal_error(self, where, error):
+        if where not in self._errors_reported:
+            self._errors_reported.add(where)
+            sys.stderr.write(f"adprof.torch: internal error in {where} ({error!r}); the "
+                             "recording of roles may be incomplete, the program goes on\n")
+
     # ---------------------------------------------------------------- ops
     def _op_info(self, func):
         try:
@@ -391,6 +434,7 @@ class Instrumentation:
             ctx.op_end()
         return out
 
+    @_guarded()
     def _outputs(self, info, phase, args, out, th):
         """Retags, labels and describes the storages the op created."""
         if isinstance(out, Tensor):
@@ -449,6 +493,13 @@ class Instrumentation:
 
     # ---------------------------------------------------------------- saved tensors
     def _pack(self, t):
+        try:
+            return self._pack_recorded(t)
+        except Exception as e:
+            self._internal_error("_pack", e)
+            return _Saved(t, 0, None, None)
+
+    def _pack_recorded(self, t):
         th = self.thread
         ptr = 0
         if not t.is_cuda and not t.is_meta:
@@ -467,11 +518,13 @@ class Instrumentation:
         if t.grad_fn is not None:
             th.off += 1
             try:
-                t = t.detach()
+                with _NoDispatch():  # the program's own dispatch modes never see our ops
+                    t = t.detach()
             finally:
                 th.off -= 1
         return _Saved(t, ptr, token, self)
 
+    @_guarded()
     def _released(self, saved):
         if saved.token is not None:
             self._tell("on_release", saved.token)
@@ -564,6 +617,12 @@ class Instrumentation:
                 self._tell("on_grad", path, param, grad)
 
         def accumulated(*_):
+            try:
+                note_accumulated()
+            except Exception as e:
+                self._internal_error("accumulated", e)
+
+        def note_accumulated():
             param = param_ref()
             if param is None:
                 return
@@ -581,12 +640,14 @@ class Instrumentation:
             if _HAS_POST_ACCUMULATE_HOOK:
                 p.register_post_accumulate_grad_hook(accumulated)
             else:  # 1.13: the AccumulateGrad node, kept alive so that it stays p's
-                node = p.expand_as(p).grad_fn.next_functions[0][0]
+                with _NoDispatch():
+                    node = p.expand_as(p).grad_fn.next_functions[0][0]
                 node.register_hook(accumulated)
                 self.grad_nodes.append(node)
         finally:
             th.off -= 1
 
+    @_guarded()
     def _module_pre(self, module, inputs):
         th = self.thread
         path, path_id = self._path_of(module)
@@ -615,6 +676,7 @@ class Instrumentation:
                 ctx.set_phase(P.PHASE_FORWARD)
                 th.phase = P.PHASE_FORWARD
 
+    @_guarded()
     def _module_post(self, module, inputs, output):
         th = self.thread
         stack = th.modules
@@ -655,8 +717,11 @@ class Instrumentation:
             th = self.thread
             if th.backward:
                 return original(*args, **kwargs)
-            roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-            roots = [roots] if isinstance(roots, Tensor) else list(roots or ())
+            try:
+                roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+                roots = [roots] if isinstance(roots, Tensor) else list(roots or ())
+            except Exception:  # the original reports what is wrong with its arguments
+                roots = []
             th.backward += 1
             with self.saved_lock:
                 self.backward_active += 1
@@ -687,6 +752,7 @@ class Instrumentation:
                                  f"({e!r})\n")
         return __init__
 
+    @_guarded()
     def _adopt_optimizer(self, opt):
         if not _HAS_GLOBAL_STEP_HOOKS:  # 1.13: wrap step of this optimizer's class
             cls = type(opt)
@@ -739,6 +805,7 @@ class Instrumentation:
         step.__adprof_wrapped__ = original
         return step
 
+    @_guarded()
     def _step_begin(self, opt):
         th = self.thread
         th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
@@ -756,6 +823,7 @@ class Instrumentation:
             th.phase = P.PHASE_OPTIMIZER
         self._tell("on_step_begin", opt, self.steps)
 
+    @_guarded()
     def _step_end(self, opt):
         th = self.thread
         step = self.steps
@@ -773,6 +841,7 @@ class Instrumentation:
         self._leave_scope(th)
         self._tell("on_step_end", opt, step)
 
+    @_guarded()
     def _state_tensor(self, param, key, value):
         if value.is_cuda or value.is_meta:
             return

@@ -7,13 +7,16 @@ class Counter(TorchDispatchMode):
     def __init__(self):
         super().__init__(); self.n = 0
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
+        # Autograd unpacks saved tensors through an aten::detach when saved-tensor hooks are
+        # set (adprof's are): those differ with and without adprof, every other op is the same.
+        if func.name() != "aten::detach":
+            self.n += 1
         return func(*args, **(kwargs or {}))
 model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
 x = torch.randn(4, 8)
 with Counter() as c:
     model(x).sum().backward()
-print("user mode saw", c.n, "ops")
+print("user mode saw", c.n, "ops besides aten::detach")
 def work():
     loss = model(torch.randn(4, 8)).pow(2).sum()
     loss.backward()
