@@ -241,6 +241,42 @@ TEST(TorchRecording, FailingListenerNeverRaisesIntoTheProgram) {
   EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
 }
 
+// The explicit API under a plain `adprof run`: the model named as given, the caller's steps.
+TEST(TorchRecording, ExplicitProfileApi) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "explicit.py",
+             "import torch, adprof.torch\n"
+             "net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),\n"
+             "                          torch.nn.Linear(16, 1))\n"
+             "opt = torch.optim.Adam(net.parameters(), lr=0.01)\n"
+             "with adprof.torch.profile(net, opt, name='mynet') as prof:\n"
+             "    for step in range(3):\n"
+             "        prof.step(10 + step)\n"
+             "        opt.zero_grad()\n"
+             "        net(torch.randn(4, 8)).sum().backward()\n"
+             "        opt.step()\n"
+             "print('installed after:', adprof.torch.instrumentation())\n");
+  SpawnOptions o;
+  o.argv = {cli_path(),        "run", "--no-report", "-o",
+            tmp / "t.adtrace", "--",  kPython,       tmp / "explicit.py"};
+  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  Result r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("installed after: None"), std::string::npos) << r.out;
+  Result dump = run_cli({"dump", tmp / "t.adtrace"}, 300);
+  std::vector<std::string> steps;
+  for (const std::string &line : lines_of(dump.out)) {
+    std::istringstream fields(line);
+    std::string time, thread, type, kind, value;
+    fields >> time >> thread >> type >> kind >> value;
+    if (type == "step") steps.push_back(value);
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{"10", "11", "12"}));
+  for (const char *name : {"mynet.0.weight", "mynet.2.bias.exp_avg", "mynet.0.weight.grad"})
+    EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos) << name;
+}
+
 // A script that raises: its traceback (from its own frames) and status 1, as plain python; the
 // trace is complete.
 TEST(TorchBadInput, ScriptRaises) {

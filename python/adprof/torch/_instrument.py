@@ -238,6 +238,7 @@ class Instrumentation:
         self.steps = 0  # optimizer steps done
         self.pending_step = 0  # the step number to mark when the next iteration starts
         self.backward_active = 0  # backward calls in progress, all threads
+        self.manual_steps = False  # profile().step() was called
         self.installed = False
         self._undo = []  # callables that remove what install() added, last first
         self._listener_failed = False
@@ -692,7 +693,7 @@ class Instrumentation:
             self._tell("on_module_exit", path, module, outs)
 
     def _start_iteration(self):
-        if self.pending_step is not None:
+        if self.pending_step is not None and not self.manual_steps:
             self.ctx.step(self.pending_step)
             self.pending_step = None
 
@@ -881,6 +882,7 @@ class Instrumentation:
             step = self.steps
         self.ctx.step(step)
         self.pending_step = None
+        self.manual_steps = True  # the program marks its steps: no automatic marks from now
 
     def ops_seen(self):
         """How many op scopes were opened so far (the instance of the last one)."""
