@@ -137,7 +137,10 @@ class _Saved:
     def __del__(self):
         owner = self.owner
         if owner is not None:
-            owner._released(self)
+            try:
+                owner._released(self)
+            except Exception:  # at interpreter shutdown the modules may be half torn down
+                pass
 
 
 def _unpack(saved):
@@ -525,7 +528,6 @@ class Instrumentation:
                 th.off -= 1
         return _Saved(t, ptr, token, self)
 
-    @_guarded()
     def _released(self, saved):
         if saved.token is not None:
             self._tell("on_release", saved.token)
