@@ -226,6 +226,9 @@ class _OptimizerState(collections.defaultdict):
 class Instrumentation:
     def __init__(self, ctx, listener=None):
         self.ctx = ctx
+        # The engine first: a tape listener that describes the engine further (its policies, a
+        # later protocol version) comes after, and its description is the last word.
+        ctx.describe_engine("pytorch", torch.__version__)
         self.listener = listener if listener is not None else TapeListener(ctx)
         self.thread = _ThreadState()
         self.instances = itertools.count(1)
@@ -253,8 +256,6 @@ class Instrumentation:
         if self.installed:
             return
         self.installed = True
-        ctx = self.ctx
-        ctx.describe_engine("pytorch", torch.__version__)
         self._enter_thread()
         self._undo.append(self._leave_thread)
         mod = torch.nn.modules.module
