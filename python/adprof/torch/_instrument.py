@@ -143,6 +143,18 @@ class _Saved:
                 pass
 
 
+def _empty_method(self, *args):
+    pass
+
+
+def _does_nothing(method):
+    """True for a method whose body is `pass` (same bytecode as _empty_method's)."""
+    code = getattr(getattr(method, "__func__", None), "__code__", None)
+    empty = _empty_method.__code__
+    return code is not None and code.co_code == empty.co_code and \
+        code.co_consts[:1] == empty.co_consts[:1]
+
+
 def _unpack(saved):
     return saved.tensor
 
@@ -229,6 +241,7 @@ class Instrumentation:
         # The engine first: a tape listener that describes the engine further (its policies, a
         # later protocol version) comes after, and its description is the last word.
         ctx.describe_engine("pytorch", torch.__version__)
+        self._on_op_wanted = True
         self.listener = listener if listener is not None else TapeListener(ctx)
         self.thread = _ThreadState()
         self.instances = itertools.count(1)
@@ -250,6 +263,16 @@ class Instrumentation:
         self._listener_failed = False
         self._errors_reported = set()
         self._modes = {}
+
+    @property
+    def listener(self):
+        return self._listener
+
+    @listener.setter
+    def listener(self, listener):
+        self._listener = listener
+        # A listener whose on_op does nothing costs no argument lists per op.
+        self._on_op_wanted = not _does_nothing(getattr(listener, "on_op", None))
 
     # ---------------------------------------------------------------- install / uninstall
     def install(self):
@@ -375,7 +398,7 @@ class Instrumentation:
         if self._listener_failed:
             return None
         try:
-            return getattr(self.listener, method)(*args)
+            return getattr(self._listener, method)(*args)
         except Exception as e:  # the listener must never break the program
             self._listener_failed = True
             sys.stderr.write(f"adprof.torch: the tape listener failed in {method} ({e!r}); "
@@ -427,10 +450,13 @@ class Instrumentation:
                     out = func(*args, **kwargs) if kwargs else func(*args)
                 finally:
                     ctx.set_role(previous)
-                self._outputs(info, phase, args, out, th)
+                try:
+                    self._outputs(info, phase, args, out, th)
+                except Exception as e:  # never into the program
+                    self._internal_error("_outputs", e)
             else:
                 out = func(*args, **kwargs) if kwargs else func(*args)
-            if not self._listener_failed:
+            if self._on_op_wanted and not self._listener_failed:
                 outs = [out] if isinstance(out, Tensor) else (
                     [o for o in out if isinstance(o, Tensor)] if type(out) in (tuple, list)
                     else [])
@@ -439,7 +465,6 @@ class Instrumentation:
             ctx.op_end()
         return out
 
-    @_guarded()
     def _outputs(self, info, phase, args, out, th):
         """Retags, labels and describes the storages the op created."""
         if isinstance(out, Tensor):
