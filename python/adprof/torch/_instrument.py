@@ -695,7 +695,7 @@ class Instrumentation:
                 if ptr and ptr not in self.params:
                     ref = self.inputs.get(ptr)
                     if ref is None or ref() is not t:
-                        self.inputs[ptr] = weakref.ref(t)
+                        self.inputs[ptr] = weakref.ref(t, self._input_died(ptr))
                         ctx.retag(ptr, P.ROLE_INPUT, 0)
                         ctx.label(ptr, ctx.name(path + ".input"))
                         ctx.describe(ptr, _DTYPES.get(t.dtype, P.DTYPE_UNKNOWN), t.shape)
@@ -704,6 +704,15 @@ class Instrumentation:
             if th.phase != P.PHASE_FORWARD:
                 ctx.set_phase(P.PHASE_FORWARD)
                 th.phase = P.PHASE_FORWARD
+
+    def _input_died(self, ptr):
+        """The weakref callback that forgets an input when its tensor dies (one a step)."""
+        inputs = self.inputs
+
+        def died(ref):
+            if inputs.get(ptr) is ref:
+                inputs.pop(ptr, None)
+        return died
 
     @_guarded()
     def _module_post(self, module, inputs, output):
