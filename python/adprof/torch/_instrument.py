@@ -248,7 +248,7 @@ class Instrumentation:
         self.ops = {}  # OpOverload -> (name id, name, kind)
         self.paths = weakref.WeakKeyDictionary()  # module -> (path, path name id)
         self.params = {}  # storage address -> weakref to the parameter
-        self.param_paths = {}  # id(parameter) -> path
+        self.param_paths = {}  # id(parameter) -> (weakref to it, path); see _param_path
         self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module
         self.saved = {}  # storage address -> number of live saved references (forward_cache)
         self.saved_lock = threading.Lock()
@@ -629,13 +629,19 @@ class Instrumentation:
             return
         ctx = self.ctx
         self.params[ptr] = weakref.ref(p)
-        self.param_paths[id(p)] = path
+        self.param_paths[id(p)] = (weakref.ref(p), path)
         ctx.retag(ptr, P.ROLE_PARAMETER, 0)
         ctx.label(ptr, ctx.name(path))
         ctx.describe(ptr, _DTYPES.get(p.dtype, P.DTYPE_UNKNOWN), p.shape)
         if p.requires_grad and p not in self.hooked_params:
             self.hooked_params.add(p)
             self._hook_grads(p, path)
+
+    def _param_path(self, p):
+        """The path a parameter was adopted with (None: not adopted; an id reused by a new
+        tensor after the old one died is not its)."""
+        entry = self.param_paths.get(id(p))
+        return entry[1] if entry is not None and entry[0]() is p else None
 
     def _hook_grads(self, p, path):
         param_ref = weakref.ref(p)
@@ -852,7 +858,7 @@ class Instrumentation:
             self._track_state(opt)
             for group in opt.param_groups:
                 for p in group["params"]:
-                    if id(p) not in self.param_paths:
+                    if self._param_path(p) is None:
                         self._adopt_param(p, "param%d" % len(self.param_paths))
         except Exception:
             pass
@@ -888,7 +894,7 @@ class Instrumentation:
             return
         ctx = self.ctx
         ctx.retag(ptr, P.ROLE_OPTIMIZER_STATE, 0)
-        path = self.param_paths.get(id(param), "param")
+        path = self._param_path(param) or "param"
         ctx.label(ptr, ctx.name(path + "." + str(key)))
         ctx.describe(ptr, _DTYPES.get(value.dtype, P.DTYPE_UNKNOWN), value.shape)
 
