@@ -572,9 +572,12 @@ class Instrumentation:
         for table in (self.params, self.inputs):
             ref = table.get(ptr)
             if ref is not None:
-                if ref() is not None:
+                t = ref()
+                if t is not None and storage_ptr(t) == ptr:
                     return True
-                table.pop(ptr, None)  # that tensor died: its address may be another's now
+                # That tensor died, or has another storage now (p.data = ...): the address
+                # may be another's.
+                table.pop(ptr, None)
         return False
 
     # ---------------------------------------------------------------- modules
