@@ -300,10 +300,8 @@ class Instrumentation:
         self._patch(optim, "state_dict", self._wrap_state_dict(optim.state_dict))
         self._patch(torch.nn.Module, "zero_grad", self._wrap_zero_grad(torch.nn.Module.zero_grad))
         if _HAS_GLOBAL_STEP_HOOKS:
-            pre = _optim_module.register_optimizer_step_pre_hook(
-                lambda opt, args, kwargs: self._step_begin(opt))
-            post = _optim_module.register_optimizer_step_post_hook(
-                lambda opt, args, kwargs: self._step_end(opt))
+            pre = _optim_module.register_optimizer_step_pre_hook(self._step_pre_hook)
+            post = _optim_module.register_optimizer_step_post_hook(self._step_post_hook)
             self._undo.append(lambda: (pre.remove(), post.remove()))
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
@@ -853,6 +851,26 @@ class Instrumentation:
         return step
 
     @_guarded()
+    # 2.x: the global step hooks. A subclass whose step calls its base's runs them twice, one
+    # call inside the other: only the outermost begins and ends the step.
+    def _step_pre_hook(self, opt, args, kwargs):
+        th = self.thread
+        stack = getattr(th, "steps_open", None)
+        if stack is None:
+            stack = th.steps_open = []
+        if stack and stack[-1] is not opt:
+            stack.clear()  # a step whose post hook never ran (it raised)
+        stack.append(opt)
+        if len(stack) == 1:
+            self._step_begin(opt)
+
+    def _step_post_hook(self, opt, args, kwargs):
+        stack = getattr(self.thread, "steps_open", None)
+        if stack:
+            stack.pop()
+            if not stack:
+                self._step_end(opt)
+
     def _step_begin(self, opt):
         th = self.thread
         th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
