@@ -36,6 +36,10 @@ class TimelineWidget : public QWidget {
   void setPeak(double time, uint64_t bytes);
   void setInstant(double time);            // the "at an instant" cursor; < 0: none
   void setHighlightOp(const QString &op);  // empty: none
+  // An allocation site's live bytes (traces with stacks; the op timeline's by_site series).
+  void setHighlightSite(const QString &site);     // empty: none
+  std::vector<std::string> trackedSites() const;  // the site series the op timeline has
+  std::shared_ptr<const Timeline> opTimeline() const { return ops_; }
   void setGrouping(Grouping grouping);
   Grouping grouping() const { return grouping_; }
   std::vector<std::string> trackedOps() const;  // the op series the current op timeline has
@@ -105,6 +109,7 @@ class TimelineWidget : public QWidget {
   double instant_ = -1;
   double sel_from_ = 0, sel_to_ = 0;
   QString highlight_op_;
+  QString highlight_site_;
   // mouse
   QPointF press_pos_;
   double press_from_ = 0, press_to_ = 0;
