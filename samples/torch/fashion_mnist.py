@@ -69,10 +69,26 @@ def load(data_dir, split, limit):
     labels = read_idx(os.path.join(data_dir, split + "-labels-idx1-ubyte.gz"), 1, limit)
     if len(images) != len(labels):
         raise DataError("%s: %d images but %d labels" % (data_dir, len(images), len(labels)))
-    # Scaled to [0, 1] and centred on the training set's mean and spread.
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    x = (x - 0.286) / 0.353
-    return x, torch.from_numpy(labels.astype(np.int64))
+    # Kept as bytes (a quarter of the floats); batches are converted as they are drawn.
+    return torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64))
+
+
+def to_input(images):
+    """A batch of uint8 images as the model's input: [0, 1], centred on the training set's mean
+    and spread, one channel."""
+    return ((images.float() / 255.0 - 0.286) / 0.353).unsqueeze(1)
+
+
+def train_step(model, optimizer, x, y, set_to_none=False, fused_step=False):
+    """One step: zero the gradients, forward, loss, backward, optimizer step (the fused
+    optimizer steps inside backward instead). Returns the loss."""
+    if not fused_step:
+        optimizer.zero_grad(set_to_none=set_to_none)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    if not fused_step:
+        optimizer.step()
+    return loss
 
 
 def conv_block(cin, cout, pool):
@@ -192,13 +208,8 @@ def main(argv):
     for step in range(a.steps):
         t0, c0 = time.perf_counter(), time.process_time()
         idx = torch.randint(0, len(x_train), (a.batch,), generator=generator)
-        x, y = x_train[idx], y_train[idx]
-        if not a.fused_step:
-            optimizer.zero_grad(set_to_none=a.set_to_none)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        if not a.fused_step:
-            optimizer.step()
+        x, y = to_input(x_train[idx]), y_train[idx]
+        loss = train_step(model, optimizer, x, y, a.set_to_none, a.fused_step)
         losses.append(loss.item())
         step_times.append(time.perf_counter() - t0)
         step_cpu.append(time.process_time() - c0)  # the whole process's CPU, every thread
@@ -220,7 +231,8 @@ def main(argv):
         correct = 0
         with torch.no_grad():
             for i in range(0, len(x_test), 500):
-                correct += (model(x_test[i:i + 500]).argmax(1) == y_test[i:i + 500]).sum().item()
+                scores = model(to_input(x_test[i:i + 500]))
+                correct += (scores.argmax(1) == y_test[i:i + 500]).sum().item()
         print("test accuracy %.1f %% on %d test images (chance 10 %%)"
               % (100.0 * correct / len(x_test), len(x_test)))
     return 0
