@@ -8,6 +8,7 @@
 #pragma once
 
 #include <QElapsedTimer>
+#include <QHash>
 #include <QTimer>
 #include <QWidget>
 #include <memory>
@@ -36,6 +37,9 @@ class TimelineWidget : public QWidget {
   void setPeak(double time, uint64_t bytes);
   void setInstant(double time);            // the "at an instant" cursor; < 0: none
   void setHighlightOp(const QString &op);  // empty: none
+  // Per op kind, the labels of its buffers at the peak ("model.fc1, model.fc2"): the op
+  // series' hover text names them.
+  void setOpLabels(QHash<QString, QString> labels);
   void setGrouping(Grouping grouping);
   Grouping grouping() const { return grouping_; }
   std::vector<std::string> trackedOps() const;  // the op series the current op timeline has
@@ -105,6 +109,7 @@ class TimelineWidget : public QWidget {
   double instant_ = -1;
   double sel_from_ = 0, sel_to_ = 0;
   QString highlight_op_;
+  QHash<QString, QString> op_labels_;
   // mouse
   QPointF press_pos_;
   double press_from_ = 0, press_to_ = 0;
