@@ -1,4 +1,8 @@
-// adprof run [-o TRACE] [--json] [--no-report] [--] PROGRAM [ARGS...]
+// adprof run [-o TRACE] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]
+//
+// --torch: PROGRAM is a Python interpreter; `-m adprof.torch` goes after it (and its own
+// options), and the package's directory (installed, or the source tree's python/ in a build
+// tree) first on PYTHONPATH, so that PyTorch's ops, phases and roles are recorded.
 //
 // Starts PROGRAM with libadprof_preload.so preloaded and ADPROF_OUTPUT (absolute),
 // ADPROF_ROOT_PID and ADPROF_RUN_ID set, waits for it, then says which processes and images
@@ -137,6 +141,61 @@ std::string default_trace_name(const std::string &program) {
   return name;
 }
 
+// The directory holding the Python package adprof/ (for PYTHONPATH): installed relative to this
+// executable, else the source tree's python/ (a build tree).
+std::string find_python_package() {
+  if (const char *env = getenv("ADPROF_PYTHON_DIR"); env && *env) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) candidates.push_back(exe.parent_path() / ADPROF_PYTHON_FROM_BINDIR);
+  candidates.push_back(ADPROF_SOURCE_PYTHON);
+  for (const fs::path &dir : candidates)
+    if (fs::exists(dir / "adprof" / "torch" / "__main__.py", ec))
+      return fs::canonical(dir, ec).string();
+  throw UsageError(
+      "--torch: cannot find the adprof Python package (set ADPROF_PYTHON_DIR to the directory "
+      "holding adprof/)");
+}
+
+// Python's options that take a value in the next argument.
+bool python_option_takes_value(const std::string &a) {
+  return a == "-W" || a == "-X" || a == "--check-hash-based-pycs";
+}
+
+// PROGRAM with `-m adprof.torch` after the interpreter and its options: `python3 -u train.py`
+// becomes `python3 -u -m adprof.torch train.py`; `python3 -m pkg.train` becomes
+// `python3 -m adprof.torch -m pkg.train`.
+std::vector<std::string> with_torch_instrumentation(const std::vector<std::string> &program) {
+  const std::string interpreter = fs::path(program[0]).filename().string();
+  if (interpreter.rfind("python", 0) != 0)
+    throw UsageError(
+        "--torch needs a Python interpreter as PROGRAM (adprof run --torch -- "
+        "python3 train.py), not '" +
+        program[0] + "'");
+  size_t at = 1;
+  while (at < program.size()) {
+    const std::string &a = program[at];
+    if (a == "-m" || a.empty() || a[0] != '-' || a == "-" || a == "--") break;
+    if (a == "-c" || a.rfind("-c", 0) == 0)
+      throw UsageError(
+          "--torch runs a script or a module (python3 train.py, python3 -m pkg), "
+          "not python3 -c");
+    at += python_option_takes_value(a) ? 2 : 1;
+  }
+  at = std::min(at, program.size());
+  if (at + 1 < program.size() && program[at] == "-m" && program[at + 1] == "adprof.torch")
+    return program;  // already there
+  if (at == program.size())
+    throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
+  if (program[at] == "--") ++at;
+  std::vector<std::string> out(program.begin(), program.begin() + static_cast<std::ptrdiff_t>(at));
+  out.push_back("-m");
+  out.push_back("adprof.torch");
+  out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(at), program.end());
+  return out;
+}
+
 }  // namespace
 
 std::string find_preload() {
@@ -159,7 +218,7 @@ std::string find_preload() {
 
 int command_run(const std::vector<std::string> &args) {
   po::options_description options(
-      "usage: adprof run [-o TRACE] [--json] [--no-report] [--] PROGRAM [ARGS...]\n\n"
+      "usage: adprof run [-o TRACE] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]\n\n"
       "Runs PROGRAM under the adprof interposer (every allocation is served by jemalloc and\n"
       "recorded with the op, phase and role the program declares), writes the trace and prints\n"
       "the memory report. Exits with PROGRAM's exit status (128+N if signal N ended it).\n"
@@ -167,12 +226,16 @@ int command_run(const std::vector<std::string> &args) {
       "not exec are not traced; an image that replaces itself with exec continues in\n"
       "TRACE.1, TRACE.2, ... Every file of one run carries the run's id, and adprof lists them.\n"
       "While PROGRAM runs, adprof ignores SIGINT and SIGQUIT (the terminal sends them to\n"
-      "PROGRAM too) and forwards other terminating signals sent to it.\n\n"
+      "PROGRAM too) and forwards other terminating signals sent to it.\n"
+      "--torch: PROGRAM is a Python interpreter running a PyTorch script (adprof run --torch\n"
+      "-- python3 train.py ARGS); its ops, phases and roles (parameters, activations, forward\n"
+      "caches, gradients, optimizer state) are recorded (docs/PYTORCH.md).\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
       "trace file to create (default: adprof.PROGRAM.DATE-TIME.adtrace); never overwritten")(
       "json", "print the report as JSON")("no-report", "only record; print no report")(
+      "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
       "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)");
 
   // adprof's options end at the first argument that is not one (or at "--").
@@ -198,6 +261,11 @@ int command_run(const std::vector<std::string> &args) {
   std::vector<std::string> program(args.begin() + static_cast<std::ptrdiff_t>(program_at),
                                    args.end());
   if (program.empty()) throw UsageError("run needs a PROGRAM to profile (see adprof run --help)");
+  std::string python_path;
+  if (vm.count("torch")) {
+    program = with_torch_instrumentation(program);
+    python_path = find_python_package();
+  }
 
   const uint64_t top = whole_number_option(vm, "top", 1, 100000);
   if (vm.count("output") && vm["output"].as<std::string>().empty())
@@ -233,6 +301,11 @@ int command_run(const std::vector<std::string> &args) {
     setenv("ADPROF_OUTPUT", trace.c_str(), 1);
     setenv("ADPROF_ROOT_PID", std::to_string(getpid()).c_str(), 1);
     setenv("ADPROF_RUN_ID", std::to_string(run_id).c_str(), 1);
+    if (!python_path.empty()) {
+      std::string path = python_path;
+      if (const char *old = getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+      setenv("PYTHONPATH", path.c_str(), 1);
+    }
     std::vector<char *> argv;
     for (auto &a : program) argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);

@@ -3,6 +3,7 @@
 #   LIBDIR/adprof/libadprof_preload.so        the interposer; `adprof run` finds it relative to
 #                                              its own executable (ADPROF_PRELOAD_FROM_BINDIR)
 #   LIBDIR/libadprof_context.so*, include/adprof/*.h    the context API a program links
+#   lib/python3/dist-packages/adprof/         the PyTorch integration (ADPROF_INSTALL_PYTHON_DIR)
 #   LIBDIR/cmake/adprof/                       find_package(adprof) -> adprof::context
 #   LIBDIR/pkgconfig/adprof.pc                 pkg-config --cflags --libs adprof
 #   MANDIR/man1/adprof.1.gz (generated from --help), adprof-gui.1.gz
@@ -79,8 +80,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR
 if(EXISTS ${PROJECT_SOURCE_DIR}/python/CMakeLists.txt)
   add_subdirectory(python)  # owns its install rules (site-packages layout)
 elseif(EXISTS ${PROJECT_SOURCE_DIR}/python/adprof)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/adprof
-          DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/adprof DESTINATION ${ADPROF_INSTALL_PYTHON_DIR}
           PATTERN "__pycache__" EXCLUDE)
 endif()
 

@@ -1,0 +1,51 @@
+"""The adprof vocabulary, by value, as the C headers number it.
+
+Source of truth: profiler/include/adprof/context.h (phases, roles, dtypes, spaces) and
+profiler/include/adprof/ad_protocol.h (the AD protocol's names and version). The numbers are
+part of the trace format and never change (append only); keep this file in step with them.
+"""
+
+# context.h: adprof_phase
+PHASE_OTHER = 0
+PHASE_FORWARD = 1
+PHASE_BACKWARD = 2
+PHASE_OPTIMIZER = 3
+
+# context.h: adprof_role
+ROLE_FOREIGN = 0
+ROLE_PARAMETER = 1
+ROLE_INPUT = 2
+ROLE_ACTIVATION = 3
+ROLE_FORWARD_CACHE = 4
+ROLE_ADJOINT = 5
+ROLE_ACCUMULATION = 6
+ROLE_DUPLICATE = 7
+ROLE_OPTIMIZER_STATE = 8
+ROLE_WORKSPACE = 9
+
+ROLE_NAMES = ("foreign", "parameter", "input", "activation", "forward_cache", "adjoint",
+              "accumulation", "duplicate", "optimizer_state", "workspace")
+PHASE_NAMES = ("other", "forward", "backward", "optimizer")
+
+# context.h: adprof_dtype
+DTYPE_UNKNOWN = 0
+DTYPE_F32 = 1
+DTYPE_F64 = 2
+DTYPE_I32 = 3
+DTYPE_I64 = 4
+DTYPE_BOOL = 5
+
+# context.h: adprof_space
+SPACE_HEAP = 0
+SPACE_MMAP = 1
+SPACE_DEVICE_BLOCK = 2
+SPACE_DEVICE_SEGMENT = 3
+SPACE_DEVICE_RAW = 4
+SPACE_HOST_PINNED = 5
+
+# ad_protocol.h
+AD_PROTOCOL_VERSION = 1
+AD_NONE = (1 << 64) - 1
+AD_ENGINE = "ad.engine"
+AD_POLICY = "ad.policy"
+AD_LABEL_INDEX_WIDENED = "ad.index_widened"

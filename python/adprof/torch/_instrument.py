@@ -1,0 +1,733 @@
+"""The PyTorch instrumentation: what autograd and the modules do, told to adprof as it happens.
+
+One Instrumentation object per process (install()). Its parts, each a PyTorch hook point:
+- a TorchDispatchMode: every ATen op runs in an op scope named as PyTorch names it
+  ("aten::addmm"), with role workspace inside; the storages the op creates are then retagged
+  to their role (activation in forward, adjoint in backward, duplicate for copies), labelled
+  with the module path and described (dtype, shape);
+- global module forward pre/post hooks: the module path ("model.layers.2.mlp.fc1"), the
+  parameters (first seen: parameter role, labelled with their path), the batch (input role),
+  the forward phase;
+- saved-tensor hooks: exactly what autograd saves becomes forward_cache, and returns to
+  activation when autograd drops it (a count per storage);
+- wrappers of torch.autograd.backward/grad and Tensor.backward (backward phase), of
+  Optimizer.step (optimizer phase, steps; global step hooks on PyTorch 2), of zero_grad, and a
+  tracking dict for optimizer.state (optimizer_state role the moment a tensor is stored there).
+Every call into the tape listener (_tape.py) is guarded: nothing here raises into the program.
+
+Storage addresses: a CPU storage's data pointer is the block the interposer recorded
+(posix_memalign in c10::alloc_cpu), which is what retag, label and describe name. Device
+tensors are not retagged here (their blocks are the caching allocator's).
+"""
+
+import collections
+import functools
+import inspect
+import itertools
+import sys
+import threading
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import _protocol as P
+from ._tape import TapeListener
+
+Tensor = torch.Tensor
+
+_DTYPES = {
+    torch.float32: P.DTYPE_F32,
+    torch.float64: P.DTYPE_F64,
+    torch.int32: P.DTYPE_I32,
+    torch.int64: P.DTYPE_I64,
+    torch.bool: P.DTYPE_BOOL,
+}
+_NARROW_INDEX_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
+
+# What an op's new storages are, beyond its phase's role.
+_OP_PLAIN, _OP_COPY, _OP_CAST = 0, 1, 2
+_COPY_OPS = {"aten::clone": _OP_COPY, "aten::_to_copy": _OP_CAST, "aten::to": _OP_CAST,
+             "aten::contiguous": _OP_COPY, "aten::lift_fresh_copy": _OP_COPY}
+
+# Feature detection (PyTorch 1.13 vs 2.x).
+if hasattr(Tensor, "untyped_storage"):  # 2.0+
+    def storage_ptr(t):
+        return t.untyped_storage().data_ptr()
+else:  # 1.13: _storage() is the untyped storage (storage() builds a TypedStorage, 10x slower)
+    def storage_ptr(t):
+        return t._storage().data_ptr()
+
+_HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook")  # 2.1+
+_optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
+    "torch.optim.optimizer", fromlist=["Optimizer"])
+_HAS_GLOBAL_STEP_HOOKS = hasattr(_optim_module, "register_optimizer_step_pre_hook")  # 2.0+
+
+
+class _ThreadState(threading.local):
+    """What one thread is doing. `phase` is what adprof was last told for this thread."""
+
+    def __init__(self):
+        self.phase = P.PHASE_OTHER
+        self.modules = []  # (module, path, path name id), outermost first
+        self.backward = 0  # nesting depth of backward calls on this thread
+        self.optimizer = 0  # nesting depth of optimizer steps
+        self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
+        # A thread Python did not start (an autograd device thread): runs backward work.
+        self.native = isinstance(threading.current_thread(), threading._DummyThread)
+
+
+class _Saved:
+    """What the pack hook returns: holds the saved tensor; its death is autograd's release."""
+
+    __slots__ = ("tensor", "ptr", "token", "owner")
+
+    def __init__(self, tensor, ptr, token, owner):
+        self.tensor = tensor
+        self.ptr = ptr
+        self.token = token
+        self.owner = owner
+
+    def __del__(self):
+        owner = self.owner
+        if owner is not None:
+            owner._released(self)
+
+
+def _unpack(saved):
+    return saved.tensor
+
+
+def _tensors_in(args):
+    """The tensors among an op's arguments (one level of lists: aten::cat's inputs)."""
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif type(a) in (list, tuple):
+            for b in a:
+                if isinstance(b, Tensor):
+                    out.append(b)
+    return out
+
+
+def _any_requires_grad(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.requires_grad:
+                return True
+        elif type(a) in (list, tuple):
+            for b in a:
+                if isinstance(b, Tensor) and b.requires_grad:
+                    return True
+    return False
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.owner._dispatch(func, args, kwargs)
+
+
+class _ParamState(dict):
+    """optimizer.state[p]: a tensor stored here is optimizer state from that moment on."""
+
+    __slots__ = ("owner", "param")
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value)
+        if isinstance(value, Tensor):
+            self.owner._state_tensor(self.param, key, value)
+
+    def __reduce__(self):  # pickles (optimizer checkpoints) as the plain dict it replaces
+        return (dict, (dict(self),))
+
+
+class _OptimizerState(collections.defaultdict):
+    __slots__ = ("owner",)
+
+    def __missing__(self, param):
+        value = _ParamState()
+        value.owner = self.owner
+        value.param = param
+        self[param] = value
+        return value
+
+    def __reduce__(self):
+        return (collections.defaultdict, (dict,), None, None, iter(self.items()))
+
+
+class Instrumentation:
+    def __init__(self, ctx, listener=None):
+        self.ctx = ctx
+        self.listener = listener if listener is not None else TapeListener(ctx)
+        self.thread = _ThreadState()
+        self.instances = itertools.count(1)
+        self.ops = {}  # OpOverload -> (name id, name, kind)
+        self.paths = weakref.WeakKeyDictionary()  # module -> (path, path name id)
+        self.params = {}  # storage address -> weakref to the parameter
+        self.param_paths = {}  # id(parameter) -> path
+        self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module
+        self.saved = {}  # storage address -> number of live saved references (forward_cache)
+        self.saved_lock = threading.Lock()
+        self.grad_nodes = []  # AccumulateGrad nodes whose hooks we hold (1.13: kept alive)
+        self.hooked_params = weakref.WeakSet()
+        self.steps = 0  # optimizer steps done
+        self.pending_step = 0  # the step number to mark when the next iteration starts
+        self.backward_active = 0  # backward calls in progress, all threads
+        self.installed = False
+        self._undo = []  # callables that remove what install() added, last first
+        self._listener_failed = False
+        self._modes = {}
+
+    # ---------------------------------------------------------------- install / uninstall
+    def install(self):
+        if self.installed:
+            return
+        self.installed = True
+        ctx = self.ctx
+        ctx.describe_engine("pytorch", torch.__version__)
+        self._enter_thread()
+        self._undo.append(self._leave_thread)
+        mod = torch.nn.modules.module
+        handles = [mod.register_module_forward_pre_hook(self._module_pre),
+                   mod.register_module_forward_hook(self._module_post)]
+        self._undo.append(lambda: [h.remove() for h in handles])
+        self._patch(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
+        self._patch(torch.autograd, "grad", self._wrap_backward(torch.autograd.grad))
+        self._patch(Tensor, "backward", self._wrap_backward(Tensor.backward, method=True))
+        optim = torch.optim.Optimizer
+        self._patch(optim, "__init__", self._wrap_optimizer_init(optim.__init__))
+        self._patch(optim, "zero_grad", self._wrap_zero_grad(optim.zero_grad))
+        self._patch(torch.nn.Module, "zero_grad", self._wrap_zero_grad(torch.nn.Module.zero_grad))
+        if _HAS_GLOBAL_STEP_HOOKS:
+            pre = _optim_module.register_optimizer_step_pre_hook(
+                lambda opt, args, kwargs: self._step_begin(opt))
+            post = _optim_module.register_optimizer_step_post_hook(
+                lambda opt, args, kwargs: self._step_end(opt))
+            self._undo.append(lambda: (pre.remove(), post.remove()))
+        self._patch(threading.Thread, "_bootstrap_inner",
+                    self._wrap_thread_start(threading.Thread._bootstrap_inner))
+
+    def uninstall(self):
+        if not self.installed:
+            return
+        while self._undo:
+            self._undo.pop()()
+        self.installed = False
+
+    def _patch(self, owner, attr, value):
+        had = attr in owner.__dict__
+        old = owner.__dict__.get(attr)
+        setattr(owner, attr, value)
+
+        def undo():
+            if had:
+                setattr(owner, attr, old)
+            else:
+                delattr(owner, attr)
+        self._undo.append(undo)
+
+    def _enter_thread(self):
+        mode = _Mode(self)
+        mode.__enter__()
+        hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+        hooks.__enter__()
+        self._modes[threading.get_ident()] = (mode, hooks)
+
+    def _leave_thread(self):
+        mode, hooks = self._modes.pop(threading.get_ident(), (None, None))
+        if hooks is not None:
+            hooks.__exit__(None, None, None)
+            mode.__exit__(None, None, None)
+
+    def _wrap_thread_start(self, original):
+        def _bootstrap_inner(thread):
+            try:
+                self._enter_thread()
+            except Exception:  # never stop a thread from starting
+                pass
+            try:
+                original(thread)
+            finally:
+                self._leave_thread()
+        return _bootstrap_inner
+
+    # ---------------------------------------------------------------- the listener
+    def _tell(self, method, *args):
+        if self._listener_failed:
+            return None
+        try:
+            return getattr(self.listener, method)(*args)
+        except Exception as e:  # the listener must never break the program
+            self._listener_failed = True
+            sys.stderr.write(f"adprof.torch: the tape listener failed in {method} ({e!r}); "
+                             "tape events stop here\n")
+            return None
+
+    # ---------------------------------------------------------------- ops
+    def _op_info(self, func):
+        try:
+            name = func.name()
+        except Exception:
+            name = str(func)
+        info = (self.ctx.name(name), name, _COPY_OPS.get(name, _OP_PLAIN))
+        self.ops[func] = info
+        return info
+
+    def _dispatch(self, func, args, kwargs):
+        th = self.thread
+        if th.off:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        info = self.ops.get(func)
+        if info is None:
+            info = self._op_info(func)
+        ctx = self.ctx
+        # The op's phase; adprof is told only when it changes on this thread.
+        if th.backward or (th.native and self.backward_active):
+            phase = P.PHASE_BACKWARD
+        elif th.optimizer:
+            phase = P.PHASE_OPTIMIZER
+        elif torch.is_grad_enabled() and (th.modules or _any_requires_grad(args)):
+            phase = P.PHASE_FORWARD  # a module's forward, or the loss after it
+        else:
+            phase = P.PHASE_OTHER
+        if phase != th.phase:
+            ctx.set_phase(phase)
+            th.phase = phase
+        recorded = phase != P.PHASE_OTHER or th.modules  # outside AD, roles stay foreign
+        ctx.op_begin(info[0], next(self.instances))
+        try:
+            if recorded:
+                previous = ctx.set_role(P.ROLE_WORKSPACE)
+                try:
+                    out = func(*args, **kwargs) if kwargs else func(*args)
+                finally:
+                    ctx.set_role(previous)
+                self._outputs(info, phase, args, out, th)
+            else:
+                out = func(*args, **kwargs) if kwargs else func(*args)
+            if not self._listener_failed:
+                outs = [out] if isinstance(out, Tensor) else (
+                    [o for o in out if isinstance(o, Tensor)] if type(out) in (tuple, list)
+                    else [])
+                self._tell("on_op", info[1], func, _tensors_in(args), outs, phase)
+        finally:
+            ctx.op_end()
+        return out
+
+    def _outputs(self, info, phase, args, out, th):
+        """Retags, labels and describes the storages the op created."""
+        if isinstance(out, Tensor):
+            outs = (out,)
+        elif type(out) in (tuple, list):
+            outs = [o for o in out if isinstance(o, Tensor)]
+            if not outs:
+                return
+        else:
+            return
+        if phase == P.PHASE_BACKWARD:
+            role = P.ROLE_ADJOINT
+        elif phase == P.PHASE_OPTIMIZER:
+            role = None  # scratch of the step stays workspace; state is tagged when stored
+        else:
+            role = P.ROLE_ACTIVATION
+        kind = info[2] if phase != P.PHASE_BACKWARD else _OP_PLAIN
+        ctx = self.ctx
+        input_ptrs = None
+        label = th.modules[-1][2] if th.modules else 0
+        for o in outs:
+            if o.is_cuda or o.is_meta:
+                continue
+            for a in args:
+                if o is a:
+                    break
+            else:
+                ptr = storage_ptr(o)
+                if not ptr:
+                    continue
+                if input_ptrs is None:
+                    input_ptrs = set()
+                    for a in _tensors_in(args):
+                        if not a.is_cuda and not a.is_meta:
+                            input_ptrs.add(storage_ptr(a))
+                if ptr in input_ptrs:
+                    continue  # a view or an in-place result: not born here
+                dtype = o.dtype
+                if kind != _OP_PLAIN:
+                    src = _tensors_in(args)
+                    source = src[0] if src else None
+                    src_ptr = storage_ptr(source) if source is not None and not source.is_cuda \
+                        else 0
+                    ctx.retag(ptr, P.ROLE_DUPLICATE, src_ptr)
+                    if kind == _OP_CAST and dtype == torch.int64 and source is not None and \
+                            source.dtype in _NARROW_INDEX_DTYPES:
+                        ctx.label(ptr, ctx.name(P.AD_LABEL_INDEX_WIDENED))
+                    elif label:
+                        ctx.label(ptr, label)
+                else:
+                    if role is not None:
+                        ctx.retag(ptr, role, 0)
+                    if label:
+                        ctx.label(ptr, label)
+                ctx.describe(ptr, _DTYPES.get(dtype, P.DTYPE_UNKNOWN), o.shape)
+
+    # ---------------------------------------------------------------- saved tensors
+    def _pack(self, t):
+        th = self.thread
+        ptr = 0
+        if not t.is_cuda and not t.is_meta:
+            ptr = storage_ptr(t)
+            if ptr and not self._is_param_or_input(ptr):
+                with self.saved_lock:
+                    n = self.saved.get(ptr, 0)
+                    self.saved[ptr] = n + 1
+                if n == 0:
+                    self.ctx.retag(ptr, P.ROLE_FORWARD_CACHE, 0)
+            else:
+                ptr = 0
+        token = self._tell("on_save", t) if not self._listener_failed else None
+        # An output saved by its own node would make a cycle through the packed object
+        # (tensor -> grad_fn -> saved -> tensor) that no collector sees: keep a detached alias.
+        if t.grad_fn is not None:
+            th.off += 1
+            try:
+                t = t.detach()
+            finally:
+                th.off -= 1
+        return _Saved(t, ptr, token, self)
+
+    def _released(self, saved):
+        if saved.token is not None:
+            self._tell("on_release", saved.token)
+        ptr = saved.ptr
+        if ptr:
+            with self.saved_lock:
+                n = self.saved.get(ptr, 0) - 1
+                if n > 0:
+                    self.saved[ptr] = n
+                else:
+                    self.saved.pop(ptr, None)
+            if n <= 0:  # autograd dropped its last reference: an activation again (or freed)
+                self.ctx.retag(ptr, P.ROLE_ACTIVATION, 0)
+
+    def _is_param_or_input(self, ptr):
+        for table in (self.params, self.inputs):
+            ref = table.get(ptr)
+            if ref is not None:
+                if ref() is not None:
+                    return True
+                table.pop(ptr, None)  # that tensor died: its address may be another's now
+        return False
+
+    # ---------------------------------------------------------------- modules
+    def _register_root(self, module):
+        name = None
+        main = sys.modules.get("__main__")
+        if main is not None:
+            for key, value in list(vars(main).items()):
+                if value is module and not key.startswith("_"):
+                    name = key
+                    break
+        if name is None:
+            name = type(module).__name__.lower()
+        self._register_tree(module, name)
+
+    def _register_tree(self, module, prefix):
+        ctx = self.ctx
+        for sub_name, sub in module.named_modules():
+            if sub not in self.paths:
+                path = prefix + "." + sub_name if sub_name else prefix
+                self.paths[sub] = (path, ctx.name(path))
+        self._adopt_params(module, prefix)
+
+    def _path_of(self, module):
+        entry = self.paths.get(module)
+        if entry is not None:
+            return entry
+        th = self.thread
+        if th.modules:  # a child added after its parent was first seen
+            parent, parent_path, _ = th.modules[-1]
+            for child_name, child in parent._modules.items():
+                if child is module:
+                    self._register_tree(module, parent_path + "." + child_name)
+                    break
+            else:
+                self._register_tree(module, parent_path + "." + type(module).__name__.lower())
+        else:
+            self._register_root(module)
+        return self.paths[module]
+
+    def _adopt_params(self, module, prefix):
+        """Parameters first seen: parameter role, labelled with their path; gradient hooks."""
+        for name, p in module.named_parameters():
+            self._adopt_param(p, prefix + "." + name)
+
+    def _adopt_param(self, p, path):
+        if p.is_cuda or p.is_meta:
+            return
+        ptr = storage_ptr(p)
+        ref = self.params.get(ptr)
+        if ref is not None and ref() is p:
+            return
+        ctx = self.ctx
+        self.params[ptr] = weakref.ref(p)
+        self.param_paths[id(p)] = path
+        ctx.retag(ptr, P.ROLE_PARAMETER, 0)
+        ctx.label(ptr, ctx.name(path))
+        ctx.describe(ptr, _DTYPES.get(p.dtype, P.DTYPE_UNKNOWN), p.shape)
+        if p.requires_grad and p not in self.hooked_params:
+            self.hooked_params.add(p)
+            self._hook_grads(p, path)
+
+    def _hook_grads(self, p, path):
+        param_ref = weakref.ref(p)
+
+        def on_grad(grad):
+            param = param_ref()
+            if param is not None:
+                self._tell("on_grad", path, param, grad)
+
+        def accumulated(*_):
+            param = param_ref()
+            if param is None:
+                return
+            grad = param.grad
+            if grad is not None and not grad.is_cuda:
+                ptr = storage_ptr(grad)
+                self.ctx.retag(ptr, P.ROLE_ADJOINT, 0)
+                self.ctx.label(ptr, self.ctx.name(path + ".grad"))
+            self._tell("on_grad_accumulated", path, param)
+
+        th = self.thread
+        th.off += 1
+        try:
+            p.register_hook(on_grad)
+            if _HAS_POST_ACCUMULATE_HOOK:
+                p.register_post_accumulate_grad_hook(accumulated)
+            else:  # 1.13: the AccumulateGrad node, kept alive so that it stays p's
+                node = p.expand_as(p).grad_fn.next_functions[0][0]
+                node.register_hook(accumulated)
+                self.grad_nodes.append(node)
+        finally:
+            th.off -= 1
+
+    def _module_pre(self, module, inputs):
+        th = self.thread
+        path, path_id = self._path_of(module)
+        if not th.modules:
+            self._top_level_enter(module, path, inputs, th)
+        th.modules.append((module, path, path_id))
+        if not self._listener_failed:
+            self._tell("on_module_enter", path, module, _tensors_in(inputs))
+
+    def _top_level_enter(self, module, path, inputs, th):
+        ctx = self.ctx
+        self._adopt_params(module, path)  # parameters replaced since (p.data = ...)
+        for t in _tensors_in(inputs):
+            if t.grad_fn is None and not t.requires_grad and not t.is_cuda and not t.is_meta:
+                ptr = storage_ptr(t)
+                if ptr and ptr not in self.params:
+                    ref = self.inputs.get(ptr)
+                    if ref is None or ref() is not t:
+                        self.inputs[ptr] = weakref.ref(t)
+                        ctx.retag(ptr, P.ROLE_INPUT, 0)
+                        ctx.label(ptr, ctx.name(path + ".input"))
+                        ctx.describe(ptr, _DTYPES.get(t.dtype, P.DTYPE_UNKNOWN), t.shape)
+        if torch.is_grad_enabled() and not th.backward and not th.optimizer:
+            self._start_iteration()
+            if th.phase != P.PHASE_FORWARD:
+                ctx.set_phase(P.PHASE_FORWARD)
+                th.phase = P.PHASE_FORWARD
+
+    def _module_post(self, module, inputs, output):
+        th = self.thread
+        stack = th.modules
+        # Pop to this module: a child whose forward raised (and was caught) left its entry.
+        while stack:
+            top = stack.pop()
+            if top[0] is module:
+                break
+        if not self._listener_failed:
+            path = self.paths.get(module, ("", 0))[0]
+            outs = [output] if isinstance(output, Tensor) else (
+                _tensors_in(output) if type(output) in (tuple, list) else [])
+            self._tell("on_module_exit", path, module, outs)
+
+    def _start_iteration(self):
+        if self.pending_step is not None:
+            self.ctx.step(self.pending_step)
+            self.pending_step = None
+
+    def _leave_scope(self, th):
+        """Back to the phase of what encloses a backward or an optimizer step."""
+        if th.backward:
+            phase = P.PHASE_BACKWARD
+        elif th.optimizer:
+            phase = P.PHASE_OPTIMIZER
+        elif th.modules and torch.is_grad_enabled():
+            phase = P.PHASE_FORWARD
+        else:
+            phase = P.PHASE_OTHER
+        if phase != th.phase:
+            self.ctx.set_phase(phase)
+            th.phase = phase
+
+    # ---------------------------------------------------------------- backward
+    def _wrap_backward(self, original, method=False):
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            th = self.thread
+            if th.backward:
+                return original(*args, **kwargs)
+            roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+            roots = [roots] if isinstance(roots, Tensor) else list(roots or ())
+            th.backward += 1
+            with self.saved_lock:
+                self.backward_active += 1
+            if th.phase != P.PHASE_BACKWARD:
+                self.ctx.set_phase(P.PHASE_BACKWARD)
+                th.phase = P.PHASE_BACKWARD
+            self._tell("on_backward_begin", roots)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                th.backward -= 1
+                with self.saved_lock:
+                    self.backward_active -= 1
+                self._tell("on_backward_end")
+                self._leave_scope(th)
+        wrapper.__adprof_wrapped__ = original
+        return wrapper
+
+    # ---------------------------------------------------------------- optimizer
+    def _wrap_optimizer_init(self, original):
+        @functools.wraps(original)
+        def __init__(opt, *args, **kwargs):
+            original(opt, *args, **kwargs)
+            try:
+                self._adopt_optimizer(opt)
+            except Exception as e:
+                sys.stderr.write(f"adprof.torch: cannot follow optimizer {type(opt).__name__} "
+                                 f"({e!r})\n")
+        return __init__
+
+    def _adopt_optimizer(self, opt):
+        if not _HAS_GLOBAL_STEP_HOOKS:  # 1.13: wrap step of this optimizer's class
+            cls = type(opt)
+            step = cls.step
+            if not hasattr(step, "__adprof_wrapped__"):
+                cls.step = self._wrap_step(step)
+                self._undo.append(lambda: setattr(cls, "step", step))
+        self._track_state(opt)
+
+    def _track_state(self, opt):
+        state = opt.state
+        if type(state) is _OptimizerState:
+            return
+        tracked = _OptimizerState(dict)
+        tracked.owner = self
+        for param, values in state.items():
+            if type(values) is dict:
+                wrapped = _ParamState(values)
+                wrapped.owner = self
+                wrapped.param = param
+                values = wrapped
+            dict.__setitem__(tracked, param, values)
+        opt.state = tracked
+
+    def _wrap_step(self, original):
+        @functools.wraps(original)
+        def step(opt, *args, **kwargs):
+            th = self.thread
+            if th.optimizer:  # a subclass's step calling its base's
+                return original(opt, *args, **kwargs)
+            self._step_begin(opt)
+            try:
+                return original(opt, *args, **kwargs)
+            finally:
+                self._step_end(opt)
+        step.__adprof_wrapped__ = original
+        return step
+
+    def _step_begin(self, opt):
+        th = self.thread
+        th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
+        self._start_iteration()
+        try:
+            self._track_state(opt)
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if id(p) not in self.param_paths:
+                        self._adopt_param(p, "param%d" % len(self.param_paths))
+        except Exception:
+            pass
+        if th.phase != P.PHASE_OPTIMIZER:
+            self.ctx.set_phase(P.PHASE_OPTIMIZER)
+            th.phase = P.PHASE_OPTIMIZER
+        self._tell("on_step_begin", opt, self.steps)
+
+    def _step_end(self, opt):
+        th = self.thread
+        step = self.steps
+        try:
+            for param, values in list(opt.state.items()):
+                if isinstance(values, dict):
+                    for key, value in values.items():
+                        if isinstance(value, Tensor):
+                            self._state_tensor(param, key, value)
+        except Exception:
+            pass
+        self.steps += 1
+        self.pending_step = self.steps
+        th.optimizer = 0
+        self._leave_scope(th)
+        self._tell("on_step_end", opt, step)
+
+    def _state_tensor(self, param, key, value):
+        if value.is_cuda or value.is_meta:
+            return
+        ptr = storage_ptr(value)
+        if not ptr:
+            return
+        ctx = self.ctx
+        ctx.retag(ptr, P.ROLE_OPTIMIZER_STATE, 0)
+        path = self.param_paths.get(id(param), "param")
+        ctx.label(ptr, ctx.name(path + "." + str(key)))
+        ctx.describe(ptr, _DTYPES.get(value.dtype, P.DTYPE_UNKNOWN), value.shape)
+
+    # ---------------------------------------------------------------- zero_grad
+    def _wrap_zero_grad(self, original):
+        try:
+            default = inspect.signature(original).parameters["set_to_none"].default
+        except (KeyError, ValueError, TypeError):
+            default = False
+
+        @functools.wraps(original)
+        def zero_grad(owner, *args, **kwargs):
+            set_to_none = kwargs.get("set_to_none", args[0] if args else default)
+            self._tell("on_zero_grad", owner, bool(set_to_none))
+            return original(owner, *args, **kwargs)
+        zero_grad.__adprof_wrapped__ = original
+        return zero_grad
+
+    # ---------------------------------------------------------------- explicit API
+    def adopt_model(self, model, name=None):
+        if name is None:
+            self._path_of(model)
+        elif model not in self.paths:
+            self._register_tree(model, name)
+
+    def mark_step(self, step=None):
+        if step is None:
+            step = self.steps
+        self.ctx.step(step)
+        self.pending_step = None
+
+    def ops_seen(self):
+        """How many op scopes were opened so far (the instance of the last one)."""
+        # itertools.count has no peek: its repr is "count(N)" with N the next value.
+        return int(repr(self.instances)[6:-1]) - 1

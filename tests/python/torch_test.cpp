@@ -1,0 +1,284 @@
+// The PyTorch integration (python/adprof, docs/PYTORCH.md) end to end: Debian's python3 with
+// torch runs scripts under `adprof run --torch`, and the trace is read back with the CLI.
+//
+// Exactness (issue #14): at the report's peak, the bytes of the roles parameter,
+// optimizer_state, forward_cache and adjoint equal what PyTorch itself says at that point. The
+// scripts (scripts/exact_*.py) carry an oracle (scripts/roles_oracle.py) that computes
+// PyTorch's own account before every op of the backward pass and the optimizer step, keyed by
+// the instance number of the op scope adprof records for the op; the test finds the op open at
+// the report's peak event (`adprof dump`, the events up to report.peak.event) and compares that
+// op's account with report.peak.by_role. The oracle's account is made before the op runs; what
+// the op itself allocated before the peak is workspace until the op ends, a role not compared.
+//
+// Bad input: a script that raises, one that is not Python, PyTorch missing or too old.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../support/sanitizer_skip.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace ptest;
+using nlohmann::json;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kScripts = std::string(TORCH_TEST_SCRIPTS);
+
+bool python_has_torch() {
+  static const bool has = [] {
+    SpawnOptions o;
+    o.argv = {kPython, "-c", "import torch"};
+    Result r = run(o);
+    return r.exited && r.exit_code == 0;
+  }();
+  return has;
+}
+
+#define SKIP_WITHOUT_TORCH()                                                          \
+  do {                                                                                \
+    ADPROF_SKIP_IF_SANITIZED();                                                       \
+    if (!python_has_torch())                                                          \
+      GTEST_SKIP() << "Debian's python3-torch is not installed for /usr/bin/python3 " \
+                      "(scripts/setup.sh installs it)";                               \
+  } while (0)
+
+// `adprof run --torch --no-report -o TRACE -- python3 ARGS...` in `dir`.
+Result run_torch(const std::string &trace, std::vector<std::string> python_args,
+                 std::vector<std::pair<std::string, std::string>> env = {},
+                 double timeout_s = 600) {
+  SpawnOptions o;
+  o.argv = {cli_path(), "run", "--torch", "--no-report", "-o", trace, "--", kPython};
+  o.argv.insert(o.argv.end(), python_args.begin(), python_args.end());
+  o.env = std::move(env);
+  o.env.emplace_back("PYTHONDONTWRITEBYTECODE", "1");
+  o.timeout_s = timeout_s;
+  return run(o);
+}
+
+json report_of(const std::string &trace) {
+  Result r = run_cli({"report", "--json", trace}, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "adprof report printed no JSON: " << r.err;
+  return j;
+}
+
+// The instance of the op scope open on the peak event's thread at report.peak.event (1-based,
+// the analysis' event count); 0 if none. `peak_line` gets the event's dump line.
+uint64_t op_open_at(const std::string &trace, uint64_t peak_event, std::string &peak_line) {
+  Result r = run_cli({"dump", "--limit", std::to_string(peak_event), trace}, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::vector<uint64_t>> stacks;  // thread -> open op instances
+  uint64_t n = 0;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    ++n;
+    std::istringstream fields(line);
+    std::string time, thread, type, label;
+    fields >> time >> thread >> type;
+    if (type == "op_begin") {
+      fields >> label;
+      auto hash = label.rfind('#');
+      stacks[thread].push_back(hash == std::string::npos ? 0 : std::stoull(label.substr(hash + 1)));
+    } else if (type == "op_end") {
+      if (!stacks[thread].empty()) stacks[thread].pop_back();
+    }
+    if (n == peak_event) {
+      peak_line = line;
+      return stacks[thread].empty() ? 0 : stacks[thread].back();
+    }
+  }
+  ADD_FAILURE() << "the dump has " << n << " events, the peak is event " << peak_event;
+  return 0;
+}
+
+struct Exactness {
+  json report;
+  json expected;  // the oracle's account at the peak
+  std::string peak_line;
+  uint64_t peak_op = 0;
+};
+
+Exactness run_exactness(const std::string &script) {
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace", side = tmp / "views.json";
+  Result r = run_torch(trace, {kScripts + "/" + script, side});
+  Exactness x;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return x;
+  x.report = report_of(trace);
+  const json views = json::parse(read_file(side), nullptr, false);
+  EXPECT_FALSE(views.is_discarded()) << "no oracle views in " << side;
+  if (views.is_discarded() || x.report.is_discarded()) return x;
+  x.peak_op = op_open_at(trace, x.report["peak"]["event"].get<uint64_t>(), x.peak_line);
+  EXPECT_NE(x.peak_op, 0u) << "the peak is outside every op: " << x.peak_line;
+  auto it = views["views"].find(std::to_string(x.peak_op));
+  EXPECT_NE(it, views["views"].end())
+      << "the oracle has no account for op #" << x.peak_op << " (the peak is in "
+      << x.report["peak"]["phase"] << ", where the oracle does not look): " << x.peak_line;
+  if (it != views["views"].end()) x.expected = *it;
+  return x;
+}
+
+void expect_roles_exact(const Exactness &x) {
+  if (x.expected.is_null()) return;
+  const json &by_role = x.report["peak"]["by_role"];
+  for (const char *role : {"parameter", "optimizer_state", "forward_cache", "adjoint"})
+    EXPECT_EQ(by_role[role].get<uint64_t>(), x.expected[role].get<uint64_t>())
+        << role << " at the peak (op #" << x.peak_op << ", " << x.report["peak"]["phase"]
+        << "): adprof says " << by_role[role] << ", PyTorch " << x.expected[role];
+}
+
+// An MLP with Adam: the peak is in the first optimizer step (Adam's state is made while every
+// gradient is alive), and each role there is what PyTorch holds.
+TEST(TorchExactness, MlpWithAdam) {
+  SKIP_WITHOUT_TORCH();
+  Exactness x = run_exactness("exact_mlp.py");
+  if (x.report.is_null()) return;
+  EXPECT_EQ(x.report["engine"]["name"], "pytorch");
+  EXPECT_EQ(x.report["peak"]["phase"], "optimizer") << "the script is meant to peak in Adam's "
+                                                       "first step";
+  expect_roles_exact(x);
+  // 3 linear layers: 256*512 + 512 + 512*512 + 512 + 512*10 + 10 floats
+  const uint64_t params = 4ull * (256 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10);
+  EXPECT_EQ(x.report["peak"]["by_role"]["parameter"].get<uint64_t>(), params);
+  EXPECT_EQ(x.report["steps"].size(), 3u);
+}
+
+// Embedding, layer norm, MLP head, Adam; activation-heavy: the peak is in a backward pass,
+// with forward caches alive and gradients in flight.
+TEST(TorchExactness, EmbeddingLayerNorm) {
+  SKIP_WITHOUT_TORCH();
+  Exactness x = run_exactness("exact_embedding.py");
+  if (x.report.is_null()) return;
+  EXPECT_EQ(x.report["peak"]["phase"], "backward") << "the script is meant to peak in backward";
+  expect_roles_exact(x);
+  EXPECT_GT(x.report["peak"]["by_role"]["forward_cache"].get<uint64_t>(), 0u);
+  EXPECT_GT(x.report["peak"]["by_role"]["adjoint"].get<uint64_t>(), 0u);
+}
+
+// The program's report names modules, phases, steps and the widened index.
+TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace", side = tmp / "views.json";
+  Result r = run_torch(trace, {kScripts + "/exact_embedding.py", side});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result dump = run_cli({"dump", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0);
+  for (const char *text : {"op_begin  aten::addmm#", "op_begin  aten::native_layer_norm#",
+                           "op_begin  aten::embedding_dense_backward#", "phase     forward",
+                           "phase     backward", "phase     optimizer", "-> forward_cache",
+                           "-> duplicate source=0x", "-> optimizer_state", "-> input"})
+    EXPECT_NE(dump.out.find(text), std::string::npos) << "no '" << text << "' in the trace";
+  for (const char *name : {"model.mlp.0", "model.norm.weight", "model.embed.weight.exp_avg",
+                           "model.head.weight.grad", "ad.index_widened", "pytorch"})
+    EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos)
+        << "name '" << name << "' never interned";
+}
+
+// A script that raises: its traceback (from its own frames) and status 1, as plain python; the
+// trace is complete.
+TEST(TorchBadInput, ScriptRaises) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "raises.py",
+             "import torch\ndef f():\n    raise ValueError('boom')\nprint('before')\nf()\n");
+  Result r = run_torch(tmp / "t.adtrace", {tmp / "raises.py"});
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("before"), std::string::npos);
+  EXPECT_NE(r.err.find("Traceback (most recent call last):"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("line 5, in <module>"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ValueError: boom"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("runpy"), std::string::npos) << "frames that are not the script's:\n"
+                                                    << r.err;
+  EXPECT_EQ(r.err.find("adprof/torch"), std::string::npos) << r.err;
+  json j = report_of(tmp / "t.adtrace");
+  EXPECT_EQ(j["trace"]["complete"], true);
+}
+
+// sys.exit(N) is the program's status.
+TEST(TorchBadInput, ExitStatusPassesThrough) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "exits.py", "import sys\nsys.exit(7)\n");
+  Result r = run_torch(tmp / "t.adtrace", {tmp / "exits.py", "a"});
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+}
+
+// Not Python: the SyntaxError python3 prints (no traceback) and its status.
+TEST(TorchBadInput, NotPython) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "notpython.py", "x = (\n");
+  write_file(tmp / "binary.py", std::string("\x7f"
+                                            "ELF\x02\x01\x01\0\0\0",
+                                            10));
+  for (const char *name : {"notpython.py", "binary.py"}) {
+    SpawnOptions plain;
+    plain.argv = {kPython, tmp / name};
+    Result p = run(plain);
+    Result r = run_torch(tmp / (std::string(name) + ".adtrace"), {tmp / name});
+    EXPECT_EQ(r.exit_code, p.exit_code) << name << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 1) << name;
+    EXPECT_NE(r.err.find("SyntaxError"), std::string::npos) << name << ": " << r.err;
+    EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << name << ": " << r.err;
+  }
+}
+
+// PyTorch missing (python3 -S: no site-packages) or too old (a stand-in torch 1.12 first on
+// PYTHONPATH): one clear line, status 1, the script never runs.
+TEST(TorchBadInput, TorchMissingOrTooOld) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "script.py", "print('ran')\n");
+  Result missing = run_torch(tmp / "a.adtrace", {"-S", tmp / "script.py"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.out.find("ran"), std::string::npos);
+  EXPECT_NE(missing.err.find("adprof.torch: PyTorch is not installed\n"), std::string::npos)
+      << missing.err;
+
+  fs::create_directories(tmp / "old/torch");
+  write_file(tmp / "old/torch/__init__.py", "__version__ = '1.12.1+cpu'\n");
+  Result old =
+      run_torch(tmp / "b.adtrace", {"-S", tmp / "script.py"}, {{"PYTHONPATH", tmp / "old"}});
+  EXPECT_EQ(old.exit_code, 1);
+  EXPECT_EQ(old.out.find("ran"), std::string::npos);
+  EXPECT_NE(old.err.find("adprof.torch: needs PyTorch >= 1.13 (this is 1.12.1+cpu)\n"),
+            std::string::npos)
+      << old.err;
+}
+
+// --torch needs an interpreter and a script.
+TEST(TorchCli, UsageErrors) {
+  ADPROF_SKIP_IF_SANITIZED();
+  TempDir tmp;
+  Result r = run_cli({"run", "--torch", "-o", tmp / "a.adtrace", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--torch needs a Python interpreter"), std::string::npos) << r.err;
+  r = run_cli({"run", "--torch", "-o", tmp / "b.adtrace", "--", kPython, "-c", "pass"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not python3 -c"), std::string::npos) << r.err;
+}
+
+// Not under adprof, the package is inert: the script runs as with plain python.
+TEST(TorchInert, PlainPythonRunsTheScript) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "script.py",
+             "import sys, torch, adprof\nprint('active', adprof.active(), sys.argv[1:])\n");
+  SpawnOptions o;
+  o.argv = {kPython, "-m", "adprof.torch", tmp / "script.py", "x", "y"};
+  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  Result r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("active False ['x', 'y']"), std::string::npos) << r.out;
+}
+
+}  // namespace
