@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "../support/sanitizer_skip.h"
@@ -179,6 +180,101 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
                            "model.head.weight.grad", "ad.index_widened", "pytorch"})
     EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos)
         << "name '" << name << "' never interned";
+}
+
+// A program's own TorchDispatchMode still sees its ops (adprof's mode stays under it), and a
+// thread the program starts is instrumented too (its backward is recorded as such).
+TEST(TorchRecording, UserModesAndThreads) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/modes_threads.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  SpawnOptions plain;
+  plain.argv = {kPython, kScripts + "/modes_threads.py"};
+  Result p = run(plain);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(r.out, p.out) << "the program's mode sees other ops under adprof";
+  Result dump = run_cli({"dump", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0);
+  std::set<std::string> backward_threads, pow_threads;
+  std::istringstream lines(dump.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string time, thread, type, value;
+    fields >> time >> thread >> type >> value;
+    if (type == "phase" && value == "backward") backward_threads.insert(thread);
+    if (type == "op_begin" && value.rfind("aten::pow", 0) == 0) pow_threads.insert(thread);
+  }
+  EXPECT_EQ(backward_threads.size(), 2u) << "backward recorded on the main thread and the "
+                                            "trainer thread";
+  EXPECT_EQ(pow_threads.size(), 1u) << "the trainer thread's own op";
+  EXPECT_EQ(
+      pow_threads.count(*backward_threads.rbegin()) + pow_threads.count(*backward_threads.begin()),
+      1u);
+}
+
+// A tape listener that raises never reaches the program: one line, and training goes on.
+TEST(TorchRecording, FailingListenerNeverRaisesIntoTheProgram) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "listener.py",
+             "import torch, adprof.torch\n"
+             "class Broken:\n"
+             "    def __getattr__(self, name):\n"
+             "        def fail(*args):\n"
+             "            raise RuntimeError('listener bug')\n"
+             "        return fail\n"
+             "adprof.torch.instrumentation().listener = Broken()\n"
+             "model = torch.nn.Linear(4, 2)\n"
+             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "for _ in range(2):\n"
+             "    opt.zero_grad()\n"
+             "    model(torch.randn(3, 4)).sum().backward()\n"
+             "    opt.step()\n"
+             "print('trained')\n");
+  Result r = run_torch(tmp / "t.adtrace", {tmp / "listener.py"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained"), std::string::npos);
+  EXPECT_NE(r.err.find("adprof.torch: the tape listener failed in"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
+}
+
+// The explicit API under a plain `adprof run`: the model named as given, the caller's steps.
+TEST(TorchRecording, ExplicitProfileApi) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "explicit.py",
+             "import torch, adprof.torch\n"
+             "net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),\n"
+             "                          torch.nn.Linear(16, 1))\n"
+             "opt = torch.optim.Adam(net.parameters(), lr=0.01)\n"
+             "with adprof.torch.profile(net, opt, name='mynet') as prof:\n"
+             "    for step in range(3):\n"
+             "        prof.step(10 + step)\n"
+             "        opt.zero_grad()\n"
+             "        net(torch.randn(4, 8)).sum().backward()\n"
+             "        opt.step()\n"
+             "print('installed after:', adprof.torch.instrumentation())\n");
+  SpawnOptions o;
+  o.argv = {cli_path(),        "run", "--no-report", "-o",
+            tmp / "t.adtrace", "--",  kPython,       tmp / "explicit.py"};
+  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  Result r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("installed after: None"), std::string::npos) << r.out;
+  Result dump = run_cli({"dump", tmp / "t.adtrace"}, 300);
+  std::vector<std::string> steps;
+  for (const std::string &line : lines_of(dump.out)) {
+    std::istringstream fields(line);
+    std::string time, thread, type, kind, value;
+    fields >> time >> thread >> type >> kind >> value;
+    if (type == "step") steps.push_back(value);
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{"10", "11", "12"}));
+  for (const char *name : {"mynet.0.weight", "mynet.2.bias.exp_avg", "mynet.0.weight.grad"})
+    EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos) << name;
 }
 
 // A script that raises: its traceback (from its own frames) and status 1, as plain python; the

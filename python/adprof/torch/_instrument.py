@@ -29,6 +29,7 @@ import threading
 import weakref
 
 import torch
+import torch.utils._python_dispatch as _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _protocol as P
@@ -58,10 +59,51 @@ else:  # 1.13: _storage() is the untyped storage (storage() builds a TypedStorag
     def storage_ptr(t):
         return t._storage().data_ptr()
 
+
+
+class _NoDispatch:
+    """No dispatch mode (ours or the program's) sees the ops run inside: the instrumentation's
+    own tensor work. The guard is RAII on 1.13 (alive = on), a context manager on later ones."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self):
+        self.guard = torch._C._DisableTorchDispatch()
+        if hasattr(self.guard, "__enter__"):
+            self.guard.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if hasattr(self.guard, "__exit__"):
+            self.guard.__exit__(*exc)
+        self.guard = None
+        return False
+
+
 _HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook")  # 2.1+
 _optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
     "torch.optim.optimizer", fromlist=["Optimizer"])
 _HAS_GLOBAL_STEP_HOOKS = hasattr(_optim_module, "register_optimizer_step_pre_hook")  # 2.0+
+# 1.13 runs a stack of dispatch modes through a Python helper mode that pops and pushes the
+# stack around every op (about 11 us an op, half of the instrumentation's cost). There the mode
+# is set directly as the C++-level mode while no other mode is pushed (see _RawMode).
+_RAW_MODE = hasattr(_python_dispatch, "_TorchDispatchStackMode") and hasattr(
+    torch._C, "_set_torch_dispatch_mode")
+
+
+def _guarded(fallback=None):
+    """A hook method that never raises into the program: an error is reported once per hook
+    (one line on stderr) and the hook returns `fallback`."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args):
+            try:
+                return method(self, *args)
+            except Exception as e:
+                self._internal_error(method.__name__, e)
+                return fallback
+        return guarded
+    return wrap
 
 
 class _ThreadState(threading.local):
@@ -73,6 +115,10 @@ class _ThreadState(threading.local):
         self.backward = 0  # nesting depth of backward calls on this thread
         self.optimizer = 0  # nesting depth of optimizer steps
         self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
+        # 1.13: the mode set directly (raw), its twin for the stack, and which one is in use
+        self.raw = None
+        self.twin = None
+        self.raw_active = False
         # A thread Python did not start (an autograd device thread): runs backward work.
         self.native = isinstance(threading.current_thread(), threading._DummyThread)
 
@@ -91,7 +137,10 @@ class _Saved:
     def __del__(self):
         owner = self.owner
         if owner is not None:
-            owner._released(self)
+            try:
+                owner._released(self)
+            except Exception:  # at interpreter shutdown the modules may be half torn down
+                pass
 
 
 def _unpack(saved):
@@ -126,6 +175,20 @@ def _any_requires_grad(args):
 class _Mode(TorchDispatchMode):
     def __init__(self, owner):
         super().__init__()
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.owner._dispatch(func, args, kwargs)
+
+
+class _RawMode:
+    """1.13: the C++-level dispatch mode itself, without the mode stack's helper. When the
+    program pushes a mode of its own, the twin (_Mode) takes this one's place at the bottom of
+    the stack until the program's modes are popped (Instrumentation._push_mode/_pop_mode)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner):
         self.owner = owner
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -178,9 +241,11 @@ class Instrumentation:
         self.steps = 0  # optimizer steps done
         self.pending_step = 0  # the step number to mark when the next iteration starts
         self.backward_active = 0  # backward calls in progress, all threads
+        self.manual_steps = False  # profile().step() was called
         self.installed = False
         self._undo = []  # callables that remove what install() added, last first
         self._listener_failed = False
+        self._errors_reported = set()
         self._modes = {}
 
     # ---------------------------------------------------------------- install / uninstall
@@ -193,8 +258,14 @@ class Instrumentation:
         self._enter_thread()
         self._undo.append(self._leave_thread)
         mod = torch.nn.modules.module
+        post_options = {}
+        try:  # 2.x: also called when forward raises, so the module stack stays true
+            if "always_call" in inspect.signature(mod.register_module_forward_hook).parameters:
+                post_options["always_call"] = True
+        except (TypeError, ValueError):
+            pass
         handles = [mod.register_module_forward_pre_hook(self._module_pre),
-                   mod.register_module_forward_hook(self._module_post)]
+                   mod.register_module_forward_hook(self._module_post, **post_options)]
         self._undo.append(lambda: [h.remove() for h in handles])
         self._patch(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
         self._patch(torch.autograd, "grad", self._wrap_backward(torch.autograd.grad))
@@ -202,6 +273,7 @@ class Instrumentation:
         optim = torch.optim.Optimizer
         self._patch(optim, "__init__", self._wrap_optimizer_init(optim.__init__))
         self._patch(optim, "zero_grad", self._wrap_zero_grad(optim.zero_grad))
+        self._patch(optim, "state_dict", self._wrap_state_dict(optim.state_dict))
         self._patch(torch.nn.Module, "zero_grad", self._wrap_zero_grad(torch.nn.Module.zero_grad))
         if _HAS_GLOBAL_STEP_HOOKS:
             pre = _optim_module.register_optimizer_step_pre_hook(
@@ -211,6 +283,11 @@ class Instrumentation:
             self._undo.append(lambda: (pre.remove(), post.remove()))
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
+        if _RAW_MODE:
+            self._patch(_python_dispatch, "_push_mode",
+                        self._wrap_push_mode(_python_dispatch._push_mode))
+            self._patch(_python_dispatch, "_pop_mode",
+                        self._wrap_pop_mode(_python_dispatch._pop_mode))
 
     def uninstall(self):
         if not self.installed:
@@ -232,17 +309,53 @@ class Instrumentation:
         self._undo.append(undo)
 
     def _enter_thread(self):
+        th = self.thread
         mode = _Mode(self)
-        mode.__enter__()
+        if _RAW_MODE and _python_dispatch._len_torch_dispatch_stack() == 0:
+            th.raw, th.twin, th.raw_active = _RawMode(self), mode, True
+            torch._C._set_torch_dispatch_mode(th.raw)
+        else:
+            mode.__enter__()
         hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         hooks.__enter__()
         self._modes[threading.get_ident()] = (mode, hooks)
 
     def _leave_thread(self):
         mode, hooks = self._modes.pop(threading.get_ident(), (None, None))
-        if hooks is not None:
-            hooks.__exit__(None, None, None)
+        if hooks is None:
+            return
+        hooks.__exit__(None, None, None)
+        th = self.thread
+        if th.raw_active:
+            torch._C._set_torch_dispatch_mode(None)
+            th.raw_active = False
+        elif th.twin is None:
             mode.__exit__(None, None, None)
+        th.raw = th.twin = None
+
+    def _wrap_push_mode(self, original):
+        def _push_mode(mode, *args):
+            th = self.thread
+            if th.raw_active and mode is not th.twin and \
+                    _python_dispatch._len_torch_dispatch_stack() == 0:
+                th.raw_active = False
+                original(th.twin)  # the stack's helper replaces the raw mode: ours goes first
+            return original(mode, *args)
+        return _push_mode
+
+    def _wrap_pop_mode(self, original):
+        def _pop_mode(*args):
+            old = original(*args)
+            th = self.thread
+            twin = th.twin
+            if twin is not None and old is not twin and not th.raw_active and \
+                    _python_dispatch._len_torch_dispatch_stack() == 1 and \
+                    _python_dispatch._get_dispatch_stack_at(0) is twin:
+                original()  # only ours is left: set directly again
+                torch._C._set_torch_dispatch_mode(th.raw)
+                th.raw_active = True
+            return old
+        return _pop_mode
 
     def _wrap_thread_start(self, original):
         def _bootstrap_inner(thread):
@@ -267,6 +380,12 @@ class Instrumentation:
             sys.stderr.write(f"adprof.torch: the tape listener failed in {method} ({e!r}); "
                              "tape events stop here\n")
             return None
+
+    def _internal_error(self, where, error):
+        if where not in self._errors_reported:
+            self._errors_reported.add(where)
+            sys.stderr.write(f"adprof.torch: internal error in {where} ({error!r}); the "
+                             "recording of roles may be incomplete, the program goes on\n")
 
     # ---------------------------------------------------------------- ops
     def _op_info(self, func):
@@ -319,6 +438,7 @@ class Instrumentation:
             ctx.op_end()
         return out
 
+    @_guarded()
     def _outputs(self, info, phase, args, out, th):
         """Retags, labels and describes the storages the op created."""
         if isinstance(out, Tensor):
@@ -377,6 +497,13 @@ class Instrumentation:
 
     # ---------------------------------------------------------------- saved tensors
     def _pack(self, t):
+        try:
+            return self._pack_recorded(t)
+        except Exception as e:
+            self._internal_error("_pack", e)
+            return _Saved(t, 0, None, None)
+
+    def _pack_recorded(self, t):
         th = self.thread
         ptr = 0
         if not t.is_cuda and not t.is_meta:
@@ -395,7 +522,8 @@ class Instrumentation:
         if t.grad_fn is not None:
             th.off += 1
             try:
-                t = t.detach()
+                with _NoDispatch():  # the program's own dispatch modes never see our ops
+                    t = t.detach()
             finally:
                 th.off -= 1
         return _Saved(t, ptr, token, self)
@@ -492,6 +620,12 @@ class Instrumentation:
                 self._tell("on_grad", path, param, grad)
 
         def accumulated(*_):
+            try:
+                note_accumulated()
+            except Exception as e:
+                self._internal_error("accumulated", e)
+
+        def note_accumulated():
             param = param_ref()
             if param is None:
                 return
@@ -509,12 +643,14 @@ class Instrumentation:
             if _HAS_POST_ACCUMULATE_HOOK:
                 p.register_post_accumulate_grad_hook(accumulated)
             else:  # 1.13: the AccumulateGrad node, kept alive so that it stays p's
-                node = p.expand_as(p).grad_fn.next_functions[0][0]
+                with _NoDispatch():
+                    node = p.expand_as(p).grad_fn.next_functions[0][0]
                 node.register_hook(accumulated)
                 self.grad_nodes.append(node)
         finally:
             th.off -= 1
 
+    @_guarded()
     def _module_pre(self, module, inputs):
         th = self.thread
         path, path_id = self._path_of(module)
@@ -543,6 +679,7 @@ class Instrumentation:
                 ctx.set_phase(P.PHASE_FORWARD)
                 th.phase = P.PHASE_FORWARD
 
+    @_guarded()
     def _module_post(self, module, inputs, output):
         th = self.thread
         stack = th.modules
@@ -558,7 +695,7 @@ class Instrumentation:
             self._tell("on_module_exit", path, module, outs)
 
     def _start_iteration(self):
-        if self.pending_step is not None:
+        if self.pending_step is not None and not self.manual_steps:
             self.ctx.step(self.pending_step)
             self.pending_step = None
 
@@ -583,8 +720,11 @@ class Instrumentation:
             th = self.thread
             if th.backward:
                 return original(*args, **kwargs)
-            roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-            roots = [roots] if isinstance(roots, Tensor) else list(roots or ())
+            try:
+                roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+                roots = [roots] if isinstance(roots, Tensor) else list(roots or ())
+            except Exception:  # the original reports what is wrong with its arguments
+                roots = []
             th.backward += 1
             with self.saved_lock:
                 self.backward_active += 1
@@ -615,6 +755,7 @@ class Instrumentation:
                                  f"({e!r})\n")
         return __init__
 
+    @_guarded()
     def _adopt_optimizer(self, opt):
         if not _HAS_GLOBAL_STEP_HOOKS:  # 1.13: wrap step of this optimizer's class
             cls = type(opt)
@@ -639,6 +780,20 @@ class Instrumentation:
             dict.__setitem__(tracked, param, values)
         opt.state = tracked
 
+    def _wrap_state_dict(self, original):
+        """state_dict() hands out the state's inner dicts: plain ones, not the tracking dicts,
+        so that a checkpoint never names an adprof class (torch.load(weights_only=True))."""
+        @functools.wraps(original)
+        def state_dict(opt, *args, **kwargs):
+            result = original(opt, *args, **kwargs)
+            state = result.get("state") if isinstance(result, dict) else None
+            if isinstance(state, dict):
+                for key, value in list(state.items()):
+                    if type(value) is _ParamState:
+                        state[key] = dict(value)
+            return result
+        return state_dict
+
     def _wrap_step(self, original):
         @functools.wraps(original)
         def step(opt, *args, **kwargs):
@@ -653,6 +808,7 @@ class Instrumentation:
         step.__adprof_wrapped__ = original
         return step
 
+    @_guarded()
     def _step_begin(self, opt):
         th = self.thread
         th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
@@ -670,6 +826,7 @@ class Instrumentation:
             th.phase = P.PHASE_OPTIMIZER
         self._tell("on_step_begin", opt, self.steps)
 
+    @_guarded()
     def _step_end(self, opt):
         th = self.thread
         step = self.steps
@@ -687,6 +844,7 @@ class Instrumentation:
         self._leave_scope(th)
         self._tell("on_step_end", opt, step)
 
+    @_guarded()
     def _state_tensor(self, param, key, value):
         if value.is_cuda or value.is_meta:
             return
@@ -726,6 +884,7 @@ class Instrumentation:
             step = self.steps
         self.ctx.step(step)
         self.pending_step = None
+        self.manual_steps = True  # the program marks its steps: no automatic marks from now
 
     def ops_seen(self):
         """How many op scopes were opened so far (the instance of the last one)."""
