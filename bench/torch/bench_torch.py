@@ -10,6 +10,11 @@
                  (torch.profiler.profile(activities=[CPU], profile_memory=True) around the script)
   memray         MEMRAY_PYTHON -m memray run -q -f -o F SAMPLE ARGS (memray from PyPI in a
                  throwaway venv that sees Debian's torch; never a dependency of adprof)
+  plain-jemalloc, torch.profiler-jemalloc (not run by default): the same with Debian's
+                 libjemalloc preloaded, the allocator adprof's interposer forwards to. glibc's
+                 malloc gives a freed multi-MiB tensor back to the system and faults it in
+                 again the next step; jemalloc keeps it: these two separate that from the
+                 profilers' own cost.
 
 The sample (samples/torch/fashion_mnist.py) times each training step itself and prints the
 median step after 5 warm-up steps, in wall time and in process CPU time (every thread: the
@@ -38,10 +43,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch
 STEP = re.compile(r"step median ([0-9.]+) ms wall, ([0-9.]+) ms CPU")
 VARIANTS = ("plain", "adprof", "adprof-bare", "torch.profiler", "memray")
+EXTRA_VARIANTS = ("plain-jemalloc", "torch.profiler-jemalloc")
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
 def command(variant, a, sample, out):
     adprof = os.path.join(a.build, "bin", "adprof")
+    if variant.endswith("-jemalloc"):
+        return ["env", "LD_PRELOAD=" + JEMALLOC] + command(variant[:-len("-jemalloc")], a,
+                                                            sample, out)
     if variant == "plain":
         return [PYTHON] + sample
     if variant == "adprof":
@@ -75,8 +85,8 @@ def main():
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
-        if v not in VARIANTS:
-            ap.error("unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS)))
+        if v not in VARIANTS + EXTRA_VARIANTS:
+            ap.error("unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS + EXTRA_VARIANTS)))
     if a.runs < 1 or a.steps < 7:
         ap.error("--runs must be at least 1 and --steps at least 7")
     a.build = os.path.abspath(a.build)
@@ -147,6 +157,14 @@ def main():
                 peer = med("torch.profiler", i) / med(base, i)
                 line += ", torch.profiler %.2fx (adprof below it: %s)" % (
                     peer, "met" if ratio < peer else "MISSED")
+            print(line)
+    if "adprof" in variants and "plain-jemalloc" in variants:
+        for i, what in ((0, "wall"), (1, "CPU")):
+            line = "same allocator (jemalloc) (%s): adprof %.2fx plain-jemalloc" % (
+                what, med("adprof", i) / med("plain-jemalloc", i))
+            if "torch.profiler-jemalloc" in variants:
+                line += ", torch.profiler-jemalloc %.2fx" % (
+                    med("torch.profiler-jemalloc", i) / med("plain-jemalloc", i))
             print(line)
     return 0
 
