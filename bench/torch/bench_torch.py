@@ -15,6 +15,9 @@
                  malloc gives a freed multi-MiB tensor back to the system and faults it in
                  again the next step; jemalloc keeps it: these two separate that from the
                  profilers' own cost.
+  adprof-nodecay (not run by default): adprof with MALLOC_CONF=retain:false,dirty_decay_ms:-1:
+                 jemalloc's dirty-page decay gives freed multi-MiB tensors back to the system
+                 and the next step faults them in again (docs/PERFORMANCE.md, batch 256).
 
 The sample (samples/torch/fashion_mnist.py) times each training step itself and prints the
 median step after 5 warm-up steps, in wall time and in process CPU time (every thread: the
@@ -43,12 +46,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch
 STEP = re.compile(r"step median ([0-9.]+) ms wall, ([0-9.]+) ms CPU")
 VARIANTS = ("plain", "adprof", "adprof-bare", "torch.profiler", "memray")
-EXTRA_VARIANTS = ("plain-jemalloc", "torch.profiler-jemalloc")
+EXTRA_VARIANTS = ("plain-jemalloc", "torch.profiler-jemalloc", "adprof-nodecay")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
 def command(variant, a, sample, out):
     adprof = os.path.join(a.build, "bin", "adprof")
+    if variant == "adprof-nodecay":
+        return ["env", "MALLOC_CONF=retain:false,dirty_decay_ms:-1"] + command("adprof", a,
+                                                                               sample, out)
     if variant.endswith("-jemalloc"):
         return ["env", "LD_PRELOAD=" + JEMALLOC] + command(variant[:-len("-jemalloc")], a,
                                                             sample, out)
