@@ -188,11 +188,14 @@ std::vector<std::string> with_torch_instrumentation(const std::vector<std::strin
     return program;  // already there
   if (at == program.size())
     throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
-  if (program[at] == "--") ++at;
+  // `python3 -- train.py`: the module goes before the "--", which then has no use.
+  const size_t rest = program[at] == "--" ? at + 1 : at;
+  if (rest == program.size())
+    throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
   std::vector<std::string> out(program.begin(), program.begin() + static_cast<std::ptrdiff_t>(at));
   out.push_back("-m");
   out.push_back("adprof.torch");
-  out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(at), program.end());
+  out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(rest), program.end());
   return out;
 }
 

@@ -363,6 +363,26 @@ TEST(TorchCli, UsageErrors) {
   EXPECT_NE(r.err.find("not python3 -c"), std::string::npos) << r.err;
 }
 
+// --torch goes after the interpreter's own options; `python3 -- SCRIPT` and `python3 -m MODULE`
+// work as without adprof, instrumented.
+TEST(TorchCli, InterpreterOptionsAndModules) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string probe =
+      "import sys, adprof.torch\n"
+      "print('instrumented', adprof.torch.instrumentation() is not None, sys.argv[1:])\n";
+  write_file(tmp / "probe.py", probe);
+  fs::create_directories(tmp / "pkg");
+  write_file(tmp / "pkg/__init__.py", "");
+  write_file(tmp / "pkg/train.py", probe);
+  Result r = run_torch(tmp / "a.adtrace", {"-u", "-W", "ignore", "--", tmp / "probe.py", "x"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("instrumented True ['x']"), std::string::npos) << r.out << r.err;
+  r = run_torch(tmp / "b.adtrace", {"-m", "pkg.train", "y"}, {{"PYTHONPATH", tmp.path()}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("instrumented True ['y']"), std::string::npos) << r.out << r.err;
+}
+
 // Not under adprof, the package is inert: the script runs as with plain python.
 TEST(TorchInert, PlainPythonRunsTheScript) {
   SKIP_WITHOUT_TORCH();

@@ -143,6 +143,18 @@ class _Saved:
                 pass
 
 
+def _empty_method(self, *args):
+    pass
+
+
+def _does_nothing(method):
+    """True for a method whose body is `pass` (same bytecode as _empty_method's)."""
+    code = getattr(getattr(method, "__func__", None), "__code__", None)
+    empty = _empty_method.__code__
+    return code is not None and code.co_code == empty.co_code and \
+        code.co_consts[:1] == empty.co_consts[:1]
+
+
 def _unpack(saved):
     return saved.tensor
 
@@ -226,13 +238,17 @@ class _OptimizerState(collections.defaultdict):
 class Instrumentation:
     def __init__(self, ctx, listener=None):
         self.ctx = ctx
+        # The engine first: a tape listener that describes the engine further (its policies, a
+        # later protocol version) comes after, and its description is the last word.
+        ctx.describe_engine("pytorch", torch.__version__)
+        self._on_op_wanted = True
         self.listener = listener if listener is not None else TapeListener(ctx)
         self.thread = _ThreadState()
         self.instances = itertools.count(1)
         self.ops = {}  # OpOverload -> (name id, name, kind)
         self.paths = weakref.WeakKeyDictionary()  # module -> (path, path name id)
         self.params = {}  # storage address -> weakref to the parameter
-        self.param_paths = {}  # id(parameter) -> path
+        self.param_paths = {}  # id(parameter) -> (weakref to it, path); see _param_path
         self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module
         self.saved = {}  # storage address -> number of live saved references (forward_cache)
         self.saved_lock = threading.Lock()
@@ -248,13 +264,21 @@ class Instrumentation:
         self._errors_reported = set()
         self._modes = {}
 
+    @property
+    def listener(self):
+        return self._listener
+
+    @listener.setter
+    def listener(self, listener):
+        self._listener = listener
+        # A listener whose on_op does nothing costs no argument lists per op.
+        self._on_op_wanted = not _does_nothing(getattr(listener, "on_op", None))
+
     # ---------------------------------------------------------------- install / uninstall
     def install(self):
         if self.installed:
             return
         self.installed = True
-        ctx = self.ctx
-        ctx.describe_engine("pytorch", torch.__version__)
         self._enter_thread()
         self._undo.append(self._leave_thread)
         mod = torch.nn.modules.module
@@ -276,10 +300,8 @@ class Instrumentation:
         self._patch(optim, "state_dict", self._wrap_state_dict(optim.state_dict))
         self._patch(torch.nn.Module, "zero_grad", self._wrap_zero_grad(torch.nn.Module.zero_grad))
         if _HAS_GLOBAL_STEP_HOOKS:
-            pre = _optim_module.register_optimizer_step_pre_hook(
-                lambda opt, args, kwargs: self._step_begin(opt))
-            post = _optim_module.register_optimizer_step_post_hook(
-                lambda opt, args, kwargs: self._step_end(opt))
+            pre = _optim_module.register_optimizer_step_pre_hook(self._step_pre_hook)
+            post = _optim_module.register_optimizer_step_post_hook(self._step_post_hook)
             self._undo.append(lambda: (pre.remove(), post.remove()))
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
@@ -374,7 +396,7 @@ class Instrumentation:
         if self._listener_failed:
             return None
         try:
-            return getattr(self.listener, method)(*args)
+            return getattr(self._listener, method)(*args)
         except Exception as e:  # the listener must never break the program
             self._listener_failed = True
             sys.stderr.write(f"adprof.torch: the tape listener failed in {method} ({e!r}); "
@@ -426,10 +448,13 @@ class Instrumentation:
                     out = func(*args, **kwargs) if kwargs else func(*args)
                 finally:
                     ctx.set_role(previous)
-                self._outputs(info, phase, args, out, th)
+                try:
+                    self._outputs(info, phase, args, out, th)
+                except Exception as e:  # never into the program
+                    self._internal_error("_outputs", e)
             else:
                 out = func(*args, **kwargs) if kwargs else func(*args)
-            if not self._listener_failed:
+            if self._on_op_wanted and not self._listener_failed:
                 outs = [out] if isinstance(out, Tensor) else (
                     [o for o in out if isinstance(o, Tensor)] if type(out) in (tuple, list)
                     else [])
@@ -438,7 +463,6 @@ class Instrumentation:
             ctx.op_end()
         return out
 
-    @_guarded()
     def _outputs(self, info, phase, args, out, th):
         """Retags, labels and describes the storages the op created."""
         if isinstance(out, Tensor):
@@ -546,9 +570,12 @@ class Instrumentation:
         for table in (self.params, self.inputs):
             ref = table.get(ptr)
             if ref is not None:
-                if ref() is not None:
+                t = ref()
+                if t is not None and storage_ptr(t) == ptr:
                     return True
-                table.pop(ptr, None)  # that tensor died: its address may be another's now
+                # That tensor died, or has another storage now (p.data = ...): the address
+                # may be another's.
+                table.pop(ptr, None)
         return False
 
     # ---------------------------------------------------------------- modules
@@ -603,13 +630,19 @@ class Instrumentation:
             return
         ctx = self.ctx
         self.params[ptr] = weakref.ref(p)
-        self.param_paths[id(p)] = path
+        self.param_paths[id(p)] = (weakref.ref(p), path)
         ctx.retag(ptr, P.ROLE_PARAMETER, 0)
         ctx.label(ptr, ctx.name(path))
         ctx.describe(ptr, _DTYPES.get(p.dtype, P.DTYPE_UNKNOWN), p.shape)
         if p.requires_grad and p not in self.hooked_params:
             self.hooked_params.add(p)
             self._hook_grads(p, path)
+
+    def _param_path(self, p):
+        """The path a parameter was adopted with (None: not adopted; an id reused by a new
+        tensor after the old one died is not its)."""
+        entry = self.param_paths.get(id(p))
+        return entry[1] if entry is not None and entry[0]() is p else None
 
     def _hook_grads(self, p, path):
         param_ref = weakref.ref(p)
@@ -669,7 +702,7 @@ class Instrumentation:
                 if ptr and ptr not in self.params:
                     ref = self.inputs.get(ptr)
                     if ref is None or ref() is not t:
-                        self.inputs[ptr] = weakref.ref(t)
+                        self.inputs[ptr] = weakref.ref(t, self._input_died(ptr))
                         ctx.retag(ptr, P.ROLE_INPUT, 0)
                         ctx.label(ptr, ctx.name(path + ".input"))
                         ctx.describe(ptr, _DTYPES.get(t.dtype, P.DTYPE_UNKNOWN), t.shape)
@@ -678,6 +711,15 @@ class Instrumentation:
             if th.phase != P.PHASE_FORWARD:
                 ctx.set_phase(P.PHASE_FORWARD)
                 th.phase = P.PHASE_FORWARD
+
+    def _input_died(self, ptr):
+        """The weakref callback that forgets an input when its tensor dies (one a step)."""
+        inputs = self.inputs
+
+        def died(ref):
+            if inputs.get(ptr) is ref:
+                inputs.pop(ptr, None)
+        return died
 
     @_guarded()
     def _module_post(self, module, inputs, output):
@@ -809,6 +851,26 @@ class Instrumentation:
         return step
 
     @_guarded()
+    # 2.x: the global step hooks. A subclass whose step calls its base's runs them twice, one
+    # call inside the other: only the outermost begins and ends the step.
+    def _step_pre_hook(self, opt, args, kwargs):
+        th = self.thread
+        stack = getattr(th, "steps_open", None)
+        if stack is None:
+            stack = th.steps_open = []
+        if stack and stack[-1] is not opt:
+            stack.clear()  # a step whose post hook never ran (it raised)
+        stack.append(opt)
+        if len(stack) == 1:
+            self._step_begin(opt)
+
+    def _step_post_hook(self, opt, args, kwargs):
+        stack = getattr(self.thread, "steps_open", None)
+        if stack:
+            stack.pop()
+            if not stack:
+                self._step_end(opt)
+
     def _step_begin(self, opt):
         th = self.thread
         th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
@@ -817,7 +879,7 @@ class Instrumentation:
             self._track_state(opt)
             for group in opt.param_groups:
                 for p in group["params"]:
-                    if id(p) not in self.param_paths:
+                    if self._param_path(p) is None:
                         self._adopt_param(p, "param%d" % len(self.param_paths))
         except Exception:
             pass
@@ -853,7 +915,7 @@ class Instrumentation:
             return
         ctx = self.ctx
         ctx.retag(ptr, P.ROLE_OPTIMIZER_STATE, 0)
-        path = self.param_paths.get(id(param), "param")
+        path = self._param_path(param) or "param"
         ctx.label(ptr, ctx.name(path + "." + str(key)))
         ctx.describe(ptr, _DTYPES.get(value.dtype, P.DTYPE_UNKNOWN), value.shape)
 
