@@ -205,4 +205,48 @@ TEST_F(Labels, FindingsNameTheModules) {
   EXPECT_TRUE(duplicate);
 }
 
+// The PyTorch sample end to end (samples/torch/fashion_mnist.py under `adprof run --torch`):
+// each parameter's bytes at the peak under its own path, exactly numel x 4, and the forward
+// caches under the conv blocks' module paths. Skips where /usr/bin/python3 has no torch or the
+// Fashion-MNIST package is absent.
+TEST(LabelsTorchSample, ModulePathsOfTheSample) {
+  ADPROF_SKIP_IF_SANITIZED();
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (Debian: apt install python3-torch)";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST (Debian: apt install dataset-fashion-mnist)";
+  const fs::path dir =
+      fs::temp_directory_path() / ("adprof-labels-torch-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string trace = (dir / "fm.adtrace").string();
+  const std::string command = ADPROF_CLI " run --torch --no-report -o " + trace +
+                              " -- /usr/bin/python3 " TORCH_SAMPLE
+                              " --steps 3 --test-images 0 -q >/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const adprof::Report r = adprof::analyze(trace);
+  fs::remove_all(dir);
+  // classifier.1 is Linear(32*7*7, 128), classifier.3 Linear(128, 10), features.0.0 the
+  // Conv2d(1, 16, 3): f32 parameters.
+  const struct {
+    const char *label;
+    uint64_t bytes;
+  } params[] = {{"fashioncnn.classifier.1.weight", 128 * 1568 * 4},
+                {"fashioncnn.classifier.1.bias", 128 * 4},
+                {"fashioncnn.classifier.3.weight", 10 * 128 * 4},
+                {"fashioncnn.features.0.0.weight", 16 * 1 * 3 * 3 * 4}};
+  for (const auto &p : params) {
+    const adprof::LabelBytes *got = find(r.peak_by_label, p.label, "parameter");
+    ASSERT_NE(got, nullptr) << p.label;
+    EXPECT_EQ(got->bytes, p.bytes) << p.label;
+    EXPECT_EQ(got->buffers, 1u) << p.label;
+  }
+  uint64_t caches_in_blocks = 0;
+  for (const adprof::LabelBytes &l : r.peak_by_label)
+    if (l.role == "forward_cache" && l.label.rfind("fashioncnn.features.", 0) == 0)
+      caches_in_blocks += l.bytes;
+  EXPECT_GT(caches_in_blocks, 0u);
+  EXPECT_EQ(caches_in_blocks, r.peak_by_role[ADPROF_ROLE_FORWARD_CACHE])
+      << "every forward cache of this net is made inside a conv block";
+}
+
 }  // namespace
