@@ -80,4 +80,20 @@ FindingTarget finding_target(const Report &report, const Finding &f) {
   return t;
 }
 
+std::string labels_text(const std::vector<NamedBytes> &labels, size_t named) {
+  std::string text;
+  size_t shown = 0, more = 0;
+  for (const NamedBytes &l : labels) {
+    if (l.name.empty()) continue;
+    if (shown == named) {
+      ++more;
+      continue;
+    }
+    if (shown++) text += ", ";
+    text += l.name;
+  }
+  if (more) text += " (+" + std::to_string(more) + ")";
+  return text;
+}
+
 }  // namespace adprof::gui

@@ -61,6 +61,10 @@ struct DiffRow {
 // Builds the diff rows from two reports (roles and op kinds at each one's peak).
 std::vector<DiffRow> diff_rows(const Report &base, const Report &current);
 
+// The labels of an op's buffers (module paths), most bytes first, in a few words:
+// "model.fc1, model.fc2 (+3)"; unlabelled buffers are not named; "" when none is labelled.
+std::string labels_text(const std::vector<NamedBytes> &labels, size_t named = 2);
+
 // The live set at the peak, straight from the report (equal to snapshot_at the peak event).
 InstantData instant_at_peak(const Report &report);
 InstantData instant_from_snapshot(const Snapshot &snapshot);

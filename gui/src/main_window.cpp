@@ -135,7 +135,7 @@ void MainWindow::buildUi() {
   instant_label_ = new QLabel(tr("No trace."), instant);
   il->addWidget(instant_label_);
   filter_ = new QLineEdit(instant);
-  filter_->setPlaceholderText(tr("Filter buffers (name, op, dtype, role...)  Ctrl+F"));
+  filter_->setPlaceholderText(tr("Filter buffers (name, op, label, dtype, role...)  Ctrl+F"));
   filter_->setClearButtonEnabled(true);
   il->addWidget(filter_);
   live_model_ = new LiveBuffersModel(this);
@@ -537,6 +537,11 @@ void MainWindow::openTrace(const QString &path) {
         findings_model_->setFindings(report_->findings);
         ops_model_->setOps(report_->ops);
         sites_model_->setSites(report_->sites);
+        QHash<QString, QString> op_labels;
+        for (const OpSummary &o : report_->ops)
+          op_labels.insert(QString::fromStdString(o.name),
+                           QString::fromStdString(labels_text(o.labels_at_peak)));
+        timeline_->setOpLabels(std::move(op_labels));
         whatif_model_->setData({});
         whatif_stack_->setCurrentIndex(0);
         // The AD layer (ad_analysis.h), once, and only for a trace with an AD tape: the

@@ -48,6 +48,22 @@ QVariant text_cell(const QString &text, int role) {
   return {};
 }
 
+// "a, b (+3)" from labels most bytes first ("" entries are unlabelled buffers, not named), and
+// a tooltip with each label's bytes.
+struct LabelSummary {
+  QString text, tip;
+};
+LabelSummary summarize_labels(const std::vector<NamedBytes> &labels) {
+  LabelSummary s;
+  s.text = qs(labels_text(labels));
+  QStringList tip;
+  for (const NamedBytes &l : labels)
+    tip << QStringLiteral("%1: %2").arg(l.name.empty() ? QObject::tr("(unlabelled)") : qs(l.name),
+                                        format_bytes_q(l.bytes));
+  s.tip = tip.join('\n');
+  return s;
+}
+
 int role_index(const std::string &name) {
   int r = role_from_name(name);
   return r < 0 ? ADPROF_ROLE_FOREIGN : r;
@@ -59,7 +75,7 @@ int role_index(const std::string &name) {
 
 LiveBuffersModel::LiveBuffersModel(QObject *parent)
     : ModelBase({tr("Buffer"), tr("Size"), tr("Dtype"), tr("Shape"), tr("Age"), tr("Op"),
-                 tr("Phase"), tr("Duplicate of"), tr("Address")},
+                 tr("Label"), tr("Phase"), tr("Duplicate of"), tr("Address")},
                 parent) {}
 
 void LiveBuffersModel::setInstant(InstantData data) {
@@ -101,8 +117,22 @@ void LiveBuffersModel::setInstant(InstantData data) {
       RoleGroup g{roles[r].name, roles[r].bytes, {}};
       for (size_t o = 0; o < roles[r].ops.size(); ++o) {
         g.ops.push_back(static_cast<int>(ops_.size()));
-        ops_.push_back({roles[r].ops[o].name, static_cast<int>(r), static_cast<int>(o),
-                        roles[r].ops[o].bytes, std::move(roles[r].ops[o].buffers)});
+        OpGroup &op = ops_.emplace_back();
+        op.name = roles[r].ops[o].name;
+        op.role_row = static_cast<int>(r);
+        op.row = static_cast<int>(o);
+        op.bytes = roles[r].ops[o].bytes;
+        op.buffers = std::move(roles[r].ops[o].buffers);
+        std::map<std::string, uint64_t> label_bytes;
+        for (int i : op.buffers) label_bytes[data_.buffers[i].label] += data_.buffers[i].size;
+        std::vector<NamedBytes> labels;
+        for (auto &[label, bytes] : label_bytes) labels.push_back({label, bytes});
+        std::stable_sort(
+            labels.begin(), labels.end(),
+            [](const NamedBytes &a, const NamedBytes &b) { return a.bytes > b.bytes; });
+        LabelSummary summary = summarize_labels(labels);
+        op.labels = std::move(summary.text);
+        op.labels_tip = std::move(summary.tip);
       }
       roles_.push_back(std::move(g));
     }
@@ -162,14 +192,27 @@ QVariant LiveBuffersModel::groupData(const QString &name, uint64_t bytes, size_t
   return {};
 }
 
+QVariant LiveBuffersModel::opGroupData(const OpGroup &g, int column, int role) const {
+  if (column == Label) {
+    if (role == Qt::ToolTipRole) return g.labels_tip;
+    return text_cell(g.labels, role);
+  }
+  if (column == Name && role == Qt::ToolTipRole && !g.labels.isEmpty())
+    return tr("%1 in %2").arg(g.name, g.labels);
+  return groupData(g.name, g.bytes, g.buffers.size(), column, role);
+}
+
 QVariant LiveBuffersModel::bufferData(const LiveBuffer &b, int column, int role) const {
   switch (column) {
     case Name: {
       if (role == RowKeyRole) return QVariant::fromValue<qulonglong>(b.addr);
       QString name = b.label.empty() ? qs(b.op) : qs(b.label);
-      if (role == Qt::ToolTipRole)
-        return QStringLiteral("%1\n%2 at %3, allocated by %4 in the %5 phase")
-            .arg(name, format_bytes_q(b.size), hex(b.addr), qs(b.op), qs(b.phase));
+      if (role == Qt::ToolTipRole) {
+        QString tip = QStringLiteral("%1\n%2 at %3, allocated by %4 in the %5 phase")
+                          .arg(name, format_bytes_q(b.size), hex(b.addr), qs(b.op), qs(b.phase));
+        if (!b.label.empty()) tip += tr("\nlabel (module): %1").arg(qs(b.label));
+        return tip;
+      }
       return text_cell(name, role);
     }
     case Size:
@@ -186,7 +229,11 @@ QVariant LiveBuffersModel::bufferData(const LiveBuffer &b, int column, int role)
       return {};
     }
     case Op:
+      if (role == Qt::ToolTipRole && !b.label.empty())
+        return tr("%1 in %2").arg(qs(b.op), qs(b.label));
       return text_cell(qs(b.op), role);
+    case Label:
+      return text_cell(qs(b.label), role);
     case Phase:
       return text_cell(qs(b.phase), role);
     case Source: {
@@ -221,10 +268,8 @@ QVariant LiveBuffersModel::data(const QModelIndex &index, int role) const {
     for (int o : g.ops) n += ops_[o].buffers.size();
     return groupData(g.name, g.bytes, n, index.column(), role);
   }
-  if (id <= roles_.size()) {
-    const OpGroup &g = ops_[roles_[id - 1].ops[index.row()]];
-    return groupData(g.name, g.bytes, g.buffers.size(), index.column(), role);
-  }
+  if (id <= roles_.size())
+    return opGroupData(ops_[roles_[id - 1].ops[index.row()]], index.column(), role);
   return bufferData(*buffer(index), index.column(), role);
 }
 
@@ -280,7 +325,7 @@ QVariant FindingsModel::cell(int row, int column, int role) const {
 
 OpsModel::OpsModel(QObject *parent)
     : ModelBase({tr("Op"), tr("Calls"), tr("Allocations"), tr("Bytes"), tr("Live at peak"),
-                 tr("Temporaries"), tr("Temporary bytes")},
+                 tr("Labels at peak"), tr("Temporaries"), tr("Temporary bytes")},
                 parent) {}
 
 void OpsModel::setOps(std::vector<OpSummary> ops) {
@@ -291,6 +336,10 @@ QVariant OpsModel::cell(int row, int column, int role) const {
   const OpSummary &o = ops_[row];
   switch (column) {
     case Name:
+      if (role == Qt::ToolTipRole) {
+        const QString labels = summarize_labels(o.labels_at_peak).text;
+        return labels.isEmpty() ? qs(o.name) : tr("%1 in %2").arg(qs(o.name), labels);
+      }
       return text_cell(qs(o.name), role);
     case Calls:
       return count_cell(o.calls, role);
@@ -300,6 +349,11 @@ QVariant OpsModel::cell(int row, int column, int role) const {
       return bytes_cell(o.bytes, role);
     case LiveAtPeak:
       return bytes_cell(o.live_at_peak, role);
+    case Labels: {
+      const LabelSummary summary = summarize_labels(o.labels_at_peak);
+      if (role == Qt::ToolTipRole) return summary.tip;
+      return text_cell(summary.text, role);
+    }
     case Temporaries:
       return count_cell(o.temporaries, role);
     case TemporaryBytes:

@@ -10,12 +10,14 @@
 
 namespace adprof::gui {
 
-// "At an instant": live buffers as a tree role -> op kind -> buffer.
+// "At an instant": live buffers as a tree role -> op kind -> buffer. The Label column is the
+// name the program gave a buffer (an engine's module path, "model.fc1"): on an op row, the
+// labels of its buffers.
 class LiveBuffersModel : public ModelBase {
   Q_OBJECT
 
  public:
-  enum Column { Name, Size, Dtype, Shape, Age, Op, Phase, Source, Address, ColumnCount };
+  enum Column { Name, Size, Dtype, Shape, Age, Op, Label, Phase, Source, Address, ColumnCount };
   explicit LiveBuffersModel(QObject *parent = nullptr);
 
   void setInstant(InstantData data);
@@ -41,6 +43,8 @@ class LiveBuffersModel : public ModelBase {
     int row = 0;  // within its role
     uint64_t bytes = 0;
     std::vector<int> buffers;  // indices into data_.buffers
+    QString labels;            // its buffers' labels, most bytes first: "a, b (+3)"
+    QString labels_tip;        // each label with its bytes, one a line
   };
   struct RoleGroup {
     QString name;
@@ -48,6 +52,7 @@ class LiveBuffersModel : public ModelBase {
     std::vector<int> ops;  // indices into ops_
   };
   QVariant groupData(const QString &name, uint64_t bytes, size_t count, int column, int role) const;
+  QVariant opGroupData(const OpGroup &g, int column, int role) const;
   QVariant bufferData(const LiveBuffer &b, int column, int role) const;
 
   InstantData data_;
@@ -72,6 +77,7 @@ class FindingsModel : public ModelBase {
   std::vector<Finding> findings_;
 };
 
+// Ops by kind; Labels: the labels of its buffers live at the peak (module paths), most first.
 class OpsModel : public ModelBase {
   Q_OBJECT
 
@@ -82,6 +88,7 @@ class OpsModel : public ModelBase {
     Allocations,
     Bytes,
     LiveAtPeak,
+    Labels,
     Temporaries,
     TemporaryBytes,
     ColumnCount

@@ -114,6 +114,8 @@ void TimelineWidget::setInstant(double time) {
   update();
 }
 
+void TimelineWidget::setOpLabels(QHash<QString, QString> labels) { op_labels_ = std::move(labels); }
+
 void TimelineWidget::setHighlightOp(const QString &op) {
   highlight_op_ = op;
   update();
@@ -273,8 +275,12 @@ QString TimelineWidget::valuesAt(double time) const {
   for (const Series &ser : series(t)) {
     uint64_t v = value(*s, ser);
     if (v == 0 || grouping_ == Grouping::Device) continue;
+    QString name = ser.name.toHtmlEscaped();
+    if (grouping_ == Grouping::Op)
+      if (auto it = op_labels_.find(ser.name); it != op_labels_.end() && !it->isEmpty())
+        name += QStringLiteral(" <i>in %1</i>").arg(it->toHtmlEscaped());
     text += QStringLiteral("<br><span style='color:%1'>&#9632;</span> %2: %3 (%4)")
-                .arg(ser.color.name(), ser.name, format_bytes_q(v))
+                .arg(ser.color.name(), name, format_bytes_q(v))
                 .arg(v);
   }
   if (s->device || s->device_reserved)

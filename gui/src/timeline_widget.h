@@ -8,6 +8,7 @@
 #pragma once
 
 #include <QElapsedTimer>
+#include <QHash>
 #include <QTimer>
 #include <QWidget>
 #include <memory>
@@ -40,6 +41,9 @@ class TimelineWidget : public QWidget {
   void setHighlightSite(const QString &site);     // empty: none
   std::vector<std::string> trackedSites() const;  // the site series the op timeline has
   std::shared_ptr<const Timeline> opTimeline() const { return ops_; }
+  // Per op kind, the labels of its buffers at the peak ("model.fc1, model.fc2"): the op
+  // series' hover text names them.
+  void setOpLabels(QHash<QString, QString> labels);
   void setGrouping(Grouping grouping);
   Grouping grouping() const { return grouping_; }
   std::vector<std::string> trackedOps() const;  // the op series the current op timeline has
@@ -110,6 +114,7 @@ class TimelineWidget : public QWidget {
   double sel_from_ = 0, sel_to_ = 0;
   QString highlight_op_;
   QString highlight_site_;
+  QHash<QString, QString> op_labels_;
   // mouse
   QPointF press_pos_;
   double press_from_ = 0, press_to_ = 0;

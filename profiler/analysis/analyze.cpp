@@ -319,8 +319,11 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     for (LiveBuffer &lb : r.live_at_peak)
       if (lb.stack) lb.site = sites.stacks().site(lb.stack);
   r.peak_by_op = snap.by_op;
+  r.peak_by_label = std::move(snap.by_label);
   std::unordered_map<std::string, uint64_t> op_bytes_at_peak;
   for (const NamedBytes &o : r.peak_by_op) op_bytes_at_peak[o.name] = o.bytes;
+  std::unordered_map<std::string, std::vector<NamedBytes>> op_labels_at_peak;
+  for (auto &[kind, labels] : snap.op_labels) op_labels_at_peak[kind] = std::move(labels);
 
   ops.for_each([&](uint32_t id, const OpTotals &t) {
     OpSummary s;
@@ -332,6 +335,8 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     s.temporary_bytes = t.temporary_bytes;
     auto it = op_bytes_at_peak.find(s.name);
     s.live_at_peak = it != op_bytes_at_peak.end() ? it->second : 0;
+    if (auto labels = op_labels_at_peak.find(s.name); labels != op_labels_at_peak.end())
+      s.labels_at_peak = labels->second;
     r.ops.push_back(std::move(s));
   });
   std::sort(r.ops.begin(), r.ops.end(), [](const OpSummary &a, const OpSummary &b) {

@@ -18,6 +18,19 @@ std::string share(uint64_t bytes, uint64_t peak) {
   return format_bytes(bytes) + " (" + percent(bytes, peak) + " of peak)";
 }
 
+// "; most by label: a 8.0 MiB, b 2.0 MiB" for a role's labelled buffers at the peak ("" when
+// none is labelled).
+std::string largest_labels(const Report &r, const char *role) {
+  std::string out;
+  int shown = 0;
+  for (const LabelBytes &l : r.peak_by_label) {  // most bytes first
+    if (l.role != role || l.label.empty()) continue;
+    out += (shown ? ", " : "; most by label: ") + l.label + " " + format_bytes(l.bytes);
+    if (++shown == 3) break;
+  }
+  return out;
+}
+
 void duplicates(const Report &r, std::vector<Finding> &out) {
   for (const LiveBuffer &b : r.live_at_peak) {
     if (b.role != "duplicate") continue;
@@ -27,6 +40,7 @@ void duplicates(const Report &r, std::vector<Finding> &out) {
     std::string what = b.dtype.empty() ? "copy" : b.dtype + " copy";
     std::string of = b.source_label.empty() ? "a buffer no longer live" : b.source_label;
     f.message = share(b.size, r.peak) + ": duplicate - " + what + " of " + of + " made by " + b.op;
+    if (!b.label.empty() && b.label != b.source_label) f.message += " in " + b.label;
     f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
                  std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
     if (b.dtype == "i64")
@@ -138,6 +152,7 @@ void forward_caches(const Report &r, std::vector<Finding> &out) {
   f.message = share(bytes, r.peak) + ": forward caches - " + std::to_string(count) +
               " buffers saved by the tape for the backward pass were live at the peak";
   f.evidence = "the peak was reached in the " + r.peak_phase + " phase";
+  f.evidence += largest_labels(r, "forward_cache");
   const std::string checkpoint =
       r.engine.fix(ADPROF_AD_POLICY_CHECKPOINTING,
                    "checkpoint the longest chain (recompute its caches in backward)");

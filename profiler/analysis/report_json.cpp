@@ -52,6 +52,10 @@ json to_json(const Report &r) {
                  {"temporary_bytes", r.temporary_bytes}};
   json by_op = json::array();
   for (const auto &o : r.peak_by_op) by_op.push_back({{"name", o.name}, {"bytes", o.bytes}});
+  json by_label = json::array();
+  for (const auto &l : r.peak_by_label)
+    by_label.push_back(
+        {{"label", l.label}, {"role", l.role}, {"bytes", l.bytes}, {"buffers", l.buffers}});
   j["peak"] = {{"bytes", r.peak},
                {"time_s", r.peak_time},
                {"event", r.peak_event},
@@ -59,6 +63,7 @@ json to_json(const Report &r) {
                {"by_role", named_array(r.peak_by_role, role_name)},
                {"by_phase", named_array(r.peak_by_phase, phase_name)},
                {"by_op", by_op},
+               {"by_label", by_label},
                {"slack_bytes", r.peak_slack}};
   j["allocator"] = {{"available", r.have_allocator_stats},
                     {"jemalloc_allocated_at_peak", r.jemalloc_allocated_at_peak},
@@ -99,14 +104,19 @@ json to_json(const Report &r) {
                       {"peak_time_s", p.peak_time}});
   j["phases"] = phases;
   json ops = json::array();
-  for (const auto &o : r.ops)
+  for (const auto &o : r.ops) {
+    json labels = json::array();
+    for (const auto &l : o.labels_at_peak)
+      labels.push_back({{"label", l.name}, {"bytes", l.bytes}});
     ops.push_back({{"name", o.name},
                    {"calls", o.calls},
                    {"allocations", o.allocations},
                    {"bytes", o.bytes},
                    {"temporaries", o.temporaries},
                    {"temporary_bytes", o.temporary_bytes},
-                   {"live_at_peak", o.live_at_peak}});
+                   {"live_at_peak", o.live_at_peak},
+                   {"labels_at_peak", labels}});
+  }
   j["ops"] = ops;
   json steps = json::array();
   for (const auto &s : r.steps)
@@ -219,6 +229,9 @@ Report report_from_json(const json &j) {
       read_named_array(at(p, "by_phase"), r.peak_by_phase, phase_name);
       for (const auto &o : at(p, "by_op"))
         r.peak_by_op.push_back({o.value("name", std::string()), o.value("bytes", uint64_t{0})});
+      for (const auto &l : at(p, "by_label"))
+        r.peak_by_label.push_back({l.value("label", std::string()), l.value("role", std::string()),
+                                   l.value("bytes", uint64_t{0}), l.value("buffers", uint64_t{0})});
       r.peak_slack = p.value("slack_bytes", uint64_t{0});
     }
     const json &a = at(j, "allocator");
@@ -285,6 +298,9 @@ Report report_from_json(const json &j) {
       s.temporaries = o.value("temporaries", uint64_t{0});
       s.temporary_bytes = o.value("temporary_bytes", uint64_t{0});
       s.live_at_peak = o.value("live_at_peak", uint64_t{0});
+      for (const auto &l : at(o, "labels_at_peak"))
+        s.labels_at_peak.push_back(
+            {l.value("label", std::string()), l.value("bytes", uint64_t{0})});
       r.ops.push_back(std::move(s));
     }
     for (const auto &s : at(j, "steps"))

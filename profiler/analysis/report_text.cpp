@@ -43,6 +43,40 @@ std::string shape_text(const std::vector<int64_t> &shape) {
   return s;
 }
 
+// Under a role's line: the labels its buffers carry, most bytes first. Nothing when none of
+// them is labelled (the role's line says it all).
+void add_labels_of_role(std::string &o, const Report &r, const char *role) {
+  constexpr size_t kShown = 5;
+  std::vector<const LabelBytes *> rows;
+  bool any_label = false;
+  for (const LabelBytes &l : r.peak_by_label)
+    if (l.role == role) {
+      rows.push_back(&l);  // peak_by_label is sorted: most bytes first
+      any_label |= !l.label.empty();
+    }
+  if (!any_label) return;
+  size_t width = 24;
+  for (size_t i = 0; i < rows.size() && i < kShown; ++i)
+    width = std::max(width, rows[i]->label.size());
+  for (size_t i = 0; i < rows.size() && i < kShown; ++i) {
+    const LabelBytes &l = *rows[i];
+    add(o, "      %-*s %12s  %5.1f%%  %s buffer%s\n", static_cast<int>(width),
+        l.label.empty() ? "(unlabelled)" : l.label.c_str(), format_bytes(l.bytes).c_str(),
+        pct(l.bytes, r.peak), count(l.buffers).c_str(), l.buffers == 1 ? "" : "s");
+  }
+  if (rows.size() > kShown) {
+    uint64_t bytes = 0, buffers = 0;
+    for (size_t i = kShown; i < rows.size(); ++i) {
+      bytes += rows[i]->bytes;
+      buffers += rows[i]->buffers;
+    }
+    const std::string more = std::to_string(rows.size() - kShown) + " more labels";
+    add(o, "      %-*s %12s  %5.1f%%  %s buffer%s\n", static_cast<int>(width), more.c_str(),
+        format_bytes(bytes).c_str(), pct(bytes, r.peak), count(buffers).c_str(),
+        buffers == 1 ? "" : "s");
+  }
+}
+
 }  // namespace
 
 std::string format_bytes(uint64_t bytes) {
@@ -84,6 +118,7 @@ std::string render_text(const Report &r, size_t top) {
   for (int i = 0; i < 4; ++i) {
     uint64_t b = r.peak_by_role[ad_roles[i]];
     add(o, "    %-26s %12s  %5.1f%%\n", ad_titles[i], format_bytes(b).c_str(), pct(b, r.peak));
+    add_labels_of_role(o, r, role_name(ad_roles[i]));
   }
   add(o, "  Other roles at the peak:\n");
   std::vector<int> others;
@@ -93,9 +128,11 @@ std::string render_text(const Report &r, size_t top) {
   std::sort(others.begin(), others.end(),
             [&](int a, int b) { return r.peak_by_role[a] > r.peak_by_role[b]; });
   for (int role : others)
-    if (r.peak_by_role[role])
+    if (r.peak_by_role[role]) {
       add(o, "    %-26s %12s  %5.1f%%\n", role_name(role),
           format_bytes(r.peak_by_role[role]).c_str(), pct(r.peak_by_role[role], r.peak));
+      add_labels_of_role(o, r, role_name(role));
+    }
   add(o, "  Allocator overhead: size-class rounding %s", format_bytes(r.peak_slack).c_str());
   if (r.have_allocator_stats) {
     uint64_t over = r.jemalloc_resident_at_peak > r.jemalloc_allocated_at_peak
@@ -166,13 +203,18 @@ std::string render_text(const Report &r, size_t top) {
       add(o, "    %-12s %14s %14s %12s %12s\n", p.name.c_str(), count(p.allocations).c_str(),
           count(p.frees).c_str(), format_bytes(p.bytes).c_str(), format_bytes(p.peak).c_str());
   add(o, "\nOps that allocate most (top %zu):\n", top);
-  add(o, "    %-24s %10s %12s %12s %12s %12s\n", "op", "calls", "allocations", "bytes",
-      "temporaries", "at peak");
+  add(o, "    %-24s %10s %12s %12s %12s %12s  %s\n", "op", "calls", "allocations", "bytes",
+      "temporaries", "at peak", "labels at peak");
   for (size_t i = 0; i < r.ops.size() && i < top; ++i) {
     const OpSummary &s = r.ops[i];
-    add(o, "    %-24s %10s %12s %12s %12s %12s\n", s.name.c_str(), count(s.calls).c_str(),
+    std::string labels;  // the label with most bytes at the peak, and how many others
+    size_t named = 0;
+    for (const NamedBytes &l : s.labels_at_peak)
+      if (!l.name.empty() && named++ == 0) labels = l.name;
+    if (named > 1) labels += " (+" + std::to_string(named - 1) + ")";
+    add(o, "    %-24s %10s %12s %12s %12s %12s  %s\n", s.name.c_str(), count(s.calls).c_str(),
         count(s.allocations).c_str(), format_bytes(s.bytes).c_str(), count(s.temporaries).c_str(),
-        format_bytes(s.live_at_peak).c_str());
+        format_bytes(s.live_at_peak).c_str(), labels.c_str());
   }
   add(o, "\nTotals: %s allocations (%s), %s frees, %s temporaries (%s), %s live at exit",
       count(r.allocations).c_str(), format_bytes(r.bytes_allocated).c_str(), count(r.frees).c_str(),

@@ -3,6 +3,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "adprof/replay_driver.h"
 
@@ -42,6 +43,13 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
   Snapshot s;
   std::erase_if(live, [](const auto &p) { return !is_host_space(p.second->space); });
   absl::flat_hash_map<uint32_t, uint64_t> op_bytes;
+  // By label and role, and by op kind and label: name ids (label 0: unlabelled) as keys, over
+  // every live block, before the buffer list is cut to max_buffers.
+  struct Count {
+    uint64_t bytes = 0, buffers = 0;
+  };
+  absl::flat_hash_map<std::pair<uint32_t, uint8_t>, Count> label_role;
+  absl::flat_hash_map<std::pair<uint32_t, uint32_t>, uint64_t> op_label;
   bool any_source = false;
   for (const auto &[addr, b] : live) {
     s.host += b->size;
@@ -49,7 +57,35 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     s.by_phase[b->phase] += b->size;
     s.slack += b->slack;
     op_bytes[b->op_name] += b->size;
+    Count &c = label_role[{b->label, b->role}];
+    c.bytes += b->size;
+    ++c.buffers;
+    op_label[{b->op_name, b->label}] += b->size;
     any_source |= b->source != 0;
+  }
+  auto label_name = [&](uint32_t id) { return id ? replay.name(id) : std::string(); };
+  for (const auto &[key, c] : label_role)
+    s.by_label.push_back({label_name(key.first), role_name(key.second), c.bytes, c.buffers});
+  std::sort(s.by_label.begin(), s.by_label.end(), [](const LabelBytes &a, const LabelBytes &b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes
+                              : std::tie(a.label, a.role) < std::tie(b.label, b.role);
+  });
+  {
+    // Two name ids may share a kind ("(no op)"): their labels are summed together.
+    absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, uint64_t>> by_kind;
+    for (const auto &[key, bytes] : op_label)
+      by_kind[replay.op_kind(key.first)][label_name(key.second)] += bytes;
+    for (auto &[kind, label_bytes] : by_kind) {
+      std::vector<NamedBytes> labels;
+      for (auto &[label, bytes] : label_bytes) labels.push_back({label, bytes});
+      std::sort(labels.begin(), labels.end(), [](const NamedBytes &a, const NamedBytes &b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+      });
+      if (labels.size() > kOpLabelsKept) labels.resize(kOpLabelsKept);
+      s.op_labels.emplace_back(kind, std::move(labels));
+    }
+    std::sort(s.op_labels.begin(), s.op_labels.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
   }
   absl::flat_hash_map<uint64_t, const Block *> by_addr;  // for duplicates' sources
   if (any_source)

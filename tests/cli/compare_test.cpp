@@ -15,7 +15,7 @@ Report make_report(uint64_t peak, uint64_t allocations, uint64_t duplicate) {
   r.peak_by_role[ADPROF_ROLE_DUPLICATE] = duplicate;
   r.peak_by_role[ADPROF_ROLE_ADJOINT] = peak - duplicate;
   r.peak_by_op = {{"matmul", peak}};
-  r.ops = {{"matmul", 3, allocations, peak, 0, 0, peak}};
+  r.ops = {{"matmul", 3, allocations, peak, 0, 0, peak, {}}};
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
   return r;
 }

@@ -29,11 +29,11 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-QString record(const QString &dir, const QString &name, const QStringList &args) {
+QString record(const QString &dir, const QString &name, const QStringList &args,
+               const QString &program = GUI_TEST_WORKLOAD) {
   QString trace = QDir(dir).filePath(name);
   QProcess p;
-  p.start(ADPROF_CLI,
-          QStringList{"run", "-o", trace, "--no-report", "--", GUI_TEST_WORKLOAD} + args);
+  p.start(ADPROF_CLI, QStringList{"run", "-o", trace, "--no-report", "--", program} + args);
   if (!p.waitForFinished(60000) || p.exitCode() != 0)
     qFatal("recording failed: %s", p.readAllStandardError().constData());
   return trace;
@@ -78,6 +78,7 @@ class GuiTest : public QObject {
   void badFilesGiveAMessage();
   void cancelLoading();
   void everyModelPassesTheTester();
+  void labelsShownWhereOpsAre();
   void whatIfPanel();
   void screenshotMode();
 
@@ -441,6 +442,78 @@ void GuiTest::everyModelPassesTheTester() {
   QAbstractItemModelTester t9(window_->diffModel(), M::QtTest);
   window_->showInstant(cli_.peak_time, true);
   QVERIFY(window_->whatIfModel()->empty());  // no what-if data: no invented rows
+}
+
+// Buffers labelled with the module that made them (tests/labels/modules.cpp): the live-buffer
+// tree, the ops table and the op timeline's hover text name the labels beside the ops; both
+// models stay under the model tester while they change.
+void GuiTest::labelsShownWhereOpsAre() {
+  const Report r = cli_report(record(dir_.path(), "modules.adtrace", {}, GUI_TEST_LABELS_WORKLOAD));
+  using M = QAbstractItemModelTester::FailureReportingMode;
+  LiveBuffersModel live;
+  OpsModel ops;
+  QAbstractItemModelTester t1(&live, M::QtTest), t2(&ops, M::QtTest);
+  live.setInstant(instant_at_peak(r));
+  ops.setOps(r.ops);
+  QCOMPARE(live.headerData(LiveBuffersModel::Label, Qt::Horizontal).toString(), QString("Label"));
+  // forward_cache -> linear: its buffers come from model.fc1 (256 KiB) and model.fc2 (32 KiB).
+  QModelIndex caches = live.indexOfRole("forward_cache");
+  QVERIFY(caches.isValid());
+  QModelIndex linear;
+  for (int row = 0; row < live.rowCount(caches); ++row)
+    if (live.index(row, 0, caches).data(ModelBase::RowKeyRole).toString() == "linear")
+      linear = live.index(row, 0, caches);
+  QVERIFY(linear.isValid());
+  const QModelIndex group_label = live.index(linear.row(), LiveBuffersModel::Label, caches);
+  QCOMPARE(group_label.data().toString(), QString("model.fc1, model.fc2"));
+  QVERIFY(group_label.data(Qt::ToolTipRole).toString().contains("model.fc1: 256.0 KiB"));
+  QVERIFY(linear.data(Qt::ToolTipRole).toString().contains("linear in model.fc1, model.fc2"));
+  // Each buffer row: the Label column is its label; the op's tooltip says where it ran.
+  QCOMPARE(live.rowCount(linear), 3);
+  for (int row = 0; row < live.rowCount(linear); ++row) {
+    const LiveBuffer *b = live.buffer(live.index(row, 0, linear));
+    QVERIFY(b);
+    QVERIFY(b->label == "model.fc1" || b->label == "model.fc2");
+    QCOMPARE(live.index(row, LiveBuffersModel::Label, linear).data().toString().toStdString(),
+             b->label);
+    QCOMPARE(live.index(row, LiveBuffersModel::Op, linear).data(Qt::ToolTipRole).toString(),
+             QString::fromStdString(b->op + " in " + b->label));
+  }
+  // The ops table: the labels of each op's buffers at the peak, as the report has them.
+  int linear_row = -1;
+  for (int row = 0; row < ops.rowCount(); ++row)
+    if (ops.ops()[size_t(row)].name == "linear") linear_row = row;
+  QVERIFY(linear_row >= 0);
+  QCOMPARE(ops.index(linear_row, OpsModel::Labels).data().toString(),
+           QString("model.fc1, model.fc2"));
+  QVERIFY(ops.index(linear_row, OpsModel::Labels)
+              .data(Qt::ToolTipRole)
+              .toString()
+              .contains("model.fc2: 160.0 KiB"));
+  // Changes under the testers: another instant, none, and back.
+  live.setInstant(instant_at_peak(cli_));
+  live.setInstant({});
+  live.setInstant(instant_at_peak(r));
+  ops.setOps({});
+  ops.setOps(r.ops);
+  // The main window's op timeline: hovering at the peak names the labels of each op series
+  // (whichever ops the op timeline tracks now; the GUI workload's buffers carry labels).
+  window_->loader().waitForIdle();
+  TimelineWidget *t = window_->timeline();
+  t->setGrouping(TimelineWidget::Grouping::Op);
+  t->resetView();
+  const QString hover = t->valuesAt(cli_.peak_time);
+  int named = 0;
+  for (const std::string &op : t->trackedOps())
+    for (const OpSummary &o : cli_.ops) {
+      const std::string labels = labels_text(o.labels_at_peak);
+      if (o.name != op || labels.empty() || o.live_at_peak == 0) continue;
+      QVERIFY2(hover.contains(QString::fromStdString(op + " <i>in " + labels + "</i>")),
+               qPrintable(hover));
+      ++named;
+    }
+  QVERIFY2(named > 0, qPrintable(hover));
+  t->setGrouping(TimelineWidget::Grouping::Role);
 }
 
 void GuiTest::whatIfPanel() {

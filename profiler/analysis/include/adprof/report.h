@@ -42,6 +42,21 @@ struct LiveBuffer {
   std::string site;    // its allocation site (call_stacks.h), when the trace has stacks
 };
 
+struct NamedBytes {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+// Bytes live at the peak that carry one label (the name a program gave its buffers through
+// adprof_label: an engine's module path, a variable's name) and one role. Unlabelled buffers
+// have label "". The analysis knows nothing of what labels mean; it groups by them.
+struct LabelBytes {
+  std::string label;
+  std::string role;
+  uint64_t bytes = 0;
+  uint64_t buffers = 0;
+};
+
 struct OpSummary {
   std::string name;  // op kind ("matmul"), all its calls together
   uint64_t calls = 0;
@@ -50,7 +65,12 @@ struct OpSummary {
   uint64_t temporaries = 0;  // blocks freed inside the call that made them
   uint64_t temporary_bytes = 0;
   uint64_t live_at_peak = 0;  // bytes of its blocks live at the peak
+  // The labels of its blocks live at the peak, most bytes first (at most kOpLabelsKept; ""
+  // for unlabelled blocks).
+  std::vector<NamedBytes> labels_at_peak;
 };
+
+inline constexpr size_t kOpLabelsKept = 5;
 
 struct PhaseSummary {
   std::string name;
@@ -68,11 +88,6 @@ struct StepSummary {
   uint64_t allocations = 0;
   uint64_t bytes = 0;
   uint64_t peak = 0;
-};
-
-struct NamedBytes {
-  std::string name;
-  uint64_t bytes = 0;
 };
 
 struct Finding {
@@ -120,9 +135,10 @@ struct Report {
   std::string peak_phase;   // phase of the thread that reached it
   std::array<uint64_t, kRoleCount> peak_by_role{};
   std::array<uint64_t, kPhaseCount> peak_by_phase{};
-  std::vector<NamedBytes> peak_by_op;    // descending
-  std::vector<LiveBuffer> live_at_peak;  // descending by size
-  uint64_t peak_slack = 0;               // usable - requested of the blocks live at the peak
+  std::vector<NamedBytes> peak_by_op;     // descending
+  std::vector<LabelBytes> peak_by_label;  // every (label, role) pair live at the peak, descending
+  std::vector<LiveBuffer> live_at_peak;   // descending by size
+  uint64_t peak_slack = 0;                // usable - requested of the blocks live at the peak
   // jemalloc statistics sampled nearest before the peak and at the end
   bool have_allocator_stats = false;
   uint64_t jemalloc_allocated_at_peak = 0, jemalloc_resident_at_peak = 0;
