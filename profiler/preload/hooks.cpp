@@ -13,12 +13,17 @@
 #include "hook_paths.h"
 
 // jemalloc reads its options from this symbol at its first allocation, before any constructor
-// runs (the program's MALLOC_CONF still overrides it). retain:false: address space jemalloc no
-// longer uses goes back to the system, as with glibc's malloc, so that a program running near
-// its RLIMIT_AS gets about as much memory as without the profiler (under a 400 MiB limit: 396
-// MiB natively, 360 with jemalloc's default, 384 with this).
+// runs (the program's MALLOC_CONF still overrides it).
+// retain:false: address space jemalloc no longer uses goes back to the system, as with glibc's
+// malloc, so that a program running near its RLIMIT_AS gets about as much memory as without the
+// profiler (under a 400 MiB limit: 396 MiB natively, 360 with jemalloc's default, 384 with this).
+// dirty_decay_ms:-1: freed pages stay with the allocator for the next allocation, as glibc's
+// heap keeps them (its mmap threshold rises to the size of the blocks a program frees); with
+// jemalloc's default decay a training step that frees and reallocates large tensors faulted
+// them in again every step (PyTorch CNN at batch 256: 610 k page faults against glibc's 160 k,
+// 1.94x the CPU time of a step; with this, 0.94x; docs/PERFORMANCE.md).
 extern "C" {
-__attribute__((visibility("default"))) const char *malloc_conf = "retain:false";
+__attribute__((visibility("default"))) const char *malloc_conf = "retain:false,dirty_decay_ms:-1";
 }
 
 namespace adprof::preload {
