@@ -25,7 +25,12 @@ namespace {
 using namespace ptest;
 using nlohmann::json;
 
-const std::string kPython = "/usr/bin/python3";
+// The interpreter under test: Debian's python3 with its torch 1.13 (what CI runs), or the one
+// ADPROF_TEST_PYTHON names (by hand: a venv with PyTorch 2.x, docs/PYTORCH.md).
+const std::string kPython = [] {
+  const char *chosen = getenv("ADPROF_TEST_PYTHON");
+  return std::string(chosen && *chosen ? chosen : "/usr/bin/python3");
+}();
 const std::string kScripts = std::string(TORCH_TEST_SCRIPTS);
 
 bool python_has_torch() {
@@ -38,12 +43,12 @@ bool python_has_torch() {
   return has;
 }
 
-#define SKIP_WITHOUT_TORCH()                                                          \
-  do {                                                                                \
-    ADPROF_SKIP_IF_SANITIZED();                                                       \
-    if (!python_has_torch())                                                          \
-      GTEST_SKIP() << "Debian's python3-torch is not installed for /usr/bin/python3 " \
-                      "(scripts/setup.sh installs it)";                               \
+#define SKIP_WITHOUT_TORCH()                                                 \
+  do {                                                                       \
+    ADPROF_SKIP_IF_SANITIZED();                                              \
+    if (!python_has_torch())                                                 \
+      GTEST_SKIP() << "no torch for " << kPython                             \
+                   << " (scripts/setup.sh installs Debian's python3-torch)"; \
   } while (0)
 
 // `adprof run --torch --no-report -o TRACE -- python3 ARGS...` in `dir`.
@@ -213,6 +218,54 @@ TEST(TorchRecording, UserModesAndThreads) {
   EXPECT_EQ(
       pow_threads.count(*backward_threads.rbegin()) + pow_threads.count(*backward_threads.begin()),
       1u);
+}
+
+// Checkpointing's forward, run again inside backward (non-reentrant: saved_tensors_hooks;
+// reentrant: the modules' forward), is forward work: no aten::relu (only forward runs it) in
+// phase backward, and what the recomputation saves becomes forward_cache there. One SGD per
+// parameter, stepped from the gradient hooks (2.x) or one after the other: one adprof step per
+// training step. The loss is scaled by a Python number (1.13: its saved "wrapped number" made
+// the mode fail the engine's detach).
+TEST(TorchRecording, CheckpointRecomputationAndPerParameterOptimizers) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/checkpoint_steps.py", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("adprof.torch:"), std::string::npos) << r.err;
+  Result dump = run_cli({"dump", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0);
+  std::map<std::string, std::string> phase;   // thread -> phase
+  std::map<std::string, bool> backward_seen;  // thread -> a backward began this step
+  int relu_forward = 0, relu_backward = 0, recomputed_saves = 0, forward_saves = 0;
+  std::vector<std::string> steps;
+  for (const std::string &line : lines_of(dump.out)) {
+    std::istringstream fields(line);
+    std::string time, thread, type, value, arrow, role;
+    fields >> time >> thread >> type >> value;
+    if (type == "phase") {
+      phase[thread] = value;
+      if (value == "backward") backward_seen[thread] = true;
+    } else if (type == "step") {
+      fields >> value;
+      steps.push_back(value);
+      backward_seen.clear();
+    } else if (type == "op_begin" && value.rfind("aten::relu#", 0) == 0) {
+      if (phase[thread] == "backward") ++relu_backward;
+      if (phase[thread] == "forward") ++relu_forward;
+    } else if (type == "retag" && (fields >> arrow >> role) && role == "forward_cache") {
+      if (phase[thread] == "forward")
+        (backward_seen[thread] ? recomputed_saves : forward_saves) += 1;
+    }
+  }
+  // A step: seg1's two ReLUs in forward (seg2's first forward runs under no_grad: phase other),
+  // seg1's two and seg2's one again in backward.
+  EXPECT_EQ(relu_backward, 0) << "a recomputed forward recorded as backward";
+  EXPECT_EQ(relu_forward, 3 * 5);
+  EXPECT_GT(recomputed_saves, 0) << "what the recomputation saved is not forward_cache";
+  EXPECT_GT(forward_saves, 0);
+  EXPECT_EQ(steps, (std::vector<std::string>{"0", "1", "2"}))
+      << "one step per training step, not per optimizer";
 }
 
 // A tape listener that raises never reaches the program: one line, and training goes on.

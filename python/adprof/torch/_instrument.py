@@ -114,6 +114,10 @@ class _ThreadState(threading.local):
         self.modules = []  # (module, path, path name id), outermost first
         self.backward = 0  # nesting depth of backward calls on this thread
         self.optimizer = 0  # nesting depth of optimizer steps
+        # > 0: a forward recomputed inside backward (checkpointing), recorded as forward
+        self.recompute = 0
+        self.recompute_depth = None  # module stack depth of a module-started recomputation
+        self.capture = None  # list: the tensors made while a recomputation's pack hook runs
         self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
         # 1.13: the mode set directly (raw), its twin for the stack, and which one is in use
         self.raw = None
@@ -170,6 +174,45 @@ def _tensors_in(args):
                 if isinstance(b, Tensor):
                     out.append(b)
     return out
+
+
+_NUMBERS = (int, float, bool, complex)
+
+
+def _wrapped_number(out, args):
+    """1.13: a view of a "wrapped number" (the tensor a Python scalar operand becomes, which
+    autograd saves, e.g. for `x * 0.5`) comes back from the op as a Python number, and a mode
+    returning that fails the op ("detach returned invalid type float"). The view of such a
+    tensor is the tensor itself (it never requires grad)."""
+    if args and isinstance(args[0], Tensor) and args[0].dim() == 0:
+        return args[0]
+    return out
+
+
+def _returns_tensor(func):
+    """True for an op whose schema returns one Tensor (aten::item's returns a Scalar)."""
+    try:
+        returns = func._schema.returns
+        return len(returns) == 1 and str(returns[0].type) == "Tensor"
+    except Exception:
+        return False
+
+
+def _creates_storage(func):
+    """False for an op that makes no storage of its own, from its schema: every Tensor it
+    returns aliases an argument (a view, an in-place or out= op, detach), or it returns none."""
+    try:
+        schema = func._schema
+        returns = schema.returns
+        if "out" in schema.overload_name or "resize" in schema.name or \
+                schema.name.endswith("set_"):
+            return True  # may give the aliased tensor a new storage
+    except Exception:
+        return True
+    for r in returns:
+        if r.alias_info is None and "Tensor" in str(r.type):
+            return True
+    return False
 
 
 def _any_requires_grad(args):
@@ -252,10 +295,16 @@ class Instrumentation:
         self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module
         self.saved = {}  # storage address -> number of live saved references (forward_cache)
         self.saved_lock = threading.Lock()
+        self.recompute_refs = set()  # weakrefs to what recomputations saved (their release)
         self.grad_nodes = []  # AccumulateGrad nodes whose hooks we hold (1.13: kept alive)
         self.hooked_params = weakref.WeakSet()
         self.steps = 0  # optimizer steps done
         self.pending_step = 0  # the step number to mark when the next iteration starts
+        # At most one automatic step mark between two top-level forwards: one optimizer per
+        # parameter stepped from the gradient hooks (a fused step) is still one training step.
+        self.next_mark = 0
+        self.marked_since_forward = False
+        self.saw_forward = False  # a program without modules: backward begins an iteration
         self.backward_active = 0  # backward calls in progress, all threads
         self.manual_steps = False  # profile().step() was called
         self.installed = False
@@ -303,6 +352,9 @@ class Instrumentation:
             pre = _optim_module.register_optimizer_step_pre_hook(self._step_pre_hook)
             post = _optim_module.register_optimizer_step_post_hook(self._step_post_hook)
             self._undo.append(lambda: (pre.remove(), post.remove()))
+        hooks_cls = torch.autograd.graph.saved_tensors_hooks
+        self._patch(hooks_cls, "__enter__", self._wrap_hooks_enter(hooks_cls.__enter__))
+        self._patch(hooks_cls, "__exit__", self._wrap_hooks_exit(hooks_cls.__exit__))
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
         if _RAW_MODE:
@@ -379,6 +431,76 @@ class Instrumentation:
             return old
         return _pop_mode
 
+    # ---------------------------------------------------------------- recomputation
+    # Checkpointing (torch.utils.checkpoint) runs a segment's forward again inside backward.
+    # Its ops are forward work (activations; what they save is forward cache until autograd
+    # releases it), not gradients. Recognised two ways: a saved_tensors_hooks scope opened
+    # inside backward (the non-reentrant checkpoint's recomputation, 1.13 and 2.x), and a module
+    # forward with grad enabled inside backward (the reentrant one).
+    def _wrap_hooks_enter(self, original):
+        @functools.wraps(original)
+        def __enter__(hooks):
+            th = self.thread
+            if th.backward or (th.native and self.backward_active):
+                try:
+                    hooks.pack_hook = self._recompute_pack(hooks.pack_hook)
+                    hooks.__adprof_recompute__ = True
+                    th.recompute += 1
+                except Exception as e:
+                    self._internal_error("saved_tensors_hooks", e)
+            return original(hooks)
+        return __enter__
+
+    def _wrap_hooks_exit(self, original):
+        @functools.wraps(original)
+        def __exit__(hooks, *exc):
+            try:
+                return original(hooks, *exc)
+            finally:
+                if hooks.__dict__.pop("__adprof_recompute__", False):
+                    th = self.thread
+                    th.recompute = max(0, th.recompute - 1)
+                    self._leave_scope(th)
+        return __exit__
+
+    def _recompute_pack(self, pack_hook):
+        """The recomputation's pack hook (checkpoint's, innermost): what it keeps is forward
+        cache until it dies (the segment's backward took it)."""
+        def pack(t):
+            th = self.thread
+            outer = th.capture
+            th.capture = []
+            try:
+                packed = pack_hook(t)
+            finally:
+                made, th.capture = th.capture, outer
+            try:
+                kept = packed if isinstance(packed, Tensor) else (made[-1] if made else None)
+                if kept is not None:
+                    self._recompute_saved(kept)
+            except Exception as e:
+                self._internal_error("_recompute_pack", e)
+            return packed
+        return pack
+
+    def _recompute_saved(self, kept):
+        if kept.is_cuda or kept.is_meta:
+            return
+        ptr = storage_ptr(kept)
+        if not ptr or self._is_param_or_input(ptr):
+            return
+        with self.saved_lock:
+            n = self.saved.get(ptr, 0)
+            self.saved[ptr] = n + 1
+        if n == 0:
+            self.ctx.retag(ptr, P.ROLE_FORWARD_CACHE, 0)
+        refs = self.recompute_refs
+
+        def released(ref):
+            refs.discard(ref)
+            self._release_ptr(ptr)
+        refs.add(weakref.ref(kept, released))
+
     def _wrap_thread_start(self, original):
         def _bootstrap_inner(thread):
             try:
@@ -415,7 +537,8 @@ class Instrumentation:
             name = func.name()
         except Exception:
             name = str(func)
-        info = (self.ctx.name(name), name, _COPY_OPS.get(name, _OP_PLAIN))
+        info = (self.ctx.name(name), name, _COPY_OPS.get(name, _OP_PLAIN),
+                _creates_storage(func), _returns_tensor(func))
         self.ops[func] = info
         return info
 
@@ -426,9 +549,19 @@ class Instrumentation:
         info = self.ops.get(func)
         if info is None:
             info = self._op_info(func)
+        if not info[3] and not self._on_op_wanted:
+            # A view, an in-place op, detach: no storage of its own to tag, no op scope.
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            if type(out) in _NUMBERS and info[4]:
+                out = _wrapped_number(out, args)
+            if th.capture is not None and isinstance(out, Tensor):
+                th.capture.append(out)
+            return out
         ctx = self.ctx
         # The op's phase; adprof is told only when it changes on this thread.
-        if th.backward or (th.native and self.backward_active):
+        if th.recompute:
+            phase = P.PHASE_FORWARD  # checkpointing's forward, run again inside backward
+        elif th.backward or (th.native and self.backward_active):
             phase = P.PHASE_BACKWARD
         elif th.optimizer:
             phase = P.PHASE_OPTIMIZER
@@ -461,6 +594,10 @@ class Instrumentation:
                 self._tell("on_op", info[1], func, _tensors_in(args), outs, phase)
         finally:
             ctx.op_end()
+        if type(out) in _NUMBERS and info[4]:
+            out = _wrapped_number(out, args)
+        if th.capture is not None and isinstance(out, Tensor):
+            th.capture.append(out)
         return out
 
     def _outputs(self, info, phase, args, out, th):
@@ -555,7 +692,10 @@ class Instrumentation:
     def _released(self, saved):
         if saved.token is not None:
             self._tell("on_release", saved.token)
-        ptr = saved.ptr
+        if saved.ptr:
+            self._release_ptr(saved.ptr)
+
+    def _release_ptr(self, ptr):
         if ptr:
             with self.saved_lock:
                 n = self.saved.get(ptr, 0) - 1
@@ -687,7 +827,10 @@ class Instrumentation:
     def _module_pre(self, module, inputs):
         th = self.thread
         path, path_id = self._path_of(module)
-        if not th.modules:
+        if th.backward and not th.recompute and torch.is_grad_enabled():
+            th.recompute += 1  # a forward inside backward: reentrant checkpointing's
+            th.recompute_depth = len(th.modules)
+        elif not th.modules:
             self._top_level_enter(module, path, inputs, th)
         th.modules.append((module, path, path_id))
         if not self._listener_failed:
@@ -707,6 +850,8 @@ class Instrumentation:
                         ctx.label(ptr, ctx.name(path + ".input"))
                         ctx.describe(ptr, _DTYPES.get(t.dtype, P.DTYPE_UNKNOWN), t.shape)
         if torch.is_grad_enabled() and not th.backward and not th.optimizer:
+            self.saw_forward = True
+            self.marked_since_forward = False
             self._start_iteration()
             if th.phase != P.PHASE_FORWARD:
                 ctx.set_phase(P.PHASE_FORWARD)
@@ -730,6 +875,10 @@ class Instrumentation:
             top = stack.pop()
             if top[0] is module:
                 break
+        if th.recompute_depth is not None and len(stack) <= th.recompute_depth:
+            th.recompute_depth = None
+            th.recompute = max(0, th.recompute - 1)
+            self._leave_scope(th)
         if not self._listener_failed:
             path = self.paths.get(module, ("", 0))[0]
             outs = [output] if isinstance(output, Tensor) else (
@@ -739,11 +888,15 @@ class Instrumentation:
     def _start_iteration(self):
         if self.pending_step is not None and not self.manual_steps:
             self.ctx.step(self.pending_step)
+            self.next_mark = self.pending_step + 1
             self.pending_step = None
+            self.marked_since_forward = True
 
     def _leave_scope(self, th):
         """Back to the phase of what encloses a backward or an optimizer step."""
-        if th.backward:
+        if th.recompute:
+            phase = P.PHASE_FORWARD
+        elif th.backward:
             phase = P.PHASE_BACKWARD
         elif th.optimizer:
             phase = P.PHASE_OPTIMIZER
@@ -768,6 +921,8 @@ class Instrumentation:
             except Exception:  # the original reports what is wrong with its arguments
                 roots = []
             th.backward += 1
+            if not self.saw_forward:
+                self.marked_since_forward = False
             with self.saved_lock:
                 self.backward_active += 1
             if th.phase != P.PHASE_BACKWARD:
@@ -874,7 +1029,8 @@ class Instrumentation:
     def _step_begin(self, opt):
         th = self.thread
         th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
-        self._start_iteration()
+        if not self.marked_since_forward:
+            self._start_iteration()
         try:
             self._track_state(opt)
             for group in opt.param_groups:
@@ -901,7 +1057,8 @@ class Instrumentation:
         except Exception:
             pass
         self.steps += 1
-        self.pending_step = self.steps
+        if self.pending_step is None:
+            self.pending_step = self.next_mark
         th.optimizer = 0
         self._leave_scope(th)
         self._tell("on_step_end", opt, step)
