@@ -25,9 +25,10 @@ int command_dump(const std::vector<std::string> &args) {
   TraceReader reader(trace);
   Replay names;  // only to resolve interned names
   Event e;
-  static const char *types[] = {"alloc", "free",     "op_begin", "op_end", "phase",  "role",
-                                "retag", "step",     "counter",  "name",   "thread", "annotate",
-                                "label", "describe", "hash",     "heap"};
+  static const char *types[] = {"alloc",  "free",     "op_begin", "op_end",   "phase",
+                                "role",   "retag",    "step",     "counter",  "name",
+                                "thread", "annotate", "label",    "describe", "hash",
+                                "heap",   "stack",    "mapping",  "unmapping"};
   for (uint64_t n = 0; n < limit && reader.next(e); ++n) {
     names.apply(e);
     printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread, types[static_cast<int>(e.type)]);
@@ -35,6 +36,21 @@ int command_dump(const std::vector<std::string> &args) {
       case format::EventType::kAlloc:
         printf(" %s 0x%" PRIx64 " size=%" PRIu64 " slack=%" PRIu64, space_name(e.operand), e.addr,
                e.a, e.b);
+        if (e.stack) printf(" stack=%u", e.stack);
+        break;
+      case format::EventType::kStack:
+        printf(" %" PRIu64, e.a);
+        for (uint64_t frame : e.values()) printf(" 0x%" PRIx64, frame);
+        break;
+      case format::EventType::kMapping: {
+        const std::string_view text = e.text();
+        const std::string_view path = text.substr(0, text.find('\0'));
+        printf(" 0x%" PRIx64 "-0x%" PRIx64 " bias=0x%" PRIx64 " %.*s", e.a, e.b, e.addr,
+               static_cast<int>(path.size()), path.data());
+        break;
+      }
+      case format::EventType::kUnmapping:
+        printf(" 0x%" PRIx64 " bias=0x%" PRIx64, e.a, e.addr);
         break;
       case format::EventType::kFree:
         printf(" %s 0x%" PRIx64, space_name(e.operand), e.addr);

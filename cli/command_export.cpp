@@ -1,8 +1,11 @@
 // adprof export TRACE --perfetto FILE | --folded FILE
 //   --perfetto: Chrome trace event JSON (opens in ui.perfetto.dev and chrome://tracing): a counter
-//               track of live bytes per role, op slices per thread, phase slices.
+//               track of live bytes per role, op slices per thread, phase slices; for a trace
+//               recorded with --stacks, the largest buffers live at the peak as instant events
+//               at their allocation, with site and call stack.
 //   --folded:   folded stacks of live bytes at the peak, "phase;op;role bytes" per line, the
-//               input of flamegraph.pl, inferno and speedscope.
+//               input of flamegraph.pl, inferno and speedscope; for a trace recorded with
+//               --stacks, the allocations' real frames, "main;f;g bytes".
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -102,6 +105,32 @@ void export_perfetto(const std::string &trace, const std::string &path) {
              s.time * 1e6);
     emit(std::string(buf) + args + "}}");
   }
+  // Recorded with call stacks: the largest buffers live at the peak, each an instant event at
+  // its allocation on a track of its own, with its site and call stack in its arguments.
+  if (reader.header().stacks()) {
+    const Report r = analyze(trace);
+    std::map<std::string, const SiteSummary *> sites;
+    for (const SiteSummary &s : r.sites) sites[s.site] = &s;
+    constexpr size_t kMaxBuffers = 1000;
+    for (size_t i = 0; i < r.live_at_peak.size() && i < kMaxBuffers; ++i) {
+      const LiveBuffer &b = r.live_at_peak[i];
+      std::string stack;
+      if (auto it = sites.find(b.site); it != sites.end())
+        for (const std::string &frame : it->second->stack)
+          stack += (stack.empty() ? "" : "\n") + frame;
+      snprintf(buf, sizeof buf,
+               "{\"ph\":\"i\",\"s\":\"t\",\"pid\":3,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\","
+               "\"args\":{\"bytes\":%llu,\"role\":\"%s\",\"op\":\"%s\",",
+               b.thread, b.alloc_time * 1e6, format_bytes(b.size).c_str(),
+               static_cast<unsigned long long>(b.size), json_escape(b.role).c_str(),
+               json_escape(b.op).c_str());
+      emit(std::string(buf) + "\"site\":\"" + json_escape(b.site) + "\",\"stack\":\"" +
+           json_escape(stack) + "\"}}");
+    }
+    emit(
+        "{\"ph\":\"M\",\"pid\":3,\"name\":\"process_name\",\"args\":{\"name\":\"live at the "
+        "peak (allocations, with stacks)\"}}");
+  }
   emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ops\"}}");
   emit("{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"phases\"}}");
   for (uint32_t t = 0; t < replay.thread_names().size(); ++t) {
@@ -119,6 +148,13 @@ void export_perfetto(const std::string &trace, const std::string &path) {
 void export_folded(const std::string &trace, const std::string &path) {
   Report r = analyze(trace);
   warn_if_incomplete(trace, r.complete, r.end_reason);
+  if (r.stacks) {  // recorded with call stacks: the real frames, outermost first
+    std::string text;
+    for (const auto &[frames, bytes] : r.peak_stacks)
+      text += frames + ' ' + std::to_string(bytes) + '\n';
+    write_file(path, text);
+    return;
+  }
   std::map<std::string, uint64_t> stacks;
   for (const LiveBuffer &b : r.live_at_peak) {
     std::string op = b.op;
@@ -141,7 +177,8 @@ int command_export(const std::vector<std::string> &args) {
       "--perfetto writes Chrome trace event JSON (ui.perfetto.dev, chrome://tracing): live bytes\n"
       "by role as counters, op and phase slices per thread, step marks.\n"
       "--folded writes the live bytes at the peak as folded stacks (phase;op;role[;label] BYTES)\n"
-      "for flamegraph.pl, inferno or speedscope.\n\nOptions");
+      "for flamegraph.pl, inferno or speedscope; for a trace recorded with `run --stacks`, the\n"
+      "allocations' call stacks (outermost;...;innermost BYTES).\n\nOptions");
   options.add_options()("help,h", "show this help")("perfetto", po::value<std::string>(),
                                                     "Chrome/Perfetto trace JSON output")(
       "folded", po::value<std::string>(), "folded stacks output")("trace", po::value<std::string>(),

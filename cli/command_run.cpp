@@ -1,4 +1,4 @@
-// adprof run [-o TRACE] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]
+// adprof run [-o TRACE] [--stacks] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]
 //
 // --torch: PROGRAM is a Python interpreter; `-m adprof.torch` goes after it (and its own
 // options), and the package's directory (installed, or the source tree's python/ in a build
@@ -221,7 +221,8 @@ std::string find_preload() {
 
 int command_run(const std::vector<std::string> &args) {
   po::options_description options(
-      "usage: adprof run [-o TRACE] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]\n\n"
+      "usage: adprof run [-o TRACE] [--stacks] [--json] [--no-report] [--torch] [--] PROGRAM "
+      "[ARGS...]\n\n"
       "Runs PROGRAM under the adprof interposer (every allocation is served by jemalloc and\n"
       "recorded with the op, phase and role the program declares), writes the trace and prints\n"
       "the memory report. Exits with PROGRAM's exit status (128+N if signal N ended it).\n"
@@ -237,7 +238,10 @@ int command_run(const std::vector<std::string> &args) {
   options.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
       "trace file to create (default: adprof.PROGRAM.DATE-TIME.adtrace); never overwritten")(
-      "json", "print the report as JSON")("no-report", "only record; print no report")(
+      "stacks",
+      "record each allocation's call stack (libunwind), symbolised when the trace is read: "
+      "the report then names the allocation sites")("json", "print the report as JSON")(
+      "no-report", "only record; print no report")(
       "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
       "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)");
 
@@ -309,6 +313,7 @@ int command_run(const std::vector<std::string> &args) {
       if (const char *old = getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
       setenv("PYTHONPATH", path.c_str(), 1);
     }
+    setenv("ADPROF_STACKS", vm.count("stacks") ? "1" : "0", 1);
     std::vector<char *> argv;
     for (auto &a : program) argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);

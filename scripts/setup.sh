@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config git
   libjemalloc-dev libboost-program-options-dev libzstd-dev zlib1g-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libabsl-dev
+  libunwind-dev libdw-dev # call stacks: unwinding when recording, symbols when reading
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack clang-format
   python3-torch python3-numpy gcc

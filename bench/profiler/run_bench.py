@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Profiler overhead benchmark: the allocation storm (bench/profiler/storm.cpp) run plain,
-under `adprof run --no-report` and under heaptrack; then `adprof report` against
-`heaptrack_print` on the traces of the same program. Prints medians of RUNS runs.
+under `adprof run --no-report` (and with --stacks, `adprof run --stacks`) and under heaptrack;
+then `adprof report` against `heaptrack_print` on the traces of the same program. Prints medians
+of RUNS runs, the rows of one round run one after the other.
 
 usage: bench/profiler/run_bench.py [--build build/ptest] [--threads 2] [--iterations 1000000]
-                                   [--runs 5]
-Events = 2 per iteration (a free and a malloc) per thread. CPU time is user+sys of the whole
-process tree (the program, adprof's CLI, heaptrack's interpreter and compressor).
+                                   [--runs 5] [--stacks] [--program 'CMD ARGS...']
+Events = 2 per iteration (a free and a malloc) per thread; with --program (a real program
+instead of the storm), the allocations and frees adprof recorded. CPU time is user+sys of the
+whole process tree (the program, adprof's CLI, heaptrack's interpreter and compressor).
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shlex, shutil, statistics, subprocess, sys, tempfile, time
 
 
 def timed(cmd, env=None, stdout=subprocess.DEVNULL):
@@ -29,25 +31,36 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=1000000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--stacks", action="store_true", help="also adprof run --stacks")
+    ap.add_argument("--program", help="a real program (a command line) instead of the storm")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     storm = os.path.join(build, "bench/profiler/profiler_bench_storm")
     adprof = os.path.join(build, "bin/adprof")
     heaptrack, heaptrack_print = shutil.which("heaptrack"), shutil.which("heaptrack_print")
-    program = [storm, str(a.threads), str(a.iterations)]
+    program = shlex.split(a.program) if a.program else [storm, str(a.threads), str(a.iterations)]
     events = 2 * a.threads * a.iterations
     tmp = tempfile.mkdtemp(prefix="adprof-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ADPROF_", "LD_PRELOAD"))}
 
-    rows = {"plain": [], "adprof": [], "heaptrack": []}
-    sizes = {"adprof": [], "heaptrack": []}
-    reports = {"adprof": [], "heaptrack": []}  # (wall, CPU) of the report of each trace
+    adprofs = ["adprof"] + (["adprof --stacks"] if a.stacks else [])
+    rows = {"plain": [], "heaptrack": [], **{n: [] for n in adprofs}}
+    sizes = {"heaptrack": [], **{n: [] for n in adprofs}}
+    reports = {"heaptrack": [], **{n: [] for n in adprofs}}  # (wall, CPU) of each report
     for run in range(a.runs):
         rows["plain"].append(timed(program, env))
-        trace = os.path.join(tmp, "storm%d.adtrace" % run)
-        rows["adprof"].append(timed([adprof, "run", "-o", trace, "--no-report", "--"] + program, env))
-        sizes["adprof"].append(os.path.getsize(trace))
-        reports["adprof"].append(timed([adprof, "report", trace], env))
+        for name in adprofs:
+            trace = os.path.join(tmp, "storm%d%s.adtrace" % (run, "s" if "stacks" in name else ""))
+            options = ["--stacks"] if "stacks" in name else []
+            rows[name].append(timed([adprof, "run", "-o", trace, "--no-report"] + options + ["--"] +
+                                    program, env))
+            sizes[name].append(os.path.getsize(trace))
+            reports[name].append(timed([adprof, "report", trace], env))
+            if a.program and run == 0 and name == "adprof":  # count the real program's events
+                out = subprocess.run([adprof, "report", "--json", trace], env=env, check=True,
+                                     capture_output=True, text=True).stdout
+                totals = json.loads(out)["totals"]
+                events = totals["allocations"] + totals["frees"]
         if heaptrack:
             base = os.path.join(tmp, "ht%d" % run)
             rows["heaptrack"].append(timed([heaptrack, "-o", base] + program, env))
@@ -59,14 +72,17 @@ def main():
 
     med = lambda xs, i: statistics.median(x[i] for x in xs)
     plain_wall = med(rows["plain"], 0)
-    print("allocation storm: %d threads x %d iterations = %d events (median of %d runs)"
-          % (a.threads, a.iterations, events, a.runs))
+    if a.program:
+        print("%s: %d allocations and frees (median of %d runs)" % (a.program, events, a.runs))
+    else:
+        print("allocation storm: %d threads x %d iterations = %d events (median of %d runs)"
+              % (a.threads, a.iterations, events, a.runs))
     plain_cpu = med(rows["plain"], 1)
-    print("%-10s %9s %9s %9s %11s %12s %14s %14s" % ("", "wall s", "slowdown", "CPU x",
+    print("%-15s %9s %9s %9s %11s %12s %14s %14s" % ("", "wall s", "slowdown", "CPU x",
                                                       "CPU ns/ev", "trace B/ev", "report s",
                                                       "report s/Mev"))
     figures = {}
-    for name in ("plain", "adprof", "heaptrack"):
+    for name in ["plain"] + adprofs + ["heaptrack"]:
         if not rows[name]:
             continue
         wall, cpu = med(rows[name], 0), med(rows[name], 1)
@@ -75,12 +91,12 @@ def main():
         rep_cpu = med(reports[name], 1) if name in reports and reports[name] else 0
         figures[name] = (wall / plain_wall, cpu * 1e9 / events, size, rep * 1e6 / events,
                          cpu / plain_cpu, rep_cpu * 1e6 / events)
-        print("%-10s %9.3f %9.2f %9.2f %11.1f %12s %14s %14s" % (
+        print("%-15s %9.3f %9.2f %9.2f %11.1f %12s %14s %14s" % (
             name, wall, wall / plain_wall, cpu / plain_cpu, cpu * 1e9 / events,
             "%.2f" % size if size else "-", "%.3f" % rep if rep else "-",
             "%.3f" % (rep * 1e6 / events) if rep else "-"))
         if rep:
-            print("%-10s report CPU %.3f s = %.3f s per million events" % (
+            print("%-15s report CPU %.3f s = %.3f s per million events" % (
                 "", rep_cpu, rep_cpu * 1e6 / events))
     if "heaptrack" in figures:
         ad, ht = figures["adprof"], figures["heaptrack"]
@@ -96,6 +112,14 @@ def main():
                                    ht[5] / ad[5], "met" if ht[5] >= 3 * ad[5] else "MISSED"))
         print("  (adprof report reads ahead on a second thread: its wall time gains from a free "
               "core, its CPU time does not)")
+        if "adprof --stacks" in figures:
+            st = figures["adprof --stacks"]
+            print("  with stacks, slowdown <= 1/3 of heaptrack's: wall %.2fx vs %.2fx (ratio %.2f) "
+                  "-> %s; CPU %.2fx vs %.2fx (ratio %.2f) -> %s" % (
+                      st[0], ht[0], st[0] / ht[0], "met" if st[0] <= ht[0] / 3 else "MISSED",
+                      st[4], ht[4], st[4] / ht[4], "met" if st[4] <= ht[4] / 3 else "MISSED"))
+            print("  with stacks, trace bytes/event <= heaptrack's: %.2f vs %.2f -> %s"
+                  % (st[2], ht[2], "met" if st[2] <= ht[2] else "MISSED"))
 
 
 if __name__ == "__main__":

@@ -121,6 +121,7 @@ void MainWindow::buildUi() {
     o.to = to;
     o.max_samples = 4096;
     o.tracked_ops = timeline_->trackedOps();
+    o.tracked_sites = timeline_->trackedSites();
     QString path = path_;
     loader_.timeline("detail", path, o, [this, path, from, to](Outcome<Timeline> r) {
       if (r.value && path == path_) timeline_->setDetail(r.value, from, to);
@@ -201,6 +202,34 @@ void MainWindow::buildUi() {
   ops_dock->setWidget(ops_view_);
   addDockWidget(Qt::BottomDockWidgetArea, ops_dock);
 
+  // ---- allocation sites (traces recorded with --stacks) ----
+  sites_model_ = new SitesModel(this);
+  auto *sites_proxy = make_proxy(sites_model_, this);
+  auto *sites_view = new QTreeView(this);
+  sites_view->setModel(sites_proxy);
+  sites_view->setSortingEnabled(true);
+  sites_view->sortByColumn(SitesModel::Bytes, Qt::DescendingOrder);
+  sites_view->setColumnWidth(SitesModel::Frame, 420);
+  connect(sites_view, &QTreeView::clicked, this, [this, sites_proxy](const QModelIndex &i) {
+    highlightSite(sites_model_->siteOf(sites_proxy->mapToSource(i)));
+  });
+  auto *sites_direction = new QComboBox(this);
+  sites_direction->addItems(
+      {tr("Bottom-up: sites, then their callers"), tr("Top-down: callers, then the sites")});
+  connect(sites_direction, &QComboBox::currentIndexChanged, this, [this](int i) {
+    sites_model_->setDirection(i == 0 ? SitesModel::Direction::BottomUp
+                                      : SitesModel::Direction::TopDown);
+  });
+  auto *sites_panel = new QWidget(this);
+  auto *sites_layout = new QVBoxLayout(sites_panel);
+  sites_layout->setContentsMargins(0, 0, 0, 0);
+  sites_layout->addWidget(sites_direction);
+  sites_layout->addWidget(sites_view, 1);
+  auto *sites_dock = new QDockWidget(tr("Sites"), this);
+  sites_dock->setObjectName("sites");
+  sites_dock->setWidget(sites_panel);
+  addDockWidget(Qt::BottomDockWidgetArea, sites_dock);
+
   // ---- what-if ----
   whatif_model_ = new WhatIfModel(this);
   whatif_stack_ = new QStackedWidget(this);
@@ -235,7 +264,8 @@ void MainWindow::buildUi() {
 
   tabifyDockWidget(instant_dock, findings_dock);
   tabifyDockWidget(findings_dock, ops_dock);
-  tabifyDockWidget(ops_dock, whatif_dock);
+  tabifyDockWidget(ops_dock, sites_dock);
+  tabifyDockWidget(sites_dock, whatif_dock);
   tabifyDockWidget(whatif_dock, diff_dock);
   instant_dock->raise();
 
@@ -511,6 +541,7 @@ void MainWindow::openTrace(const QString &path) {
           op_labels.insert(QString::fromStdString(o.name),
                            QString::fromStdString(labels_text(o.labels_at_peak)));
         timeline_->setOpLabels(std::move(op_labels));
+        sites_model_->setSites(report_->sites);
         whatif_model_->setData({});
         whatif_stack_->setCurrentIndex(0);
         // The AD layer (ad_analysis.h), once, and only for a trace with an AD tape: the
@@ -558,14 +589,16 @@ void MainWindow::adopt(const QString &path) {
   live_model_->setInstant({});
   findings_model_->setFindings({});
   ops_model_->setOps({});
+  sites_model_->setSites({});
   diff_model_->setRows({});
   instant_label_->setText(tr("Analysing..."));
 }
 
-void MainWindow::requestOpTimeline(std::vector<std::string> ops) {
+void MainWindow::requestOpTimeline(std::vector<std::string> ops, std::vector<std::string> sites) {
   TimelineOptions o;
   o.max_samples = 8192;
   o.tracked_ops = std::move(ops);
+  o.tracked_sites = sites.empty() ? timeline_->trackedSites() : std::move(sites);
   QString path = path_;
   loader_.timeline("ops", path, o, [this, path](Outcome<Timeline> r) {
     if (!r.value || path != path_) return;
@@ -702,6 +735,18 @@ void MainWindow::highlightOp(int row) {
     tracked.push_back(name);
     requestOpTimeline(tracked);
   }
+}
+
+void MainWindow::highlightSite(const QString &site) {
+  if (site.isEmpty()) return;
+  timeline_->setHighlightSite(site);
+  std::vector<std::string> tracked = timeline_->trackedSites();
+  const std::string name = site.toStdString();
+  if (std::find(tracked.begin(), tracked.end(), name) != tracked.end()) return;
+  constexpr size_t kTrackedSites = 8;
+  if (tracked.size() >= kTrackedSites) tracked.erase(tracked.begin());
+  tracked.push_back(name);
+  requestOpTimeline(timeline_->trackedOps(), std::move(tracked));
 }
 
 void MainWindow::setGrouping(TimelineWidget::Grouping g) {

@@ -9,6 +9,7 @@
 
 #include "gui_data.h"
 #include "models.h"
+#include "sites_model.h"
 #include "timeline_widget.h"
 #include "trace_loader.h"
 
@@ -51,6 +52,8 @@ class MainWindow : public QMainWindow {
   LiveBuffersModel *liveModel() const { return live_model_; }
   FindingsModel *findingsModel() const { return findings_model_; }
   OpsModel *opsModel() const { return ops_model_; }
+  // Allocation sites (traces recorded with --stacks): the tree beside the op view.
+  SitesModel *sitesModel() const { return sites_model_; }
   WhatIfModel *whatIfModel() const { return whatif_model_; }
   DiffModel *diffModel() const { return diff_model_; }
   QTreeView *liveView() const { return live_view_; }
@@ -66,6 +69,8 @@ class MainWindow : public QMainWindow {
   void showInstant(double time, bool at_peak);
   void showFinding(int row);
   void highlightOp(int row);
+  // An allocation site's live bytes on the timeline (the Sites panel; empty: nothing).
+  void highlightSite(const QString &site);
   void goToPeak();
 
  signals:
@@ -91,7 +96,8 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString &path);
   void rebuildRecentMenu();
   void adopt(const QString &path);
-  void requestOpTimeline(std::vector<std::string> ops);
+  // `sites`: the allocation sites to give series too (empty: those the chart has now).
+  void requestOpTimeline(std::vector<std::string> ops, std::vector<std::string> sites = {});
   void updateDiff();
   void setGrouping(TimelineWidget::Grouping g);
   void revealBuffers(const FindingTarget &target);
@@ -108,6 +114,7 @@ class MainWindow : public QMainWindow {
   FindingsModel *findings_model_ = nullptr;
   QTableView *findings_view_ = nullptr;
   OpsModel *ops_model_ = nullptr;
+  SitesModel *sites_model_ = nullptr;
   QSortFilterProxyModel *ops_proxy_ = nullptr;
   QTableView *ops_view_ = nullptr;
   WhatIfModel *whatif_model_ = nullptr;

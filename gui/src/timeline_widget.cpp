@@ -79,6 +79,7 @@ void TimelineWidget::setTimeline(std::shared_ptr<const Timeline> timeline) {
   peak_time_ = overview_ ? overview_->peak_time : -1;
   peak_bytes_ = overview_ ? overview_->peak : 0;
   highlight_op_.clear();
+  highlight_site_.clear();
   clearSelection();
   resetView();
 }
@@ -118,6 +119,15 @@ void TimelineWidget::setOpLabels(QHash<QString, QString> labels) { op_labels_ = 
 void TimelineWidget::setHighlightOp(const QString &op) {
   highlight_op_ = op;
   update();
+}
+
+void TimelineWidget::setHighlightSite(const QString &site) {
+  highlight_site_ = site;
+  update();
+}
+
+std::vector<std::string> TimelineWidget::trackedSites() const {
+  return ops_ ? ops_->site_names : std::vector<std::string>();
 }
 
 void TimelineWidget::setGrouping(Grouping grouping) {
@@ -236,9 +246,11 @@ uint64_t TimelineWidget::value(const TimelineSample &s, const Series &series) co
 
 const Timeline &TimelineWidget::source() const {
   const Timeline &whole =
-      (grouping_ == Grouping::Op || !highlight_op_.isEmpty()) && ops_ ? *ops_ : *overview_;
+      (grouping_ == Grouping::Op || !highlight_op_.isEmpty() || !highlight_site_.isEmpty()) && ops_
+          ? *ops_
+          : *overview_;
   if (detail_ && detail_from_ <= from_ + 1e-12 && detail_to_ >= to_ - 1e-12 &&
-      detail_->op_names == whole.op_names)
+      detail_->op_names == whole.op_names && detail_->site_names == whole.site_names)
     return *detail_;
   return whole;
 }
@@ -425,7 +437,7 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
   // ---- the stacked areas: one polygon per series, flat across each column ----
   p.setRenderHint(QPainter::Antialiasing, false);
   std::vector<double> below(width_px, 0.0), above(width_px, 0.0);
-  const bool faded = !highlight_op_.isEmpty();
+  const bool faded = !highlight_op_.isEmpty() || !highlight_site_.isEmpty();
   for (const Series &s : ser) {
     bool any = false;
     for (int c = 0; c < width_px; ++c) {
@@ -477,36 +489,39 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     }
   }
 
-  // ---- an op's live bytes, highlighted ----
-  if (!highlight_op_.isEmpty()) {
-    auto name = highlight_op_.toStdString();
-    auto at = std::find(t.op_names.begin(), t.op_names.end(), name);
-    if (at != t.op_names.end()) {
-      const size_t op = size_t(at - t.op_names.begin());
-      auto op_value = [&](int c) -> double {
-        const TimelineSample *s = column[c] >= 0    ? &samples[column[c]]
-                                  : column[c] == -1 ? seed
-                                                    : nullptr;
-        return s && op < s->by_op.size() ? double(s->by_op[op]) : 0.0;
-      };
-      QPolygonF line;
-      for (int c = 0; c < width_px; ++c) {
-        double y = y_of(op_value(c));
-        line << QPointF(plot.left() + c, y) << QPointF(plot.left() + c + 1, y);
-      }
-      p.setBrush(Qt::NoBrush);
-      p.setPen(QPen(Qt::white, 4));
-      p.drawPolyline(line);
-      p.setPen(QPen(QColor(0x00, 0x00, 0x00), 2));
-      p.drawPolyline(line);
-      p.drawText(QPointF(plot.left() + 6, plot.top() + 2 * fm.height() + 2),
-                 tr("highlighted: %1 (its live bytes)").arg(highlight_op_));
-    } else {
+  // ---- an op's or an allocation site's live bytes, highlighted ----
+  auto highlight = [&](const QString &what, const std::vector<std::string> &names,
+                       std::vector<uint64_t> TimelineSample::*series, int line_no) {
+    auto at = std::find(names.begin(), names.end(), what.toStdString());
+    const double text_y = plot.top() + (1 + line_no) * fm.height() + 2;
+    if (at == names.end()) {
       p.setPen(Qt::darkGray);
-      p.drawText(QPointF(plot.left() + 6, plot.top() + 2 * fm.height() + 2),
-                 tr("computing the series of %1...").arg(highlight_op_));
+      p.drawText(QPointF(plot.left() + 6, text_y), tr("computing the series of %1...").arg(what));
+      return;
     }
-  }
+    const size_t k = size_t(at - names.begin());
+    auto value = [&](int c) -> double {
+      const TimelineSample *s = column[c] >= 0    ? &samples[column[c]]
+                                : column[c] == -1 ? seed
+                                                  : nullptr;
+      return s && k < (s->*series).size() ? double((s->*series)[k]) : 0.0;
+    };
+    QPolygonF line;
+    for (int c = 0; c < width_px; ++c) {
+      double y = y_of(value(c));
+      line << QPointF(plot.left() + c, y) << QPointF(plot.left() + c + 1, y);
+    }
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(Qt::white, 4));
+    p.drawPolyline(line);
+    p.setPen(QPen(QColor(0x00, 0x00, 0x00), 2));
+    p.drawPolyline(line);
+    p.drawText(QPointF(plot.left() + 6, text_y), tr("highlighted: %1 (its live bytes)").arg(what));
+  };
+  if (!highlight_op_.isEmpty()) highlight(highlight_op_, t.op_names, &TimelineSample::by_op, 1);
+  if (!highlight_site_.isEmpty())
+    highlight(highlight_site_, t.site_names, &TimelineSample::by_site,
+              highlight_op_.isEmpty() ? 1 : 2);
 
   // ---- the diff's base trace ----
   if (base_ && !base_->samples.empty()) {

@@ -40,6 +40,10 @@ class TimelineWidget : public QWidget {
   // Per op kind, the labels of its buffers at the peak ("model.fc1, model.fc2"): the op
   // series' hover text names them.
   void setOpLabels(QHash<QString, QString> labels);
+  // An allocation site's live bytes (traces with stacks; the op timeline's by_site series).
+  void setHighlightSite(const QString &site);     // empty: none
+  std::vector<std::string> trackedSites() const;  // the site series the op timeline has
+  std::shared_ptr<const Timeline> opTimeline() const { return ops_; }
   void setGrouping(Grouping grouping);
   Grouping grouping() const { return grouping_; }
   std::vector<std::string> trackedOps() const;  // the op series the current op timeline has
@@ -110,6 +114,7 @@ class TimelineWidget : public QWidget {
   double sel_from_ = 0, sel_to_ = 0;
   QString highlight_op_;
   QHash<QString, QString> op_labels_;
+  QString highlight_site_;
   // mouse
   QPointF press_pos_;
   double press_from_ = 0, press_to_ = 0;

@@ -100,6 +100,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       peak_log_shapes.emplace_back(Replay::address_of(key), *shape);
   };
   OpTable ops;
+  SiteTotals sites;  // traces with call stacks (sites.h)
   uint64_t index = 0;
   uint64_t last_ticks = reader.header().start_ticks;
   std::array<uint64_t, format::kCounterKindCount> counters_at_peak{};
@@ -120,6 +121,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     OpTotals &op = ops[b.op_name];
     ++op.allocations;
     op.bytes += b.size;
+    sites.on_alloc(b);
     if (in_step) {
       ++step.allocations;
       step.bytes += b.size;
@@ -131,6 +133,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     OpTotals &op = ops[b.op_name];
     ++op.temporaries;
     op.temporary_bytes += b.size;
+    sites.on_temporary(b);
   };
   auto track_host_peak = [&](const Event &e, int thread_phase) __attribute__((always_inline)) {
     const uint64_t live = replay.host_live();
@@ -179,6 +182,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     index = driver.index();
     ad_pass->on_event(e, index);
     last_ticks = e.ticks;
+    sites.on_event(e);
     if (e.type == format::EventType::kOpBegin) {
       ++ops[static_cast<uint32_t>(e.a)].calls;
     } else if (e.type == format::EventType::kStep) {
@@ -276,6 +280,14 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     if (blk.serial <= peak_serial && !retagged_since_peak.contains(addr))
       at_peak.emplace_back(addr, &blk);
   for (const auto &[key, blk] : peak_log) at_peak.emplace_back(Replay::address_of(key), &blk);
+  if (!sites.empty()) {
+    std::vector<const Block *> peak_blocks, end_blocks;
+    for (const auto &p : at_peak) peak_blocks.push_back(p.second);
+    for (const auto &[key, blk] : replay.blocks()) end_blocks.push_back(&blk);
+    r.stacks = true;
+    r.sites = sites.summarize(peak_blocks, end_blocks);
+    r.peak_stacks = sites.folded(peak_blocks);
+  }
   std::vector<std::pair<uint64_t, const Block *>> mappings;
   for (const auto &p : at_peak)
     if (p.second->space == ADPROF_SPACE_MMAP) mappings.push_back(p);
@@ -303,6 +315,9 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   r.peak_by_phase = snap.by_phase;
   r.peak_slack = snap.slack;
   r.live_at_peak = std::move(snap.buffers);
+  if (r.stacks)  // the context still wins (op, role); the stack is one field away
+    for (LiveBuffer &lb : r.live_at_peak)
+      if (lb.stack) lb.site = sites.stacks().site(lb.stack);
   r.peak_by_op = snap.by_op;
   r.peak_by_label = std::move(snap.by_label);
   std::unordered_map<std::string, uint64_t> op_bytes_at_peak;

@@ -18,7 +18,8 @@ namespace {
 
 bool is_bytes_metric(const std::string &m) {
   return m == "peak" || m == "bytes_allocated" || m.rfind("role.", 0) == 0 ||
-         m.rfind("phase.", 0) == 0 || m.rfind("op.", 0) == 0 || m.rfind("device.", 0) == 0;
+         m.rfind("phase.", 0) == 0 || m.rfind("op.", 0) == 0 || m.rfind("device.", 0) == 0 ||
+         m.rfind("site.", 0) == 0 || m.rfind("site_bytes.", 0) == 0;
 }
 
 std::string show(double v, bool bytes) {
@@ -106,6 +107,12 @@ std::map<std::string, double> report_metrics(const Report &r) {
   for (const NamedBytes &o : r.peak_by_op) m["op." + o.name] = static_cast<double>(o.bytes);
   for (const OpSummary &o : r.ops)
     m["op_allocations." + o.name] = static_cast<double>(o.allocations);
+  // Traces with call stacks: by allocation site (sites.h).
+  for (const SiteSummary &s : r.sites) {
+    if (s.peak_bytes) m["site." + s.site] = static_cast<double>(s.peak_bytes);
+    m["site_allocations." + s.site] = static_cast<double>(s.allocations);
+    m["site_bytes." + s.site] = static_cast<double>(s.bytes);
+  }
   return m;
 }
 
@@ -113,10 +120,12 @@ Gate parse_gate(const std::string &text) {
   Gate g;
   g.text = text;
   static const char *ops[] = {">=", "<=", "==", ">", "<"};
+  // The last comparison in the text is the gate's: a metric may hold '<' and '>' (a site's
+  // C++ name: site.std::vector<int>::push_back(...)), a value never does.
   size_t at = std::string::npos;
   for (const char *op : ops) {
-    size_t p = text.find(op);
-    if (p != std::string::npos && (at == std::string::npos || p < at)) {
+    size_t p = text.rfind(op);
+    if (p != std::string::npos && (at == std::string::npos || p > at)) {
       at = p;
       g.op = op;
     }
@@ -146,7 +155,10 @@ GateResult evaluate(const Gate &gate, const std::map<std::string, double> *base,
     return it != m.end() ? it->second : 0.0;  // an op or role absent is zero bytes
   };
   bool known = current.count(gate.metric) || (base && base->count(gate.metric)) ||
-               gate.metric.rfind("op.", 0) == 0 || gate.metric.rfind("op_allocations.", 0) == 0;
+               gate.metric.rfind("op.", 0) == 0 || gate.metric.rfind("op_allocations.", 0) == 0 ||
+               gate.metric.rfind("site.", 0) == 0 ||
+               gate.metric.rfind("site_allocations.", 0) == 0 ||
+               gate.metric.rfind("site_bytes.", 0) == 0;
   if (!known)
     throw std::invalid_argument("unknown metric '" + gate.metric + "' in '" + gate.text + "'");
   r.current = value_of(current);
@@ -190,6 +202,8 @@ ReportDiff diff_reports(const Report &base, const Report &current) {
     for (const NamedBytes &o : r.peak_by_op) s.insert("op " + o.name);
     for (const LiveBuffer &b : r.live_at_peak)
       if (!b.label.empty()) s.insert(b.role + " " + b.label);
+    for (const SiteSummary &site : r.sites)
+      if (site.peak_bytes) s.insert("site " + site.site);
     return s;
   };
   auto sb = sites(base), sc = sites(current);

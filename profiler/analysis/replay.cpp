@@ -170,6 +170,7 @@ void Replay::on_alloc(const Event &e) {
   b->serial = serial_;
   b->thread = e.thread;
   b->device = e.device;
+  b->stack = e.stack;
   b->role = ctx.role;
   b->phase = ctx.phase;
   b->space = space;
@@ -307,7 +308,10 @@ bool Replay::apply(const Event &e) {
       return false;
     case fmt::EventType::kStep:
     case fmt::EventType::kAnnotate:
-    case fmt::EventType::kHeap:  // the reader yields compact heap events as kAlloc / kFree
+    case fmt::EventType::kHeap:   // the reader yields compact heap events as kAlloc / kFree
+    case fmt::EventType::kStack:  // call stacks: the symbolizer's (stacks.h), not the replay's
+    case fmt::EventType::kMapping:
+    case fmt::EventType::kUnmapping:
       return false;
   }
   return false;

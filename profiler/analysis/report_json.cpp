@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adprof/report.h"
+#include "sites_render.h"
 
 namespace adprof {
 
@@ -146,6 +147,11 @@ json to_json(const Report &r) {
                     {"source", b.source},
                     {"source_label", b.source_label},
                     {"content_hash", b.content_hash}});
+  if (r.stacks) {  // traces with call stacks: each buffer's site, and the sites
+    for (size_t i = 0; i < r.live_at_peak.size(); ++i)
+      if (!r.live_at_peak[i].site.empty()) live[i]["site"] = r.live_at_peak[i].site;
+    j["sites"] = sites_to_json(r);
+  }
   j["live_at_peak"] = live;
   json savings = json::array();
   for (const auto &p : r.policy_savings)
@@ -321,6 +327,7 @@ Report report_from_json(const json &j) {
       lb.source = b.value("source", uint64_t{0});
       lb.source_label = b.value("source_label", std::string());
       lb.content_hash = b.value("content_hash", uint64_t{0});
+      lb.site = b.value("site", std::string());
       r.live_at_peak.push_back(std::move(lb));
     }
     for (const auto &p : at(j, "policy_savings"))
@@ -348,6 +355,7 @@ Report report_from_json(const json &j) {
       r.findings.push_back({f.value("kind", std::string()), f.value("message", std::string()),
                             f.value("evidence", std::string()), f.value("fix", std::string()),
                             f.value("bytes", uint64_t{0})});
+    sites_from_json(j, r);
   } catch (const json::exception &e) {
     throw std::runtime_error(std::string("malformed adprof report: ") + e.what());
   }

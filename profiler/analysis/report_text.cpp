@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "adprof/report.h"
+#include "sites_render.h"
 
 namespace adprof {
 
@@ -181,6 +182,7 @@ std::string render_text(const Report &r, size_t top) {
   for (size_t i = 0; i < r.peak_by_op.size() && i < top; ++i)
     add(o, "    %-28s %12s  %5.1f%%\n", r.peak_by_op[i].name.c_str(),
         format_bytes(r.peak_by_op[i].bytes).c_str(), pct(r.peak_by_op[i].bytes, r.peak));
+  render_sites_text(o, r, top);
   add(o, "Largest buffers live at the peak (top %zu of %zu):\n", top, r.live_at_peak.size());
   add(o, "    %12s  %-15s %-24s %-20s %s\n", "size", "role", "op", "label", "type");
   for (size_t i = 0; i < r.live_at_peak.size() && i < top; ++i) {
@@ -192,6 +194,7 @@ std::string render_text(const Report &r, size_t top) {
     }
     add(o, "    %12s  %-15s %-24s %-20s %s\n", format_bytes(b.size).c_str(), b.role.c_str(),
         b.op.c_str(), b.label.c_str(), type.c_str());
+    if (!b.site.empty()) add(o, "    %12s  allocated at %s\n", "", b.site.c_str());
   }
 
   add(o, "\nBy phase:        %14s %14s %12s %12s\n", "allocations", "frees", "bytes", "peak");

@@ -108,6 +108,7 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     lb.space = space_name(b->space);
     lb.device = b->device;
     lb.thread = b->thread;
+    lb.stack = b->stack;
     lb.op = replay.op_label(b->op_name, b->op_instance);
     lb.alloc_time = reader.seconds(b->alloc_ticks);
     lb.label = b->label ? replay.name(b->label) : "";

@@ -30,6 +30,28 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
   Replay replay;
   std::unordered_map<uint32_t, size_t> op_series;  // name id -> series index
   std::vector<uint64_t> op_live(t.op_names.size(), 0);
+  // Tracked sites: their blocks' live bytes, by the site of the block's stack id.
+  t.site_names = options.tracked_sites;
+  std::vector<uint64_t> site_live(t.site_names.size(), 0);
+  CallStacks stacks;
+  std::unordered_map<uint32_t, int> site_series;  // stack id -> series, -1: none
+  auto site_series_of = [&](uint32_t stack) -> int {
+    if (stack == 0) return -1;
+    auto [it, inserted] = site_series.try_emplace(stack, -1);
+    if (inserted) {
+      const std::string site = stacks.site(stack);
+      for (size_t i = 0; i < t.site_names.size(); ++i)
+        if (t.site_names[i] == site) it->second = static_cast<int>(i);
+    }
+    return it->second;
+  };
+  auto count_site = [&](const Block &b, bool alloc) {
+    if (site_live.empty()) return;
+    const int s = site_series_of(b.stack);
+    if (s < 0) return;
+    uint64_t &live = site_live[static_cast<size_t>(s)];
+    live = alloc ? live + b.size : live - std::min(live, b.size);
+  };
   size_t max_samples = std::max<size_t>(options.max_samples, 16);
   uint64_t index = 0;
   double now = 0;
@@ -61,6 +83,7 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
     current.by_role = replay.host_by_role();
     current.by_phase = replay.host_by_phase();
     current.by_op.assign(op_live.begin(), op_live.end());
+    current.by_site.assign(site_live.begin(), site_live.end());
     current.device = replay.device_live();
     current.device_reserved = replay.device_reserved();
   };
@@ -101,6 +124,7 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
       live += c.block->size;
     else
       live -= std::min(live, c.block->size);
+    count_site(*c.block, e.type == format::EventType::kAlloc);
     track(now);
   };
   auto on_event = [&](const Event &e, bool changed) {
@@ -115,12 +139,14 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
       t.steps.push_back({now, e.a});
       return;
     }
+    if (!site_live.empty() && stacks.on_event(e)) return;
     if (!changed) return;
     const Replay::LastChange &c = replay.last();
     if (is_host_space(c.block->space)) {
       uint64_t &live = op_live[series_of(c.block->op_name)];
       if (c.alloc) live += c.block->size;
       if (c.free) live -= std::min(live, c.block->size);
+      if (c.alloc || c.free) count_site(*c.block, c.alloc);
     }
     track(now);
   };

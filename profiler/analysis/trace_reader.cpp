@@ -88,6 +88,7 @@ struct TraceReader::Impl {
   ReadStats live;     // what the merge has read so far (the producer's)
   ReadStats indexed;  // the figures known after indexing (file size, damage found)
   uint32_t version = fmt::kVersion;
+  bool stacks = false;  // allocations end with a stack id (TraceHeader::stacks)
   // The bytes of every allocation yielded so far (see kMaxTotalBytes): the producer's.
   uint64_t allocated_total = 0;
   // Heap coders (about 150 KB each) of threads that have no chunk loaded, for the next thread
@@ -330,7 +331,7 @@ struct TraceReader::Impl {
       }
       t.columnar = version >= 2 && (c.flags & fmt::kChunkFlagColumns);
       for (auto &in : t.in) in = &t.cur;
-      if (t.columnar && !open_columns(t)) {
+      if (t.columnar && !open_columns(t, fmt::columns_in(version))) {
         ++live.corrupt_chunks;
         continue;
       }
@@ -358,18 +359,19 @@ struct TraceReader::Impl {
   }
 
   // Splits a columnar chunk's bodies (after its tags) into its columns.
-  static bool open_columns(Thread &t) {
+  static bool open_columns(Thread &t, int count) {
     fmt::Cursor &dir = t.cur;
-    uint64_t length[fmt::kColumnCount];
-    for (uint64_t &n : length) n = dir.varint();
+    uint64_t length[fmt::kColumnCount] = {};
+    for (int k = 0; k < count; ++k) length[k] = dir.varint();
     if (dir.bad) return false;
     const uint8_t *p = dir.p;
-    for (int k = 0; k < fmt::kColumnCount; ++k) {
+    for (int k = 0; k < count; ++k) {
       if (length[k] > static_cast<uint64_t>(dir.end - p)) return false;
       t.columns[k] = {p, p + length[k]};
       t.in[k] = &t.columns[k];
       p += length[k];
     }
+    for (int k = count; k < fmt::kColumnCount; ++k) t.columns[k] = {nullptr, nullptr};
     return p == dir.end;
   }
 
@@ -398,7 +400,10 @@ struct TraceReader::Impl {
     e.type = static_cast<fmt::EventType>(type);
     switch (e.type) {
       case fmt::EventType::kHeap:
-        return false;  // decoded in runs (decode_heap_run), never one at a time
+      case fmt::EventType::kStack:  // on disk: kThreadName's operands
+      case fmt::EventType::kMapping:
+      case fmt::EventType::kUnmapping:
+        return false;  // kHeap: decoded in runs (decode_heap_run), never one at a time
       case fmt::EventType::kAlloc:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
         e.addr = addr(t);
@@ -408,6 +413,7 @@ struct TraceReader::Impl {
             (allocated_total += e.a + e.b) > kMaxTotalBytes)
           return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
+        if (stacks && !stack_id(c, e.stack)) return false;
         if (e.operand == ADPROF_SPACE_HEAP)
           on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b));
         break;
@@ -441,8 +447,10 @@ struct TraceReader::Impl {
         if (e.operand >= fmt::kCounterKindCount) return false;
         e.a = c.varint();
         break;
-      case fmt::EventType::kName:
-      case fmt::EventType::kThreadName: {
+      case fmt::EventType::kThreadName:
+        if (version >= 4 && e.operand != 0) return decode_stack_event(t, c, e);
+        [[fallthrough]];
+      case fmt::EventType::kName: {
         if (e.type == fmt::EventType::kName) e.a = c.varint();
         uint64_t n = c.varint();
         if (n > fmt::kMaxNameBytes) return false;
@@ -472,6 +480,57 @@ struct TraceReader::Impl {
         e.addr = addr(t);
         e.a = c.varint();
         break;
+    }
+    return !t.bad();
+  }
+
+  static bool stack_id(fmt::Cursor &c, uint32_t &id) {
+    const uint64_t v = c.varint();
+    id = static_cast<uint32_t>(v);
+    return v <= UINT32_MAX;
+  }
+
+  // The call-stack events of version 4 (trace_format.h, "Call stacks"), kThreadName's
+  // operands 1-3, yielded as kStack, kMapping and kUnmapping.
+  bool decode_stack_event(Thread &t, fmt::Cursor &c, Event &e) {
+    switch (e.operand) {
+      case fmt::kStackOperand: {
+        e.type = fmt::EventType::kStack;
+        e.a = c.varint();
+        const uint64_t n = c.varint();
+        if (e.a == 0 || e.a > UINT32_MAX || n == 0 || n > fmt::kMaxStackFrames) return false;
+        t.values.resize(n);
+        uint64_t frame = c.varint();
+        t.values[0] = frame;
+        for (uint64_t i = 1; i < n; ++i) t.values[i] = frame += fmt::unzigzag(c.varint());
+        e.set_values(t.values);
+        break;
+      }
+      case fmt::kMappingOperand: {
+        e.type = fmt::EventType::kMapping;
+        e.addr = c.varint();
+        e.a = c.varint();
+        e.b = c.varint();
+        const uint64_t path_length = c.varint();
+        if (path_length == 0 || path_length > fmt::kMaxNameBytes || e.b < e.a) return false;
+        const uint8_t *path = c.bytes(path_length);
+        const uint64_t id_length = c.varint();
+        if (!path || id_length > fmt::kMaxBuildIdBytes) return false;
+        const uint8_t *id = c.bytes(id_length);
+        if (!id && id_length) return false;
+        t.text.assign(reinterpret_cast<const char *>(path), path_length);
+        t.text.push_back('\0');
+        t.text.append(reinterpret_cast<const char *>(id), id_length);
+        e.set_text(t.text);
+        break;
+      }
+      case fmt::kUnmappingOperand:
+        e.type = fmt::EventType::kUnmapping;
+        e.addr = c.varint();
+        e.a = c.varint();
+        break;
+      default:
+        return false;
     }
     return !t.bad();
   }
@@ -528,11 +587,14 @@ struct TraceReader::Impl {
     const uint8_t *&size = kPlain ? body : size_col;
     const uint8_t *&haddr = kPlain ? body : haddr_col;
     const uint8_t *&other = kPlain ? body : other_col;
-    const uint8_t *const delta_end = end(fmt::kColDelta), *const low_end = end(fmt::kColSlotLow),
-                         *const high_end = end(fmt::kColSlotHigh),
-                         *const size_end = end(fmt::kColSize),
-                         *const haddr_end = end(fmt::kColHeapAddr),
-                         *const other_end = end(fmt::kColOther);
+    const uint8_t
+        *const delta_end = end(fmt::kColDelta),
+               *const low_end = end(fmt::kColSlotLow), *const high_end = end(fmt::kColSlotHigh),
+               *const size_end = end(fmt::kColSize), *const haddr_end = end(fmt::kColHeapAddr),
+               *const other_end = end(fmt::kColOther), *const stack_end = end(fmt::kColStack);
+    const uint8_t *stack_col = at(fmt::kColStack);
+    const uint8_t *&stack = kPlain ? body : stack_col;
+    const bool with_stacks = stacks;
     uint64_t ticks = t.ticks, last_addr = t.last_addr, total = allocated_total;
     const uint32_t tid = t.tid;
     size_t n = 0;
@@ -548,6 +610,7 @@ struct TraceReader::Impl {
       e.thread = tid;
       e.operand = ADPROF_SPACE_HEAP;
       e.device = 0;
+      e.stack = 0;
       e.clear_payload();
       if (bits & fmt::kHeapFree) {
         e.type = fmt::EventType::kFree;
@@ -579,6 +642,11 @@ struct TraceReader::Impl {
         uint64_t zz = 0;
         if (!(bits & fmt::kHeapPredicted) && !(ok = varint_at(haddr, haddr_end, zz))) break;
         if (!(ok = varint_at(size, size_end, e.a))) break;
+        if (with_stacks) {
+          uint64_t id;
+          if (!(ok = varint_at(stack, stack_end, id) && id <= UINT32_MAX)) break;
+          e.stack = static_cast<uint32_t>(id);
+        }
         const uint64_t usable = fmt::default_usable_size(e.a);  // 0 above 2^48
         if (!(ok = usable != 0 && (total += usable) <= kMaxTotalBytes)) break;
         e.b = usable - e.a;
@@ -607,6 +675,7 @@ struct TraceReader::Impl {
       col[fmt::kColSize].p = size;
       col[fmt::kColHeapAddr].p = haddr;
       col[fmt::kColOther].p = other;
+      col[fmt::kColStack].p = stack;
     }
     t.ticks = ticks;
     t.last_addr = last_addr;
@@ -654,6 +723,7 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   header_.page_size = fmt::get_u32(h + 48);
   header_.flags = fmt::get_u32(h + 52);
   header_.run_id = fmt::get_u32(h + 56);
+  m.stacks = header_.stacks();
   if (header_.ticks_per_second == 0)
     throw TraceError("'" + path + "': the trace header has no clock rate");
 

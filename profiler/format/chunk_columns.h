@@ -11,6 +11,9 @@
 //   column kColSize      kHeap allocation: size
 //   column kColHeapAddr  kHeap allocation not predicted, kHeap free by address: the address
 //   column kColOther     everything else: kHeap free's class, every other event's body
+//   column kColStack     kHeap allocation: stack id (version 4 on, traces with kFileFlagStacks;
+//                        version 4 chunks have this seventh column, empty without stacks;
+//                        versions 2-3 have six: columns_in(version))
 // Each field keeps the coding it has in a plain chunk (trace_format.h); only where its bytes
 // lie changes, except the slot, which is two bytes here and a varint in a plain chunk.
 #pragma once
@@ -29,17 +32,25 @@ enum Column : uint8_t {
   kColSize,
   kColHeapAddr,
   kColOther,
+  kColStack,
   kColumnCount
 };
 
+// Columns of a columnar chunk of a trace of `version` (the stack column is version 4's).
+inline constexpr int columns_in(uint32_t version) {
+  return version >= 4 ? kColumnCount : kColumnCount - 1;
+}
+
 // Skips the body of a general (non-kHeap) event after its time delta. False if malformed.
-inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c) {
+// `stacks`: the trace has kFileFlagStacks (an allocation ends with its stack id).
+inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c, bool stacks) {
   switch (static_cast<EventType>(type)) {
     case EventType::kAlloc:
       c.varint();  // address
       c.varint();  // size
       c.varint();  // slack
       if (operand >= 2) c.varint();
+      if (stacks) c.varint();
       break;
     case EventType::kFree:
       c.varint();
@@ -59,9 +70,27 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c) {
       c.varint();
       break;
     case EventType::kName:
-    case EventType::kThreadName:
-      if (static_cast<EventType>(type) == EventType::kName) c.varint();
+      c.varint();
       c.bytes(c.varint());
+      break;
+    case EventType::kThreadName:
+      if (operand == kStackOperand) {
+        c.varint();  // id
+        uint64_t n = c.varint();
+        if (n > kMaxStackFrames) return false;
+        for (uint64_t i = 0; i < n; ++i) c.varint();
+      } else if (operand == kMappingOperand) {
+        c.varint();  // bias
+        c.varint();  // start
+        c.varint();  // end
+        c.bytes(c.varint());
+        c.bytes(c.varint());
+      } else if (operand == kUnmappingOperand) {
+        c.varint();
+        c.varint();
+      } else {
+        c.bytes(c.varint());
+      }
       break;
     case EventType::kAnnotate:
     case EventType::kDescribe: {
@@ -82,6 +111,9 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c) {
     case EventType::kRole:
       break;
     case EventType::kHeap:
+    case EventType::kStack:
+    case EventType::kMapping:
+    case EventType::kUnmapping:
       return false;
   }
   return !c.bad;
@@ -89,14 +121,15 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c) {
 
 // Room `to_columns` needs.
 inline size_t columns_scratch_bytes(size_t events, size_t body_len) {
-  return 3 * events + kColumnCount * kMaxVarintBytes + 4 * body_len;
+  return 3 * events + kColumnCount * kMaxVarintBytes + 5 * body_len;
 }
 
 // Rewrites a plain chunk (tags, then bodies) as a columnar one into `out`, of at least
 // columns_scratch_bytes(). Returns its length and the end of its directory (where the columns
-// start), 0 if the bodies are malformed (the caller then writes the plain chunk).
+// start), 0 if the bodies are malformed (the caller then writes the plain chunk). Writes the
+// current version's columns; `stacks`: the trace has kFileFlagStacks.
 inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *body, size_t body_len,
-                         uint8_t *out, size_t cap, size_t *columns_at) {
+                         uint8_t *out, size_t cap, size_t *columns_at, bool stacks) {
   // Columns are built after a directory of worst-case size, then packed behind it.
   const size_t dir_max = kColumnCount * kMaxVarintBytes;
   if (cap < columns_scratch_bytes(events, body_len)) return 0;
@@ -104,7 +137,8 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
   // Column k may take at most `bound[k]` bytes: the slot planes at most one byte per event,
   // the others at most the body's length.
   uint8_t *start[kColumnCount], *pos[kColumnCount];
-  const size_t bound[kColumnCount] = {body_len, events, events, body_len, body_len, body_len};
+  const size_t bound[kColumnCount] = {body_len, events,   events,  body_len,
+                                      body_len, body_len, body_len};
   uint8_t *next = col_base;
   for (int k = 0; k < kColumnCount; ++k) {
     start[k] = pos[k] = next;
@@ -135,11 +169,12 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
       } else {
         if (!(operand & kHeapPredicted)) copy_varint(kColHeapAddr);
         copy_varint(kColSize);
+        if (stacks) copy_varint(kColStack);
       }
     } else {
       copy_varint(kColDelta);
       const uint8_t *from = c.p;
-      if (!skip_general_body(type, operand, c)) return 0;
+      if (!skip_general_body(type, operand, c, stacks)) return 0;
       for (const uint8_t *q = from; q < c.p; ++q) *pos[kColOther]++ = *q;
     }
   }

@@ -1,4 +1,4 @@
-// The adprof trace file format, version 3 (the reader also reads versions 1 and 2). The writer
+// The adprof trace file format, version 4 (the reader also reads versions 1 to 3). The writer
 // (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
 // include this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
@@ -7,14 +7,17 @@
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (3; 2 = other heap slots, 1 = no kHeap events)
+//   8  u32      version (4; 3 = no stacks, no seventh column; 2 = other heap slots, 1 = no
+//               kHeap events)
 //  12  u32      header size (64)
 //  16  u64      pid of the recorded process
 //  24  u64      start timestamp (ticks, same clock as events)
 //  32  u64      start wall clock (ns since the Unix epoch)
 //  40  u64      estimated ticks per second at start (refined by CLOCK counters)
 //  48  u32      page size
-//  52  u32      flags (bit 0: timestamps are TSC ticks >> 8 (version 1: >> 5); else ns)
+//  52  u32      flags (bit 0: timestamps are TSC ticks >> 8 (version 1: >> 5); else ns.
+//               bit 1 (version 4 on), kFileFlagStacks: call stacks recorded; every allocation
+//               event, kHeap and kAlloc, ends with stack:varint, see "Call stacks")
 //  56  u32      run id: the same for every process and image of one `adprof run` (ADPROF_RUN_ID),
 //               so that a file left by an earlier run is never taken for this run's; 0: none
 //               (reserved and 0 before the run id was written; readers of every version
@@ -84,11 +87,32 @@
 //   kStep              step:varint
 //   kCounter  hi=kind  value:varint            (CounterKind below)
 //   kName              id:varint length:varint bytes      (interned string)
-//   kThreadName        length:varint bytes
+//   kThreadName hi=0   length:varint bytes
+//   kThreadName hi=1..3: the call-stack events of version 4, below ("Call stacks")
 //   kAnnotate          kind_name_id:varint count:varint value:varint*count
 //   kLabel             zz(addr) name_id:varint
 //   kDescribe          zz(addr) dtype:varint rank:varint dim:varint*rank
 //   kContentHash       zz(addr) hash:varint
+//
+// Call stacks (version 4, header flag kFileFlagStacks; recorder: preload/stacks.cpp). Every
+// allocation event (kHeap allocation, kAlloc) ends with stack:varint, the id of its call stack
+// (0: none: unwinding failed or gave no frame outside the profiler). Ids are process-wide and
+// defined once per thread, in that thread's stream before their first use, by
+//   kThreadName hi=1 (kStackOperand)    id:varint count:varint frame0:varint
+//                                       zz(frame[i] - frame[i-1])*(count-1)
+//      frames innermost first, return addresses (the caller of malloc first, the profiler's own
+//      frames left out), count <= kMaxStackFrames. The same id may be defined by several
+//      threads (the same frames); a lost chunk leaves its ids undefined (shown as unknown).
+//   kThreadName hi=2 (kMappingOperand)  bias:varint start:varint end:varint
+//                                       path_length:varint path build_id_length:varint build_id
+//      an ELF object the process has loaded (dl_iterate_phdr): its load bias (l_addr), the
+//      range [start, end) its PT_LOAD segments span, its path (the executable's from
+//      /proc/self/exe) and its GNU build-id (raw bytes, <= kMaxBuildIdBytes; 0 bytes: none).
+//      Written at start for every object, and for each object loaded later before the first
+//      new stack that follows the load.
+//   kThreadName hi=3 (kUnmappingOperand) bias:varint start:varint
+//      the object mapped there was unloaded (dlclose).
+// A frame resolves against the mappings as they were at the stack's definition.
 //
 // The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
 // dropped_events:varint end_reason:varint end_signal:varint. A trace without it was cut.
@@ -101,7 +125,7 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
@@ -112,6 +136,12 @@ inline constexpr uint32_t kChunkFlagZstd = 1;
 inline constexpr uint32_t kChunkFlagSnapshot = 2;
 inline constexpr uint32_t kChunkFlagColumns = 4;  // the bodies are in columns (chunk_columns.h)
 inline constexpr uint32_t kFileFlagTsc = 1;
+inline constexpr uint32_t kFileFlagStacks = 2;  // version 4 on: allocations carry a stack id
+inline constexpr uint8_t kStackOperand = 1;     // kThreadName operands (version 4 on)
+inline constexpr uint8_t kMappingOperand = 2;
+inline constexpr uint8_t kUnmappingOperand = 3;
+inline constexpr uint32_t kMaxStackFrames = 64;
+inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kMaxNameBytes = 4096;
 inline constexpr uint32_t kMaxAnnotateValues = 32;
 inline constexpr uint32_t kMaxRank = 16;
@@ -133,8 +163,12 @@ enum class EventType : uint8_t {
   kDescribe = 13,
   kContentHash = 14,
   kHeap = 15,  // compact heap allocation or free (version 2 on); the reader yields kAlloc/kFree
+  // Yielded by the reader only; on disk kThreadName with operand 1, 2, 3 (version 4 on).
+  kStack = 16,      // a: id; values: the frames
+  kMapping = 17,    // addr: bias; a: start; b: end; text: path '\0' build-id bytes
+  kUnmapping = 18,  // addr: bias; a: start
 };
-inline constexpr uint8_t kEventTypeCount = 16;
+inline constexpr uint8_t kEventTypeCount = 16;  // on disk (a tag's low 4 bits)
 
 // kHeap operand bits (the tag's high nibble).
 inline constexpr uint8_t kHeapFree = 0x1;

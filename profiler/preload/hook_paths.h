@@ -31,7 +31,7 @@ inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  
 
 ADPROF_HOT void note_alloc(ThreadState &ts, void *p, size_t size, int je_flags = 0) {
   if (ADPROF_LIKELY(p != nullptr) && ts.guard == 0)
-    record_alloc(ts, p, size, ADPROF_SPACE_HEAP, 0, je_flags);
+    record_alloc(ts, p, size, ADPROF_SPACE_HEAP, 0, je_flags, /*with_stack=*/true);
 }
 
 ADPROF_HOT void note_free(ThreadState &ts, void *p) {

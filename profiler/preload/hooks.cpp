@@ -155,7 +155,7 @@ void *mmap_impl(void *addr, size_t length, int prot, int flags, int fd, off_t of
   void *r = reinterpret_cast<void *>(syscall(SYS_mmap, addr, length, prot, flags, fd, offset));
   ThreadState &ts = t_state;
   if (r != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE && ts.guard == 0)
-    record_alloc(ts, r, length, ADPROF_SPACE_MMAP, 0);
+    record_alloc(ts, r, length, ADPROF_SPACE_MMAP, 0, 0, /*with_stack=*/true);
   return r;
 }
 }  // namespace
@@ -191,7 +191,7 @@ ADPROF_EXPORT void *mremap(void *old, size_t old_length, size_t new_length, int 
       reinterpret_cast<void *>(syscall(SYS_mremap, old, old_length, new_length, flags, wanted));
   if (record && r != MAP_FAILED) {
     record_free(ts, old, ADPROF_SPACE_MMAP, old_length, 0);
-    record_alloc(ts, r, new_length, ADPROF_SPACE_MMAP, 0);
+    record_alloc(ts, r, new_length, ADPROF_SPACE_MMAP, 0, 0, /*with_stack=*/true);
   }
   return r;
 }

@@ -46,6 +46,7 @@
 #include "own_fds.h"
 #include "preload_internal.h"
 #include "signals.h"
+#include "stacks.h"
 
 namespace adprof::preload {
 
@@ -263,9 +264,9 @@ size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const
                       uint32_t body_len, uint32_t *flags, uint32_t *raw) {
   if (!k.cctx) return 0;
   size_t dir_at = 0;
-  size_t n =
-      k.columns ? fmt::to_columns(tags, events, bodies, body_len, k.columns, k.columns_cap, &dir_at)
-                : 0;
+  size_t n = k.columns ? fmt::to_columns(tags, events, bodies, body_len, k.columns, k.columns_cap,
+                                         &dir_at, g_stacks)
+                       : 0;
   if (n == 0) return 0;
   size_t cuts[2 + fmt::kColumnCount + 1];  // frame boundaries in the columnar chunk
   size_t count = 0;
@@ -493,6 +494,7 @@ void on_thread_exit(void *arg) {
   }
   if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
   give_back_coder(*ts);
+  release_stack_table(*ts);
   --ts->guard;
 }
 
@@ -651,7 +653,7 @@ bool parse_int(const char *text, long lo, long hi, long *out) {
   return true;
 }
 
-bool read_settings(char *path, size_t path_size) {
+bool read_settings(char *path, size_t path_size, bool &want_stacks) {
   const char *output = getenv("ADPROF_OUTPUT");
   if (!output || !*output) return false;
   long v;
@@ -668,6 +670,13 @@ bool read_settings(char *path, size_t path_size) {
       return false;
     }
     g_zstd_level = static_cast<int>(v);
+  }
+  if (const char *s = getenv("ADPROF_STACKS")) {
+    if (!parse_int(s, 0, 1, &v)) {
+      say("ADPROF_STACKS must be 0 or 1; not recording");
+      return false;
+    }
+    want_stacks = v == 1;
   }
   long root = 0;
   const char *root_text = getenv("ADPROF_ROOT_PID");
@@ -753,9 +762,11 @@ bool write_file_header(uint64_t ticks_per_second) {
   fmt::put_u64(h + 32, static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + wall.tv_nsec);
   fmt::put_u64(h + 40, ticks_per_second);
   fmt::put_u32(h + 48, static_cast<uint32_t>(g_page_size));
+  uint32_t flags = g_stacks ? fmt::kFileFlagStacks : 0;
 #if defined(__x86_64__) || defined(__i386__)
-  fmt::put_u32(h + 52, fmt::kFileFlagTsc);
+  flags |= fmt::kFileFlagTsc;
 #endif
+  fmt::put_u32(h + 52, flags);
   fmt::put_u32(h + 56, g_run_id);
   fmt::put_u32(h + 60, static_cast<uint32_t>(crc32(0L, h, 60)));
   iovec iov[1] = {{h, sizeof h}};
@@ -765,9 +776,11 @@ bool write_file_header(uint64_t ticks_per_second) {
 __attribute__((constructor(101))) void start_recording() {
   resolve_allocator();
   char path[4096];
-  if (!read_settings(path, sizeof path)) return;
+  bool want_stacks = false;
+  if (!read_settings(path, sizeof path, want_stacks)) return;
   ThreadState &ts = t_state;
   ++ts.guard;
+  if (want_stacks) init_stacks();  // before the header, which says whether stacks are recorded
   g_page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   g_recording_pid = getpid();
   g_start_ns = now_ns();
@@ -800,6 +813,7 @@ __attribute__((constructor(101))) void start_recording() {
   pthread_key_create(&g_thread_key, on_thread_exit);
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_state.store(kRecording);
+  record_initial_mappings(ts);
   // The writer blocks every signal from its first instruction: a signal sent to the process
   // must reach one of the program's threads, as it would without the profiler (a shell's
   // SIGCHLD handler run on the writer would race with the shell's own main thread).

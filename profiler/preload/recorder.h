@@ -97,12 +97,21 @@ struct ThreadState {
   // The chunk's heap coder (heap_coder.h), reset with every buffer; null: the thread writes
   // only the general event forms.
   fmt::HeapCoder *coder = nullptr;
+  // With call stacks (stacks.h): the thread's table of the stacks it has defined, taken on its
+  // first stack; null before.
+  struct StackTable *stacks = nullptr;
 };
 
 // initial-exec: the preload library is loaded at start-up, so its TLS sits in the static block
 // and needs neither __tls_get_addr nor an allocation on first access.
 extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
 extern std::atomic<uint32_t> g_flush_epoch;
+// Call stacks are recorded (ADPROF_STACKS=1): set before recording starts, never changed.
+extern bool g_stacks;
+
+// The id of the calling allocation's stack, defining it in the thread's stream first when it is
+// new (stacks.cpp); 0: none.
+uint32_t capture_stack(ThreadState &ts) __attribute__((noinline));
 
 // Out of line: takes a fresh buffer (handing the current one to the writer) so that `bytes`
 // fit. False when nothing is being recorded (not started, stopped, forked child, finished).
@@ -180,9 +189,16 @@ ADPROF_HOT uint8_t *begin_heap_event(ThreadState &ts, uint8_t bits, uint64_t t) 
 }
 
 // `je_flags`: the jemalloc flags of the request (alignment), to know its size class.
+// `with_stack`: an allocation of the program's (a hook), whose call stack is recorded when
+// stacks are; in a trace with stacks every allocation event ends with a stack id (0: none).
 ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adprof_space space,
-                             uint32_t device, int je_flags = 0) {
+                             uint32_t device, int je_flags = 0, bool with_stack = false) {
   if (!reserve(ts, kMaxFixedEvent)) return;
+  uint32_t stack = 0;
+  if (ADPROF_UNLIKELY(g_stacks)) {
+    // The stack's definition, when new, takes buffer space (and may start a new buffer).
+    if (with_stack && (stack = capture_stack(ts)) != 0 && !reserve(ts, kMaxFixedEvent)) return;
+  }
   size_t usable = space == ADPROF_SPACE_HEAP ? nallocx(size ? size : 1, je_flags) : size;
   uint64_t t = now_ticks();
   sync_role(ts, t);
@@ -200,6 +216,7 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
             p, fmt::zigzag(static_cast<int64_t>(addr - coder.next_expected(cls, usable))));
       }
       p = fmt::put_varint(p, size);
+      if (ADPROF_UNLIKELY(g_stacks)) p = fmt::put_varint(p, stack);
       if (const uint32_t slot = coder.on_alloc(addr, cls); slot != fmt::HeapCoder::kNoSlot)
         coder.remember(addr, slot);
       end_event(ts, p);
@@ -213,6 +230,7 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
   p = fmt::put_varint(p, size);
   p = fmt::put_varint(p, usable >= size ? usable - size : 0);
   if (space >= ADPROF_SPACE_DEVICE_BLOCK) p = fmt::put_varint(p, device);
+  if (ADPROF_UNLIKELY(g_stacks)) p = fmt::put_varint(p, stack);
   end_event(ts, p);
 }
 

@@ -56,6 +56,7 @@ TEST(Settings, MalformedSettingsRunUntracedWithOneMessage) {
       {"ADPROF_SAMPLE_MS", "abc"},  {"ADPROF_SAMPLE_MS", "0"},
       {"ADPROF_SAMPLE_MS", "10ms"}, {"ADPROF_SAMPLE_MS", "99999999999999999999"},
       {"ADPROF_ZSTD_LEVEL", "100"}, {"ADPROF_ROOT_PID", "me"},
+      {"ADPROF_STACKS", "yes"},     {"ADPROF_STACKS", "2"},
   };
   for (const auto &[key, value] : bad) {
     SCOPED_TRACE(key + "=" + value);
@@ -70,7 +71,8 @@ TEST(Settings, MalformedSettingsRunUntracedWithOneMessage) {
   }
   // And a good one is accepted.
   TempDir dir;
-  Result r = run_exit0(dir / "t", {{"ADPROF_SAMPLE_MS", "5"}, {"ADPROF_ZSTD_LEVEL", "-3"}});
+  Result r = run_exit0(
+      dir / "t", {{"ADPROF_SAMPLE_MS", "5"}, {"ADPROF_ZSTD_LEVEL", "-3"}, {"ADPROF_STACKS", "1"}});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_TRUE(adprof_lines(r.err).empty()) << r.err;
   EXPECT_TRUE(summarize(dir / "t").complete);

@@ -7,6 +7,7 @@
 
 #include "adprof/replay.h"
 #include "adprof/report.h"
+#include "chunk_columns.h"
 #include "test_util.h"
 #include "trace_builder.h"
 
@@ -177,15 +178,19 @@ TEST(TraceReaderBytes, HeaderErrors) {
     EXPECT_THROW(TraceReader(save(dir, "crc", b)), adprof::TraceError);
   }
   {
+    // A version newer than the reader's is refused with one line naming it (as the readers
+    // of versions 1-3 refuse version 4).
     HeaderFields h;
-    h.version = 4;
+    h.version = adprof::format::kVersion + 1;
     Bytes b;
     b.append(file_header(h));
+    const std::string newer = "version " + std::to_string(h.version);
     try {
-      TraceReader r(save(dir, "v4", b.v));
-      FAIL() << "version 4 accepted";
+      TraceReader r(save(dir, "newer", b.v));
+      FAIL() << newer << " accepted";
     } catch (const adprof::TraceError &e) {
-      EXPECT_NE(std::string(e.what()).find("version 4"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(newer), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
   }
   {
@@ -736,3 +741,97 @@ TEST(TraceReaderCorpus, CraftedLimits) {
 }
 
 }  // namespace
+
+// ---- version 4: call stacks ----
+
+namespace {
+
+// A chunk of a trace with stacks: a mapping, a stack, a compact allocation and a general one
+// using it, and the mapping's unload (trace_format.h, "Call stacks").
+std::vector<uint8_t> v4_stack_chunk(bool columnar) {
+  const uint64_t A = 0x10000;
+  Bytes tags, bodies;
+  tags.u8(0x2A);  // kThreadName, operand 2: mapping
+  bodies.varint(0).varint(0x400000).varint(0x400000).varint(0x500000).varint(8).text("/bin/foo");
+  bodies.varint(2).u8(0xAB).u8(0xCD);
+  tags.u8(0x1A);  // kThreadName, operand 1: stack 5 of two frames
+  bodies.varint(1).varint(5).varint(2).varint(0x401234).zz(0x402000 - 0x401234);
+  tags.u8(0x2F);  // kHeap allocation, delta 1, address given: size 100 (usable 112), stack 5
+  bodies.zz(A - 112).varint(100).varint(5);
+  tags.u8(0x00);  // kAlloc heap: 64 bytes, no slack, stack 5
+  bodies.varint(1).zz(0x20000).varint(64).varint(0).varint(5);
+  tags.u8(0x3A);  // kThreadName, operand 3: unmapping
+  bodies.varint(1).varint(0x400000).varint(0x400000);
+  std::vector<uint8_t> raw = tags.v;
+  raw.insert(raw.end(), bodies.v.begin(), bodies.v.end());
+  if (!columnar) return chunk(0, 0, 1000, 5, raw, false);
+  std::vector<uint8_t> out(adprof::format::columns_scratch_bytes(5, bodies.v.size()));
+  size_t dir_at = 0;
+  const size_t n = adprof::format::to_columns(tags.v.data(), 5, bodies.v.data(), bodies.v.size(),
+                                              out.data(), out.size(), &dir_at, true);
+  EXPECT_GT(n, 0u) << "the writer's column split takes the stack events";
+  out.resize(n);
+  return chunk(0, 0, 1000, 5, out, true, adprof::format::kChunkFlagColumns);
+}
+
+}  // namespace
+
+TEST(TraceReaderBytesV4, CallStackEventsPlainAndColumnar) {
+  TempDir dir;
+  for (bool columnar : {false, true}) {
+    SCOPED_TRACE(columnar ? "columnar" : "plain");
+    HeaderFields h;
+    h.version = 4;
+    h.flags = adprof::format::kFileFlagStacks;
+    Bytes f;
+    f.append(file_header(h)).append(v4_stack_chunk(columnar));
+    TraceReader r(save(dir, columnar ? "columnar" : "plain", f.v));
+    EXPECT_TRUE(r.header().stacks());
+    std::vector<std::string> texts;
+    std::vector<std::vector<uint64_t>> values;
+    const std::vector<Event> ev = read_all(r, &texts, &values);
+    ASSERT_EQ(ev.size(), 5u);
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+    EXPECT_EQ(ev[0].type, ET::kMapping);
+    EXPECT_EQ(ev[0].addr, 0x400000u);
+    EXPECT_EQ(ev[0].a, 0x400000u);
+    EXPECT_EQ(ev[0].b, 0x500000u);
+    EXPECT_EQ(texts[0], std::string("/bin/foo\0\xAB\xCD", 11));
+    EXPECT_EQ(ev[1].type, ET::kStack);
+    EXPECT_EQ(ev[1].a, 5u);
+    EXPECT_EQ(values[1], (std::vector<uint64_t>{0x401234, 0x402000}));
+    EXPECT_EQ(ev[2].type, ET::kAlloc);
+    EXPECT_EQ(ev[2].addr, 0x10000u);
+    EXPECT_EQ(ev[2].a, 100u);
+    EXPECT_EQ(ev[2].stack, 5u);
+    EXPECT_EQ(ev[3].type, ET::kAlloc);
+    EXPECT_EQ(ev[3].addr, 0x20000u);
+    EXPECT_EQ(ev[3].a, 64u);
+    EXPECT_EQ(ev[3].stack, 5u);
+    EXPECT_EQ(ev[4].type, ET::kUnmapping);
+    EXPECT_EQ(ev[4].addr, 0x400000u);
+  }
+}
+
+// The same events in a version 3 trace are read as version 3 defines them: kThreadName's
+// operand means nothing there, and allocations carry no stack id.
+TEST(TraceReaderBytesV4, Version3HasNoStacks) {
+  TempDir dir;
+  Bytes tags, bodies;
+  tags.u8(0x00);
+  bodies.varint(1).zz(0x20000).varint(64).varint(0);
+  std::vector<uint8_t> raw = tags.v;
+  raw.insert(raw.end(), bodies.v.begin(), bodies.v.end());
+  HeaderFields h;
+  h.version = 3;
+  h.flags = adprof::format::kFileFlagStacks;  // ignored before version 4
+  Bytes f;
+  f.append(file_header(h)).append(chunk(0, 0, 1000, 1, raw, false));
+  TraceReader r(save(dir, "v3", f.v));
+  EXPECT_FALSE(r.header().stacks());
+  const std::vector<Event> ev = read_all(r);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].a, 64u);
+  EXPECT_EQ(ev[0].stack, 0u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+}

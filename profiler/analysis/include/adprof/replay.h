@@ -57,6 +57,7 @@ struct Block {
   uint32_t thread = 0;
   uint32_t device = 0;
   uint32_t label = 0;
+  uint32_t stack = 0;  // the allocation's call stack id (trace with stacks; 0: none)
   uint64_t alloc_ticks = 0;
   uint64_t source = 0;  // duplicate: the address of the buffer it copies
   uint64_t content_hash = 0;
@@ -430,6 +431,7 @@ inline Replay::HeapChange Replay::apply_heap(const Event &e) {
             .role = ctx.role,
             .phase = ctx.phase,
             .thread = e.thread,
+            .stack = e.stack,
             .alloc_ticks = e.ticks};
   add_heap(b);
   change.block = &b;

@@ -14,6 +14,7 @@
 
 #include "adprof/ad_events.h"
 #include "adprof/replay.h"
+#include "adprof/sites.h"
 #include "adprof/trace_reader.h"
 
 namespace adprof {
@@ -37,6 +38,8 @@ struct LiveBuffer {
   uint64_t source = 0;       // duplicate: address of its source
   std::string source_label;  // the source's label or op, when it was live at the peak
   uint64_t content_hash = 0;
+  uint32_t stack = 0;  // its call stack's id (traces with stacks; 0: none)
+  std::string site;    // its allocation site (call_stacks.h), when the trace has stacks
 };
 
 struct NamedBytes {
@@ -169,6 +172,13 @@ struct Report {
   bool ad_tape = false;
   std::vector<PolicySaving> policy_savings;
   std::vector<Finding> findings;
+  // Traces recorded with call stacks (`adprof run --stacks`): the allocation sites, by bytes
+  // allocated (sites.h).
+  bool stacks = false;
+  std::vector<SiteSummary> sites;
+  // Folded stacks (outermost first, ';'-separated) of the host bytes live at the peak (not in
+  // the JSON form).
+  std::vector<std::pair<std::string, uint64_t>> peak_stacks;
 };
 
 struct AnalyzeOptions {

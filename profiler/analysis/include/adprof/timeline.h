@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "adprof/call_stacks.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -19,6 +20,7 @@ struct TimelineSample {
   std::array<uint64_t, kRoleCount> by_role{};
   std::array<uint64_t, kPhaseCount> by_phase{};  // by phase of allocation
   std::vector<uint64_t> by_op;                   // tracked ops, then "other ops"
+  std::vector<uint64_t> by_site;                 // tracked allocation sites (traces with stacks)
   uint64_t device = 0;
   uint64_t device_reserved = 0;
 };
@@ -38,8 +40,9 @@ struct Timeline {
   std::vector<TimelineSample> samples;
   std::vector<PhaseBand> phases;  // phase of the thread that last changed phase
   std::vector<StepMark> steps;
-  std::vector<std::string> op_names;  // names of the by_op series (last: "other ops")
-  double start = 0;                   // the window, seconds since the start of the recording
+  std::vector<std::string> op_names;    // names of the by_op series (last: "other ops")
+  std::vector<std::string> site_names;  // names of the by_site series (sites.h)
+  double start = 0;                     // the window, seconds since the start of the recording
   double end = 0;
   uint64_t peak = 0;
   double peak_time = 0;
@@ -52,6 +55,9 @@ struct TimelineOptions {
   double from = 0;  // window in seconds; samples outside it are not kept
   double to = 1e300;
   std::vector<std::string> tracked_ops;  // op kinds to give their own by_op series
+  // Allocation sites (SiteSummary::site, traces recorded with stacks) to give a by_site series:
+  // the live bytes of the blocks each allocated (symbolised in the pass, call_stacks.h).
+  std::vector<std::string> tracked_sites;
   std::function<void(double)> progress;
   std::function<bool()> cancelled;  // polled now and then; true stops early
 };

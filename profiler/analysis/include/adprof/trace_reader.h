@@ -5,6 +5,7 @@
 // file's size; every length and count read from the file is checked before it is used.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -42,60 +43,71 @@ struct TraceHeader {
   uint32_t page_size = 0;
   uint32_t flags = 0;
   uint32_t run_id = 0;  // the `adprof run` that wrote it (0: none), trace_format.h
+  // Call stacks were recorded (version 4 on, kFileFlagStacks): allocations carry stack ids,
+  // and the trace has kStack and kMapping events.
+  bool stacks() const { return version >= 4 && (flags & format::kFileFlagStacks); }
 };
 
 class Event {
-  enum : uint8_t { kNone, kText, kValues };
+  // The payload's kind sits in the top bits of its 16-bit size: every payload is short (texts
+  // up to kMaxNameBytes plus a build-id, at most kMaxStackFrames values), and the event stays
+  // 56 bytes with a stack id in it.
+  enum : uint16_t { kNone = 0, kText = 1u << 14, kValues = 2u << 14, kKindMask = 3u << 14 };
 
  public:
   format::EventType type{};
   uint8_t operand = 0;  // space, phase, role or counter kind (see trace_format.h)
 
  private:
-  uint8_t payload_kind_ = kNone;  // here, where it fills a hole
+  uint16_t payload_size_ = 0;  // size | kind, here, where it fills a hole
 
  public:
+  static constexpr size_t kMaxPayload = (1u << 14) - 1;
   uint32_t thread = 0;
   uint64_t ticks = 0;  // absolute timestamp
-  uint64_t addr = 0;   // alloc, free, retag, label, describe, content hash
+  uint64_t addr = 0;   // alloc, free, retag, label, describe, content hash; mapping: bias
   uint64_t a = 0;      // alloc: size; free: mmap length; op_begin: name id; step; counter value;
-                       // name: id; label: name id; describe: dtype; hash; annotate: kind id
-  uint64_t b = 0;      // alloc: slack (usable - size); op_begin: instance; retag: source
+                       // name: id; label: name id; describe: dtype; hash; annotate: kind id;
+                       // stack: id; mapping and unmapping: start
+  uint64_t b = 0;      // alloc: slack (usable - size); op_begin: instance; retag: source;
+                       // mapping: end
   uint32_t device = 0;
+  uint32_t stack = 0;  // alloc in a trace with stacks: the stack's id (0: none)
 
-  // Name and thread name: the text. Annotate: the values; describe: the dimensions. Both are
-  // valid until the reader's next call. (One pointer serves both: events are read by the
-  // million, and 56 bytes cross between the reader's threads where 80 did.)
+  // Name, thread name and mapping: the text. Annotate: the values; describe: the dimensions;
+  // stack: the frames. Both are valid until the reader's next call. (One pointer serves both:
+  // events are read by the million, and 56 bytes cross between the reader's threads where 80
+  // did.)
   std::string_view text() const {
-    return payload_kind_ == kText ? std::string_view(static_cast<const char *>(payload_), size_)
-                                  : std::string_view();
+    return (payload_size_ & kKindMask) == kText
+               ? std::string_view(static_cast<const char *>(payload_), payload_size_ & ~kKindMask)
+               : std::string_view();
   }
   std::span<const uint64_t> values() const {
-    return payload_kind_ == kValues
-               ? std::span<const uint64_t>(static_cast<const uint64_t *>(payload_), size_)
+    return (payload_size_ & kKindMask) == kValues
+               ? std::span<const uint64_t>(static_cast<const uint64_t *>(payload_),
+                                           payload_size_ & ~kKindMask)
                : std::span<const uint64_t>();
   }
-  bool has_payload() const { return payload_kind_ != kNone && size_ != 0; }
+  bool has_payload() const { return (payload_size_ & ~kKindMask) != 0; }
+  // Longer payloads are cut to kMaxPayload (the reader never makes one).
   void set_text(std::string_view text) {
-    payload_kind_ = kText;
     payload_ = text.data();
-    size_ = static_cast<uint32_t>(text.size());
+    payload_size_ = static_cast<uint16_t>(kText | std::min(text.size(), kMaxPayload));
   }
   void set_values(std::span<const uint64_t> values) {
-    payload_kind_ = kValues;
     payload_ = values.data();
-    size_ = static_cast<uint32_t>(values.size());
+    payload_size_ = static_cast<uint16_t>(kValues | std::min(values.size(), kMaxPayload));
   }
   void clear_payload() {
-    payload_kind_ = kNone;
+    payload_size_ = kNone;
     payload_ = nullptr;
-    size_ = 0;
   }
 
  private:
-  uint32_t size_ = 0;
   const void *payload_ = nullptr;
 };
+static_assert(sizeof(Event) == 56);
 
 // How the recording ended, from the footer (or its absence), and whether what was read is
 // all of it. Known from the chunk index when the reader is made (a missing footer, a cut or

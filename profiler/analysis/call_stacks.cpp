@@ -1,0 +1,286 @@
+#include "adprof/call_stacks.h"
+
+#include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+namespace adprof {
+
+namespace {
+
+std::string base_name(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string demangle(const char *name) {
+  int status = 0;
+  char *d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || !d) return name;
+  std::string out(d);
+  free(d);
+  return out;
+}
+
+// A function's name from its DIE (an inlined instance's from its abstract origin): the linkage
+// name demangled (C++: with its namespace, class and parameters), else its plain name.
+std::string die_name(Dwarf_Die *die) {
+  Dwarf_Attribute attr;
+  const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+  if (!name) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  if (name) return demangle(name);
+  name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+  return name ? name : "";
+}
+
+// A source file's path as the compiler named it, made absolute with the compilation's directory
+// (a build names its sources relative to its build directory) and normalised.
+std::string source_path(const char *file, const char *comp_dir) {
+  std::filesystem::path p(file);
+  if (p.is_relative() && comp_dir && *comp_dir) p = std::filesystem::path(comp_dir) / p;
+  return p.lexically_normal().string();
+}
+
+const Dwfl_Callbacks kOfflineCallbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,  // separate debug info, by build-id too
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = nullptr,
+};
+
+}  // namespace
+
+std::string SourceFrame::text() const {
+  if (!function.empty() && !file.empty())
+    return function + " (" + file + ":" + std::to_string(line) + ")";
+  if (!function.empty())
+    return module.empty() ? function : function + " (" + base_name(module) + ")";
+  char offset_text[32];
+  snprintf(offset_text, sizeof offset_text, "0x%" PRIx64, offset);
+  return module.empty() ? std::string(offset_text) : base_name(module) + "+" + offset_text;
+}
+
+std::string SourceFrame::name() const {
+  if (!function.empty()) return function;
+  char offset_text[32];
+  snprintf(offset_text, sizeof offset_text, "0x%" PRIx64, offset);
+  return module.empty() ? std::string(offset_text) : base_name(module) + "+" + offset_text;
+}
+
+std::string mapping_path(const Event &e) {
+  const std::string_view text = e.text();
+  return std::string(text.substr(0, text.find('\0')));
+}
+
+std::string mapping_build_id(const Event &e) {
+  const std::string_view text = e.text();
+  const size_t nul = text.find('\0');
+  return nul == std::string_view::npos ? std::string() : std::string(text.substr(nul + 1));
+}
+
+struct CallStacks::Impl {
+  struct Module {
+    std::string path;
+    std::string build_id;
+    Dwfl *dwfl = nullptr;
+    Dwfl_Module *module = nullptr;
+    bool opened = false;
+    std::unordered_map<uint64_t, std::vector<SourceFrame>> by_offset;  // the symbols' cache
+  };
+  struct Mapping {
+    uint64_t bias, start, end;
+    uint32_t module;
+    uint64_t loaded_at, unloaded_at;  // in mapping events (an ordinal), [loaded, unloaded)
+  };
+  struct Stack {
+    std::vector<uint64_t> frames;
+    uint64_t defined_at;  // mapping events seen before its definition
+  };
+
+  std::vector<Module> modules;
+  std::unordered_map<std::string, uint32_t> module_by_key;  // path '\0' build-id
+  std::vector<Mapping> mappings;
+  uint64_t mapping_events = 0;
+  std::unordered_map<uint32_t, Stack> stacks;
+  std::unordered_map<uint32_t, std::vector<SourceFrame>> resolved;
+  std::vector<SourceFrame> none;
+
+  ~Impl() {
+    for (Module &m : modules)
+      if (m.dwfl) dwfl_end(m.dwfl);
+  }
+
+  // The object mapped at `addr` when the stack was defined; else the last one ever mapped there
+  // (a definition may precede, by a hair, another thread's record of a load).
+  const Mapping *mapping_for(uint64_t addr, uint64_t at) const {
+    const Mapping *any = nullptr;
+    for (const Mapping &m : mappings) {
+      if (addr < m.start || addr >= m.end) continue;
+      if (m.loaded_at <= at && at < m.unloaded_at) return &m;
+      any = &m;
+    }
+    return any;
+  }
+
+  void open(Module &m) {
+    m.opened = true;
+    m.dwfl = dwfl_begin(&kOfflineCallbacks);
+    if (!m.dwfl) return;
+    dwfl_report_begin(m.dwfl);
+    // Base 0: the module's addresses are those relative to its load bias.
+    m.module = dwfl_report_elf(m.dwfl, base_name(m.path).c_str(), m.path.c_str(), -1, 0, true);
+    dwfl_report_end(m.dwfl, nullptr, nullptr);
+    if (m.module && !m.build_id.empty()) {
+      const unsigned char *bits = nullptr;
+      GElf_Addr vaddr;
+      const int n = dwfl_module_build_id(m.module, &bits, &vaddr);
+      if (n > 0 && (static_cast<size_t>(n) != m.build_id.size() ||
+                    memcmp(bits, m.build_id.data(), m.build_id.size()) != 0))
+        m.module = nullptr;  // another build of the file than the one that ran
+    }
+  }
+
+  // The frames at a return address `offset` of module `m`: the inlined functions at the call,
+  // innermost first, then the function holding them.
+  std::vector<SourceFrame> symbolise(Module &m, uint64_t offset) {
+    SourceFrame plain;
+    plain.module = m.path;
+    plain.offset = offset;
+    if (!m.opened) open(m);
+    if (!m.module) return {plain};
+    const Dwarf_Addr pc = offset > 0 ? offset - 1 : 0;  // inside the call instruction
+    std::string file;
+    int line = 0;
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(m.module, pc, &bias);
+    Dwarf_Attribute comp_dir_attr;
+    const char *comp_dir =
+        cu ? dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &comp_dir_attr)) : nullptr;
+    if (Dwfl_Line *l = dwfl_module_getsrc(m.module, pc)) {
+      if (const char *f = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr))
+        file = source_path(f, comp_dir);
+    }
+    std::vector<SourceFrame> out;
+    bool have_function = false;
+    if (cu) {
+      Dwarf_Die *scopes = nullptr;
+      const int n = dwarf_getscopes(cu, pc - bias, &scopes);
+      Dwarf_Files *files = nullptr;
+      size_t file_count = 0;
+      if (n > 0 && dwarf_getsrcfiles(cu, &files, &file_count) != 0) files = nullptr;
+      for (int i = 0; i < n && !have_function; ++i) {
+        Dwarf_Die *scope = &scopes[i];
+        const int tag = dwarf_tag(scope);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+        SourceFrame f = plain;
+        f.function = die_name(scope);
+        f.file = file;
+        f.line = static_cast<uint32_t>(line);
+        f.inlined = tag == DW_TAG_inlined_subroutine;
+        out.push_back(std::move(f));
+        if (tag == DW_TAG_subprogram) {
+          have_function = true;
+          break;
+        }
+        // The caller's line is the inlined call's site.
+        Dwarf_Attribute attr;
+        Dwarf_Word value;
+        file.clear();
+        line = 0;
+        if (files && dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &value) == 0)
+          if (const char *f = dwarf_filesrc(files, value, nullptr, nullptr))
+            file = source_path(f, comp_dir);
+        if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &attr), &value) == 0)
+          line = static_cast<int>(value);
+      }
+      free(scopes);
+    }
+    if (!have_function) {  // no debug information: the symbol table's name
+      SourceFrame f = plain;
+      if (const char *name = dwfl_module_addrname(m.module, pc)) f.function = demangle(name);
+      f.file = file;
+      f.line = static_cast<uint32_t>(line);
+      out.push_back(std::move(f));
+    }
+    return out;
+  }
+};
+
+CallStacks::CallStacks() : impl_(std::make_unique<Impl>()) {}
+CallStacks::~CallStacks() = default;
+
+bool CallStacks::empty() const { return impl_->stacks.empty(); }
+
+bool CallStacks::on_event(const Event &e) {
+  Impl &m = *impl_;
+  switch (e.type) {
+    case format::EventType::kStack: {
+      const auto frames = e.values();
+      m.stacks[static_cast<uint32_t>(e.a)] = {std::vector<uint64_t>(frames.begin(), frames.end()),
+                                              m.mapping_events};
+      m.resolved.erase(static_cast<uint32_t>(e.a));
+      return true;
+    }
+    case format::EventType::kMapping: {
+      std::string path = mapping_path(e), build_id = mapping_build_id(e);
+      std::string key = path + '\0' + build_id;
+      auto [it, inserted] =
+          m.module_by_key.try_emplace(key, static_cast<uint32_t>(m.modules.size()));
+      if (inserted) {
+        Impl::Module &module = m.modules.emplace_back();
+        module.path = std::move(path);
+        module.build_id = std::move(build_id);
+      }
+      m.mappings.push_back({e.addr, e.a, e.b, it->second, m.mapping_events++, UINT64_MAX});
+      return true;
+    }
+    case format::EventType::kUnmapping:
+      for (Impl::Mapping &map : m.mappings)
+        if (map.bias == e.addr && map.start == e.a && map.unloaded_at == UINT64_MAX)
+          map.unloaded_at = m.mapping_events;
+      ++m.mapping_events;
+      return true;
+    default:
+      return false;
+  }
+}
+
+const std::vector<SourceFrame> &CallStacks::frames(uint32_t id) {
+  Impl &m = *impl_;
+  if (auto it = m.resolved.find(id); it != m.resolved.end()) return it->second;
+  auto stack = m.stacks.find(id);
+  if (stack == m.stacks.end()) return m.none;
+  std::vector<SourceFrame> out;
+  for (uint64_t addr : stack->second.frames) {
+    const Impl::Mapping *map = m.mapping_for(addr, stack->second.defined_at);
+    if (!map) {
+      SourceFrame f;
+      f.offset = addr;
+      out.push_back(std::move(f));
+      continue;
+    }
+    Impl::Module &module = m.modules[map->module];
+    const uint64_t offset = addr - map->bias;
+    auto cached = module.by_offset.find(offset);
+    if (cached == module.by_offset.end())
+      cached = module.by_offset.emplace(offset, m.symbolise(module, offset)).first;
+    out.insert(out.end(), cached->second.begin(), cached->second.end());
+  }
+  return m.resolved.emplace(id, std::move(out)).first->second;
+}
+
+std::string CallStacks::site(uint32_t id) {
+  const std::vector<SourceFrame> &f = frames(id);
+  return f.empty() ? std::string("(unknown stack)") : f.front().text();
+}
+
+}  // namespace adprof

@@ -1,0 +1,226 @@
+// Call stacks (`adprof run --stacks`): the evidence test. A program with allocations from known
+// call sites (workloads/sites.cpp: a function of its own, an always-inlined function, a function
+// of a library dlopen'd and dlclose'd before exit) runs under `adprof run --stacks`; the report
+// must name exactly those sites, with file:line, and their exact counts and sizes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "adprof/call_stacks.h"
+#include "adprof/compare.h"
+#include "adprof/report.h"
+#include "test_util.h"
+
+using namespace ptest;
+
+namespace {
+
+// The line of `marker` in a workload source file (1-based).
+int line_of(const std::string &file, const std::string &marker) {
+  const std::vector<std::string> lines = lines_of(read_file(file));
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].find("// " + marker) != std::string::npos &&
+        lines[i].find("// " + marker + "_") == std::string::npos)
+      return static_cast<int>(i + 1);
+  return -1;
+}
+
+bool ends_with(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const nlohmann::json *find_site(const nlohmann::json &sites, const std::string &prefix) {
+  const nlohmann::json *found = nullptr;
+  for (const auto &s : sites)
+    if (s["site"].get<std::string>().rfind(prefix, 0) == 0) {
+      if (found) return nullptr;  // two sites with the same function: not what was made
+      found = &s;
+    }
+  return found;
+}
+
+class StacksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    trace_ = dir_ / "sites.adtrace";
+    Result run = run_cli({"run", "--stacks", "--no-report", "-o", trace_, "--", ADPROF_TEST_SITES,
+                          ADPROF_TEST_SITES_LIB});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    Result report = run_cli({"report", "--json", "--top", "1000", trace_});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    json_ = nlohmann::json::parse(report.out);
+  }
+
+  TempDir dir_;
+  std::string trace_;
+  nlohmann::json json_;
+  const std::string source_ = std::string(ADPROF_TEST_WORKLOADS) + "/sites.cpp";
+  const std::string lib_source_ = std::string(ADPROF_TEST_WORKLOADS) + "/sites_lib.cpp";
+};
+
+TEST_F(StacksTest, ReportNamesExactlyTheProgramsSitesWithFileLineAndCounts) {
+  ASSERT_TRUE(json_.contains("sites")) << "a trace recorded with --stacks has sites";
+  const nlohmann::json &sites = json_["sites"];
+  struct Expected {
+    std::string function, file;
+    int line;
+    uint64_t count, size;
+  };
+  const Expected expected[] = {
+      {"site_direct(int)", source_, line_of(source_, "SITE_DIRECT"), 100, 48},
+      {"site_inlined(int)", source_, line_of(source_, "SITE_INLINED"), 30, 200},
+      {"lib_allocate", lib_source_, line_of(lib_source_, "SITE_LIB"), 20, 1000},
+  };
+  for (const Expected &e : expected) {
+    ASSERT_GT(e.line, 0) << e.function;
+    const nlohmann::json *s = find_site(sites, e.function + " (");
+    ASSERT_NE(s, nullptr) << "no single site for " << e.function << " in " << sites.dump(1);
+    const std::string site = (*s)["site"];
+    EXPECT_TRUE(ends_with(
+        site, "/" + fs::path(e.file).filename().string() + ":" + std::to_string(e.line) + ")"))
+        << site << " (expected line " << e.line << ")";
+    EXPECT_EQ((*s)["allocations"].get<uint64_t>(), e.count) << site;
+    EXPECT_EQ((*s)["bytes"].get<uint64_t>(), e.count * e.size) << site;
+  }
+  // Exactly those sites in the program's own sources: nothing else is attributed to them.
+  int in_sources = 0;
+  for (const auto &s : sites) {
+    const std::string site = s["site"];
+    if (site.find("/sites.cpp:") != std::string::npos ||
+        site.find("/sites_lib.cpp:") != std::string::npos)
+      ++in_sources;
+  }
+  EXPECT_EQ(in_sources, 3) << sites.dump(1);
+
+  // The inlined site is followed by the function it was inlined into, at the call's line.
+  const nlohmann::json *inlined = find_site(sites, "site_inlined(int) (");
+  ASSERT_NE(inlined, nullptr);
+  const auto stack = (*inlined)["stack"].get<std::vector<std::string>>();
+  ASSERT_GE(stack.size(), 3u);
+  EXPECT_TRUE(ends_with(stack[1],
+                        "sites.cpp:" + std::to_string(line_of(source_, "SITE_INLINED_CALL")) + ")"))
+      << stack[1];
+  EXPECT_EQ(stack[1].rfind("run_inlined(int) (", 0), 0u) << stack[1];
+  EXPECT_EQ(stack[2].rfind("main (", 0), 0u) << stack[2];
+
+  // Live at exit: site_direct's blocks only, of the three.
+  EXPECT_EQ((*find_site(sites, "site_direct(int) ("))["exit_blocks"].get<uint64_t>(), 100u);
+  EXPECT_EQ((*find_site(sites, "site_direct(int) ("))["exit_bytes"].get<uint64_t>(), 4800u);
+  EXPECT_EQ((*inlined)["exit_blocks"].get<uint64_t>(), 0u);
+  EXPECT_EQ((*find_site(sites, "lib_allocate ("))["exit_blocks"].get<uint64_t>(), 0u);
+
+  // The JSON round-trips, and the text report names the sites too.
+  EXPECT_EQ(adprof::to_json(adprof::report_from_json(json_)), json_);
+  Result text = run_cli({"report", trace_});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Allocation sites by allocations"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("site_direct(int) ("), std::string::npos) << text.out;
+}
+
+// The trace says which objects were mapped, the dlclose'd library included (with its unload),
+// so the stacks symbolise after the program and its library are gone from memory.
+TEST_F(StacksTest, TraceRecordsTheLibraryLoadAndItsUnload) {
+  adprof::TraceReader reader(trace_);
+  EXPECT_TRUE(reader.header().stacks());
+  EXPECT_EQ(reader.header().version, 4u);
+  adprof::Event e;
+  bool mapped = false, unmapped = false, stack_before_use = true;
+  uint64_t lib_bias = 0, lib_start = 0;
+  std::set<uint32_t> defined;
+  while (reader.next(e)) {
+    if (e.type == adprof::format::EventType::kMapping &&
+        adprof::mapping_path(e) == ADPROF_TEST_SITES_LIB) {
+      mapped = true;
+      lib_bias = e.addr;
+      lib_start = e.a;
+      EXPECT_FALSE(adprof::mapping_build_id(e).empty()) << "the linker gives a build-id";
+    } else if (e.type == adprof::format::EventType::kUnmapping && mapped && e.addr == lib_bias &&
+               e.a == lib_start) {
+      unmapped = true;
+    } else if (e.type == adprof::format::EventType::kStack) {
+      defined.insert(static_cast<uint32_t>(e.a));
+    } else if (e.type == adprof::format::EventType::kAlloc && e.stack != 0 &&
+               !defined.count(e.stack)) {
+      stack_before_use = false;
+    }
+  }
+  EXPECT_TRUE(mapped);
+  EXPECT_TRUE(unmapped);
+  EXPECT_TRUE(stack_before_use) << "every stack is defined before an allocation uses it";
+}
+
+// Without --stacks, nothing of it: the trace has no stacks and the report no sites.
+TEST(Stacks, OffWithoutTheOption) {
+  TempDir dir;
+  const std::string trace = dir / "plain.adtrace";
+  Result run =
+      run_cli({"run", "--no-report", "-o", trace, "--", ADPROF_TEST_SITES, ADPROF_TEST_SITES_LIB});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  adprof::TraceReader reader(trace);
+  EXPECT_FALSE(reader.header().stacks());
+  Result report = run_cli({"report", "--json", trace});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_FALSE(nlohmann::json::parse(report.out).contains("sites"));
+}
+
+// A module that is gone degrades to module+offset; an undefined id to "(unknown stack)".
+TEST(Stacks, MissingFilesDegradeToModuleAndOffset) {
+  adprof::CallStacks stacks;
+  std::string text = std::string("/nonexistent/libgone.so") + '\0';
+  adprof::Event mapping;
+  mapping.type = adprof::format::EventType::kMapping;
+  mapping.addr = 0x7f0000000000;
+  mapping.a = 0x7f0000000000;
+  mapping.b = 0x7f0000100000;
+  mapping.set_text(text);
+  ASSERT_TRUE(stacks.on_event(mapping));
+  std::vector<uint64_t> frames = {0x7f0000001234, 0x1000};
+  adprof::Event stack;
+  stack.type = adprof::format::EventType::kStack;
+  stack.a = 7;
+  stack.set_values(frames);
+  ASSERT_TRUE(stacks.on_event(stack));
+  const auto &f = stacks.frames(7);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].text(), "libgone.so+0x1234");
+  EXPECT_EQ(f[1].text(), "0x1000");
+  EXPECT_EQ(stacks.site(8), "(unknown stack)");
+}
+
+}  // namespace
+
+namespace {
+
+// `adprof check` and `adprof diff` by site: a site's metrics gate like any other, with the
+// site's name (parentheses, and in C++ names '<' and '>') as it is in the report.
+TEST_F(StacksTest, CheckAndDiffBySite) {
+  const nlohmann::json *direct = find_site(json_["sites"], "site_direct(int) (");
+  ASSERT_NE(direct, nullptr);
+  const std::string site = (*direct)["site"];
+  Result pass = run_cli({"check", trace_, "--fail-if", "site_allocations." + site + " > 100"});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  Result fail = run_cli({"check", trace_, "--fail-if", "site_allocations." + site + " >= 100"});
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("site_allocations." + site + ": 100"), std::string::npos) << fail.out;
+  // A template's name: the gate's operator is the last one in it.
+  const adprof::Gate g = adprof::parse_gate("site.std::vector<int>::push_back(int) (v.h:3) > 1MiB");
+  EXPECT_EQ(g.metric, "site.std::vector<int>::push_back(int) (v.h:3)");
+  EXPECT_EQ(g.op, ">");
+  // The diff of a run with itself and of a run with stacks against one without: the sites
+  // live at the peak appear.
+  Result same = run_cli({"diff", trace_, trace_});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  TempDir dir;
+  const std::string plain = dir / "plain.adtrace";
+  ASSERT_EQ(
+      run_cli({"run", "--no-report", "-o", plain, "--", ADPROF_TEST_SITES, ADPROF_TEST_SITES_LIB})
+          .exit_code,
+      0);
+  Result grown = run_cli({"diff", plain, trace_});
+  EXPECT_EQ(grown.exit_code, 0) << grown.err;
+  EXPECT_NE(grown.out.find("site " + site), std::string::npos) << grown.out;
+}
+
+}  // namespace
