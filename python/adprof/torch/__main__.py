@@ -48,17 +48,7 @@ def main():
     adprof_torch.install()
     sys.argv = args
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except (SystemExit, KeyboardInterrupt):
-        raise  # the interpreter ends as it would have (status, or death by SIGINT)
-    except BaseException as e:
-        # Reported as `python3 SCRIPT` reports it: the traceback from the script's frames
-        # (not runpy's or ours), status 1.
-        tb = _script_frames(e.__traceback__)
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
-        return 1
-    return 0
+    return _run_as_main(lambda: runpy.run_path(script, run_name="__main__"))
 
 
 def _run_module(args):
@@ -75,19 +65,21 @@ def _run_module(args):
     adprof_torch.install()
     sys.argv = [args[0]] + args[1:]  # argv[0] becomes the module's file, as with -m
     sys.path[0] = os.getcwd()
+    return _run_as_main(lambda: runpy.run_module(args[0], run_name="__main__", alter_sys=True))
+
+
+def _run_as_main(run):
+    """Runs the script or module; its uncaught exception is reported as `python3 SCRIPT`
+    reports it: the traceback from the program's frames (not runpy's or ours), status 1."""
     try:
-        runpy.run_module(args[0], run_name="__main__", alter_sys=True)
+        run()
     except (SystemExit, KeyboardInterrupt):
-        raise
-    except ImportError as e:
-        if _script_frames(e.__traceback__) is None:  # runpy's own: the module is not there
-            sys.stderr.write(f"{sys.executable}: {e}\n")
-            return 1
-        tb = _script_frames(e.__traceback__)
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
-        return 1
+        raise  # the interpreter ends as it would have (status, or death by SIGINT)
     except BaseException as e:
         tb = _script_frames(e.__traceback__)
+        if tb is None and isinstance(e, ImportError):  # runpy's own: the module is not there
+            sys.stderr.write(f"{sys.executable}: {e}\n")
+            return 1
         sys.excepthook(type(e), e.with_traceback(tb), tb)
         return 1
     return 0
