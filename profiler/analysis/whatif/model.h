@@ -3,6 +3,8 @@
 // forward and backward rule allocated, saved, released and contributed.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
@@ -111,7 +113,7 @@ class Tracker {
     uint64_t size;
     bool idle;
   };
-  std::unordered_map<uint64_t, Block> blocks_;
+  absl::flat_hash_map<uint64_t, Block> blocks_;  // by address (iteration order unused)
   uint64_t phys_ = 0;
 };
 
