@@ -72,12 +72,19 @@ json report_of(const std::string &trace) {
   return j;
 }
 
-// The instance of the op scope open on the peak event's thread at report.peak.event (1-based,
-// the analysis' event count); 0 if none. `peak_line` gets the event's dump line.
-uint64_t op_open_at(const std::string &trace, uint64_t peak_event, std::string &peak_line) {
+// Where the peak event (report.peak.event, 1-based, the analysis' event count) lies among the
+// op scopes of its thread.
+struct PeakPlace {
+  uint64_t open = 0;        // the instance of the op scope open there; 0 if none
+  uint64_t ended_last = 0;  // the instance of the op scope that ended last before it
+  std::string line;         // the event's dump line
+};
+
+PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
   Result r = run_cli({"dump", "--limit", std::to_string(peak_event), trace}, 300);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, std::vector<uint64_t>> stacks;  // thread -> open op instances
+  std::map<std::string, uint64_t> ended;                // thread -> the op that ended last
   uint64_t n = 0;
   std::istringstream lines(r.out);
   std::string line;
@@ -91,15 +98,21 @@ uint64_t op_open_at(const std::string &trace, uint64_t peak_event, std::string &
       auto hash = label.rfind('#');
       stacks[thread].push_back(hash == std::string::npos ? 0 : std::stoull(label.substr(hash + 1)));
     } else if (type == "op_end") {
-      if (!stacks[thread].empty()) stacks[thread].pop_back();
+      if (!stacks[thread].empty()) {
+        ended[thread] = stacks[thread].back();
+        stacks[thread].pop_back();
+      }
     }
     if (n == peak_event) {
-      peak_line = line;
-      return stacks[thread].empty() ? 0 : stacks[thread].back();
+      PeakPlace p;
+      p.line = line;
+      p.open = stacks[thread].empty() ? 0 : stacks[thread].back();
+      p.ended_last = ended[thread];
+      return p;
     }
   }
   ADD_FAILURE() << "the dump has " << n << " events, the peak is event " << peak_event;
-  return 0;
+  return {};
 }
 
 struct Exactness {
@@ -120,13 +133,20 @@ Exactness run_exactness(const std::string &script) {
   const json views = json::parse(read_file(side), nullptr, false);
   EXPECT_FALSE(views.is_discarded()) << "no oracle views in " << side;
   if (views.is_discarded() || x.report.is_discarded()) return x;
-  x.peak_op = op_open_at(trace, x.report["peak"]["event"].get<uint64_t>(), x.peak_line);
-  EXPECT_NE(x.peak_op, 0u) << "the peak is outside every op: " << x.peak_line;
-  auto it = views["views"].find(std::to_string(x.peak_op));
-  EXPECT_NE(it, views["views"].end())
-      << "the oracle has no account for op #" << x.peak_op << " (the peak is in "
+  const PeakPlace place = op_open_at(trace, x.report["peak"]["event"].get<uint64_t>());
+  x.peak_line = place.line;
+  // Inside an op: PyTorch's account before it (what the op made so far is in the oracle's
+  // adjoint). Between two ops (PyTorch 2.x: a small allocation of Python's or of autograd's
+  // engine, foreign, can top the plateau the last op left): the account right after the op
+  // that ended last on the thread.
+  const char *which = place.open ? "views" : "after";
+  x.peak_op = place.open ? place.open : place.ended_last;
+  EXPECT_NE(x.peak_op, 0u) << "the peak is before every op: " << x.peak_line;
+  auto it = views[which].find(std::to_string(x.peak_op));
+  EXPECT_NE(it, views[which].end())
+      << "the oracle has no account (" << which << ") for op #" << x.peak_op << " (the peak is in "
       << x.report["peak"]["phase"] << ", where the oracle does not look): " << x.peak_line;
-  if (it != views["views"].end()) x.expected = *it;
+  if (it != views[which].end()) x.expected = *it;
   return x;
 }
 
@@ -434,6 +454,42 @@ TEST(TorchCli, InterpreterOptionsAndModules) {
   r = run_torch(tmp / "b.adtrace", {"-m", "pkg.train", "y"}, {{"PYTHONPATH", tmp.path()}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("instrumented True ['y']"), std::string::npos) << r.out << r.err;
+}
+
+// The ledger that makes CUDA storages device blocks (python/adprof/torch/_device.py) follows
+// each storage's life: CPU storages stand in for CUDA ones, so no GPU is needed. PyTorch 1.13
+// cannot tell when a storage dies (the ledger is off there): skipped with that message.
+TEST(TorchDevice, LedgerFollowsEachStorageLife) {
+  SKIP_WITHOUT_TORCH();
+  SpawnOptions o;
+  o.argv = {kPython, kScripts + "/device_blocks_check.py"};
+  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  Result r = run(o);
+  if (r.exit_code == 3) GTEST_SKIP() << r.out;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("device_blocks_check: ok"), std::string::npos) << r.out;
+}
+
+// On a GPU (the GPU issue runs it; skipped here with a message): a CUDA training script's
+// device memory by role. Parameters are exact; every declared block is a storage inside one of
+// the caching allocator's blocks, so the device peak never exceeds PyTorch's own maximum.
+TEST(TorchDevice, CudaStoragesByRole) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace", side = tmp / "cuda.json";
+  Result r = run_torch(trace, {kScripts + "/cuda_roles.py", side});
+  if (r.exit_code == 3) GTEST_SKIP() << "no CUDA device for " << kPython << ": " << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = report_of(trace);
+  const json expected = json::parse(read_file(side), nullptr, false);
+  ASSERT_FALSE(expected.is_discarded());
+  const json &device = report["device"];
+  ASSERT_TRUE(device.is_object()) << "no device section: " << report.dump();
+  EXPECT_EQ(device["by_role"]["parameter"].get<uint64_t>(), expected["parameter"].get<uint64_t>());
+  EXPECT_GT(device["by_role"]["adjoint"].get<uint64_t>(), 0u);
+  EXPECT_LE(device["peak"].get<uint64_t>(), expected["max_allocated"].get<uint64_t>());
+  EXPECT_GE(device["peak"].get<uint64_t>(),
+            expected["parameter"].get<uint64_t>() + expected["optimizer_state"].get<uint64_t>());
 }
 
 // Not under adprof, the package is inert: the script runs as with plain python.

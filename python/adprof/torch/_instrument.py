@@ -16,8 +16,10 @@ One Instrumentation object per process (install()). Its parts, each a PyTorch ho
 Every call into the tape listener (_tape.py) is guarded: nothing here raises into the program.
 
 Storage addresses: a CPU storage's data pointer is the block the interposer recorded
-(posix_memalign in c10::alloc_cpu), which is what retag, label and describe name. Device
-tensors are not retagged here (their blocks are the caching allocator's).
+(posix_memalign in c10::alloc_cpu), which is what retag, label and describe name. A CUDA
+storage is a block of the caching allocator's segments: _device.py declares it to adprof as a
+device block the first time it is seen and ends it when the storage dies (PyTorch 2.x; on 1.13
+device memory is recorded by segment only). _addr() gives the address to name either way.
 """
 
 import collections
@@ -33,6 +35,7 @@ import torch.utils._python_dispatch as _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _protocol as P
+from . import _device
 from ._tape import TapeListener
 
 Tensor = torch.Tensor
@@ -312,6 +315,8 @@ class Instrumentation:
         self._listener_failed = False
         self._errors_reported = set()
         self._modes = {}
+        # CUDA storages as device blocks (None: this PyTorch cannot tell when one dies)
+        self.device_blocks = _device.DeviceBlocks(ctx) if _device.supported() else None
 
     @property
     def listener(self):
@@ -484,9 +489,7 @@ class Instrumentation:
         return pack
 
     def _recompute_saved(self, kept):
-        if kept.is_cuda or kept.is_meta:
-            return
-        ptr = storage_ptr(kept)
+        ptr = self._addr(kept)
         if not ptr or self._is_param_or_input(ptr):
             return
         with self.saved_lock:
@@ -621,28 +624,20 @@ class Instrumentation:
         input_ptrs = None
         label = th.modules[-1][2] if th.modules else 0
         for o in outs:
-            if o.is_cuda or o.is_meta:
-                continue
             for a in args:
                 if o is a:
                     break
             else:
-                ptr = storage_ptr(o)
-                if not ptr:
-                    continue
-                if input_ptrs is None:
-                    input_ptrs = set()
-                    for a in _tensors_in(args):
-                        if not a.is_cuda and not a.is_meta:
-                            input_ptrs.add(storage_ptr(a))
-                if ptr in input_ptrs:
+                if input_ptrs is None:  # before the output: a CUDA input seen first is older
+                    input_ptrs = {self._addr(a) for a in _tensors_in(args)}
+                ptr = self._addr(o)
+                if not ptr or ptr in input_ptrs:
                     continue  # a view or an in-place result: not born here
                 dtype = o.dtype
                 if kind != _OP_PLAIN:
                     src = _tensors_in(args)
                     source = src[0] if src else None
-                    src_ptr = storage_ptr(source) if source is not None and not source.is_cuda \
-                        else 0
+                    src_ptr = self._addr(source) if source is not None else 0
                     ctx.retag(ptr, P.ROLE_DUPLICATE, src_ptr)
                     if kind == _OP_CAST and dtype == torch.int64 and source is not None and \
                             source.dtype in _NARROW_INDEX_DTYPES:
@@ -666,10 +661,9 @@ class Instrumentation:
 
     def _pack_recorded(self, t):
         th = self.thread
-        ptr = 0
-        if not t.is_cuda and not t.is_meta:
-            ptr = storage_ptr(t)
-            if ptr and not self._is_param_or_input(ptr):
+        ptr = self._addr(t)
+        if ptr:
+            if not self._is_param_or_input(ptr):
                 with self.saved_lock:
                     n = self.saved.get(ptr, 0)
                     self.saved[ptr] = n + 1
@@ -705,6 +699,16 @@ class Instrumentation:
                     self.saved.pop(ptr, None)
             if n <= 0:  # autograd dropped its last reference: an activation again (or freed)
                 self.ctx.retag(ptr, P.ROLE_ACTIVATION, 0)
+
+    def _addr(self, t):
+        """The address adprof knows `t`'s storage by; 0 for none (a meta tensor, a device
+        whose storages cannot be followed, a storage without memory). A CUDA storage is
+        declared as a device block here the first time it is seen."""
+        if t.is_cuda:
+            return self.device_blocks.address(t) if self.device_blocks is not None else 0
+        if t.is_meta or t.device.type != "cpu":
+            return 0
+        return storage_ptr(t)
 
     def _is_param_or_input(self, ptr):
         for table in (self.params, self.inputs):
@@ -762,9 +766,9 @@ class Instrumentation:
             self._adopt_param(p, prefix + "." + name)
 
     def _adopt_param(self, p, path):
-        if p.is_cuda or p.is_meta:
+        ptr = self._addr(p)
+        if not ptr:
             return
-        ptr = storage_ptr(p)
         ref = self.params.get(ptr)
         if ref is not None and ref() is p:
             return
@@ -803,8 +807,8 @@ class Instrumentation:
             if param is None:
                 return
             grad = param.grad
-            if grad is not None and not grad.is_cuda:
-                ptr = storage_ptr(grad)
+            ptr = self._addr(grad) if grad is not None else 0
+            if ptr:
                 self.ctx.retag(ptr, P.ROLE_ADJOINT, 0)
                 self.ctx.label(ptr, self.ctx.name(path + ".grad"))
             self._tell("on_grad_accumulated", path, param)
@@ -840,8 +844,8 @@ class Instrumentation:
         ctx = self.ctx
         self._adopt_params(module, path)  # parameters replaced since (p.data = ...)
         for t in _tensors_in(inputs):
-            if t.grad_fn is None and not t.requires_grad and not t.is_cuda and not t.is_meta:
-                ptr = storage_ptr(t)
+            if t.grad_fn is None and not t.requires_grad:
+                ptr = self._addr(t)
                 if ptr and ptr not in self.params:
                     ref = self.inputs.get(ptr)
                     if ref is None or ref() is not t:
@@ -1065,9 +1069,7 @@ class Instrumentation:
 
     @_guarded()
     def _state_tensor(self, param, key, value):
-        if value.is_cuda or value.is_meta:
-            return
-        ptr = storage_ptr(value)
+        ptr = self._addr(value)
         if not ptr:
             return
         ctx = self.ctx

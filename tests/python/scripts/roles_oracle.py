@@ -16,8 +16,12 @@ and of the optimizer step it computes, from PyTorch's objects alone,
 and keys it by the instance number adprof's op scope for that op will carry
 (adprof.torch.instrumentation().ops_seen() + 1; the aten::detach that reading a saved tensor
 runs is kept out of the recording).
-At exit it writes {"views": {instance: {role: bytes}}} to the side file given on the command
-line; the test compares the view of the op open at the report's peak with the report.
+It also computes the same account right after each such op returns ("after": what the op
+left). At exit it writes {"views": {instance: {role: bytes}}, "after": {instance: {...}}} to the
+side file given on the command line; the test compares the view of the op open at the report's
+peak with the report, or, when the peak falls between two ops (PyTorch 2.x: a small allocation of
+Python's or of autograd's engine, foreign bytes, can top the plateau the last op left), the
+"after" account of the op that ended last on that thread.
 
 Byte counts are storage sizes (nbytes of the storage), which is what the interposer records for
 a CPU storage (c10's posix_memalign of exactly that size).
@@ -59,6 +63,9 @@ class RolesOracle:
         self.node_outputs = {}  # storages the running backward node made so far
         self.seeds = None  # the gradients backward() starts from, alive until it returns
         self.views = {}
+        self.after = {}
+        self._saved_names = {}  # node class -> its _saved_* attribute names
+        self._released = {}  # node -> its saved attributes autograd released (this backward)
         self.ins = adprof_torch.instrumentation()
         if self.ins is None:
             sys.exit("roles_oracle: not under adprof with the PyTorch instrumentation")
@@ -69,6 +76,7 @@ class RolesOracle:
 
     def begin_backward(self, loss):
         self.loss = loss
+        self._released = {}
         self.in_flight = {}
         self.node_outputs = {}
         self.seeds = None
@@ -115,18 +123,12 @@ class RolesOracle:
         self.ins._dispatch = self._recorded
         return False
 
-    # -- PyTorch's view before each op
+    # -- PyTorch's view before and after each op
     def _dispatch(self, func, args, kwargs):
-        if self.ins.thread.off:
+        if self.ins.thread.off or self.phase is None:
             return self._recorded(func, args, kwargs)
-        if self.phase is not None:
-            # Reading saved tensors runs aten::detach: not ops of the program, so not recorded.
-            self.ins.thread.off += 1
-            try:
-                view = self._view()
-            finally:
-                self.ins.thread.off -= 1
-            self.views[self.ins.ops_seen() + 1] = view
+        instance = self.ins.ops_seen() + 1
+        self.views[instance] = self._unrecorded_view()
         out = self._recorded(func, args, kwargs)
         if self.phase == "backward":
             inputs = {_storage(t)[0] for a in args for t in _tensors(a)}
@@ -134,7 +136,16 @@ class RolesOracle:
                 ptr, size = _storage(t)
                 if ptr and ptr not in inputs:
                     self.node_outputs[ptr] = size
+        self.after[instance] = self._unrecorded_view()
         return out
+
+    def _unrecorded_view(self):
+        # Reading saved tensors runs aten::detach: not ops of the program, so not recorded.
+        self.ins.thread.off += 1
+        try:
+            return self._view()
+        finally:
+            self.ins.thread.off -= 1
 
     def _view(self):
         params = dict(_storage(p) for p in self.model.parameters())
@@ -154,12 +165,16 @@ class RolesOracle:
                     continue
                 seen.add(node)
                 stack.extend(n for n, _ in node.next_functions)
-                for attr in dir(node):
-                    if not attr.startswith("_saved_"):
+                released = self._released.get(node)
+                for attr in self._saved_attributes(node):
+                    if released is not None and attr in released:
                         continue
                     try:
                         value = getattr(node, attr)
                     except RuntimeError:  # released: the node ran
+                        # (1.13 builds each such error's C++ backtrace: a millisecond; asked
+                        # once per node)
+                        self._released.setdefault(node, set()).add(attr)
                         continue
                     for t in _tensors(value):
                         ptr, size = _storage(t)
@@ -175,6 +190,15 @@ class RolesOracle:
         return {"parameter": sum(params.values()), "optimizer_state": sum(state.values()),
                 "forward_cache": sum(cache.values()), "adjoint": sum(grads.values())}
 
+    def _saved_attributes(self, node):
+        """The `_saved_*` attribute names of a node's class (dir() of every node for every op
+        was most of the oracle's time)."""
+        names = self._saved_names.get(type(node))
+        if names is None:
+            names = [a for a in dir(node) if a.startswith("_saved_")]
+            self._saved_names[type(node)] = names
+        return names
+
     def write(self):
         with open(self.side_file, "w") as f:
-            json.dump({"views": self.views}, f)
+            json.dump({"views": self.views, "after": self.after}, f)
