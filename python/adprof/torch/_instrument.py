@@ -122,6 +122,9 @@ class _ThreadState(threading.local):
         self.recompute_depth = None  # module stack depth of a module-started recomputation
         self.capture = None  # list: the tensors made while a recomputation's pack hook runs
         self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
+        # backward: the module path (name id) of the autograd node running on this thread, the
+        # module whose forward made the node (0: none, or between nodes)
+        self.node_label = 0
         # 1.13: the mode set directly (raw), its twin for the stack, and which one is in use
         self.raw = None
         self.twin = None
@@ -315,6 +318,7 @@ class Instrumentation:
         self._listener_failed = False
         self._errors_reported = set()
         self._modes = {}
+        self._node_hooks = {}  # module path name id -> the (pre, post) hooks of its nodes
         # CUDA storages as device blocks (None: this PyTorch cannot tell when one dies)
         self.device_blocks = _device.DeviceBlocks(ctx) if _device.supported() else None
 
@@ -622,7 +626,16 @@ class Instrumentation:
         kind = info[2] if phase != P.PHASE_BACKWARD else _OP_PLAIN
         ctx = self.ctx
         input_ptrs = None
-        label = th.modules[-1][2] if th.modules else 0
+        if phase == P.PHASE_BACKWARD:
+            label = th.node_label
+        else:
+            label = th.modules[-1][2] if th.modules else 0
+            if label and role is not None:
+                for o in outs:
+                    node = o.grad_fn
+                    if node is not None:
+                        self._label_node(node, label)
+                        break
         for o in outs:
             for a in args:
                 if o is a:
@@ -650,6 +663,22 @@ class Instrumentation:
                     if label:
                         ctx.label(ptr, label)
                 ctx.describe(ptr, _DTYPES.get(dtype, P.DTYPE_UNKNOWN), o.shape)
+
+    def _label_node(self, node, label):
+        """The autograd node an op of module `label` made: its backward's outputs (gradients)
+        are labelled with that module, from hooks around the node's run."""
+        hooks = self._node_hooks.get(label)
+        if hooks is None:
+            thread = self.thread
+
+            def begins(grad_outputs):
+                thread.node_label = label
+
+            def ends(grad_inputs, grad_outputs):
+                thread.node_label = 0
+            hooks = self._node_hooks[label] = (begins, ends)
+        node.register_prehook(hooks[0])
+        node.register_hook(hooks[1])
 
     # ---------------------------------------------------------------- saved tensors
     def _pack(self, t):
@@ -937,6 +966,7 @@ class Instrumentation:
                 return original(*args, **kwargs)
             finally:
                 th.backward -= 1
+                th.node_label = 0  # a node that raised never ran its post hook
                 with self.saved_lock:
                     self.backward_active -= 1
                 self._tell("on_backward_end")
