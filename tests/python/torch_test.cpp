@@ -205,6 +205,19 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
                            "model.head.weight.grad", "ad.index_widened", "pytorch"})
     EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos)
         << "name '" << name << "' never interned";
+  // Gradients in flight are named by the module whose forward made the node computing them
+  // (the script peaks in backward, with the head's input gradient and the MLP's alive).
+  const json report = report_of(trace);
+  std::set<std::string> adjoint_modules;
+  for (const json &row : report["peak"]["by_label"])
+    if (row["role"] == "adjoint") {
+      const std::string label = row["label"];
+      if (label.rfind("model", 0) == 0 && label.find(".grad") == std::string::npos)
+        adjoint_modules.insert(label);
+    }
+  EXPECT_FALSE(adjoint_modules.empty()) << "no adjoint named by module at the peak: "
+                                        << report["peak"]["by_label"].dump();
+  EXPECT_TRUE(adjoint_modules.count("model.mlp.2")) << report["peak"]["by_label"].dump();
 }
 
 // A program's own TorchDispatchMode still sees its ops (adprof's mode stays under it), and a

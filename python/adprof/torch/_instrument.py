@@ -125,6 +125,8 @@ class _ThreadState(threading.local):
         # backward: the module path (name id) of the autograd node running on this thread, the
         # module whose forward made the node (0: none, or between nodes)
         self.node_label = 0
+        # forward: the autograd nodes labelled since the top-level module was entered
+        self.labelled_nodes = set()
         # 1.13: the mode set directly (raw), its twin for the stack, and which one is in use
         self.raw = None
         self.twin = None
@@ -626,16 +628,8 @@ class Instrumentation:
         kind = info[2] if phase != P.PHASE_BACKWARD else _OP_PLAIN
         ctx = self.ctx
         input_ptrs = None
-        if phase == P.PHASE_BACKWARD:
-            label = th.node_label
-        else:
-            label = th.modules[-1][2] if th.modules else 0
-            if label and role is not None:
-                for o in outs:
-                    node = o.grad_fn
-                    if node is not None:
-                        self._label_node(node, label)
-                        break
+        label = th.node_label if phase == P.PHASE_BACKWARD else (
+            th.modules[-1][2] if th.modules else 0)
         for o in outs:
             for a in args:
                 if o is a:
@@ -664,9 +658,29 @@ class Instrumentation:
                         ctx.label(ptr, label)
                 ctx.describe(ptr, _DTYPES.get(dtype, P.DTYPE_UNKNOWN), o.shape)
 
+    # ---------------------------------------------------------------- backward labels
+    # A gradient is labelled with the module whose forward made the autograd node that computes
+    # it. Ops run below autograd (the dispatch mode sees no grad_fn), so the nodes are found when
+    # a module's forward returns: the graph from its outputs back to its inputs, less what an
+    # inner module labelled already. Hooks on each node tell its thread the label while it runs.
+    def _label_module_nodes(self, label, inputs, outs, th):
+        stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
+        labelled = th.labelled_nodes
+        todo = [t.grad_fn for t in outs if t.grad_fn is not None]
+        seen = set()
+        while todo:
+            node = todo.pop()
+            if node in seen or node in stop:
+                continue
+            seen.add(node)
+            if type(node).__name__ == "AccumulateGrad":
+                continue  # a parameter's, or a leaf's: not made here
+            if node not in labelled:
+                labelled.add(node)
+                self._label_node(node, label)
+            todo.extend(n for n, _ in node.next_functions if n is not None)
+
     def _label_node(self, node, label):
-        """The autograd node an op of module `label` made: its backward's outputs (gradients)
-        are labelled with that module, from hooks around the node's run."""
         hooks = self._node_hooks.get(label)
         if hooks is None:
             thread = self.thread
@@ -904,18 +918,27 @@ class Instrumentation:
         th = self.thread
         stack = th.modules
         # Pop to this module: a child whose forward raised (and was caught) left its entry.
+        label = 0
         while stack:
             top = stack.pop()
             if top[0] is module:
+                label = top[2]
                 break
+        outs = [output] if isinstance(output, Tensor) else (
+            _tensors_in(output) if type(output) in (tuple, list) else [])
+        if label and outs and torch.is_grad_enabled() and not th.optimizer:
+            try:
+                self._label_module_nodes(label, _tensors_in(inputs), outs, th)
+            except Exception as e:  # a graph the walk does not know: gradients unlabelled
+                self._internal_error("_label_module_nodes", e)
+        if not stack:
+            th.labelled_nodes = set()  # the graph is the program's from here on
         if th.recompute_depth is not None and len(stack) <= th.recompute_depth:
             th.recompute_depth = None
             th.recompute = max(0, th.recompute - 1)
             self._leave_scope(th)
         if not self._listener_failed:
             path = self.paths.get(module, ("", 0))[0]
-            outs = [output] if isinstance(output, Tensor) else (
-                _tensors_in(output) if type(output) in (tuple, list) else [])
             self._tell("on_module_exit", path, module, outs)
 
     def _start_iteration(self):
