@@ -8,8 +8,44 @@
 
 namespace adprof::whatif {
 
-void simulate(TraceReader &reader, std::vector<Scenario> &sc,
+namespace {
+
+bool changes_nothing(const Plan &p) {
+  return p.suppress.empty() && p.extra_holds.empty() && p.on_death.empty() && p.at.empty() &&
+         p.pooled.empty();
+}
+
+}  // namespace
+
+void simulate(TraceReader &reader, std::vector<Scenario> &all,
               const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay2) {
+  // Scenarios whose plans change nothing replay the recording alike: the first of them runs,
+  // the others take its peak (on a PyTorch trace most policies have nothing to plan, and each
+  // scenario costs a hash probe per event).
+  std::vector<Scenario> sc;
+  std::vector<size_t> ran;         // all[ran[i]] is sc[i]
+  std::vector<size_t> alike;       // scenarios that take the peak of all[same_as_recording]
+  size_t same_as_recording = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (changes_nothing(all[i].plan)) {
+      if (same_as_recording != all.size()) {
+        alike.push_back(i);
+        continue;
+      }
+      same_as_recording = i;
+    }
+    ran.push_back(i);
+    sc.push_back(std::move(all[i]));
+  }
+  struct Restore {  // the scenarios go back to the caller however this returns
+    std::vector<Scenario> &all, &sc;
+    const std::vector<size_t> &ran, &alike;
+    size_t same;
+    ~Restore() {
+      for (size_t i = 0; i < ran.size(); ++i) all[ran[i]] = std::move(sc[i]);
+      for (size_t i : alike) all[i].peak = all[same].peak;
+    }
+  } restore{all, sc, ran, alike, same_as_recording};
   reader.rewind();
   Tracker tracker2;
   ReplayDriver driver(reader, replay2);

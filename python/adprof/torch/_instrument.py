@@ -84,6 +84,8 @@ class _NoDispatch:
 
 
 _HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook")  # 2.1+
+# 2.x: the autograd sequence number the next node made on this thread will have
+_next_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
 _optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
     "torch.optim.optimizer", fromlist=["Optimizer"])
 _HAS_GLOBAL_STEP_HOOKS = hasattr(_optim_module, "register_optimizer_step_pre_hook")  # 2.0+
@@ -663,7 +665,10 @@ class Instrumentation:
     # it. Ops run below autograd (the dispatch mode sees no grad_fn), so the nodes are found when
     # a module's forward returns: the graph from its outputs back to its inputs, less what an
     # inner module labelled already. Hooks on each node tell its thread the label while it runs.
-    def _label_module_nodes(self, label, inputs, outs, th):
+    # 2.x numbers nodes in order of making (`since`: the number at the module's entry), so the
+    # walk stops exactly at what existed before; on 1.13 it stops at the module's positional
+    # inputs (a tensor passed by keyword leads it on to older nodes not yet labelled).
+    def _label_module_nodes(self, label, since, inputs, outs, th):
         stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
         labelled = th.labelled_nodes
         todo = [t.grad_fn for t in outs if t.grad_fn is not None]
@@ -675,6 +680,8 @@ class Instrumentation:
             seen.add(node)
             if type(node).__name__ == "AccumulateGrad":
                 continue  # a parameter's, or a leaf's: not made here
+            if since >= 0 and node._sequence_nr() < since:
+                continue  # made before the module was entered
             if node not in labelled:
                 labelled.add(node)
                 self._label_node(node, label)
@@ -792,7 +799,7 @@ class Instrumentation:
             return entry
         th = self.thread
         if th.modules:  # a child added after its parent was first seen
-            parent, parent_path, _ = th.modules[-1]
+            parent, parent_path = th.modules[-1][:2]
             for child_name, child in parent._modules.items():
                 if child is module:
                     self._register_tree(module, parent_path + "." + child_name)
@@ -879,7 +886,8 @@ class Instrumentation:
             th.recompute_depth = len(th.modules)
         elif not th.modules:
             self._top_level_enter(module, path, inputs, th)
-        th.modules.append((module, path, path_id))
+        # (the autograd sequence number at entry: the nodes made inside have it or later; 2.x)
+        th.modules.append((module, path, path_id, _next_sequence_nr() if _next_sequence_nr else -1))
         if not self._listener_failed:
             self._tell("on_module_enter", path, module, _tensors_in(inputs))
 
@@ -918,17 +926,17 @@ class Instrumentation:
         th = self.thread
         stack = th.modules
         # Pop to this module: a child whose forward raised (and was caught) left its entry.
-        label = 0
+        label, since = 0, -1
         while stack:
             top = stack.pop()
             if top[0] is module:
-                label = top[2]
+                label, since = top[2], top[3]
                 break
         outs = [output] if isinstance(output, Tensor) else (
             _tensors_in(output) if type(output) in (tuple, list) else [])
         if label and outs and torch.is_grad_enabled() and not th.optimizer:
             try:
-                self._label_module_nodes(label, _tensors_in(inputs), outs, th)
+                self._label_module_nodes(label, since, _tensors_in(inputs), outs, th)
             except Exception as e:  # a graph the walk does not know: gradients unlabelled
                 self._internal_error("_label_module_nodes", e)
         if not stack:
