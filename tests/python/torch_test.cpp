@@ -215,8 +215,8 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
       if (label.rfind("model", 0) == 0 && label.find(".grad") == std::string::npos)
         adjoint_modules.insert(label);
     }
-  EXPECT_FALSE(adjoint_modules.empty()) << "no adjoint named by module at the peak: "
-                                        << report["peak"]["by_label"].dump();
+  EXPECT_FALSE(adjoint_modules.empty())
+      << "no adjoint named by module at the peak: " << report["peak"]["by_label"].dump();
   EXPECT_TRUE(adjoint_modules.count("model.mlp.2")) << report["peak"]["by_label"].dump();
 }
 

@@ -23,8 +23,8 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
   // the others take its peak (on a PyTorch trace most policies have nothing to plan, and each
   // scenario costs a hash probe per event).
   std::vector<Scenario> sc;
-  std::vector<size_t> ran;         // all[ran[i]] is sc[i]
-  std::vector<size_t> alike;       // scenarios that take the peak of all[same_as_recording]
+  std::vector<size_t> ran;    // all[ran[i]] is sc[i]
+  std::vector<size_t> alike;  // scenarios that take the peak of all[same_as_recording]
   size_t same_as_recording = all.size();
   for (size_t i = 0; i < all.size(); ++i) {
     if (changes_nothing(all[i].plan)) {
