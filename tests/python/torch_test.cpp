@@ -220,6 +220,39 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
   EXPECT_TRUE(adjoint_modules.count("model.mlp.2")) << report["peak"]["by_label"].dump();
 }
 
+// Each gradient is labelled with the module whose forward made the autograd node computing it:
+// the child's Linear, the child's own multiply, the parent's Linear; the parent's own exp, which
+// reaches the child by keyword, is the parent's where PyTorch numbers its nodes (2.x); 1.13 has
+// no sequence numbers and labels it the child's (docs/PYTORCH.md). The root, a local of main(),
+// is named after its class.
+TEST(TorchRecording, GradientLabelsNameTheModuleThatMadeTheNode) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  Result r = run_torch(tmp / "run.adtrace", {kScripts + "/backward_labels.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::vector<std::pair<std::string, std::string>> ops;  // (op, label) in backward's order
+  bool numbered = false;
+  for (const std::string &line : lines_of(r.out)) {
+    if (line.rfind("sequence numbers: ", 0) == 0) {
+      numbered = line == "sequence numbers: yes";
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string op, label;
+    if (fields >> op >> label) ops.emplace_back(op, label);
+  }
+  ASSERT_EQ(ops.size(), 8u) << r.out;
+  EXPECT_EQ(ops[0].second, "-") << "the seed (ones_like) is no module's: " << r.out;
+  EXPECT_EQ(ops[1], std::make_pair(std::string("aten::mul.Tensor"), std::string("parent.child")));
+  EXPECT_EQ(ops[2], std::make_pair(std::string("aten::mul.Tensor"), std::string("parent.child")));
+  EXPECT_EQ(ops[3], std::make_pair(std::string("aten::mm"), std::string("parent.child.fc")));
+  EXPECT_EQ(ops[4].second, "parent.child.fc");
+  EXPECT_EQ(ops[5].first, "aten::mul.Tensor") << "exp's backward";
+  EXPECT_EQ(ops[5].second, numbered ? "parent" : "parent.child") << r.out;
+  EXPECT_EQ(ops[6], std::make_pair(std::string("aten::mm"), std::string("parent.pre")));
+  EXPECT_EQ(ops[7].second, "parent.pre");
+}
+
 // A program's own TorchDispatchMode still sees its ops (adprof's mode stays under it), and a
 // thread the program starts is instrumented too (its backward is recorded as such).
 TEST(TorchRecording, UserModesAndThreads) {
