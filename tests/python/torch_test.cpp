@@ -253,6 +253,40 @@ TEST(TorchRecording, GradientLabelsNameTheModuleThatMadeTheNode) {
   EXPECT_EQ(ops[7].second, "parent.pre");
 }
 
+// Inside the program's own saved-tensor hooks (save_on_cpu) adprof's are not called: what the
+// program's pack hook keeps is the forward cache, until autograd drops it (back to activation,
+// or freed with it).
+TEST(TorchRecording, ProgramSavedTensorHooksKeepForwardCaches) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/save_on_cpu.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result dump = run_cli({"dump", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0);
+  std::map<std::string, int> cached;  // address -> forward_cache retags not yet undone
+  int retags = 0;
+  for (const std::string &line : lines_of(dump.out)) {
+    std::istringstream fields(line);
+    std::string time, thread, type, addr, arrow, role;
+    fields >> time >> thread >> type >> addr >> arrow >> role;
+    if (type == "free" && cached.count(arrow)) {  // "free heap ADDR": freed as a cache
+      cached[arrow] = 0;
+      continue;
+    }
+    if (type != "retag") continue;
+    if (role == "forward_cache") {
+      ++retags;
+      ++cached[addr];
+    } else if (role == "activation" && cached[addr] > 0) {
+      --cached[addr];
+    }
+  }
+  // the two ReLU outputs and the last Linear's output
+  EXPECT_EQ(retags, 3) << "forward caches kept by save_on_cpu's pack hook";
+  for (const auto &[addr, n] : cached) EXPECT_EQ(n, 0) << addr << " a cache to the end";
+}
+
 // A program's own TorchDispatchMode still sees its ops (adprof's mode stays under it), and a
 // thread the program starts is instrumented too (its backward is recorded as such).
 TEST(TorchRecording, UserModesAndThreads) {

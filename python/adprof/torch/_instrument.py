@@ -305,7 +305,7 @@ class Instrumentation:
         self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module
         self.saved = {}  # storage address -> number of live saved references (forward_cache)
         self.saved_lock = threading.Lock()
-        self.recompute_refs = set()  # weakrefs to what recomputations saved (their release)
+        self.kept_refs = set()  # weakrefs to what other pack hooks kept (their release)
         self.grad_nodes = []  # AccumulateGrad nodes whose hooks we hold (1.13: kept alive)
         self.hooked_params = weakref.WeakSet()
         self.steps = 0  # optimizer steps done
@@ -450,17 +450,25 @@ class Instrumentation:
     # releases it), not gradients. Recognised two ways: a saved_tensors_hooks scope opened
     # inside backward (the non-reentrant checkpoint's recomputation, 1.13 and 2.x), and a module
     # forward with grad enabled inside backward (the reentrant one).
+    #
+    # Only the innermost saved_tensors_hooks pair applies, so inside the program's own pair
+    # (save_on_cpu, offloading, compression; checkpoint's forward) ours is not called: there
+    # what the program's pack hook keeps is the forward cache (save_on_cpu's CPU copy), found
+    # the same way as the recomputation's, and checkpoint's forward, which keeps nothing, has
+    # none.
     def _wrap_hooks_enter(self, original):
         @functools.wraps(original)
         def __enter__(hooks):
             th = self.thread
-            if th.backward or (th.native and self.backward_active):
-                try:
-                    hooks.pack_hook = self._recompute_pack(hooks.pack_hook)
+            try:
+                if th.backward or (th.native and self.backward_active):
+                    hooks.pack_hook = self._keeping_pack(hooks.pack_hook)
                     hooks.__adprof_recompute__ = True
                     th.recompute += 1
-                except Exception as e:
-                    self._internal_error("saved_tensors_hooks", e)
+                elif hooks.pack_hook != self._pack:  # not ours (a thread's own, entered here)
+                    hooks.pack_hook = self._keeping_pack(hooks.pack_hook)
+            except Exception as e:
+                self._internal_error("saved_tensors_hooks", e)
             return original(hooks)
         return __enter__
 
@@ -476,9 +484,11 @@ class Instrumentation:
                     self._leave_scope(th)
         return __exit__
 
-    def _recompute_pack(self, pack_hook):
-        """The recomputation's pack hook (checkpoint's, innermost): what it keeps is forward
-        cache until it dies (the segment's backward took it)."""
+    def _keeping_pack(self, pack_hook):
+        """A pack hook of the program's (or checkpoint's recomputation's, innermost): what it
+        keeps is forward cache until that dies (autograd dropped it: the backward that needed it
+        ran). What it keeps: the tensors it returns (alone, or in a tuple or list: save_on_cpu's
+        (device, copy)), or else the last tensor it made (a handle to a stored tensor)."""
         def pack(t):
             th = self.thread
             outer = th.capture
@@ -488,15 +498,18 @@ class Instrumentation:
             finally:
                 made, th.capture = th.capture, outer
             try:
-                kept = packed if isinstance(packed, Tensor) else (made[-1] if made else None)
-                if kept is not None:
-                    self._recompute_saved(kept)
+                kept = [packed] if isinstance(packed, Tensor) else (
+                    _tensors_in(packed) if type(packed) in (tuple, list) else [])
+                if not kept and made:
+                    kept = made[-1:]
+                for k in kept:
+                    self._kept_saved(k)
             except Exception as e:
-                self._internal_error("_recompute_pack", e)
+                self._internal_error("_keeping_pack", e)
             return packed
         return pack
 
-    def _recompute_saved(self, kept):
+    def _kept_saved(self, kept):
         ptr = self._addr(kept)
         if not ptr or self._is_param_or_input(ptr):
             return
@@ -505,7 +518,7 @@ class Instrumentation:
             self.saved[ptr] = n + 1
         if n == 0:
             self.ctx.retag(ptr, P.ROLE_FORWARD_CACHE, 0)
-        refs = self.recompute_refs
+        refs = self.kept_refs
 
         def released(ref):
             refs.discard(ref)
