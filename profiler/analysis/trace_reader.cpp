@@ -42,6 +42,8 @@ std::string signal_name(int sig) {
 
 }  // namespace
 
+static_assert(fmt::kAddressedFreeClasses == fmt::HeapCoder::kLargeClass + 1);
+
 struct TraceReader::Impl {
   struct Thread {
     uint32_t tid = 0;
@@ -55,6 +57,12 @@ struct TraceReader::Impl {
     fmt::Cursor columns[fmt::kColumnCount];
     fmt::Cursor *in[fmt::kColumnCount] = {};
     bool columnar = false;
+    // Version 5's columnar coding (chunk_columns.h): the kHeap delta fields in a column of
+    // their own (the next one's index among the chunk's kHeap events), and the address of
+    // each class's last kHeap free by address.
+    bool columns_v5 = false;
+    uint32_t heap_events = 0;
+    uint64_t class_last_free[fmt::kAddressedFreeClasses] = {};
 
     bool more() const { return tag ? tag < tag_end : cur.p && !cur.done(); }
     bool bad() const {
@@ -337,6 +345,9 @@ struct TraceReader::Impl {
       }
       t.ticks = c.base_ts;
       t.last_addr = 0;
+      t.columns_v5 = t.columnar && version >= 5;
+      t.heap_events = 0;
+      std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
       if (version >= 3) {
         if (!t.coder) t.coder = take_spare(spare_coders);
         t.coder->reset();
@@ -564,13 +575,16 @@ struct TraceReader::Impl {
   // one that did not compress) the fields follow each other in one stream and a slot is a
   // varint; in a columnar one each kind of field has its column.
   bool decode_heap_run(Thread &t, Event *out, size_t max, uint64_t limit, size_t &written) {
+    if (t.columns_v5) return decode_heap_run<false, true>(t, *t.coder, out, max, limit, written);
     if (t.columnar)
-      return t.coder ? decode_heap_run<false>(t, *t.coder, out, max, limit, written)
-                     : decode_heap_run<false>(t, *t.coder_v2, out, max, limit, written);
-    return t.coder ? decode_heap_run<true>(t, *t.coder, out, max, limit, written)
-                   : decode_heap_run<true>(t, *t.coder_v2, out, max, limit, written);
+      return t.coder ? decode_heap_run<false, false>(t, *t.coder, out, max, limit, written)
+                     : decode_heap_run<false, false>(t, *t.coder_v2, out, max, limit, written);
+    return t.coder ? decode_heap_run<true, false>(t, *t.coder, out, max, limit, written)
+                   : decode_heap_run<true, false>(t, *t.coder_v2, out, max, limit, written);
   }
-  template <bool kPlain, class Coder>
+  // kV5: a version 5 columnar chunk (chunk_columns.h): delta fields from kColHeapDelta,
+  // addressed frees against their class's last.
+  template <bool kPlain, bool kV5, class Coder>
   bool decode_heap_run(Thread &t, Coder &coder, Event *out, size_t max, uint64_t limit,
                        size_t &written) {
     using fmt::HeapCoder;
@@ -593,6 +607,10 @@ struct TraceReader::Impl {
                *const size_end = end(fmt::kColSize), *const haddr_end = end(fmt::kColHeapAddr),
                *const other_end = end(fmt::kColOther), *const stack_end = end(fmt::kColStack);
     const uint8_t *stack_col = at(fmt::kColStack);
+    const uint8_t *const heap_delta = kV5 ? col[fmt::kColHeapDelta].p : nullptr;
+    const size_t heap_delta_fields =
+        kV5 ? 4 * static_cast<size_t>(col[fmt::kColHeapDelta].end - col[fmt::kColHeapDelta].p) : 0;
+    uint32_t heap_index = t.heap_events;
     const uint8_t *&stack = kPlain ? body : stack_col;
     const bool with_stacks = stacks;
     uint64_t ticks = t.ticks, last_addr = t.last_addr, total = allocated_total;
@@ -602,7 +620,14 @@ struct TraceReader::Impl {
     while (n < max && tag < tag_end &&
            (*tag & 0x0F) == static_cast<uint8_t>(fmt::EventType::kHeap)) {
       const uint8_t bits = *tag++ >> 4;
-      uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
+      uint64_t dt;
+      if constexpr (kV5) {
+        if (!(ok = heap_index < heap_delta_fields)) break;
+        dt = (heap_delta[heap_index >> 2] >> (2 * (heap_index & 3))) & 3;
+        ++heap_index;
+      } else {
+        dt = (bits >> fmt::kHeapDeltaShift) & 3;
+      }
       if (dt == fmt::kHeapDeltaEscape && !(ok = varint_at(delta, delta_end, dt))) break;
       ticks += dt;
       Event &e = ticks > limit ? t.pending : out[n];
@@ -620,7 +645,12 @@ struct TraceReader::Impl {
           if (!(ok = varint_at(haddr, haddr_end, zz) && varint_at(other, other_end, cls) &&
                      cls <= HeapCoder::kLargeClass))
             break;
-          last_addr += static_cast<uint64_t>(fmt::unzigzag(zz));
+          if constexpr (kV5) {
+            uint64_t &base = t.class_last_free[cls];
+            last_addr = base += static_cast<uint64_t>(fmt::unzigzag(zz));
+          } else {
+            last_addr += static_cast<uint64_t>(fmt::unzigzag(zz));
+          }
           e.addr = last_addr;
           coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
         } else {
@@ -666,6 +696,7 @@ struct TraceReader::Impl {
       ++n;
     }
     t.tag = tag;
+    t.heap_events = heap_index;
     if constexpr (kPlain) {
       t.cur.p = body;
     } else {

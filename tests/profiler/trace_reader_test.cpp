@@ -768,7 +768,7 @@ std::vector<uint8_t> v4_stack_chunk(bool columnar) {
   std::vector<uint8_t> out(adprof::format::columns_scratch_bytes(5, bodies.v.size()));
   size_t dir_at = 0;
   const size_t n = adprof::format::to_columns(tags.v.data(), 5, bodies.v.data(), bodies.v.size(),
-                                              out.data(), out.size(), &dir_at, true);
+                                              out.data(), out.size(), &dir_at, true, 4);
   EXPECT_GT(n, 0u) << "the writer's column split takes the stack events";
   out.resize(n);
   return chunk(0, 0, 1000, 5, out, true, adprof::format::kChunkFlagColumns);
