@@ -230,17 +230,53 @@ int main(int argc, char **argv) {
     }
     // A: tags without the delta bits, the deltas apart (a byte each / 4 per byte / varints).
     {
-      Bytes tags2, dbyte, dpack, desc;
+      Bytes tags2, dbyte, dpack, desc, dfull, dfull_esc, dnib, dnib_esc;
+      // H: the kHeap deltas by kind: allocations' and frees' apart (2-bit fields, escapes).
+      Bytes h_alloc, h_free, h_alloc_esc, h_free_esc, h_alloc_nib, h_alloc_nib_esc;
+      uint32_t n_alloc = 0, n_free = 0;
       uint8_t acc = 0;
       int nacc = 0;
       size_t hi = 0;
       for (uint32_t i = 0; i < nev; ++i) {
         uint8_t tag = part[0][i];
         uint64_t d = all_dt[i];
-        if ((tag & 15) == static_cast<uint8_t>(fmt::EventType::kHeap)) tag &= ~0x60;
+        if ((tag & 15) == static_cast<uint8_t>(fmt::EventType::kHeap)) {
+          tag &= ~0x60;
+          const bool is_free = tag & 0x10;
+          Bytes &packed = is_free ? h_free : h_alloc;
+          uint32_t &count = is_free ? n_free : n_alloc;
+          if (count % 4 == 0) packed.push_back(0);
+          packed.back() |= static_cast<uint8_t>((d < 3 ? d : 3) << (2 * (count % 4)));
+          ++count;
+          if (d >= 3) {
+            uint8_t tmp[10];
+            Bytes &esc = is_free ? h_free_esc : h_alloc_esc;
+            esc.insert(esc.end(), tmp, fmt::put_varint(tmp, d));
+          }
+          if (!is_free) {
+            if ((count - 1) % 2 == 0) h_alloc_nib.push_back(0);
+            h_alloc_nib.back() |= static_cast<uint8_t>((d < 15 ? d : 15) << (4 * ((count - 1) % 2)));
+            if (d >= 15) {
+              uint8_t tmp[10];
+              h_alloc_nib_esc.insert(h_alloc_nib_esc.end(), tmp, fmt::put_varint(tmp, d));
+            }
+          }
+        }
         tags2.push_back(tag);
         uint8_t small = d < 3 ? static_cast<uint8_t>(d) : 3;
         dbyte.push_back(small);
+        // The whole delta as a byte (255: escaped, a varint apart), or as a nibble (15).
+        dfull.push_back(d < 255 ? static_cast<uint8_t>(d) : 255);
+        if (d >= 255) {
+          uint8_t tmp[10];
+          dfull_esc.insert(dfull_esc.end(), tmp, fmt::put_varint(tmp, d));
+        }
+        if (i % 2 == 0) dnib.push_back(0);
+        dnib.back() |= static_cast<uint8_t>((d < 15 ? d : 15) << (4 * (i % 2)));
+        if (d >= 15) {
+          uint8_t tmp[10];
+          dnib_esc.insert(dnib_esc.end(), tmp, fmt::put_varint(tmp, d));
+        }
         if (d >= 3) {
           uint8_t tmp[10];
           uint8_t *e = fmt::put_varint(tmp, d);
@@ -259,6 +295,16 @@ int main(int argc, char **argv) {
       add_alt("A delta 2 bits, byte each", dbyte);
       add_alt("A delta 2 bits, 4 per byte", dpack);
       add_alt("A delta escapes", desc);
+      add_alt("F delta as a byte", dfull);
+      add_alt("H alloc deltas 2 bits", h_alloc);
+      add_alt("H alloc deltas: escapes", h_alloc_esc);
+      add_alt("H free deltas 2 bits", h_free);
+      add_alt("H free deltas: escapes", h_free_esc);
+      add_alt("H alloc deltas as nibbles", h_alloc_nib);
+      add_alt("H alloc deltas as nibbles: escapes", h_alloc_nib_esc);
+      add_alt("F delta as a byte: escapes", dfull_esc);
+      add_alt("G delta as a nibble", dnib);
+      add_alt("G delta as a nibble: escapes", dnib_esc);
     }
     // B: the slot relative to the last allocation's slot (zz), and the slot as the freed
     // block's rank by recency among live blocks.
