@@ -74,16 +74,23 @@ struct Totals {
   }
 };
 
-const char *kColName[] = {"delta",     "slot_low", "slot_high", "size",
-                          "heap_addr", "other",    "stack",     "heap_delta"};
+const char *kColName[] = {"delta", "slot_low", "slot_high",  "size",       "heap_addr",
+                          "other", "stack",    "heap_delta", "alloc_delta"};
 static_assert(sizeof kColName / sizeof *kColName == fmt::kColumnCount);
 
-// The delta field (0..3) of the chunk's `index`-th kHeap event: in its tag, or (version 5
-// columnar) in kColHeapDelta.
-uint8_t heap_delta_field(bool v5, uint8_t tag, const std::vector<uint8_t> &column, size_t index) {
-  if (!v5) return (tag >> (4 + fmt::kHeapDeltaShift)) & 3;
-  return index / 4 < column.size() ? (column[index / 4] >> (2 * (index % 4))) & 3 : 0;
-}
+// The delta field (0..3) of a kHeap event: in its tag, or (version 5 columnar) the next of
+// kColHeapDelta, or with stacks, an allocation's, the next of kColAllocDelta.
+struct DeltaFields {
+  bool v5, stacks;
+  const std::vector<uint8_t> *col[2];
+  size_t at[2] = {};
+  uint8_t next(uint8_t tag) {
+    if (!v5) return (tag >> (4 + fmt::kHeapDeltaShift)) & 3;
+    const int k = stacks && !(tag & 0x10);
+    const size_t i = at[k]++;
+    return i / 4 < col[k]->size() ? ((*col[k])[i / 4] >> (2 * (i % 4))) & 3 : 0;
+  }
+};
 
 }  // namespace
 
@@ -179,13 +186,14 @@ int main(int argc, char **argv) {
     std::vector<HeapEv> hev;
     std::vector<uint64_t> all_dt;  // every event's delta
     std::vector<uint8_t> kinds;    // 0 alloc, 1 free slot, 2 other
-    size_t lo = 0, heap_index = 0;
+    size_t lo = 0;
+    DeltaFields fields{v5, stacks, {&col[fmt::kColHeapDelta], &col[fmt::kColAllocDelta]}};
     for (uint32_t i = 0; i < nev; ++i) {
       const uint8_t tag = part[0][i], type = tag & 15, op = tag >> 4;
       if (type == static_cast<uint8_t>(fmt::EventType::kHeap)) {
         HeapEv e{};
         e.tag = tag;
-        e.dt = heap_delta_field(v5, tag, col[fmt::kColHeapDelta], heap_index++);
+        e.dt = fields.next(tag);
         if (e.dt == fmt::kHeapDeltaEscape) e.dt = c[fmt::kColDelta].varint();
         e.free = op & fmt::kHeapFree;
         e.alt = op & 0x8;
@@ -255,7 +263,8 @@ int main(int argc, char **argv) {
           }
           if (!is_free) {
             if ((count - 1) % 2 == 0) h_alloc_nib.push_back(0);
-            h_alloc_nib.back() |= static_cast<uint8_t>((d < 15 ? d : 15) << (4 * ((count - 1) % 2)));
+            h_alloc_nib.back() |=
+                static_cast<uint8_t>((d < 15 ? d : 15) << (4 * ((count - 1) % 2)));
             if (d >= 15) {
               uint8_t tmp[10];
               h_alloc_nib_esc.insert(h_alloc_nib_esc.end(), tmp, fmt::put_varint(tmp, d));
@@ -366,7 +375,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < ncol; ++k) d[k] = {col[k].data(), col[k].data() + col[k].size()};
         uint64_t last_addr = 0;
         uint64_t class_last_free[fmt::kAddressedFreeClasses] = {};
-        size_t li = 0, hi = 0;
+        size_t li = 0;
+        DeltaFields fields{v5, stacks, {&col[fmt::kColHeapDelta], &col[fmt::kColAllocDelta]}};
         uint64_t stride[fmt::ClassStacks::kSmallClasses + 1] = {};
         uint64_t prev_alloc[fmt::ClassStacks::kSmallClasses + 1] = {};
         Bytes cur_res, stride_res, tags3, fa_cur, fa_cls, fa_class_prev, fa_class_stride;
@@ -398,7 +408,7 @@ int main(int argc, char **argv) {
               ++unhandled;  // their addresses move last_addr: counted, not followed
             }
           } else {
-            dt = heap_delta_field(v5, tag, col[fmt::kColHeapDelta], hi++);
+            dt = fields.next(tag);
             if (dt == 3) dt = d[fmt::kColDelta].varint();
             if (op & fmt::kHeapFree) {
               if (op & 0x8) {

@@ -57,11 +57,11 @@ struct TraceReader::Impl {
     fmt::Cursor columns[fmt::kColumnCount];
     fmt::Cursor *in[fmt::kColumnCount] = {};
     bool columnar = false;
-    // Version 5's columnar coding (chunk_columns.h): the kHeap delta fields in a column of
-    // their own (the next one's index among the chunk's kHeap events), and the address of
-    // each class's last kHeap free by address.
+    // Version 5's columnar coding (chunk_columns.h): the kHeap delta fields in columns of
+    // their own (the index of the next field in kColHeapDelta and kColAllocDelta), and the
+    // address of each class's last kHeap free by address.
     bool columns_v5 = false;
-    uint32_t heap_events = 0;
+    uint32_t delta_fields[2] = {};
     uint64_t class_last_free[fmt::kAddressedFreeClasses] = {};
 
     bool more() const { return tag ? tag < tag_end : cur.p && !cur.done(); }
@@ -346,7 +346,7 @@ struct TraceReader::Impl {
       t.ticks = c.base_ts;
       t.last_addr = 0;
       t.columns_v5 = t.columnar && version >= 5;
-      t.heap_events = 0;
+      t.delta_fields[0] = t.delta_fields[1] = 0;
       std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
       if (version >= 3) {
         if (!t.coder) t.coder = take_spare(spare_coders);
@@ -607,10 +607,18 @@ struct TraceReader::Impl {
                *const size_end = end(fmt::kColSize), *const haddr_end = end(fmt::kColHeapAddr),
                *const other_end = end(fmt::kColOther), *const stack_end = end(fmt::kColStack);
     const uint8_t *stack_col = at(fmt::kColStack);
-    const uint8_t *const heap_delta = kV5 ? col[fmt::kColHeapDelta].p : nullptr;
-    const size_t heap_delta_fields =
-        kV5 ? 4 * static_cast<size_t>(col[fmt::kColHeapDelta].end - col[fmt::kColHeapDelta].p) : 0;
-    uint32_t heap_index = t.heap_events;
+    // Version 5: the delta fields of frees (and, without stacks, allocations), [0], and of
+    // allocations with stacks, [1] (chunk_columns.h).
+    const uint8_t *field_col[2] = {};
+    size_t field_cap[2] = {};
+    uint32_t field_at[2] = {t.delta_fields[0], t.delta_fields[1]};
+    if constexpr (kV5) {
+      for (int k = 0; k < 2; ++k) {
+        const fmt::Cursor &c = col[k ? fmt::kColAllocDelta : fmt::kColHeapDelta];
+        field_col[k] = c.p;
+        field_cap[k] = 4 * static_cast<size_t>(c.end - c.p);
+      }
+    }
     const uint8_t *&stack = kPlain ? body : stack_col;
     const bool with_stacks = stacks;
     uint64_t ticks = t.ticks, last_addr = t.last_addr, total = allocated_total;
@@ -622,9 +630,10 @@ struct TraceReader::Impl {
       const uint8_t bits = *tag++ >> 4;
       uint64_t dt;
       if constexpr (kV5) {
-        if (!(ok = heap_index < heap_delta_fields)) break;
-        dt = (heap_delta[heap_index >> 2] >> (2 * (heap_index & 3))) & 3;
-        ++heap_index;
+        const int k = with_stacks && !(bits & fmt::kHeapFree);
+        const uint32_t i = field_at[k]++;
+        if (!(ok = i < field_cap[k])) break;
+        dt = (field_col[k][i >> 2] >> (2 * (i & 3))) & 3;
       } else {
         dt = (bits >> fmt::kHeapDeltaShift) & 3;
       }
@@ -696,7 +705,8 @@ struct TraceReader::Impl {
       ++n;
     }
     t.tag = tag;
-    t.heap_events = heap_index;
+    t.delta_fields[0] = field_at[0];
+    t.delta_fields[1] = field_at[1];
     if constexpr (kPlain) {
       t.cur.p = body;
     } else {

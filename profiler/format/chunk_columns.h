@@ -18,6 +18,14 @@
 //                        0x60: 0..2, or 3 = escaped, a varint in kColDelta), four to a byte,
 //                        the first event in the low bits: byte i/4, bits 2*(i%4)..+1 for the
 //                        chunk's i-th kHeap event. Unused high bits of the last byte are 0.
+//                        In a trace with kFileFlagStacks, only the kHeap frees' fields.
+//   column kColAllocDelta version 5 on, traces with kFileFlagStacks: the kHeap allocations'
+//                        2-bit delta fields, packed the same way (empty without stacks).
+//                        With stacks an allocation's delta includes its unwinding and a
+//                        free's does not: apart, each kind's distribution costs less (the
+//                        Python JSON run with stacks: 0.158 -> 0.130 B/event of time). Without
+//                        stacks the deltas of neighbouring events correlate more than the kinds
+//                        differ, and one stream codes better (0.101 against 0.114).
 // Each field keeps the coding it has in a plain chunk (trace_format.h); only where its bytes
 // lie changes, except:
 //   - the slot, which is two bytes here and a varint in a plain chunk;
@@ -51,13 +59,14 @@ enum Column : uint8_t {
   kColOther,
   kColStack,
   kColHeapDelta,
+  kColAllocDelta,
   kColumnCount
 };
 
 // Columns of a columnar chunk of a trace of `version` (the stack column is version 4's, the
-// heap delta column version 5's).
+// delta field columns version 5's).
 inline constexpr int columns_in(uint32_t version) {
-  return version >= 5 ? kColumnCount : version == 4 ? kColumnCount - 1 : kColumnCount - 2;
+  return version >= 5 ? kColumnCount : version == 4 ? kColumnCount - 2 : kColumnCount - 3;
 }
 
 // The classes of a chunk's last kHeap frees by address (version 5's columnar address base).
@@ -179,8 +188,9 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
   // five times it (version 5 re-codes an addressed free's address, of at least two body bytes
   // with its class, as a varint of at most ten).
   uint8_t *start[kColumnCount], *pos[kColumnCount];
-  const size_t bound[kColumnCount] = {body_len,     events,   events,   body_len,
-                                      5 * body_len, body_len, body_len, events / 4 + 1};
+  const size_t bound[kColumnCount] = {body_len, events,         events,
+                                      body_len, 5 * body_len,   body_len,
+                                      body_len, events / 4 + 1, events / 4 + 1};
   uint8_t *next = col_base;
   for (int k = 0; k < kColumnCount; ++k) {
     start[k] = pos[k] = next;
@@ -196,7 +206,7 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
   };
   uint64_t last_addr = 0;                                // the chunk's previous address
   uint64_t class_last_free[kAddressedFreeClasses] = {};  // version 5
-  uint32_t heap_events = 0;
+  uint32_t field_count[2] = {};  // version 5: delta fields in kColHeapDelta, kColAllocDelta
   uint8_t *tag_out = out;
   for (uint32_t i = 0; i < events && !c.bad; ++i) {
     const uint8_t type = tags[i] & 0x0F, operand = tags[i] >> 4;
@@ -205,9 +215,12 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
       const uint8_t delta_field = (operand >> kHeapDeltaShift) & 3;
       if (v5) {
         tag_out[i] = static_cast<uint8_t>(tags[i] & ~(3u << (4 + kHeapDeltaShift)));
-        if ((heap_events & 3) == 0) *pos[kColHeapDelta]++ = 0;
-        pos[kColHeapDelta][-1] |= static_cast<uint8_t>(delta_field << (2 * (heap_events & 3)));
-        ++heap_events;
+        const bool apart = stacks && !(operand & kHeapFree);
+        const Column k = apart ? kColAllocDelta : kColHeapDelta;
+        uint32_t &n = field_count[apart];
+        if ((n & 3) == 0) *pos[k]++ = 0;
+        pos[k][-1] |= static_cast<uint8_t>(delta_field << (2 * (n & 3)));
+        ++n;
       }
       if (delta_field == kHeapDeltaEscape) copy_varint(kColDelta);
       if (operand & kHeapFree) {

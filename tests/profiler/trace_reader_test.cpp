@@ -1151,3 +1151,55 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
     }
   }
 }
+
+// With stacks, the allocations' delta fields are in kColAllocDelta, the frees' in
+// kColHeapDelta (chunk_columns.h). Four events from base 1000, size 100 (usable 112, class 14):
+//   1003 kHeap allocation 0x10000, stack 5 (delta 3: escaped)   slot 0
+//   1004 kHeap free by slot 0 (delta 1)
+//   1006 kHeap allocation, predicted (0x10000), stack 5 (delta 2)
+//   1006 kHeap free by slot 0 (delta 0)
+TEST(TraceReaderBytesV5, WithStacksAllocationDeltasApart) {
+  namespace f = adprof::format;
+  Bytes plain_tags, plain_bodies, columnar_tags, col[f::kColumnCount];
+  plain_tags.u8(0x6F).u8(0x3F).u8(0xCF).u8(0x1F);
+  plain_bodies.varint(3).zz(0x10000 - 112).varint(100).varint(5);
+  plain_bodies.varint(0);
+  plain_bodies.varint(100).varint(5);
+  plain_bodies.varint(0);
+  columnar_tags.u8(0x0F).u8(0x1F).u8(0x8F).u8(0x1F);
+  col[f::kColDelta].varint(3);
+  col[f::kColHeapAddr].zz(0x10000 - 112);
+  col[f::kColSize].varint(100).varint(100);
+  col[f::kColStack].varint(5).varint(5);
+  col[f::kColSlotLow].u8(0).u8(0);
+  col[f::kColSlotHigh].u8(0).u8(0);
+  col[f::kColHeapDelta].u8(1 | 0 << 2);   // the frees': 1, 0
+  col[f::kColAllocDelta].u8(3 | 2 << 2);  // the allocations': 3 (escaped), 2
+  Bytes columnar;
+  columnar.append(columnar_tags.v);
+  for (const Bytes &c : col) columnar.varint(c.v.size());
+  for (const Bytes &c : col) columnar.append(c.v);
+
+  std::vector<uint8_t> split(f::columns_scratch_bytes(4, plain_bodies.v.size()));
+  size_t dir_at = 0;
+  split.resize(f::to_columns(plain_tags.v.data(), 4, plain_bodies.v.data(), plain_bodies.v.size(),
+                             split.data(), split.size(), &dir_at, true));
+  EXPECT_EQ(split, columnar.v);
+
+  TempDir dir;
+  TraceReader r(save(dir, "v5s",
+                     trace_of(5, f::kFileFlagStacks,
+                              {chunk(0, 0, 1000, 4, columnar.v, true, f::kChunkFlagColumns)})));
+  const std::vector<Event> ev = read_all(r);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+  const uint64_t ticks[] = {1003, 1004, 1006, 1006};
+  const ET types[] = {ET::kAlloc, ET::kFree, ET::kAlloc, ET::kFree};
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(ev[i].type, types[i]);
+    EXPECT_EQ(ev[i].ticks, ticks[i]);
+    EXPECT_EQ(ev[i].addr, 0x10000u);
+    EXPECT_EQ(ev[i].stack, types[i] == ET::kAlloc ? 5u : 0u);
+  }
+}
