@@ -325,8 +325,9 @@ TEST(TraceReaderBytes, FooterCountsMustMatch) {
 
 // The writer counts a snapshot's events as well as those of the chunk that replaces it.
 TEST(TraceReaderBytes, RealTracesAreWhole) {
-  for (const char *name : {"real-scopes.adtrace", "real-v3-columnar.adtrace",
-                           "real-v2-columnar.adtrace", "real-exec-first-image.adtrace"}) {
+  for (const char *name :
+       {"real-scopes.adtrace", "real-v5-columnar.adtrace", "real-v5-stacks.adtrace",
+        "real-v3-columnar.adtrace", "real-v2-columnar.adtrace", "real-exec-first-image.adtrace"}) {
     SCOPED_TRACE(name);
     TraceReader r(std::string(ADPROF_TEST_CORPUS) + "/" + name);
     read_all(r);
