@@ -17,8 +17,9 @@
 //   column kColHeapDelta version 5 on: every kHeap event's 2-bit delta field (the tag's bits
 //                        0x60: 0..2, or 3 = escaped, a varint in kColDelta), four to a byte,
 //                        the first event in the low bits: byte i/4, bits 2*(i%4)..+1 for the
-//                        chunk's i-th kHeap event. Unused high bits of the last byte are 0.
-//                        In a trace with kFileFlagStacks, only the kHeap frees' fields.
+//                        i-th of the chunk's kHeap events whose field the column holds. Unused
+//                        high bits of the last byte are 0. In a trace with kFileFlagStacks,
+//                        only the kHeap frees' fields. (Version 5 chunks have nine columns.)
 //   column kColAllocDelta version 5 on, traces with kFileFlagStacks: the kHeap allocations'
 //                        2-bit delta fields, packed the same way (empty without stacks).
 //                        With stacks an allocation's delta includes its unwinding and a
@@ -30,9 +31,9 @@
 // lie changes, except:
 //   - the slot, which is two bytes here and a varint in a plain chunk;
 //   - version 5 on: a kHeap tag's delta bits are 0 (the reader ignores them): the delta field
-//     is in kColHeapDelta. Without the time in them, the tags of a program's regular
-//     allocation pattern repeat, and zstd codes them as long matches (the Python JSON run of
-//     docs/PERFORMANCE.md: 0.19 B/event of tags became 0.012 of tags + 0.104 of deltas);
+//     is in kColHeapDelta (kColAllocDelta). Without the time in them, the tags of a program's
+//     regular allocation pattern repeat, and zstd codes them as long matches (the Python JSON run
+//     of docs/PERFORMANCE.md: 0.19 B/event of tags became 0.012 of tags + 0.104 of deltas);
 //   - version 5 on: a kHeap free by address codes its address against the previous kHeap
 //     free by address of the same class in the chunk (0 before the first):
 //     kColHeapAddr holds zz(addr - class_last_free[class]), kColOther the class as before. A
