@@ -42,6 +42,8 @@ std::string signal_name(int sig) {
 
 }  // namespace
 
+static_assert(fmt::kAddressedFreeClasses == fmt::HeapCoder::kLargeClass + 1);
+
 struct TraceReader::Impl {
   struct Thread {
     uint32_t tid = 0;
@@ -55,6 +57,12 @@ struct TraceReader::Impl {
     fmt::Cursor columns[fmt::kColumnCount];
     fmt::Cursor *in[fmt::kColumnCount] = {};
     bool columnar = false;
+    // Version 5's columnar coding (chunk_columns.h): the kHeap delta fields in columns of
+    // their own (the index of the next field in kColHeapDelta and kColAllocDelta), and the
+    // address of each class's last kHeap free by address.
+    bool columns_v5 = false;
+    uint32_t delta_fields[2] = {};
+    uint64_t class_last_free[fmt::kAddressedFreeClasses] = {};
 
     bool more() const { return tag ? tag < tag_end : cur.p && !cur.done(); }
     bool bad() const {
@@ -337,6 +345,9 @@ struct TraceReader::Impl {
       }
       t.ticks = c.base_ts;
       t.last_addr = 0;
+      t.columns_v5 = t.columnar && version >= 5;
+      t.delta_fields[0] = t.delta_fields[1] = 0;
+      std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
       if (version >= 3) {
         if (!t.coder) t.coder = take_spare(spare_coders);
         t.coder->reset();
@@ -564,13 +575,16 @@ struct TraceReader::Impl {
   // one that did not compress) the fields follow each other in one stream and a slot is a
   // varint; in a columnar one each kind of field has its column.
   bool decode_heap_run(Thread &t, Event *out, size_t max, uint64_t limit, size_t &written) {
+    if (t.columns_v5) return decode_heap_run<false, true>(t, *t.coder, out, max, limit, written);
     if (t.columnar)
-      return t.coder ? decode_heap_run<false>(t, *t.coder, out, max, limit, written)
-                     : decode_heap_run<false>(t, *t.coder_v2, out, max, limit, written);
-    return t.coder ? decode_heap_run<true>(t, *t.coder, out, max, limit, written)
-                   : decode_heap_run<true>(t, *t.coder_v2, out, max, limit, written);
+      return t.coder ? decode_heap_run<false, false>(t, *t.coder, out, max, limit, written)
+                     : decode_heap_run<false, false>(t, *t.coder_v2, out, max, limit, written);
+    return t.coder ? decode_heap_run<true, false>(t, *t.coder, out, max, limit, written)
+                   : decode_heap_run<true, false>(t, *t.coder_v2, out, max, limit, written);
   }
-  template <bool kPlain, class Coder>
+  // kV5: a version 5 columnar chunk (chunk_columns.h): delta fields from kColHeapDelta,
+  // addressed frees against their class's last.
+  template <bool kPlain, bool kV5, class Coder>
   bool decode_heap_run(Thread &t, Coder &coder, Event *out, size_t max, uint64_t limit,
                        size_t &written) {
     using fmt::HeapCoder;
@@ -593,6 +607,18 @@ struct TraceReader::Impl {
                *const size_end = end(fmt::kColSize), *const haddr_end = end(fmt::kColHeapAddr),
                *const other_end = end(fmt::kColOther), *const stack_end = end(fmt::kColStack);
     const uint8_t *stack_col = at(fmt::kColStack);
+    // Version 5: the delta fields of frees (and, without stacks, allocations), [0], and of
+    // allocations with stacks, [1] (chunk_columns.h).
+    const uint8_t *field_col[2] = {};
+    size_t field_cap[2] = {};
+    uint32_t field_at[2] = {t.delta_fields[0], t.delta_fields[1]};
+    if constexpr (kV5) {
+      for (int k = 0; k < 2; ++k) {
+        const fmt::Cursor &c = col[k ? fmt::kColAllocDelta : fmt::kColHeapDelta];
+        field_col[k] = c.p;
+        field_cap[k] = 4 * static_cast<size_t>(c.end - c.p);
+      }
+    }
     const uint8_t *&stack = kPlain ? body : stack_col;
     const bool with_stacks = stacks;
     uint64_t ticks = t.ticks, last_addr = t.last_addr, total = allocated_total;
@@ -602,7 +628,15 @@ struct TraceReader::Impl {
     while (n < max && tag < tag_end &&
            (*tag & 0x0F) == static_cast<uint8_t>(fmt::EventType::kHeap)) {
       const uint8_t bits = *tag++ >> 4;
-      uint64_t dt = (bits >> fmt::kHeapDeltaShift) & 3;
+      uint64_t dt;
+      if constexpr (kV5) {
+        const int k = with_stacks && !(bits & fmt::kHeapFree);
+        const uint32_t i = field_at[k]++;
+        if (!(ok = i < field_cap[k])) break;
+        dt = (field_col[k][i >> 2] >> (2 * (i & 3))) & 3;
+      } else {
+        dt = (bits >> fmt::kHeapDeltaShift) & 3;
+      }
       if (dt == fmt::kHeapDeltaEscape && !(ok = varint_at(delta, delta_end, dt))) break;
       ticks += dt;
       Event &e = ticks > limit ? t.pending : out[n];
@@ -620,7 +654,12 @@ struct TraceReader::Impl {
           if (!(ok = varint_at(haddr, haddr_end, zz) && varint_at(other, other_end, cls) &&
                      cls <= HeapCoder::kLargeClass))
             break;
-          last_addr += static_cast<uint64_t>(fmt::unzigzag(zz));
+          if constexpr (kV5) {
+            uint64_t &base = t.class_last_free[cls];
+            last_addr = base += static_cast<uint64_t>(fmt::unzigzag(zz));
+          } else {
+            last_addr += static_cast<uint64_t>(fmt::unzigzag(zz));
+          }
           e.addr = last_addr;
           coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
         } else {
@@ -666,6 +705,8 @@ struct TraceReader::Impl {
       ++n;
     }
     t.tag = tag;
+    t.delta_fields[0] = field_at[0];
+    t.delta_fields[1] = field_at[1];
     if constexpr (kPlain) {
       t.cur.p = body;
     } else {

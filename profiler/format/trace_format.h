@@ -1,4 +1,4 @@
-// The adprof trace file format, version 4 (the reader also reads versions 1 to 3). The writer
+// The adprof trace file format, version 5 (the reader also reads versions 1 to 4). The writer
 // (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
 // include this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
@@ -7,8 +7,9 @@
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (4; 3 = no stacks, no seventh column; 2 = other heap slots, 1 = no
-//               kHeap events)
+//   8  u32      version (5; 4 = columnar chunks code the kHeap delta in the tag and an
+//               addressed free against the previous address, chunk_columns.h; 3 = no stacks,
+//               no seventh column; 2 = other heap slots, 1 = no kHeap events)
 //  12  u32      header size (64)
 //  16  u64      pid of the recorded process
 //  24  u64      start timestamp (ticks, same clock as events)
@@ -42,7 +43,10 @@
 // Raw chunk (version 2 on) := tags[event count] bodies: each event's tag byte in the first part,
 // the rest of it (Event below, less the tag) in the second, in the same order. Tags are far
 // more predictable than the bytes around them, and zstd codes them better apart. The writer
-// thread stores most chunks columnar (chunk_columns.h), each part a zstd frame of its own.
+// thread stores most chunks columnar (chunk_columns.h), each part a zstd frame of its own;
+// there (version 5 on) a kHeap tag's delta bits move to a column of their own and an
+// addressed free's address is coded against its class's previous one: the fields below are
+// the plain chunk's, which is also what the recording threads write.
 // (Version 1: the events, tags inline.)
 //
 // A thread's events are written in its own chunks, each decodable alone: the delta bases
@@ -125,7 +129,7 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"

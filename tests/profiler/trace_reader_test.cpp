@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+
 #include "adprof/replay.h"
 #include "adprof/report.h"
 #include "chunk_columns.h"
+#include "heap_coder.h"
 #include "test_util.h"
 #include "trace_builder.h"
 
@@ -321,8 +325,9 @@ TEST(TraceReaderBytes, FooterCountsMustMatch) {
 
 // The writer counts a snapshot's events as well as those of the chunk that replaces it.
 TEST(TraceReaderBytes, RealTracesAreWhole) {
-  for (const char *name : {"real-scopes.adtrace", "real-v3-columnar.adtrace",
-                           "real-v2-columnar.adtrace", "real-exec-first-image.adtrace"}) {
+  for (const char *name :
+       {"real-scopes.adtrace", "real-v5-columnar.adtrace", "real-v5-stacks.adtrace",
+        "real-v3-columnar.adtrace", "real-v2-columnar.adtrace", "real-exec-first-image.adtrace"}) {
     SCOPED_TRACE(name);
     TraceReader r(std::string(ADPROF_TEST_CORPUS) + "/" + name);
     read_all(r);
@@ -768,7 +773,7 @@ std::vector<uint8_t> v4_stack_chunk(bool columnar) {
   std::vector<uint8_t> out(adprof::format::columns_scratch_bytes(5, bodies.v.size()));
   size_t dir_at = 0;
   const size_t n = adprof::format::to_columns(tags.v.data(), 5, bodies.v.data(), bodies.v.size(),
-                                              out.data(), out.size(), &dir_at, true);
+                                              out.data(), out.size(), &dir_at, true, 4);
   EXPECT_GT(n, 0u) << "the writer's column split takes the stack events";
   out.resize(n);
   return chunk(0, 0, 1000, 5, out, true, adprof::format::kChunkFlagColumns);
@@ -834,4 +839,368 @@ TEST(TraceReaderBytesV4, Version3HasNoStacks) {
   EXPECT_EQ(ev[0].a, 64u);
   EXPECT_EQ(ev[0].stack, 0u);
   EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+}
+
+// ---- version 5: kHeap delta fields in a column, addressed frees against their class ----
+
+namespace {
+
+// Seven events of one thread from base 1000, as the recording threads write them (the plain
+// chunk) and as version 5's columnar chunk holds them (chunk_columns.h), packed by hand:
+//   1000 phase forward
+//   1001 kAlloc heap 0x30000, 64 bytes (slot 0; the chunk's previous address is 0x30000)
+//   1003 kHeap free by address 0x20000, class 14 (delta field 2)
+//   1010 kHeap free by address 0x20070, class 14 (delta 7, escaped)
+//   1011 kFree heap 0x30000 (general form: against the previous address, 0x20070)
+//   1011 kHeap allocation size 100 (usable 112, class 14), predicted: 0x20070 (slot 1)
+//   1012 kHeap free by slot 1
+struct V5Events {
+  static constexpr uint32_t kEvents = 7;
+  Bytes tags_plain, tags_columnar, plain_bodies;
+  Bytes col[adprof::format::kColumnCount];
+  V5Events() {
+    namespace f = adprof::format;
+    auto both = [&](uint8_t plain_tag, uint8_t columnar_tag) {
+      tags_plain.u8(plain_tag);
+      tags_columnar.u8(columnar_tag);
+    };
+    both(0x14, 0x14);
+    plain_bodies.varint(0);
+    col[f::kColDelta].varint(0);
+    both(0x00, 0x00);
+    plain_bodies.varint(1).zz(0x30000).varint(64).varint(0);
+    col[f::kColDelta].varint(1);
+    col[f::kColOther].zz(0x30000).varint(64).varint(0);
+    both(0xDF, 0x9F);  // free | addressed, delta field 2 (0x40) in the plain tag only
+    plain_bodies.zz(0x20000 - 0x30000).varint(14);
+    col[f::kColHeapAddr].zz(0x20000);  // class 14's first addressed free: against 0
+    col[f::kColOther].varint(14);
+    both(0xFF, 0x9F);  // delta field 3: escaped
+    plain_bodies.varint(7).zz(0x70).varint(14);
+    col[f::kColDelta].varint(7);
+    col[f::kColHeapAddr].zz(0x70);  // against class 14's last, 0x20000
+    col[f::kColOther].varint(14);
+    both(0x01, 0x01);
+    plain_bodies.varint(1).zz(0x30000 - 0x20070);
+    col[f::kColDelta].varint(1);
+    col[f::kColOther].zz(0x30000 - 0x20070);
+    both(0x8F, 0x8F);  // predicted allocation, delta field 0
+    plain_bodies.varint(100);
+    col[f::kColSize].varint(100);
+    both(0x3F, 0x1F);  // free by slot, delta field 1
+    plain_bodies.varint(1);
+    col[f::kColSlotLow].u8(1);
+    col[f::kColSlotHigh].u8(0);
+    // The delta fields of the four kHeap events, 2, 3, 0, 1, from the low bits.
+    col[f::kColHeapDelta].u8(2 | 3 << 2 | 0 << 4 | 1 << 6);
+  }
+  std::vector<uint8_t> plain() const {
+    Bytes b;
+    b.append(tags_plain.v).append(plain_bodies.v);
+    return b.v;
+  }
+  std::vector<uint8_t> columnar() const {
+    Bytes b;
+    b.append(tags_columnar.v);
+    for (const Bytes &c : col) b.varint(c.v.size());
+    for (const Bytes &c : col) b.append(c.v);
+    return b.v;
+  }
+};
+
+std::vector<uint8_t> trace_of(uint32_t version, uint32_t flags,
+                              std::initializer_list<std::vector<uint8_t>> chunks) {
+  HeaderFields h;
+  h.version = version;
+  h.flags = flags;
+  Bytes f;
+  f.append(file_header(h));
+  for (const auto &c : chunks) f.append(c);
+  return f.v;
+}
+
+void expect_v5_events(const std::vector<Event> &ev) {
+  ASSERT_EQ(ev.size(), V5Events::kEvents);
+  const struct {
+    ET type;
+    uint64_t ticks, addr, size;
+  } want[] = {{ET::kPhase, 1000, 0, 0},      {ET::kAlloc, 1001, 0x30000, 64},
+              {ET::kFree, 1003, 0x20000, 0}, {ET::kFree, 1010, 0x20070, 0},
+              {ET::kFree, 1011, 0x30000, 0}, {ET::kAlloc, 1011, 0x20070, 100},
+              {ET::kFree, 1012, 0x20070, 0}};
+  for (size_t i = 0; i < V5Events::kEvents; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(ev[i].type, want[i].type);
+    EXPECT_EQ(ev[i].ticks, want[i].ticks);
+    EXPECT_EQ(ev[i].addr, want[i].addr);
+    EXPECT_EQ(ev[i].a, want[i].size);
+  }
+  EXPECT_EQ(ev[5].b, 12u);  // usable 112
+}
+
+}  // namespace
+
+TEST(TraceReaderBytesV5, HandPackedColumnsAndPlain) {
+  TempDir dir;
+  V5Events v;
+  for (bool columnar : {false, true}) {
+    SCOPED_TRACE(columnar ? "columnar" : "plain");
+    TraceReader r(
+        save(dir, "v5",
+             trace_of(5, 0,
+                      {chunk(0, 0, 1000, V5Events::kEvents, columnar ? v.columnar() : v.plain(),
+                             true, columnar ? adprof::format::kChunkFlagColumns : 0)})));
+    EXPECT_EQ(r.header().version, 5u);
+    expect_v5_events(read_all(r));
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+  }
+}
+
+// The writer's column split (to_columns, run by the writer thread) produces exactly the
+// hand-packed version 5 chunk from the plain one the recording threads wrote, and version 4's
+// from the same bytes, which a version 4 reader reads as the same events.
+TEST(TraceReaderBytesV5, WriterSplitIsTheDocumentedLayout) {
+  namespace f = adprof::format;
+  V5Events v;
+  const std::vector<uint8_t> plain = v.plain();
+  const size_t body_len = plain.size() - V5Events::kEvents;
+  auto split = [&](uint32_t version) {
+    std::vector<uint8_t> out(f::columns_scratch_bytes(V5Events::kEvents, body_len));
+    size_t dir_at = 0;
+    const size_t n =
+        f::to_columns(plain.data(), V5Events::kEvents, plain.data() + V5Events::kEvents, body_len,
+                      out.data(), out.size(), &dir_at, false, version);
+    out.resize(n);
+    return out;
+  };
+  EXPECT_EQ(split(5), v.columnar());
+  const std::vector<uint8_t> v4 = split(4);
+  ASSERT_FALSE(v4.empty());
+  TempDir dir;
+  TraceReader r(
+      save(dir, "v4",
+           trace_of(4, 0, {chunk(0, 0, 1000, V5Events::kEvents, v4, true, f::kChunkFlagColumns)})));
+  expect_v5_events(read_all(r));
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+}
+
+TEST(TraceReaderBytesV5, DamagedColumnsAreCountedNotTrusted) {
+  TempDir dir;
+  auto read = [&](const std::vector<uint8_t> &raw) {
+    TraceReader r(save(dir, "v5",
+                       trace_of(5, 0,
+                                {chunk(0, 0, 1000, V5Events::kEvents, raw, false,
+                                       adprof::format::kChunkFlagColumns)})));
+    auto ev = read_all(r);
+    EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+    return ev.size();
+  };
+  // No heap delta column: the first kHeap event has no delta field; the two events before it
+  // are kept.
+  V5Events v;
+  v.col[adprof::format::kColHeapDelta] = Bytes{};
+  EXPECT_EQ(read(v.columnar()), 2u);
+  // A class out of range in an addressed free.
+  V5Events w;
+  w.col[adprof::format::kColOther] = Bytes{};
+  w.col[adprof::format::kColOther].zz(0x30000).varint(64).varint(0).varint(50);
+  EXPECT_EQ(read(w.columnar()), 2u);
+}
+
+// Round trip on many events: a stream written as the recording threads write it (recorder.h's
+// choices, made with the same HeapCoder), read plain, columnar as version 5 and columnar as
+// version 4 (the writer's split of each), with and without stacks, gives back every event.
+TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
+  namespace f = adprof::format;
+  struct Truth {
+    ET type;
+    uint64_t ticks, addr, size, usable;
+    uint32_t stack;
+  };
+  for (bool stacks : {false, true}) {
+    SCOPED_TRACE(stacks ? "stacks" : "no stacks");
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    auto rand = [&](uint64_t n) {
+      rng ^= rng << 13;
+      rng ^= rng >> 7;
+      rng ^= rng << 17;
+      return rng % n;
+    };
+    auto coder = std::make_unique<f::HeapCoder>();
+    coder->reset();
+    Bytes tags, bodies;
+    std::vector<Truth> truth;
+    const uint64_t base = 5000;
+    uint64_t ts = base, last_addr = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> live, earlier;  // (address, size)
+    for (int i = 0; i < 64; ++i) earlier.push_back({0x7f0000000000 + 0x10000 * i, 16 + 8 * i});
+    std::map<uint64_t, std::vector<uint64_t>> freed;  // per usable size: addresses, LIFO
+    uint64_t fresh = 0x500000000;
+    auto tick = [&]() {
+      const uint64_t choices[] = {0, 0, 1, 1, 2, 3, 7, 300};
+      const uint64_t dt = choices[rand(8)];
+      ts += dt;
+      return dt;
+    };
+    auto heap_tag = [&](uint8_t bits, uint64_t dt) {
+      const uint64_t field = dt < 3 ? dt : 3;
+      tags.u8(static_cast<uint8_t>(15 | (bits | field << f::kHeapDeltaShift) << 4));
+      if (field == 3) bodies.varint(dt);
+    };
+    for (int i = 0; i < 20000; ++i) {
+      const uint64_t what = rand(100);
+      const uint64_t dt = tick();
+      if (what < 45) {  // allocation: a freed block of its size (LIFO, mostly), else fresh
+        const uint64_t sizes[] = {24, 24, 48, 100, 100, 200, 1000, 5000, 40000};
+        const uint64_t size = sizes[rand(9)];
+        const uint64_t usable = f::default_usable_size(size);
+        const uint32_t cls = f::HeapCoder::class_of(usable);
+        uint64_t addr;
+        auto &pool = freed[usable];
+        if (!pool.empty() && rand(10) < 8) {
+          addr = pool.back();
+          pool.pop_back();
+        } else {
+          addr = fresh;
+          fresh += usable + (rand(4) == 0 ? 64 : 0);
+        }
+        const uint32_t stack = static_cast<uint32_t>(rand(5));
+        if (coder->predicted(cls) == addr) {
+          heap_tag(f::kHeapPredicted, dt);
+        } else {
+          heap_tag(0, dt);
+          bodies.zz(static_cast<int64_t>(addr - coder->next_expected(cls, usable)));
+        }
+        bodies.varint(size);
+        if (stacks) bodies.varint(stack);
+        if (const uint32_t slot = coder->on_alloc(addr, cls); slot != f::HeapCoder::kNoSlot)
+          coder->remember(addr, slot);
+        live.push_back({addr, size});
+        truth.push_back({ET::kAlloc, ts, addr, size, usable, stacks ? stack : 0});
+      } else if (what < 85 && !live.empty()) {  // free of a live block, by slot
+        const size_t k = live.size() - 1 - rand(std::min<size_t>(live.size(), 8));
+        const auto [addr, size] = live[k];
+        live.erase(live.begin() + static_cast<ptrdiff_t>(k));
+        const uint32_t slot = coder->take(addr);
+        ASSERT_NE(slot, f::HeapCoder::kNoSlot);
+        heap_tag(f::kHeapFree, dt);
+        bodies.varint(slot);
+        coder->on_free_slot(slot);
+        freed[f::default_usable_size(size)].push_back(addr);
+        truth.push_back({ET::kFree, ts, addr, 0, 0, 0});
+      } else if (what < 95 && !earlier.empty()) {  // a block of an earlier chunk: by address
+        const size_t k = rand(earlier.size());
+        const auto [addr, size] = earlier[k];
+        earlier.erase(earlier.begin() + static_cast<ptrdiff_t>(k));
+        const uint64_t usable = f::default_usable_size(size);
+        const uint32_t cls = f::HeapCoder::class_of(usable);
+        heap_tag(f::kHeapFree | f::kHeapAddressed, dt);
+        bodies.zz(static_cast<int64_t>(addr - last_addr)).varint(cls);
+        last_addr = addr;
+        coder->on_free_address(addr, cls);
+        freed[usable].push_back(addr);
+        truth.push_back({ET::kFree, ts, addr, 0, 0, 0});
+      } else {  // a general event with an address: a label of a live block or of anything
+        const uint64_t addr = live.empty() ? 0x1234 : live[rand(live.size())].first;
+        tags.u8(12);  // kLabel
+        bodies.varint(dt).zz(static_cast<int64_t>(addr - last_addr)).varint(1);
+        last_addr = addr;
+        truth.push_back({ET::kLabel, ts, addr, 1, 0, 0});
+      }
+    }
+    const uint32_t n = static_cast<uint32_t>(truth.size());
+    std::vector<uint8_t> plain = tags.v;
+    plain.insert(plain.end(), bodies.v.begin(), bodies.v.end());
+    auto split = [&](uint32_t version) {
+      std::vector<uint8_t> out(f::columns_scratch_bytes(n, bodies.v.size()));
+      size_t dir_at = 0;
+      const size_t len = f::to_columns(tags.v.data(), n, bodies.v.data(), bodies.v.size(),
+                                       out.data(), out.size(), &dir_at, stacks, version);
+      EXPECT_GT(len, 0u);
+      out.resize(len);
+      return out;
+    };
+    const uint32_t flags = stacks ? f::kFileFlagStacks : 0;
+    const struct {
+      const char *name;
+      uint32_t version;
+      std::vector<uint8_t> raw;
+      uint32_t chunk_flags;
+    } forms[] = {{"plain", 5, plain, 0},
+                 {"columns 5", 5, split(5), f::kChunkFlagColumns},
+                 {"columns 4", 4, split(4), f::kChunkFlagColumns}};
+    TempDir dir;
+    for (const auto &form : forms) {
+      SCOPED_TRACE(form.name);
+      TraceReader r(save(
+          dir, "rt",
+          trace_of(form.version, flags, {chunk(0, 0, base, n, form.raw, true, form.chunk_flags)})));
+      const std::vector<Event> ev = read_all(r);
+      EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+      ASSERT_EQ(ev.size(), truth.size());
+      for (size_t i = 0; i < truth.size(); ++i) {
+        const Truth &t = truth[i];
+        ASSERT_EQ(ev[i].type, t.type) << i;
+        ASSERT_EQ(ev[i].ticks, t.ticks) << i;
+        ASSERT_EQ(ev[i].addr, t.addr) << i;
+        ASSERT_EQ(ev[i].a, t.size) << i;
+        if (t.type == ET::kAlloc) {
+          ASSERT_EQ(ev[i].b, t.usable - t.size) << i;
+          ASSERT_EQ(ev[i].stack, t.stack) << i;
+        }
+      }
+    }
+  }
+}
+
+// With stacks, the allocations' delta fields are in kColAllocDelta, the frees' in
+// kColHeapDelta (chunk_columns.h). Four events from base 1000, size 100 (usable 112, class 14):
+//   1003 kHeap allocation 0x10000, stack 5 (delta 3: escaped)   slot 0
+//   1004 kHeap free by slot 0 (delta 1)
+//   1006 kHeap allocation, predicted (0x10000), stack 5 (delta 2)
+//   1006 kHeap free by slot 0 (delta 0)
+TEST(TraceReaderBytesV5, WithStacksAllocationDeltasApart) {
+  namespace f = adprof::format;
+  Bytes plain_tags, plain_bodies, columnar_tags, col[f::kColumnCount];
+  plain_tags.u8(0x6F).u8(0x3F).u8(0xCF).u8(0x1F);
+  plain_bodies.varint(3).zz(0x10000 - 112).varint(100).varint(5);
+  plain_bodies.varint(0);
+  plain_bodies.varint(100).varint(5);
+  plain_bodies.varint(0);
+  columnar_tags.u8(0x0F).u8(0x1F).u8(0x8F).u8(0x1F);
+  col[f::kColDelta].varint(3);
+  col[f::kColHeapAddr].zz(0x10000 - 112);
+  col[f::kColSize].varint(100).varint(100);
+  col[f::kColStack].varint(5).varint(5);
+  col[f::kColSlotLow].u8(0).u8(0);
+  col[f::kColSlotHigh].u8(0).u8(0);
+  col[f::kColHeapDelta].u8(1 | 0 << 2);   // the frees': 1, 0
+  col[f::kColAllocDelta].u8(3 | 2 << 2);  // the allocations': 3 (escaped), 2
+  Bytes columnar;
+  columnar.append(columnar_tags.v);
+  for (const Bytes &c : col) columnar.varint(c.v.size());
+  for (const Bytes &c : col) columnar.append(c.v);
+
+  std::vector<uint8_t> split(f::columns_scratch_bytes(4, plain_bodies.v.size()));
+  size_t dir_at = 0;
+  split.resize(f::to_columns(plain_tags.v.data(), 4, plain_bodies.v.data(), plain_bodies.v.size(),
+                             split.data(), split.size(), &dir_at, true));
+  EXPECT_EQ(split, columnar.v);
+
+  TempDir dir;
+  TraceReader r(save(dir, "v5s",
+                     trace_of(5, f::kFileFlagStacks,
+                              {chunk(0, 0, 1000, 4, columnar.v, true, f::kChunkFlagColumns)})));
+  const std::vector<Event> ev = read_all(r);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+  const uint64_t ticks[] = {1003, 1004, 1006, 1006};
+  const ET types[] = {ET::kAlloc, ET::kFree, ET::kAlloc, ET::kFree};
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(ev[i].type, types[i]);
+    EXPECT_EQ(ev[i].ticks, ticks[i]);
+    EXPECT_EQ(ev[i].addr, 0x10000u);
+    EXPECT_EQ(ev[i].stack, types[i] == ET::kAlloc ? 5u : 0u);
+  }
 }

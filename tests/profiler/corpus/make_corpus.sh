@@ -21,11 +21,14 @@ cp "$tmp/scopes" "$here/real-scopes.adtrace"
 cp "$tmp/abort" "$here/real-abort.adtrace"
 cp "$tmp/exec" "$here/real-exec-first-image.adtrace"
 # Columnar chunks with compact heap events, whole and cut mid-chunk, in the current format
-# version (3). real-v2-columnar.adtrace and cut-v2-columnar.adtrace, made the same way by an
-# adprof that wrote version 2, are kept: the reader still reads that version.
-"$adprof" run -o "$tmp/v3" --no-report -- "$build/bench/profiler/profiler_bench_storm" 2 300 2>/dev/null
-cp "$tmp/v3" "$here/real-v3-columnar.adtrace"
-head -c $(( $(stat -c %s "$tmp/v3") * 2 / 3 )) "$tmp/v3" > "$here/cut-v3-columnar.adtrace"
+# version (5), without and with call stacks. real-v2-columnar.adtrace, real-v3-columnar.adtrace
+# and their cut-* twins, made the same way by an adprof that wrote version 2 or 3, are kept:
+# the reader still reads those versions.
+"$adprof" run -o "$tmp/v5" --no-report -- "$build/bench/profiler/profiler_bench_storm" 2 300 2>/dev/null
+cp "$tmp/v5" "$here/real-v5-columnar.adtrace"
+head -c $(( $(stat -c %s "$tmp/v5") * 2 / 3 )) "$tmp/v5" > "$here/cut-v5-columnar.adtrace"
+"$adprof" run -o "$tmp/v5s" --stacks --no-report -- "$build/bench/profiler/profiler_bench_storm" 2 300 2>/dev/null
+cp "$tmp/v5s" "$here/real-v5-stacks.adtrace"
 
 python3 - "$here" <<'PY'
 import os, struct, sys, zlib

@@ -1,0 +1,542 @@
+// Where a trace's bytes go: every chunk's parts (tags, column directory, each column of
+// chunk_columns.h) raw and as stored, and, to weigh other codings, the same parts recompressed
+// at other zstd settings and a few alternative models of the heap events' fields.
+// usage: profiler_bench_columns TRACE [LEVEL]
+// Reads the file itself (no TraceReader): it needs the chunks' raw bytes, not their events.
+#include <zstd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chunk_columns.h"
+#include "heap_coder.h"
+#include "trace_format.h"
+
+namespace fmt = adprof::format;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+size_t zsize(const Bytes &b, int level, bool ldm = false) {
+  if (b.empty()) return 0;
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+  if (ldm) {
+    ZSTD_CCtx_setParameter(c, ZSTD_c_enableLongDistanceMatching, 1);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 27);
+  }
+  Bytes out(ZSTD_compressBound(b.size()));
+  size_t n = ZSTD_compress2(c, out.data(), out.size(), b.data(), b.size());
+  ZSTD_freeCCtx(c);
+  if (ZSTD_isError(n)) {
+    fprintf(stderr, "zstd: %s\n", ZSTD_getErrorName(n));
+    exit(1);
+  }
+  return n;
+}
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double entropy_bits(const std::map<uint64_t, uint64_t> &h) {
+  double total = 0, bits = 0;
+  for (auto &[v, n] : h) total += static_cast<double>(n);
+  for (auto &[v, n] : h) bits -= static_cast<double>(n) * std::log2(static_cast<double>(n) / total);
+  return bits;
+}
+
+// One heap event of a columnar chunk, fields as coded.
+struct HeapEv {
+  uint8_t tag;
+  uint64_t dt;
+  bool free, alt;  // alt: allocation predicted / free by address
+  uint32_t slot;
+  uint64_t size, stack;
+};
+
+struct Totals {
+  std::map<std::string, uint64_t> raw, stored;
+  void add(const std::string &k, size_t r, size_t s) {
+    raw[k] += r;
+    stored[k] += s;
+  }
+};
+
+const char *kColName[] = {"delta", "slot_low", "slot_high",  "size",       "heap_addr",
+                          "other", "stack",    "heap_delta", "alloc_delta"};
+static_assert(sizeof kColName / sizeof *kColName == fmt::kColumnCount);
+
+// The delta field (0..3) of a kHeap event: in its tag, or (version 5 columnar) the next of
+// kColHeapDelta, or with stacks, an allocation's, the next of kColAllocDelta.
+struct DeltaFields {
+  bool v5, stacks;
+  const std::vector<uint8_t> *col[2];
+  size_t at[2] = {};
+  uint8_t next(uint8_t tag) {
+    if (!v5) return (tag >> (4 + fmt::kHeapDeltaShift)) & 3;
+    const int k = stacks && !(tag & 0x10);
+    const size_t i = at[k]++;
+    return i / 4 < col[k]->size() ? ((*col[k])[i / 4] >> (2 * (i % 4))) & 3 : 0;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: profiler_bench_columns TRACE [LEVEL]\n");
+    return 2;
+  }
+  const int level = argc > 2 ? atoi(argv[2]) : 1;
+  std::ifstream in(argv[1], std::ios::binary);
+  Bytes file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (file.size() < fmt::kFileHeaderSize || memcmp(file.data(), fmt::kFileMagic, 8) != 0) {
+    fprintf(stderr, "profiler_bench_columns: not an adprof trace\n");
+    return 2;
+  }
+  const uint32_t version = fmt::get_u32(file.data() + 8);
+  const bool stacks = fmt::get_u32(file.data() + 52) & fmt::kFileFlagStacks;
+  const int ncol = fmt::columns_in(version);
+  const bool v5 = version >= 5;
+  Totals tot;
+  double compress_seconds = 0;  // compressing the tags and columns, as the writer thread does
+  uint64_t events = 0, heap_events = 0, chunks = 0, plain_chunks = 0;
+  // Whole-trace streams (every chunk's part appended), per thread, to weigh cross-chunk matching.
+  std::map<std::string, Bytes> whole;
+  std::map<uint64_t, uint64_t> dt_hist[4];  // per-event time deltas at >>0, >>4, >>8, >>12
+  std::map<uint64_t, uint64_t> slot_rel_hist;
+  std::map<int64_t, uint64_t> resid_units;  // unpredicted allocation: residual / usable
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> dt_given_kind;
+  std::map<uint64_t, uint64_t> kind_pair;
+  uint64_t unhandled = 0;
+  std::map<std::string, size_t> alt;  // alternative codings: compressed bytes
+  std::map<std::string, size_t> alt_raw;
+  auto add_alt = [&](const std::string &k, const Bytes &b) {
+    alt[k] += zsize(b, level);
+    alt_raw[k] += b.size();
+  };
+  size_t off = fmt::kFileHeaderSize;
+  while (off + fmt::kChunkHeaderSize <= file.size()) {
+    const uint8_t *h = file.data() + off;
+    const uint32_t tid = fmt::get_u32(h + 8), flags = fmt::get_u32(h + 12),
+                   stored = fmt::get_u32(h + 16), raw = fmt::get_u32(h + 20),
+                   nev = fmt::get_u32(h + 32);
+    const uint8_t *payload = h + fmt::kChunkHeaderSize;
+    off += fmt::kChunkHeaderSize + stored;
+    if (off > file.size()) break;
+    tot.add("headers", fmt::kChunkHeaderSize, fmt::kChunkHeaderSize);
+    if (tid == fmt::kFooterThread) {
+      tot.add("footer", stored, stored);
+      continue;
+    }
+    ++chunks;
+    events += nev;
+    Bytes data(raw);
+    if (flags & fmt::kChunkFlagZstd) {
+      if (ZSTD_decompress(data.data(), raw, payload, stored) != raw) {
+        fprintf(stderr, "bad chunk\n");
+        return 1;
+      }
+    } else {
+      data.assign(payload, payload + stored);
+    }
+    if (!(flags & fmt::kChunkFlagColumns)) {
+      ++plain_chunks;
+      tot.add("plain chunks", raw, stored);
+      continue;
+    }
+    // Tags, directory, columns; each was one zstd frame of the stored payload.
+    std::vector<Bytes> part;
+    part.emplace_back(data.begin(), data.begin() + nev);
+    fmt::Cursor dir{data.data() + nev, data.data() + data.size()};
+    uint64_t len[fmt::kColumnCount] = {};
+    for (int k = 0; k < ncol; ++k) len[k] = dir.varint();
+    const uint8_t *p = dir.p;
+    tot.add("directory", static_cast<size_t>(p - (data.data() + nev)),
+            zsize(Bytes(static_cast<const uint8_t *>(data.data() + nev), p), level));
+    std::vector<Bytes> col(fmt::kColumnCount);
+    for (int k = 0; k < ncol; ++k) {
+      col[k].assign(p, p + len[k]);
+      p += len[k];
+    }
+    const double t0 = cpu_seconds();
+    tot.add("tags", nev, zsize(part[0], level));
+    for (int k = 0; k < ncol; ++k) tot.add(kColName[k], col[k].size(), zsize(col[k], level));
+    compress_seconds += cpu_seconds() - t0;
+    const std::string th = "t" + std::to_string(tid) + ":";
+    whole[th + "tags"].insert(whole[th + "tags"].end(), part[0].begin(), part[0].end());
+    for (int k = 0; k < ncol; ++k)
+      whole[th + kColName[k]].insert(whole[th + kColName[k]].end(), col[k].begin(), col[k].end());
+
+    // Decode the events (heap events in detail, others skipped) to weigh other models.
+    fmt::Cursor c[fmt::kColumnCount];
+    for (int k = 0; k < ncol; ++k) c[k] = {col[k].data(), col[k].data() + col[k].size()};
+    std::vector<HeapEv> hev;
+    std::vector<uint64_t> all_dt;  // every event's delta
+    std::vector<uint8_t> kinds;    // 0 alloc, 1 free slot, 2 other
+    size_t lo = 0;
+    DeltaFields fields{v5, stacks, {&col[fmt::kColHeapDelta], &col[fmt::kColAllocDelta]}};
+    for (uint32_t i = 0; i < nev; ++i) {
+      const uint8_t tag = part[0][i], type = tag & 15, op = tag >> 4;
+      if (type == static_cast<uint8_t>(fmt::EventType::kHeap)) {
+        HeapEv e{};
+        e.tag = tag;
+        e.dt = fields.next(tag);
+        if (e.dt == fmt::kHeapDeltaEscape) e.dt = c[fmt::kColDelta].varint();
+        e.free = op & fmt::kHeapFree;
+        e.alt = op & 0x8;
+        if (e.free) {
+          if (e.alt) {
+            c[fmt::kColHeapAddr].varint();
+            c[fmt::kColOther].varint();
+          } else {
+            e.slot = col[fmt::kColSlotLow][lo] | col[fmt::kColSlotHigh][lo] << 8;
+            ++lo;
+          }
+        } else {
+          if (!e.alt) c[fmt::kColHeapAddr].varint();
+          e.size = c[fmt::kColSize].varint();
+          if (stacks) e.stack = c[fmt::kColStack].varint();
+        }
+        all_dt.push_back(e.dt);
+        kinds.push_back(e.free ? (e.alt ? 2 : 1) : 0);
+        hev.push_back(e);
+        ++heap_events;
+      } else {
+        all_dt.push_back(c[fmt::kColDelta].varint());
+        kinds.push_back(2);
+        if (!fmt::skip_general_body(type, op, c[fmt::kColOther], stacks)) {
+          fprintf(stderr, "bad body\n");
+          return 1;
+        }
+      }
+    }
+    // Time deltas at coarser resolutions: each event's (t >> s) - (previous t >> s).
+    {
+      uint64_t t = fmt::get_u64(h + 24);
+      uint64_t prev[4] = {t, t >> 4, t >> 8, t >> 12};
+      for (uint64_t d : all_dt) {
+        t += d;
+        for (int s = 0; s < 4; ++s) {
+          uint64_t q = t >> (4 * s);
+          ++dt_hist[s][q - prev[s]];
+          prev[s] = q;
+        }
+      }
+    }
+    // A: tags without the delta bits, the deltas apart (a byte each / 4 per byte / varints).
+    {
+      Bytes tags2, dbyte, dpack, desc, dfull, dfull_esc, dnib, dnib_esc;
+      // H: the kHeap deltas by kind: allocations' and frees' apart (2-bit fields, escapes).
+      Bytes h_alloc, h_free, h_alloc_esc, h_free_esc, h_alloc_nib, h_alloc_nib_esc;
+      uint32_t n_alloc = 0, n_free = 0;
+      uint8_t acc = 0;
+      int nacc = 0;
+      size_t hi = 0;
+      for (uint32_t i = 0; i < nev; ++i) {
+        uint8_t tag = part[0][i];
+        uint64_t d = all_dt[i];
+        if ((tag & 15) == static_cast<uint8_t>(fmt::EventType::kHeap)) {
+          tag &= ~0x60;
+          const bool is_free = tag & 0x10;
+          Bytes &packed = is_free ? h_free : h_alloc;
+          uint32_t &count = is_free ? n_free : n_alloc;
+          if (count % 4 == 0) packed.push_back(0);
+          packed.back() |= static_cast<uint8_t>((d < 3 ? d : 3) << (2 * (count % 4)));
+          ++count;
+          if (d >= 3) {
+            uint8_t tmp[10];
+            Bytes &esc = is_free ? h_free_esc : h_alloc_esc;
+            esc.insert(esc.end(), tmp, fmt::put_varint(tmp, d));
+          }
+          if (!is_free) {
+            if ((count - 1) % 2 == 0) h_alloc_nib.push_back(0);
+            h_alloc_nib.back() |=
+                static_cast<uint8_t>((d < 15 ? d : 15) << (4 * ((count - 1) % 2)));
+            if (d >= 15) {
+              uint8_t tmp[10];
+              h_alloc_nib_esc.insert(h_alloc_nib_esc.end(), tmp, fmt::put_varint(tmp, d));
+            }
+          }
+        }
+        tags2.push_back(tag);
+        uint8_t small = d < 3 ? static_cast<uint8_t>(d) : 3;
+        dbyte.push_back(small);
+        // The whole delta as a byte (255: escaped, a varint apart), or as a nibble (15).
+        dfull.push_back(d < 255 ? static_cast<uint8_t>(d) : 255);
+        if (d >= 255) {
+          uint8_t tmp[10];
+          dfull_esc.insert(dfull_esc.end(), tmp, fmt::put_varint(tmp, d));
+        }
+        if (i % 2 == 0) dnib.push_back(0);
+        dnib.back() |= static_cast<uint8_t>((d < 15 ? d : 15) << (4 * (i % 2)));
+        if (d >= 15) {
+          uint8_t tmp[10];
+          dnib_esc.insert(dnib_esc.end(), tmp, fmt::put_varint(tmp, d));
+        }
+        if (d >= 3) {
+          uint8_t tmp[10];
+          uint8_t *e = fmt::put_varint(tmp, d);
+          desc.insert(desc.end(), tmp, e);
+        }
+        acc |= static_cast<uint8_t>(small << (2 * nacc));
+        if (++nacc == 4) {
+          dpack.push_back(acc);
+          acc = 0;
+          nacc = 0;
+        }
+        (void)hi;
+      }
+      if (nacc) dpack.push_back(acc);
+      add_alt("A tags without delta", tags2);
+      add_alt("A delta 2 bits, byte each", dbyte);
+      add_alt("A delta 2 bits, 4 per byte", dpack);
+      add_alt("A delta escapes", desc);
+      add_alt("F delta as a byte", dfull);
+      add_alt("H alloc deltas 2 bits", h_alloc);
+      add_alt("H alloc deltas: escapes", h_alloc_esc);
+      add_alt("H free deltas 2 bits", h_free);
+      add_alt("H free deltas: escapes", h_free_esc);
+      add_alt("H alloc deltas as nibbles", h_alloc_nib);
+      add_alt("H alloc deltas as nibbles: escapes", h_alloc_nib_esc);
+      add_alt("F delta as a byte: escapes", dfull_esc);
+      add_alt("G delta as a nibble", dnib);
+      add_alt("G delta as a nibble: escapes", dnib_esc);
+    }
+    // B: the slot relative to the last allocation's slot (zz), and the slot as the freed
+    // block's rank by recency among live blocks.
+    {
+      Bytes rel, rank_col, sz_same, sz_rest;
+      std::vector<uint64_t> order;  // live slots in allocation order (newest last)
+      std::map<uint64_t, uint64_t> last_size_of_stack;
+      uint32_t last_slot = 0, next_slot = 0;
+      std::vector<uint32_t> free_slots;
+      for (const HeapEv &e : hev) {
+        if (e.free && !e.alt) {
+          int64_t d = static_cast<int64_t>(e.slot) - static_cast<int64_t>(last_slot);
+          uint8_t tmp[10];
+          uint8_t *x = fmt::put_varint(tmp, fmt::zigzag(d));
+          rel.insert(rel.end(), tmp, x);
+          ++slot_rel_hist[fmt::zigzag(d)];
+          auto it = std::find(order.rbegin(), order.rend(), e.slot);
+          uint64_t r = it == order.rend() ? 0xFFFF : static_cast<uint64_t>(it - order.rbegin());
+          x = fmt::put_varint(tmp, r);
+          rank_col.insert(rank_col.end(), tmp, x);
+          if (it != order.rend()) order.erase(std::next(it).base());
+          free_slots.push_back(e.slot);
+        } else if (!e.free) {
+          // The slot the coder hands out (heap_coder.h): the one freed last, else the next.
+          uint32_t slot = ~0u;
+          if (!free_slots.empty()) {
+            slot = free_slots.back();
+            free_slots.pop_back();
+          } else if (next_slot < fmt::HeapCoder::kSlots) {
+            slot = next_slot++;
+          }
+          last_slot = slot;
+          if (slot != ~0u) order.push_back(slot);
+          if (stacks) {
+            auto [it, ins] = last_size_of_stack.try_emplace(e.stack, e.size);
+            bool same = !ins && it->second == e.size;
+            sz_same.push_back(same);
+            if (!same) {
+              uint8_t tmp[10];
+              uint8_t *x = fmt::put_varint(tmp, e.size);
+              sz_rest.insert(sz_rest.end(), tmp, x);
+            }
+            it->second = e.size;
+          }
+        }
+      }
+      add_alt("B slot zz vs last alloc slot", rel);
+      add_alt("B slot as recency rank", rank_col);
+      if (stacks) {
+        add_alt("C size same as stack's last (flag byte)", sz_same);
+        add_alt("C size else", sz_rest);
+      }
+      // D: a faithful decode (the reader's, heap_coder.h) to weigh models of the addresses
+      // the class stacks did not predict, and of the time delta given the event's kind.
+      {
+        auto coder = std::make_unique<fmt::HeapCoder>();
+        coder->reset();
+        fmt::Cursor d[fmt::kColumnCount];
+        for (int k = 0; k < ncol; ++k) d[k] = {col[k].data(), col[k].data() + col[k].size()};
+        uint64_t last_addr = 0;
+        uint64_t class_last_free[fmt::kAddressedFreeClasses] = {};
+        size_t li = 0;
+        DeltaFields fields{v5, stacks, {&col[fmt::kColHeapDelta], &col[fmt::kColAllocDelta]}};
+        uint64_t stride[fmt::ClassStacks::kSmallClasses + 1] = {};
+        uint64_t prev_alloc[fmt::ClassStacks::kSmallClasses + 1] = {};
+        Bytes cur_res, stride_res, tags3, fa_cur, fa_cls, fa_class_prev, fa_class_stride;
+        uint64_t free_prev[fmt::ClassStacks::kSmallClasses + 1] = {};
+        uint64_t free_stride[fmt::ClassStacks::kSmallClasses + 1] = {};
+        uint8_t ctx = 0;
+        for (uint32_t i = 0; i < nev; ++i) {
+          const uint8_t tag = part[0][i], type = tag & 15, op = tag >> 4;
+          uint64_t dt;
+          uint8_t kind;
+          if (type != static_cast<uint8_t>(fmt::EventType::kHeap)) {
+            dt = d[fmt::kColDelta].varint();
+            kind = type;
+            fmt::Cursor &o = d[fmt::kColOther];
+            if (type == static_cast<uint8_t>(fmt::EventType::kAlloc) && op == 0) {
+              last_addr += static_cast<uint64_t>(fmt::unzigzag(o.varint()));
+              uint64_t size = o.varint(), slack = o.varint();
+              if (stacks) o.varint();
+              uint32_t cls = fmt::HeapCoder::class_of(size + slack);
+              coder->on_alloc(last_addr, cls);
+              prev_alloc[cls] = last_addr;
+            } else if (!fmt::skip_general_body(type, op, o, stacks)) {
+              return 1;
+            } else if (type == static_cast<uint8_t>(fmt::EventType::kFree) ||
+                       type == static_cast<uint8_t>(fmt::EventType::kRetag) ||
+                       type == static_cast<uint8_t>(fmt::EventType::kLabel) ||
+                       type == static_cast<uint8_t>(fmt::EventType::kDescribe) ||
+                       type == static_cast<uint8_t>(fmt::EventType::kContentHash)) {
+              ++unhandled;  // their addresses move last_addr: counted, not followed
+            }
+          } else {
+            dt = fields.next(tag);
+            if (dt == 3) dt = d[fmt::kColDelta].varint();
+            if (op & fmt::kHeapFree) {
+              if (op & 0x8) {
+                uint64_t zz = d[fmt::kColHeapAddr].varint();
+                const uint32_t cls = static_cast<uint32_t>(d[fmt::kColOther].varint());
+                if (cls >= fmt::kAddressedFreeClasses) return 1;
+                const uint64_t addr = (v5 ? class_last_free[cls] : last_addr) +
+                                      static_cast<uint64_t>(fmt::unzigzag(zz));
+                class_last_free[cls] = addr;
+                uint8_t tmp[10];
+                uint8_t *x =
+                    fmt::put_varint(tmp, fmt::zigzag(static_cast<int64_t>(addr - last_addr)));
+                fa_cur.insert(fa_cur.end(), tmp, x);
+                last_addr = addr;
+                fa_cls.push_back(static_cast<uint8_t>(cls));
+                const uint64_t usable = cls <= 16 ? cls * 8 : 0;  // exact below 128 only
+                int64_t r1 = static_cast<int64_t>(last_addr - free_prev[cls]);
+                int64_t r2 = static_cast<int64_t>(last_addr - (free_prev[cls] + free_stride[cls]));
+                x = fmt::put_varint(tmp, fmt::zigzag(r1));
+                fa_class_prev.insert(fa_class_prev.end(), tmp, x);
+                x = fmt::put_varint(tmp, fmt::zigzag(r2));
+                fa_class_stride.insert(fa_class_stride.end(), tmp, x);
+                (void)usable;
+                free_stride[cls] = last_addr - free_prev[cls];
+                free_prev[cls] = last_addr;
+                coder->on_free_address(last_addr, cls);
+                kind = 17;
+              } else {
+                uint32_t slot = col[fmt::kColSlotLow][li] | col[fmt::kColSlotHigh][li] << 8;
+                ++li;
+                coder->on_free_slot(slot);
+                kind = 16;
+              }
+            } else {
+              int64_t zz = 0;
+              if (!(op & 0x8)) zz = fmt::unzigzag(d[fmt::kColHeapAddr].varint());
+              uint64_t size = d[fmt::kColSize].varint();
+              if (stacks) d[fmt::kColStack].varint();
+              uint64_t usable = fmt::default_usable_size(size);
+              uint32_t cls = fmt::HeapCoder::class_of(usable);
+              uint64_t addr = (op & 0x8)
+                                  ? coder->predicted(cls)
+                                  : coder->next_expected(cls, usable) + static_cast<uint64_t>(zz);
+              kind = (op & 0x8) ? 18 : 19;
+              if (!(op & 0x8)) {
+                uint8_t tmp[10];
+                uint8_t *x = fmt::put_varint(tmp, fmt::zigzag(zz));
+                cur_res.insert(cur_res.end(), tmp, x);
+                int64_t sr = static_cast<int64_t>(addr - (prev_alloc[cls] + stride[cls]));
+                x = fmt::put_varint(tmp, fmt::zigzag(sr));
+                stride_res.insert(stride_res.end(), tmp, x);
+                if (usable && zz % static_cast<int64_t>(usable) == 0)
+                  ++resid_units[zz / static_cast<int64_t>(usable)];
+                else
+                  ++resid_units[1 << 30];
+              }
+              stride[cls] = addr - prev_alloc[cls];
+              prev_alloc[cls] = addr;
+              coder->on_alloc(addr, cls);
+            }
+          }
+          // H(dt | kind, previous kind).
+          ++dt_given_kind[static_cast<uint64_t>(ctx) << 8 | kind][dt];
+          ++kind_pair[static_cast<uint64_t>(ctx) << 8 | kind];
+          ctx = kind;
+          tags3.push_back(kind);
+        }
+        add_alt("D addr residual (current)", cur_res);
+        add_alt("E addressed free: zz vs last address", fa_cur);
+        add_alt("E addressed free: class", fa_cls);
+        add_alt("E addressed free: zz vs class's last", fa_class_prev);
+        add_alt("E addressed free: zz vs class's last+stride", fa_class_stride);
+        add_alt("D addr residual, class stride", stride_res);
+      }
+    }
+  }
+
+  printf("%s: version %u%s, %zu bytes, %llu events (%llu heap), %llu chunks (%llu plain)\n",
+         argv[1], version, stacks ? " with stacks" : "", file.size(),
+         static_cast<unsigned long long>(events), static_cast<unsigned long long>(heap_events),
+         static_cast<unsigned long long>(chunks), static_cast<unsigned long long>(plain_chunks));
+  printf("recompressed at zstd level %d:\n%-26s %12s %12s %8s\n", level, "part", "raw B", "zstd B",
+         "B/event");
+  uint64_t sum = 0;
+  for (auto &[k, r] : tot.raw) {
+    printf("%-26s %12llu %12llu %8.4f\n", k.c_str(), static_cast<unsigned long long>(r),
+           static_cast<unsigned long long>(tot.stored[k]),
+           static_cast<double>(tot.stored[k]) / static_cast<double>(events));
+    sum += tot.stored[k];
+  }
+  printf("%-26s %12s %12llu %8.4f\n", "total", "", static_cast<unsigned long long>(sum),
+         static_cast<double>(sum) / static_cast<double>(events));
+  printf("compressing the tags and columns took %.1f ns/event of CPU\n",
+         compress_seconds * 1e9 / static_cast<double>(events));
+  printf("\nwhole trace per thread and part (cross-chunk), zstd level %d / 19 / 19+long:\n", level);
+  for (auto &[k, b] : whole)
+    if (b.size() > 1000)
+      printf("%-26s %12zu %10zu %10zu %10zu\n", k.c_str(), b.size(), zsize(b, level), zsize(b, 19),
+             zsize(b, 19, true));
+  printf("\nentropy of per-event time deltas (order 0), bits/event and B/event:\n");
+  const char *res[] = {"TSC>>8 (~100 ns)", "TSC>>12 (~1.6 us)", "TSC>>16 (~26 us)",
+                       "TSC>>20 (~0.4 ms)"};
+  for (int s = 0; s < 4; ++s) {
+    double b = entropy_bits(dt_hist[s]);
+    printf("  %-20s %.3f bits  %.4f B/event  (%zu distinct)\n", res[s],
+           b / static_cast<double>(events), b / 8 / static_cast<double>(events), dt_hist[s].size());
+  }
+  {
+    double b = 0;
+    for (auto &[k, h] : dt_given_kind) b += entropy_bits(h);
+    printf("  TSC>>8, given the event's kind and the previous one's: %.3f bits %.4f B/event\n",
+           b / static_cast<double>(events), b / 8 / static_cast<double>(events));
+    printf("  kinds (order 1): %.4f B/event; events with unfollowed addresses: %llu\n",
+           entropy_bits(kind_pair) / 8 / static_cast<double>(events),
+           static_cast<unsigned long long>(unhandled));
+  }
+  printf("\nunpredicted allocations' residual in usable sizes (top 12):\n");
+  {
+    std::vector<std::pair<uint64_t, int64_t>> v;
+    for (auto &[r, n] : resid_units) v.push_back({n, r});
+    std::sort(v.rbegin(), v.rend());
+    for (size_t i = 0; i < v.size() && i < 12; ++i)
+      printf("  %lld: %llu\n", static_cast<long long>(v[i].second),
+             static_cast<unsigned long long>(v[i].first));
+  }
+  printf("\nalternative codings (per chunk, zstd level %d):\n", level);
+  for (auto &[k, n] : alt)
+    printf("  %-40s raw %10zu zstd %10zu %8.4f B/event\n", k.c_str(), alt_raw[k], n,
+           static_cast<double>(n) / static_cast<double>(events));
+  return 0;
+}
