@@ -420,6 +420,17 @@ ADPROF_HOT uint64_t hash_final(uint64_t h, int count) {
 
 bool own_frame(uint64_t value) { return g_own.holds(value) || g_unwind.holds(value); }
 
+// Whether `ra` is the kernel's return into a signal trampoline (x86-64 __restore_rt: mov
+// $15,%rax; syscall): its caller is no call but the interrupted code, and ra - 1 may fall in
+// the previous function's unwind rules (glibc covers it with the trampoline's own FDE; other
+// code need not). libunwind and GCC's unwinder test the same bytes. The trampoline is
+// 16-aligned, so its first 9 bytes never cross into another page.
+bool returns_to_sigreturn(uint64_t ra) {
+  static constexpr uint8_t kCode[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  if ((ra & 4095) > 4096 - sizeof kCode) return false;
+  return memcmp(reinterpret_cast<const void *>(ra), kCode, sizeof kCode) == 0;
+}
+
 __attribute__((noinline, cold)) const UnwindRule *fill_rule(StackTable &t, uint64_t pc,
                                                             uint32_t slot) {
   UnwindRule *target = nullptr;
@@ -431,6 +442,7 @@ __attribute__((noinline, cold)) const UnwindRule *fill_rule(StackTable &t, uint6
     target =
         &t.rules[(slot + t.rule_evict++ % StackTable::kRuleProbes) & (StackTable::kRuleSlots - 1)];
   *target = find_unwind_rule(pc);
+  if (returns_to_sigreturn(pc + 1)) target->kind = UnwindRule::kUnsupported;
   return target;
 }
 
@@ -444,13 +456,12 @@ ADPROF_HOT const UnwindRule *rule_for(StackTable &t, uint64_t pc) {
   return fill_rule(t, pc, slot);
 }
 
-// Whether every slot the memo's walk read from frame k outward still holds the value read.
-ADPROF_HOT bool memo_holds(const Memo &m, int k) {
-  uint64_t differ = 0;
-  const uint32_t n = m.checks_to[k];
-  for (uint32_t i = 0; i < n; ++i)
-    differ |= *reinterpret_cast<const uint64_t *>(m.check[i].addr) ^ m.check[i].value;
-  return differ == 0;
+// How many of the memo's checks [from, to) hold, counted from `from`: the first that does not
+// (or `to`). Checks are in the order of the frames, outermost first.
+ADPROF_HOT uint32_t checks_holding(const Memo &m, uint32_t from, uint32_t to) {
+  uint32_t i = from;
+  while (i < to && *reinterpret_cast<const uint64_t *>(m.check[i].addr) == m.check[i].value) ++i;
+  return i;
 }
 
 // Puts walk steps [0, inner) (innermost first) into the memo above frame `base` (outermost
@@ -493,17 +504,23 @@ ADPROF_HOT Walk walk_stack(StackTable &t, FrameState state, uint64_t *values, in
   Memo &m = t.memo;
   WalkStep *walk = t.walk;
   int q = static_cast<int>(m.frames) - 1;  // the memo's frame to compare with, by stack pointer
+  // The memo's checks [0, good) hold; check `good` does not, when good < the memo's.
+  uint32_t good = 0;
+  bool differs = false;
   for (int n = 0;; ++n) {
     WalkStep &w = walk[n];
     w.state = state;
     while (q >= 0 && m.frame[q].sp < state.sp) --q;
     if (q >= 0 && m.frame[q].sp == state.sp && m.frame[q].ip == state.ip &&
-        (!m.bp_matters[q] || m.frame[q].bp == state.bp)) {
-      if (q + 1 + n <= kMemoStates && memo_holds(m, q)) {
+        (!m.bp_matters[q] || m.frame[q].bp == state.bp) && q + 1 + n <= kMemoStates) {
+      // A frame further out may still be the memo's when this one is not: above the slot that
+      // changed (a call from another site of the same caller, at the same depth).
+      const uint32_t need = m.checks_to[q];
+      if (need <= good || (!differs && (good = checks_holding(m, good, need)) == need)) {
         memo_push(m, walk, n, q);
         return Walk::kSpliced;
       }
-      q = -1;  // the outer frames changed: walk to the end
+      differs = true;
     }
     if (n + 1 == kWalkStates) {
       for (int j = 1; j <= n; ++j) values[j - 1] = walk[j].state.ip - 1;
