@@ -8,7 +8,7 @@
 //   longjmp     allocations deep in a recursion left by longjmp, then from shallower frames
 //   exceptions  the same with a C++ exception
 //   signal      allocations in a signal handler (a signal frame on the stack), and around it
-//   threads     four threads doing the above at once
+//   threads     four threads doing the above at once, each first freeing a block of main's
 //   deep        a recursion deeper than the 64 frames recorded
 // Every block is kept to the end (the test reads the live blocks at the peak by stack). Each
 // allocation's size says where it was made: SIZE = scenario base + detail.
@@ -145,8 +145,13 @@ extern "C" NOINLINE void unwind_scenarios(size_t base) {
 }
 
 namespace {
+void *g_from_main[4];
 void *thread_main(void *arg) {
-  unwind_scenarios(reinterpret_cast<size_t>(arg));
+  // The thread's first call into the allocator frees a block of another thread's: jemalloc sets
+  // up this thread's cache (an mmap) inside the profiler's size query.
+  const size_t base = reinterpret_cast<size_t>(arg);
+  free(g_from_main[base / 10000 - 1]);
+  unwind_scenarios(base);
   return nullptr;
 }
 }  // namespace
@@ -158,6 +163,7 @@ int main() {
   sigaction(SIGUSR1, &sa, nullptr);
   unwind_scenarios(0);
   for (int i = 0; i < 5; ++i) unwind_signal_at(i * 3);
+  for (void *&p : g_from_main) p = malloc(64);
   pthread_t threads[4];
   for (int i = 0; i < 4; ++i)
     pthread_create(&threads[i], nullptr, thread_main, reinterpret_cast<void *>((i + 1) * 10000));
