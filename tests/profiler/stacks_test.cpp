@@ -263,8 +263,8 @@ TEST_F(UnwindTest, EveryReusedStackIsLibunwinds) {
       4)
       << run_.err;
   EXPECT_EQ(differences, 0u) << run_.err;
-  // 252 allocations a round, 3 rounds, 5 threads; 20 around and in the signal handlers.
-  EXPECT_GE(stacks, 3800u);
+  // 272 allocations a round, 3 rounds, 5 threads; 20 around and in the signal handlers.
+  EXPECT_GE(stacks, 4080u);
   EXPECT_GT(reused, stacks / 3) << "the outer frames are reused";
   EXPECT_GE(by_libunwind, 10u) << "the handler's stacks hold a signal frame: libunwind's";
 }
@@ -310,6 +310,8 @@ TEST_F(UnwindTest, StacksAreTheProgramsCalls) {
     add(root + "unwind_jump_once;unwind_caller_a;" + leaf, 3 * 10 * (base + 4001));
     add(root + "unwind_jump_once;" + repeat("unwind_recurse", 4) + leaf, 3 * 10 * (base + 4002));
     add(root + "unwind_caller_b;" + leaf, 3 * 10 * (base + 5001));
+    add(root + "unwind_same_sp;unwind_alloca_to;" + leaf, 3 * 10 * (base + 8000));
+    add(root + "unwind_same_sp;unwind_wrapper;unwind_alloca_to;" + leaf, 3 * 10 * (base + 8001));
     add(root + repeat("unwind_recurse", 3) + leaf, 3 * 10 * (base + 5002));
     // Deeper than the 64 frames recorded: the innermost 64.
     add(root + repeat("unwind_recurse", 61) + leaf, 3 * (base + 7002));

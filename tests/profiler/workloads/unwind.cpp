@@ -5,6 +5,8 @@
 //   recursion   a recursion whose depth changes between allocations (inner frames change)
 //   callers     two callers at the same depth (same stack pointer, different return address)
 //   alloca      frames whose CFA is rbp-based, of changing size, from one call site
+//   same_sp     two paths with the same stack pointer and return address in every frame from
+//               the allocation in, differing only in rbp (by which the rest is found)
 //   longjmp     allocations deep in a recursion left by longjmp, then from shallower frames
 //   exceptions  the same with a C++ exception
 //   signal      allocations in a signal handler (a signal frame on the stack), and around it
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <cstdint>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -67,6 +70,37 @@ extern "C" NOINLINE void unwind_alloca(int words, size_t size) {
   p[0] = 1;
   unwind_leaf(size);
   g_sink = g_sink + p[0];
+}
+
+// Two paths that reach unwind_leaf with the same stack pointers and return addresses in every
+// frame from the leaf in, differing only in rbp (unwind_alloca_to's frame base, by which its
+// caller is found): alloca takes the stack down to the same address, and both are called through
+// one pointer from one call site.
+extern "C" NOINLINE void unwind_alloca_to(uintptr_t target, size_t size) {
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  volatile char *p = static_cast<volatile char *>(alloca(here - target));
+  p[0] = 1;
+  unwind_leaf(size);
+  g_sink = g_sink + p[0];
+}
+
+extern "C" NOINLINE void unwind_wrapper(uintptr_t target, size_t size) {
+  volatile char pad[256];
+  pad[0] = 1;
+  unwind_alloca_to(target, size);
+  g_sink = g_sink + pad[0];
+}
+
+namespace {
+using Target = void (*)(uintptr_t, size_t);
+Target volatile g_targets[2] = {unwind_alloca_to, unwind_wrapper};
+}  // namespace
+
+extern "C" NOINLINE void unwind_same_sp(size_t base) {
+  volatile char here = 0;
+  const uintptr_t target = (reinterpret_cast<uintptr_t>(&here) - 4096) & ~uintptr_t{15};
+  for (int i = 0; i < 20; ++i) g_targets[i % 2](target, base + 8000 + static_cast<size_t>(i % 2));
+  g_sink = g_sink + here;
 }
 
 namespace {
@@ -138,6 +172,7 @@ extern "C" NOINLINE void unwind_scenarios(size_t base) {
       }
       unwind_recurse(2, base + 5002);
     }
+    unwind_same_sp(base);
     unwind_recurse(100, base + 7000);
     unwind_recurse(90, base + 7001);
     unwind_recurse(60, base + 7002);
