@@ -252,7 +252,12 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
       return;
     }
     if (jemalloc_block) {  // allocated in an earlier chunk or by another thread
-      const uint32_t cls = fmt::HeapCoder::class_of(sallocx(ptr, 0));
+      // Guarded: on a thread's first call jemalloc sets up its thread cache (mmap): that is the
+      // profiler's, not the program's (recording it unwound libunwind there, inside jemalloc).
+      ++ts.guard;
+      const size_t usable = sallocx(ptr, 0);
+      --ts.guard;
+      const uint32_t cls = fmt::HeapCoder::class_of(usable);
       p = begin_heap_event(ts, fmt::kHeapFree | fmt::kHeapAddressed, t);
       p = put_addr(ts, p, addr);
       p = fmt::put_varint(p, cls);

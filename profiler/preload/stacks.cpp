@@ -1,22 +1,34 @@
-// Allocation call stacks: unwinding with Debian's libunwind (its local-only unw_backtrace with a
-// per-thread cache: correct on libraries built without frame pointers, which most of Debian's
-// are), per-thread deduplication, and the process's mappings, so that the trace symbolises after
-// the program is gone. Encoding: trace_format.h, "Call stacks".
+// Allocation call stacks: a frame walker with a per-thread memo of the previous stack, Debian's
+// libunwind where the walker cannot go, per-thread deduplication, and the process's mappings, so
+// that the trace symbolises after the program is gone. Encoding: trace_format.h, "Call stacks".
 //
-// The hot path (capture_stack, on every allocation when stacks are on): one unw_backtrace with
-// the thread's guard raised (libunwind may allocate or map on a thread's first use: that is
-// the profiler's), a hash of the frames and a probe of the thread's table. No lock, no
-// allocation, no syscall. A stack the thread has not defined yet (define_stack) takes a
-// process-wide id, checks whether objects were loaded or unloaded since the last scan and
-// writes the stack's definition into the thread's stream, before the allocation that uses it.
+// The hot path (capture_stack, on every allocation when stacks are on) walks the frames itself,
+// with the unwind rules of the code (unwind_rules.h: read once per pc from .eh_frame and cached
+// per thread; correct on code without frame pointers, which most of Debian's is), the way
+// libunwind's fast trace does, and gives the same frames (return address - 1). Consecutive
+// allocations share most outer frames, so it does not walk them again: the thread's memo holds
+// the previous walk, each frame's state (pc, stack pointer, rbp where the rest of the walk
+// depends on it) and every stack slot the walk read from there outward (return addresses, saved
+// rbp) with the value read. The walk is a function of the state and of those values; so when a
+// frame's state equals the memo's frame at the same stack pointer and every slot outward still
+// holds its value (one load and compare each, no unwind rule), the rest of the stack is the
+// memo's. Frames the walker cannot replay (signal frames, DWARF expressions, code without unwind
+// tables) send the whole stack to libunwind's unw_backtrace (per-thread cache) as before.
+// ADPROF_STACKS_CHECK=1 (tests) unwinds every stack both ways and counts the differences.
+//
+// Then a hash of the frames (from the memo's prefix hashes: only the new inner frames are
+// hashed) and a probe of the thread's table. No lock, no allocation, no syscall. A stack the
+// thread has not defined yet (define_stack) takes a process-wide id, checks whether objects were
+// loaded or unloaded since the last scan and writes the stack's definition into the thread's
+// stream, before the allocation that uses it.
 //
 // Loads are noticed without hooking dlopen: glibc's dlopen resolves a relative name against the
 // RUNPATH of its caller, found from its return address, which a hook would replace by the
 // profiler's. Every new stack first compares dl_iterate_phdr's load and unload counts
 // (dlpi_adds, dlpi_subs) with those of the last scan, so an object is recorded before the first
 // stack that can hold one of its frames. dlclose is hooked (it does not depend on its caller):
-// the unload is recorded at once, and every thread's table is renewed (generation), since a
-// later object may be loaded at the same addresses.
+// the unload is recorded at once, and every thread's table, rules and memo are renewed
+// (generation), since a later object may be loaded at the same addresses.
 #include "stacks.h"
 
 #include <dlfcn.h>
@@ -29,7 +41,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "unwind_rules.h"
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -38,14 +53,59 @@ namespace adprof::preload {
 
 bool g_stacks = false;
 
+// The frame walker's limits: as many frames as libunwind's buffer had (the profiler's own
+// leading frames and kMaxStackFrames of the program's), plus the starting frame.
+constexpr int kWalkFrames = static_cast<int>(fmt::kMaxStackFrames) + 8;
+constexpr int kWalkStates = kWalkFrames + 1;
+// The memo's: a stack spliced from new inner frames and the memo's outer ones may be deeper
+// than one walk goes (its innermost kMaxStackFrames are recorded).
+constexpr int kMemoStates = 256;
+
+// One frame of a walk, its registers when it called its callee: pc (a return address, or the
+// walk's start), stack pointer (the callee's CFA) and rbp.
+struct FrameState {
+  uint64_t ip, sp, bp;
+};
+
+// The previous walk of this thread, outermost frame first (index 0), up to the end of the stack.
+// checks[0, frame[k].checks) are the stack slots that the walk from frame k outward read, with
+// the values read; bp_matters[k]: the walk from frame k reads rbp before it reloads it.
+struct Memo {
+  uint32_t frames;  // 0: none
+  uint32_t last_id;
+  uint64_t last_hash;  // the stack id of the last capture, and its hash (0: none)
+  FrameState frame[kMemoStates];
+  uint64_t hash[kMemoStates];  // the frames' values (ip - 1) from the outermost to this one
+  uint32_t checks_to[kMemoStates];
+  uint8_t bp_matters[kMemoStates];
+  struct Check {
+    uint64_t addr, value;
+  } check[2 * kMemoStates];
+};
+
+// A frame of the current walk (innermost first): its state and what its step read.
+struct WalkStep {
+  FrameState state;
+  uint64_t ra_slot, bp_slot;  // bp_slot 0: rbp not reloaded
+  uint64_t ra;                // the value at ra_slot (the next frame's ip)
+  uint8_t flags;              // UnwindRule::Flags of the step
+};
+
 struct StackTable {
   static constexpr uint32_t kSlots = 1u << 14;  // open addressing, linear probing
   static constexpr uint32_t kMaxUsed = kSlots / 4 * 3;
+  static constexpr uint32_t kRuleSlots = 1u << 12;
+  static constexpr uint32_t kRuleProbes = 4;
   StackTable *next;  // in the pool
   uint32_t used;
   uint32_t generation;    // g_unload_generation when it was last emptied
+  bool busy;              // a capture is walking (a signal handler's allocation uses libunwind)
+  uint32_t rule_evict;    // round robin among a full probe sequence
   uint64_t hash[kSlots];  // 0: empty
   uint32_t id[kSlots];
+  UnwindRule rules[kRuleSlots];  // by pc; kind kEmpty: free
+  Memo memo;
+  WalkStep walk[kWalkStates];
 };
 
 namespace {
@@ -102,33 +162,6 @@ uint64_t hash_bytes(const char *s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (; *s; ++s) h = (h ^ static_cast<uint8_t>(*s)) * 1099511628211ull;
   return h;
-}
-
-// Four independent lanes: a stack of 60 frames hashed as one dependent chain of multiplies
-// cost as much as a fifth of the unwinding (perf, Python's deep stacks).
-ADPROF_HOT uint64_t hash_frames(void *const *frames, int count) {
-  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-  auto at = [frames](int i) {
-    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(frames[i]));
-  };
-  // Lanes in registers (an array of them stays in memory, one store-load chain).
-  uint64_t a = 0x243F6A8885A308D3ull ^ static_cast<uint64_t>(count), b = 0x13198A2E03707344ull,
-           c = 0xA4093822299F31D0ull, d = 0x082EFA98EC4E6C89ull;
-  int i = 0;
-  for (; i + 4 <= count; i += 4) {
-    a = (a ^ at(i)) * kMul;
-    b = (b ^ at(i + 1)) * kMul;
-    c = (c ^ at(i + 2)) * kMul;
-    d = (d ^ at(i + 3)) * kMul;
-  }
-  if (i < count) a = (a ^ at(i++)) * kMul;
-  if (i < count) b = (b ^ at(i++)) * kMul;
-  if (i < count) c = (c ^ at(i++)) * kMul;
-  uint64_t h = a ^ (b >> 17 | b << 47) ^ (c >> 31 | c << 33) ^ (d >> 43 | d << 21);
-  h ^= h >> 29;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 32;
-  return h ? h : 1;
 }
 
 // The span of an object's PT_LOAD segments, and its GNU build-id (from its PT_NOTE segments,
@@ -298,16 +331,23 @@ __attribute__((noinline, cold)) StackTable *renew_table(ThreadState &ts) {
     if (!t) t = static_cast<StackTable *>(raw_mmap(sizeof(StackTable)));
     if (!t) return nullptr;
     ts.stacks = t;
+    // A pooled table's memo is a dead thread's stack: never read it.
+    t->memo.frames = 0;
+    t->memo.last_hash = 0;
+    t->busy = false;
     if (t->generation == generation && t->used != 0) return t;  // pooled, still valid
   }
   memset(t->hash, 0, sizeof t->hash);
+  memset(static_cast<void *>(t->rules), 0, sizeof t->rules);  // kind kEmpty
   t->used = 0;
+  t->memo.frames = 0;
+  t->memo.last_hash = 0;
   t->generation = generation;
   return t;
 }
 
 __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTable &t, uint32_t slot,
-                                                      uint64_t hash, void *const *frames,
+                                                      uint64_t hash, const uint64_t *frames,
                                                       int count) {
   if (!recording()) return 0;
   ++ts.guard;
@@ -325,7 +365,7 @@ __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTabl
     p = fmt::put_varint(p, static_cast<uint64_t>(count));
     uint64_t previous = 0;
     for (int i = 0; i < count; ++i) {
-      const uint64_t frame = reinterpret_cast<uintptr_t>(frames[i]);
+      const uint64_t frame = frames[i];
       p = i == 0 ? fmt::put_varint(p, frame)
                  : fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(frame - previous)));
       previous = frame;
@@ -362,30 +402,335 @@ bool range_of(const void *inside, Range *out) {
 
 }  // namespace
 
-uint32_t capture_stack(ThreadState &ts) {
-  constexpr int kCapacity = static_cast<int>(fmt::kMaxStackFrames) + 8;  // room for our frames
-  void *frames[kCapacity];
+namespace {
+
+// The hash of a stack from the outermost frame in: one step per frame, so that a stack that
+// shares its outer frames with the memo's hashes only its new inner frames.
+ADPROF_HOT uint64_t hash_step(uint64_t h, uint64_t value) {
+  return ((h << 23 | h >> 41) ^ value) * 0x9E3779B97F4A7C15ull;
+}
+constexpr uint64_t kHashSeed = 0x243F6A8885A308D3ull;
+ADPROF_HOT uint64_t hash_final(uint64_t h, int count) {
+  h ^= static_cast<uint64_t>(count);
+  h ^= h >> 29;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 32;
+  return h ? h : 1;
+}
+
+bool own_frame(uint64_t value) { return g_own.holds(value) || g_unwind.holds(value); }
+
+// Whether `ra` is the kernel's return into a signal trampoline (x86-64 __restore_rt: mov
+// $15,%rax; syscall): its caller is no call but the interrupted code, and ra - 1 may fall in
+// the previous function's unwind rules (glibc covers it with the trampoline's own FDE; other
+// code need not). libunwind and GCC's unwinder test the same bytes. The trampoline is
+// 16-aligned, so its first 9 bytes never cross into another page.
+bool returns_to_sigreturn(uint64_t ra) {
+  static constexpr uint8_t kCode[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  if ((ra & 4095) > 4096 - sizeof kCode) return false;
+  return memcmp(reinterpret_cast<const void *>(ra), kCode, sizeof kCode) == 0;
+}
+
+__attribute__((noinline, cold)) const UnwindRule *fill_rule(StackTable &t, uint64_t pc,
+                                                            uint32_t slot) {
+  UnwindRule *target = nullptr;
+  for (uint32_t i = 0; i < StackTable::kRuleProbes && !target; ++i) {
+    UnwindRule &r = t.rules[(slot + i) & (StackTable::kRuleSlots - 1)];
+    if (r.kind == UnwindRule::kEmpty) target = &r;
+  }
+  if (!target)
+    target =
+        &t.rules[(slot + t.rule_evict++ % StackTable::kRuleProbes) & (StackTable::kRuleSlots - 1)];
+  *target = find_unwind_rule(pc);
+  if (returns_to_sigreturn(pc + 1)) target->kind = UnwindRule::kUnsupported;
+  return target;
+}
+
+ADPROF_HOT const UnwindRule *rule_for(StackTable &t, uint64_t pc) {
+  const uint32_t slot = static_cast<uint32_t>((pc * 0x9E3779B97F4A7C15ull) >> 52);
+  for (uint32_t i = 0; i < StackTable::kRuleProbes; ++i) {
+    const UnwindRule &r = t.rules[(slot + i) & (StackTable::kRuleSlots - 1)];
+    if (r.pc == pc) return &r;
+    if (r.kind == UnwindRule::kEmpty) break;
+  }
+  return fill_rule(t, pc, slot);
+}
+
+// How many of the memo's checks [from, to) hold, counted from `from`: the first that does not
+// (or `to`). Checks are in the order of the frames, outermost first.
+ADPROF_HOT uint32_t checks_holding(const Memo &m, uint32_t from, uint32_t to) {
+  uint32_t i = from;
+  while (i < to && *reinterpret_cast<const uint64_t *>(m.check[i].addr) == m.check[i].value) ++i;
+  return i;
+}
+
+// Puts walk steps [0, inner) (innermost first) into the memo above frame `base` (outermost
+// first; -1: none), and the step `inner` itself when base is -1 (the walk's last frame, which
+// ended it: `last_read` says whether its step read a return address below 0x4000).
+ADPROF_HOT void memo_push(Memo &m, const WalkStep *walk, int inner, int base) {
+  int k = base;
+  uint32_t checks = k >= 0 ? m.checks_to[k] : 0;
+  bool bp_matters = k >= 0 ? m.bp_matters[k] : false;
+  uint64_t h = k >= 0 ? m.hash[k] : kHashSeed;
+  for (int j = inner - 1; j >= 0; --j) {
+    const WalkStep &w = walk[j];
+    ++k;
+    m.frame[k] = w.state;
+    m.check[checks++] = {w.ra_slot, w.ra};
+    if ((w.flags & UnwindRule::kRbpSaved) && bp_matters)
+      m.check[checks++] = {w.bp_slot, walk[j + 1].state.bp};
+    bp_matters =
+        (w.flags & UnwindRule::kCfaFromRbp) || (!(w.flags & UnwindRule::kRbpSaved) && bp_matters);
+    m.checks_to[k] = checks;
+    m.bp_matters[k] = bp_matters;
+    h = hash_step(h, w.state.ip - 1);
+    m.hash[k] = h;
+  }
+  m.frames = static_cast<uint32_t>(k + 1);
+}
+
+struct CheckCounts {
+  std::atomic<uint64_t> captures{0}, reused{0}, by_libunwind{0}, differences{0};
+};
+CheckCounts g_check_counts;
+bool g_check = false;
+
+enum class Walk { kEnded, kSpliced, kCapped, kUnsupported };
+
+// Walks this thread's stack from the caller's frame (see capture_stack), reusing the memo's
+// outer frames where they still hold. Fills the memo (kEnded, kSpliced) or `values` (kCapped:
+// the first kWalkFrames frames' values, *count of them).
+ADPROF_HOT Walk walk_stack(StackTable &t, FrameState state, uint64_t *values, int *count) {
+  Memo &m = t.memo;
+  WalkStep *walk = t.walk;
+  int q = static_cast<int>(m.frames) - 1;  // the memo's frame to compare with, by stack pointer
+  // The memo's checks [0, good) hold; check `good` does not, when good < the memo's.
+  uint32_t good = 0;
+  bool differs = false;
+  for (int n = 0;; ++n) {
+    WalkStep &w = walk[n];
+    w.state = state;
+    while (q >= 0 && m.frame[q].sp < state.sp) --q;
+    if (q >= 0 && m.frame[q].sp == state.sp && m.frame[q].ip == state.ip &&
+        (!m.bp_matters[q] || m.frame[q].bp == state.bp) && q + 1 + n <= kMemoStates) {
+      // A frame further out may still be the memo's when this one is not: above the slot that
+      // changed (a call from another site of the same caller, at the same depth).
+      const uint32_t need = m.checks_to[q];
+      if (need <= good || (!differs && (good = checks_holding(m, good, need)) == need)) {
+        memo_push(m, walk, n, q);
+        return Walk::kSpliced;
+      }
+      differs = true;
+    }
+    if (n + 1 == kWalkStates) {
+      for (int j = 1; j <= n; ++j) values[j - 1] = walk[j].state.ip - 1;
+      *count = n;
+      m.frames = 0;
+      return Walk::kCapped;
+    }
+    const UnwindRule *r = rule_for(t, n == 0 ? state.ip : state.ip - 1);
+    if (ADPROF_UNLIKELY(r->kind != UnwindRule::kStandard)) {
+      if (r->kind != UnwindRule::kLast) {
+        m.frames = 0;
+        return Walk::kUnsupported;
+      }
+      // The outermost frame: nothing read.
+      m.frame[0] = state;
+      m.checks_to[0] = 0;
+      m.bp_matters[0] = false;
+      m.hash[0] = hash_step(kHashSeed, state.ip - 1);
+      memo_push(m, walk, n, 0);
+      return Walk::kEnded;
+    }
+    const uint64_t cfa = ((r->flags & UnwindRule::kCfaFromRbp) ? state.bp : state.sp) +
+                         static_cast<int64_t>(r->cfa_offset);
+    w.flags = r->flags;
+    w.ra_slot = cfa - 8;
+    w.ra = *reinterpret_cast<const uint64_t *>(w.ra_slot);
+    if (r->flags & UnwindRule::kRbpSaved) {
+      w.bp_slot = cfa + static_cast<int64_t>(r->rbp_offset);
+      state.bp = *reinterpret_cast<const uint64_t *>(w.bp_slot);
+    }
+    state.sp = cfa;
+    state.ip = w.ra;
+    if (ADPROF_UNLIKELY(w.ra < 0x4000)) {  // as libunwind: the end, this frame not recorded
+      m.frame[0] = w.state;
+      m.check[0] = {w.ra_slot, w.ra};
+      m.checks_to[0] = 1;
+      m.bp_matters[0] = (w.flags & UnwindRule::kCfaFromRbp) != 0;
+      m.hash[0] = hash_step(kHashSeed, w.state.ip - 1);
+      memo_push(m, walk, n, 0);
+      return Walk::kEnded;
+    }
+  }
+}
+
+// The frames of the memo's stack, innermost program frame first (the profiler's left out),
+// at most kMaxStackFrames; the number of them.
+int memo_values(const Memo &m, uint64_t *values) {
+  int k = static_cast<int>(m.frames) - 2;  // the innermost frame is the walk's start
+  while (k >= 0 && own_frame(m.frame[k].ip - 1)) --k;
+  int count = 0;
+  for (; k >= 0 && count < static_cast<int>(fmt::kMaxStackFrames); --k)
+    values[count++] = m.frame[k].ip - 1;
+  return count;
+}
+
+// libunwind's frames, the profiler's left out, at most kMaxStackFrames; the first in *first.
+__attribute__((noinline)) int libunwind_frames(ThreadState &ts, void **frames, int *first) {
   ++ts.guard;
-  const int n = g_backtrace(frames, kCapacity);
+  const int n = g_backtrace(frames, kWalkFrames);
   --ts.guard;
-  int first = 0;
-  while (first < n && (g_own.holds(reinterpret_cast<uintptr_t>(frames[first])) ||
-                       g_unwind.holds(reinterpret_cast<uintptr_t>(frames[first]))))
-    ++first;
-  if (first >= n) return 0;
-  const int count = n - first < static_cast<int>(fmt::kMaxStackFrames)
-                        ? n - first
-                        : static_cast<int>(fmt::kMaxStackFrames);
-  const uint64_t hash = hash_frames(frames + first, count);
+  int f = 0;
+  while (f < n && own_frame(reinterpret_cast<uintptr_t>(frames[f]))) ++f;
+  *first = f;
+  return n - f < static_cast<int>(fmt::kMaxStackFrames) ? n - f
+                                                        : static_cast<int>(fmt::kMaxStackFrames);
+}
+
+ADPROF_HOT uint32_t stack_id(ThreadState &ts, StackTable &t, uint64_t hash, const uint64_t *frames,
+                             int count) {
+  uint32_t slot = static_cast<uint32_t>(hash) & (StackTable::kSlots - 1);
+  while (t.hash[slot] != 0) {
+    if (t.hash[slot] == hash) return t.id[slot];
+    slot = (slot + 1) & (StackTable::kSlots - 1);
+  }
+  return define_stack(ts, t, slot, hash, frames, count);
+}
+
+__attribute__((noinline, cold)) void check_walk(ThreadState &ts, const uint64_t *values, int count,
+                                                Walk how) {
+  void *frames[kWalkFrames];
+  int first;
+  const int n = libunwind_frames(ts, frames, &first);
+  g_check_counts.captures.fetch_add(1, std::memory_order_relaxed);
+  if (how == Walk::kSpliced) g_check_counts.reused.fetch_add(1, std::memory_order_relaxed);
+  // libunwind gives return addresses - 1 from its fast trace, return addresses from its
+  // unw_step loop (where the fast trace gave up): the same frames either way.
+  bool same = n == count, plus_one = n == count;
+  for (int i = 0; (same || plus_one) && i < n; ++i) {
+    const uint64_t theirs = reinterpret_cast<uintptr_t>(frames[first + i]);
+    same = same && theirs == values[i];
+    plus_one = plus_one && theirs == values[i] + 1;
+  }
+  if (same || plus_one) return;
+  if (g_check_counts.differences.fetch_add(1, std::memory_order_relaxed) < 3) {
+    char line[256];
+    int i = 0;
+    while (i < n && i < count && reinterpret_cast<uintptr_t>(frames[first + i]) == values[i]) ++i;
+    snprintf(line, sizeof line,
+             "adprof: stack check: %s walk of %d frames differs from libunwind's %d at frame %d "
+             "(0x%llx, libunwind 0x%llx)\n",
+             how == Walk::kSpliced ? "reused" : "full", count, n, i,
+             static_cast<unsigned long long>(i < count ? values[i] : 0),
+             static_cast<unsigned long long>(i < n ? reinterpret_cast<uintptr_t>(frames[first + i])
+                                                   : 0));
+    ssize_t ignored = write(2, line, strlen(line));
+    (void)ignored;
+  }
+}
+
+__attribute__((destructor)) void report_check() {
+  if (!g_check) return;
+  char line[256];
+  snprintf(line, sizeof line,
+           "adprof: stack check: %llu stacks, %llu with reused outer frames, %llu by libunwind, "
+           "%llu differences\n",
+           static_cast<unsigned long long>(g_check_counts.captures.load()),
+           static_cast<unsigned long long>(g_check_counts.reused.load()),
+           static_cast<unsigned long long>(g_check_counts.by_libunwind.load()),
+           static_cast<unsigned long long>(g_check_counts.differences.load()));
+  ssize_t ignored = write(2, line, strlen(line));
+  (void)ignored;
+}
+
+// A stack the walker cannot take (or a capture inside another one: a signal handler's
+// allocation): libunwind's, hashed whole.
+__attribute__((noinline)) uint32_t capture_with_libunwind(ThreadState &ts, StackTable &t) {
+  void *frames[kWalkFrames];
+  int first;
+  const int count = libunwind_frames(ts, frames, &first);
+  if (g_check) g_check_counts.by_libunwind.fetch_add(1, std::memory_order_relaxed);
+  if (count <= 0) return 0;
+  uint64_t values[kWalkFrames];
+  memcpy(values, frames + first, static_cast<size_t>(count) * sizeof values[0]);
+  uint64_t h = kHashSeed;
+  for (int i = count - 1; i >= 0; --i) h = hash_step(h, values[i]);
+  return stack_id(ts, t, hash_final(h, count), values, count);
+}
+
+// Marks the thread's memo in use for the rest of a capture.
+struct Busy {
+  StackTable &t;
+  explicit Busy(StackTable &table) : t(table) { t.busy = true; }
+  ~Busy() { t.busy = false; }
+  Busy(const Busy &) = delete;
+  Busy &operator=(const Busy &) = delete;
+};
+
+}  // namespace
+
+uint32_t capture_stack(ThreadState &ts) {
   StackTable *t = ts.stacks;
   if (ADPROF_UNLIKELY(!t || t->generation != g_unload_generation.load(std::memory_order_relaxed)))
     if (!(t = renew_table(ts))) return 0;
-  uint32_t slot = static_cast<uint32_t>(hash) & (StackTable::kSlots - 1);
-  while (t->hash[slot] != 0) {
-    if (t->hash[slot] == hash) return t->id[slot];
-    slot = (slot + 1) & (StackTable::kSlots - 1);
+  if (ADPROF_UNLIKELY(t->busy)) return capture_with_libunwind(ts, *t);
+  // This frame's registers at one instruction, where the walk starts.
+  FrameState start;
+  asm volatile(
+      "leaq 0(%%rip), %0\n\t"
+      "movq %%rsp, %1\n\t"
+      "movq %%rbp, %2"
+      : "=&r"(start.ip), "=&r"(start.sp), "=&r"(start.bp));
+  Busy busy(*t);  // a signal handler's allocation meanwhile leaves the memo alone
+  uint64_t values[kWalkFrames];
+  int count = 0;
+  const Walk how = walk_stack(*t, start, values, &count);
+  if (ADPROF_UNLIKELY(how == Walk::kUnsupported)) return capture_with_libunwind(ts, *t);
+  Memo &m = t->memo;
+  uint64_t hash;
+  int first = 0;
+  if (ADPROF_LIKELY(how != Walk::kCapped)) {
+    // The innermost program frame: the walk's start and the profiler's frames left out.
+    int k = static_cast<int>(m.frames) - 2;
+    while (k >= 0 && own_frame(m.frame[k].ip - 1)) --k;
+    if (k < 0) return 0;
+    if (ADPROF_LIKELY(k < static_cast<int>(fmt::kMaxStackFrames))) {
+      hash = hash_final(m.hash[k], k + 1);
+      if (ADPROF_UNLIKELY(g_check)) {
+        count = memo_values(m, values);
+        check_walk(ts, values, count, how);
+      }
+      if (hash == m.last_hash) return m.last_id;
+      uint32_t slot = static_cast<uint32_t>(hash) & (StackTable::kSlots - 1);
+      while (t->hash[slot] != 0) {
+        if (t->hash[slot] == hash) {
+          m.last_hash = hash;
+          m.last_id = t->id[slot];
+          return m.last_id;
+        }
+        slot = (slot + 1) & (StackTable::kSlots - 1);
+      }
+      count = memo_values(m, values);
+      const uint32_t id = define_stack(ts, *t, slot, hash, values, count);
+      m.last_hash = id ? hash : 0;
+      m.last_id = id;
+      return id;
+    }
+    count = memo_values(m, values);
+  } else {
+    while (first < count && own_frame(values[first])) ++first;
+    count -= first;
+    if (count <= 0) return 0;
+    if (count > static_cast<int>(fmt::kMaxStackFrames))
+      count = static_cast<int>(fmt::kMaxStackFrames);
   }
-  return define_stack(ts, *t, slot, hash, frames + first, count);
+  // Deeper than kMaxStackFrames: the innermost ones, hashed whole.
+  if (ADPROF_UNLIKELY(g_check)) check_walk(ts, values + first, count, how);
+  uint64_t h = kHashSeed;
+  for (int i = count - 1; i >= 0; --i) h = hash_step(h, values[first + i]);
+  hash = hash_final(h, count);
+  return stack_id(ts, *t, hash, values + first, count);
 }
 
 bool init_stacks() {
@@ -416,6 +761,8 @@ bool init_stacks() {
   }
   ssize_t n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
   g_exe_path[n > 0 ? n : 0] = 0;
+  const char *check = getenv("ADPROF_STACKS_CHECK");
+  g_check = check && strcmp(check, "1") == 0;
   void *warm[8];
   g_backtrace(warm, 8);  // libunwind's first use (allocations, its caches) happens now
   g_stacks = true;

@@ -4,6 +4,8 @@
 // must name exactly those sites, with file:line, and their exact counts and sizes.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -221,6 +223,130 @@ TEST_F(StacksTest, CheckAndDiffBySite) {
   Result grown = run_cli({"diff", plain, trace_});
   EXPECT_EQ(grown.exit_code, 0) << grown.err;
   EXPECT_NE(grown.out.find("site " + site), std::string::npos) << grown.out;
+}
+
+}  // namespace
+
+namespace {
+
+// The stack walker (profiler/preload/stacks.cpp) reuses the outer frames of the thread's previous
+// stack. workloads/unwind.cpp changes the stack between allocations in every way that reuse must
+// notice (recursion of changing depth, two callers at the same depth, alloca frames, longjmp and
+// exceptions through frames between two allocations, signal handlers, threads, recursion deeper
+// than the frames recorded); each is recorded with ADPROF_STACKS_CHECK=1, which unwinds every
+// stack with libunwind too and counts the differences.
+class UnwindTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    trace_ = dir_ / "unwind.adtrace";
+    SpawnOptions o;
+    o.argv = {cli_path(), "run", "--stacks", "--no-report", "-o", trace_, "--", ADPROF_TEST_UNWIND};
+    o.env = {{"ADPROF_STACKS_CHECK", "1"}};
+    run_ = run(o);
+    ASSERT_EQ(run_.exit_code, 0) << run_.err;
+  }
+
+  TempDir dir_;
+  std::string trace_;
+  Result run_;
+};
+
+TEST_F(UnwindTest, EveryReusedStackIsLibunwinds) {
+  const std::string marker = "adprof: stack check: ";
+  const size_t at = run_.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << run_.err;
+  unsigned long long stacks = 0, reused = 0, by_libunwind = 0, differences = 0;
+  ASSERT_EQ(
+      sscanf(run_.err.c_str() + at + marker.size(),
+             "%llu stacks, %llu with reused outer frames, %llu by libunwind, %llu differences",
+             &stacks, &reused, &by_libunwind, &differences),
+      4)
+      << run_.err;
+  EXPECT_EQ(differences, 0u) << run_.err;
+  // 272 allocations a round, 3 rounds, 5 threads; 20 around and in the signal handlers.
+  EXPECT_GE(stacks, 4080u);
+  EXPECT_GT(reused, stacks / 3) << "the outer frames are reused";
+  EXPECT_GE(by_libunwind, 10u) << "the handler's stacks hold a signal frame: libunwind's";
+}
+
+// The frames of every stack, symbolised: what the program did, allocation by allocation (the
+// sizes say which), for the main thread and the four others.
+TEST_F(UnwindTest, StacksAreTheProgramsCalls) {
+  const std::string folded = dir_ / "folded.txt";
+  Result exported = run_cli({"export", trace_, "--folded", folded});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::map<std::string, uint64_t> actual;  // from the thread's function on, for the workload's
+  for (const std::string &line : lines_of(read_file(folded))) {
+    const size_t space = line.rfind(' ');
+    ASSERT_NE(space, std::string::npos) << line;
+    const std::string frames = line.substr(0, space);
+    if (frames.find("unwind_") == std::string::npos) continue;
+    size_t root = frames.find(";main;");
+    root = root != std::string::npos ? root + 1 : frames.find("thread_main;");
+    if (root == std::string::npos) root = 0;  // deeper than recorded: no root
+    actual[frames.substr(root)] += std::stoull(line.substr(space + 1));
+  }
+  auto repeat = [](const std::string &frame, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += frame + ";";
+    return s;
+  };
+  std::map<std::string, uint64_t> expected;
+  const std::string leaf = "unwind_leaf";
+  for (uint64_t base : {0, 10000, 20000, 30000, 40000}) {
+    const std::string root = base == 0 ? "main;unwind_scenarios;" : "thread_main;unwind_scenarios;";
+    auto add = [&](const std::string &frames, uint64_t bytes) { expected[frames] += bytes; };
+    for (int depth = 0; depth < 40; ++depth)
+      add(root + repeat("unwind_recurse", depth + 1) + leaf, 3 * (base + 1000 + depth));
+    add(root + "unwind_caller_a;" + leaf, 3 * 50 * (base + 2000));
+    add(root + "unwind_caller_b;" + leaf, 3 * 50 * (base + 2001));
+    uint64_t alloca_bytes = 0;
+    for (int k = 1; k < 50; ++k) alloca_bytes += 3 * (base + 3000 + k % 7 + 1);
+    add(root + "unwind_alloca;" + leaf, alloca_bytes);
+    for (int i = 0; i < 10; ++i) {
+      add(root + "unwind_jump_once;" + repeat("unwind_jump_from", 6 + i) + leaf, 3 * (base + 4000));
+      add(root + repeat("unwind_throw_from", 6 + i) + leaf, 3 * (base + 5000));
+    }
+    add(root + "unwind_jump_once;unwind_caller_a;" + leaf, 3 * 10 * (base + 4001));
+    add(root + "unwind_jump_once;" + repeat("unwind_recurse", 4) + leaf, 3 * 10 * (base + 4002));
+    add(root + "unwind_caller_b;" + leaf, 3 * 10 * (base + 5001));
+    add(root + "unwind_same_sp;unwind_alloca_to;" + leaf, 3 * 10 * (base + 8000));
+    add(root + "unwind_same_sp;unwind_wrapper;unwind_alloca_to;" + leaf, 3 * 10 * (base + 8001));
+    add(root + repeat("unwind_recurse", 3) + leaf, 3 * 10 * (base + 5002));
+    // Deeper than the 64 frames recorded: the innermost 64.
+    add(root + repeat("unwind_recurse", 61) + leaf, 3 * (base + 7002));
+    add(repeat("unwind_recurse", 63) + leaf, 3 * (base + 7000 + base + 7001));
+  }
+  // Around the signal handler, and in it (the frames from the handler on).
+  for (int i = 0; i < 5; ++i) {
+    const std::string at = "main;" + repeat("unwind_signal_at", 3 * i + 1);
+    expected[at + leaf] += 6000 + 6001;
+  }
+  std::map<std::string, uint64_t> in_handler;
+  for (auto it = actual.begin(); it != actual.end();) {
+    const size_t handler = it->first.find("unwind_on_signal;");
+    if (handler == std::string::npos) {
+      ++it;
+      continue;
+    }
+    EXPECT_EQ(it->first.rfind("main;unwind_signal_at;", 0), 0u) << it->first;
+    in_handler[it->first.substr(handler)] += it->second;
+    it = actual.erase(it);
+  }
+  EXPECT_EQ(in_handler, (std::map<std::string, uint64_t>{
+                            {"unwind_on_signal;unwind_caller_a;unwind_leaf", 5 * 6101},
+                            {"unwind_on_signal;unwind_leaf", 5 * 6100}}));
+  for (const auto &[frames, bytes] : expected) {
+    auto it = actual.find(frames);
+    if (it == actual.end()) {
+      ADD_FAILURE() << "no stack " << frames;
+      continue;
+    }
+    EXPECT_EQ(it->second, bytes) << frames;
+  }
+  for (const auto &[frames, bytes] : actual)
+    EXPECT_TRUE(expected.count(frames))
+        << "a stack the program never had: " << frames << " " << bytes;
 }
 
 }  // namespace
