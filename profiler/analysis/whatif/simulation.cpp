@@ -20,7 +20,7 @@ bool changes_nothing(const Plan &p) {
 void simulate(TraceReader &reader, std::vector<Scenario> &all,
               const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay2) {
   // Scenarios whose plans change nothing replay the recording alike: the first of them runs,
-  // the others take its peak (on a PyTorch trace most policies have nothing to plan, and each
+  // the others take its peak (on an engine with layers most policies have nothing to plan, and each
   // scenario costs a hash probe per event).
   std::vector<Scenario> sc;
   std::vector<size_t> ran;    // all[ran[i]] is sc[i]

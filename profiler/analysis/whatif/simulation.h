@@ -25,7 +25,7 @@ struct Scenario {
     int holds;
   };
   // Every scenario follows every live storage of the replay: the flat maps' probes are a
-  // third of the node maps' time on a PyTorch trace.
+  // third of the node maps' time on a trace of a program that allocates every object.
   absl::flat_hash_map<uint64_t, Live> live;
   absl::flat_hash_map<uint64_t, uint64_t> idle;  // arena model: idle buffers per size
   absl::flat_hash_set<uint64_t> triggered;
