@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -36,28 +37,8 @@ namespace fs = std::filesystem;
 inline const char *preload_path() { return ADPROF_TEST_PRELOAD; }
 inline const char *cli_path() { return ADPROF_TEST_CLI; }
 
-class TempDir {
- public:
-  TempDir() {
-    const char *base = getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/adprof-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back(0);
-    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir &) = delete;
-  TempDir &operator=(const TempDir &) = delete;
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+// One directory per test (tests/support/temp_dir.h).
+using adprof_test::TempDir;
 
 inline std::string read_file(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
