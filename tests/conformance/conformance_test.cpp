@@ -352,6 +352,14 @@ TEST(Conformance, PythonNumpy) {
   Program p;
   p.argv = {"/usr/bin/python3", programs_dir() + "/numpy_work.py"};
   p.env = kPythonEnv;
+  // Not the profiler's: the counter alone (no adprof loaded) counts one calloc more, never
+  // freed, in about 1 run of 40 on a loaded machine (docs/CONFORMANCE.md): the flaky failure
+  // (adprof one allocation above the counter) was that calloc falling in the recorded run. Frees
+  // stay exact, and an unmatched free still fails the test.
+  p.tolerance = 1;
+  p.why_tolerance =
+      "the program itself makes one calloc more in about 1 run of 40 on a loaded machine, "
+      "measured with the counter alone (260 callocs instead of 259, frees unchanged)";
   check_program(p);
 }
 
