@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -111,6 +112,10 @@ struct SpawnOptions {
   // A process group of its own with default signal dispositions, as a shell's job: the group
   // can be signalled as a whole (Child::signal_group) and is killed whole on a time-out.
   bool own_process_group = false;
+  // The same address-space layout in every run (personality ADDR_NO_RANDOMIZE, as setarch -R;
+  // inherited through exec): a program whose allocations depend on where its mappings land
+  // (Python's pymalloc map of its arenas) allocates the same in every run.
+  bool fixed_layout = false;
   double timeout_s = 120;
   std::string work_dir;  // where stdout/stderr are kept (default: a fresh temp dir)
 };
@@ -179,6 +184,8 @@ class Child {
         rlimit rl{static_cast<rlim_t>(o.fsize_limit), static_cast<rlim_t>(o.fsize_limit)};
         setrlimit(RLIMIT_FSIZE, &rl);
       }
+      if (o.fixed_layout)
+        personality(static_cast<unsigned long>(personality(0xffffffff)) | ADDR_NO_RANDOMIZE);
       execve(argv[0], argv.data(), envp.data());
       _exit(126);
     }
