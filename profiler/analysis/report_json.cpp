@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adprof/report.h"
+#include "named_json.h"
 #include "sites_render.h"
 
 namespace adprof {
@@ -10,19 +11,6 @@ namespace adprof {
 using nlohmann::json;
 
 namespace {
-
-template <size_t N>
-json named_array(const std::array<uint64_t, N> &values, const char *(*name)(int)) {
-  json j = json::object();
-  for (size_t i = 0; i < N; ++i) j[name(static_cast<int>(i))] = values[i];
-  return j;
-}
-
-template <size_t N>
-void read_named_array(const json &j, std::array<uint64_t, N> &values, const char *(*name)(int)) {
-  if (!j.is_object()) return;
-  for (size_t i = 0; i < N; ++i) values[i] = j.value(name(static_cast<int>(i)), uint64_t{0});
-}
 
 const json &at(const json &j, const char *key) {
   static const json null_value;

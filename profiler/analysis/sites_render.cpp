@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adprof/report.h"
+#include "named_json.h"
 
 namespace adprof {
 
@@ -85,9 +86,6 @@ void render_sites_text(std::string &o, const Report &r, size_t top) {
 nlohmann::json sites_to_json(const Report &r) {
   nlohmann::json sites = nlohmann::json::array();
   for (const SiteSummary &s : r.sites) {
-    nlohmann::json by_role = nlohmann::json::object();
-    for (int role = 0; role < kRoleCount; ++role)
-      if (s.peak_by_role[role]) by_role[role_name(role)] = s.peak_by_role[role];
     sites.push_back({{"site", s.site},
                      {"stack", s.stack},
                      {"allocations", s.allocations},
@@ -96,7 +94,7 @@ nlohmann::json sites_to_json(const Report &r) {
                      {"temporary_bytes", s.temporary_bytes},
                      {"peak_bytes", s.peak_bytes},
                      {"peak_blocks", s.peak_blocks},
-                     {"peak_by_role", by_role},
+                     {"peak_by_role", named_array(s.peak_by_role, role_name, /*skip_zeros=*/true)},
                      {"exit_bytes", s.exit_bytes},
                      {"exit_blocks", s.exit_blocks}});
   }
@@ -118,9 +116,7 @@ void sites_from_json(const nlohmann::json &j, Report &r) {
     s.peak_blocks = x.value("peak_blocks", uint64_t{0});
     s.exit_bytes = x.value("exit_bytes", uint64_t{0});
     s.exit_blocks = x.value("exit_blocks", uint64_t{0});
-    if (x.contains("peak_by_role") && x["peak_by_role"].is_object())
-      for (int role = 0; role < kRoleCount; ++role)
-        s.peak_by_role[role] = x["peak_by_role"].value(role_name(role), uint64_t{0});
+    if (x.contains("peak_by_role")) read_named_array(x["peak_by_role"], s.peak_by_role, role_name);
     r.sites.push_back(std::move(s));
   }
 }

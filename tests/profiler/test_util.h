@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -36,28 +38,8 @@ namespace fs = std::filesystem;
 inline const char *preload_path() { return ADPROF_TEST_PRELOAD; }
 inline const char *cli_path() { return ADPROF_TEST_CLI; }
 
-class TempDir {
- public:
-  TempDir() {
-    const char *base = getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/adprof-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back(0);
-    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir &) = delete;
-  TempDir &operator=(const TempDir &) = delete;
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+// One directory per test (tests/support/temp_dir.h).
+using adprof_test::TempDir;
 
 inline std::string read_file(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -130,6 +112,10 @@ struct SpawnOptions {
   // A process group of its own with default signal dispositions, as a shell's job: the group
   // can be signalled as a whole (Child::signal_group) and is killed whole on a time-out.
   bool own_process_group = false;
+  // The same address-space layout in every run (personality ADDR_NO_RANDOMIZE, as setarch -R;
+  // inherited through exec): a program whose allocations depend on where its mappings land
+  // (Python's pymalloc map of its arenas) allocates the same in every run.
+  bool fixed_layout = false;
   double timeout_s = 120;
   std::string work_dir;  // where stdout/stderr are kept (default: a fresh temp dir)
 };
@@ -198,6 +184,8 @@ class Child {
         rlimit rl{static_cast<rlim_t>(o.fsize_limit), static_cast<rlim_t>(o.fsize_limit)};
         setrlimit(RLIMIT_FSIZE, &rl);
       }
+      if (o.fixed_layout)
+        personality(static_cast<unsigned long>(personality(0xffffffff)) | ADDR_NO_RANDOMIZE);
       execve(argv[0], argv.data(), envp.data());
       _exit(126);
     }

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "../support/sanitizer_skip.h"
+#include "../support/temp_dir.h"
 #include "adprof/ad_analysis.h"
 #include "adprof/report.h"
 #include "adprof/whatif.h"
@@ -31,26 +32,17 @@ std::string slurp(const fs::path &p) {
 
 class Protocol : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("adprof-protocol-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Runs a shell command in the test's folder; returns its exit code, stdout in `out`.
   int sh(const std::string &command, std::string &out) {
     const fs::path o = dir_ / "stdout";
-    const int status = std::system(
-        ("cd '" + dir_.string() + "' && " + command + " >'" + o.string() + "'").c_str());
+    const int status =
+        std::system(("cd '" + dir_.path() + "' && " + command + " >'" + o.string() + "'").c_str());
     out = slurp(o);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   // Records minitape (K branches of S doubles) with its policies set through its environment.
   std::string record(const std::string &name, bool early, bool inplace) {
-    const std::string trace = (dir_ / (name + ".adtrace")).string();
+    const std::string trace = dir_ / (name + ".adtrace");
     std::string out;
     const std::string env = std::string("MINITAPE_EARLY_RELEASE=") + (early ? "1" : "0") +
                             " MINITAPE_ACCUMULATE=" + (inplace ? "inplace" : "deferred");
@@ -85,7 +77,7 @@ class Protocol : public ::testing::Test {
     return *p;
   }
 
-  fs::path dir_;
+  adprof_test::TempDir dir_;  // the test's own, removed after it
 };
 
 TEST_F(Protocol, SecondEngineReportAndWhatIfInItsWords) {

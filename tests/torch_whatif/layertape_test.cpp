@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../support/temp_dir.h"
 #include "adprof/report.h"
 #include "adprof/whatif.h"
 
@@ -20,17 +21,8 @@ namespace {
 
 class LayerTape : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("adprof-layertape-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string record(const std::string &name, const std::string &args) {
-    const std::string trace = (dir_ / (name + ".adtrace")).string();
+    const std::string trace = dir_ / (name + ".adtrace");
     const int status = std::system(
         (ADPROF_CLI " run --no-report -o '" + trace + "' -- " LAYERTAPE " " + args + " >/dev/null")
             .c_str());
@@ -61,7 +53,7 @@ class LayerTape : public ::testing::Test {
         << policy;
     return *p;
   }
-  fs::path dir_;
+  adprof_test::TempDir dir_;  // the test's own, removed after it
 };
 
 TEST_F(LayerTape, CheckpointingTheLongestChainOfLayers) {

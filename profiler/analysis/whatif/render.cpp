@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "adprof/replay.h"
 #include "adprof/whatif.h"
@@ -25,49 +26,37 @@ std::string mib(double bytes) {
   return b;
 }
 
+namespace {
+
+// "COUNT NOUN (SIZE)": how every policy's sentence states a number of buffers and their bytes.
+std::string counted(uint64_t count, const char *noun, uint64_t bytes) {
+  return std::to_string(count) + " " + noun + " (" + mib(static_cast<double>(bytes)) + ")";
+}
+
+}  // namespace
+
 std::string explain(int id, const Plan &pl, const Replay &replay, uint64_t widened,
                     uint64_t widened_bytes, CheckpointChain &out_chain) {
   char line[512];
   switch (id) {
     case ADPROF_AD_POLICY_ACTIVITY_ANALYSIS:
-      std::snprintf(line, sizeof line,
-                    "%llu buffers (%s) for values that lead to no requested gradient are "
-                    "never allocated; %llu caches (%s) die at the end of forward",
-                    static_cast<unsigned long long>(pl.suppressed_count),
-                    mib(static_cast<double>(pl.suppressed_bytes)).c_str(),
-                    static_cast<unsigned long long>(pl.early_count),
-                    mib(static_cast<double>(pl.early_bytes)).c_str());
-      break;
+      return counted(pl.suppressed_count, "buffers", pl.suppressed_bytes) +
+             " for values that lead to no requested gradient are never allocated; " +
+             counted(pl.early_count, "caches", pl.early_bytes) + " die at the end of forward";
     case ADPROF_AD_POLICY_EARLY_RELEASE:
-      std::snprintf(line, sizeof line,
-                    "%llu forward caches (%s) freed right after their node's backward rule "
-                    "instead of at the end of the sweep",
-                    static_cast<unsigned long long>(pl.early_count),
-                    mib(static_cast<double>(pl.early_bytes)).c_str());
-      break;
+      return counted(pl.early_count, "forward caches", pl.early_bytes) +
+             " freed right after their node's backward rule instead of at the end of the sweep";
     case ADPROF_AD_POLICY_INPLACE_ACCUMULATION:
-      std::snprintf(line, sizeof line,
-                    "%llu accumulation copies and sums (%s) not made; %llu out-of-place "
-                    "adds (%s) where an adjoint is shared",
-                    static_cast<unsigned long long>(pl.suppressed_count),
-                    mib(static_cast<double>(pl.suppressed_bytes)).c_str(),
-                    static_cast<unsigned long long>(pl.virtual_count),
-                    mib(static_cast<double>(pl.virtual_bytes)).c_str());
-      break;
+      return counted(pl.suppressed_count, "accumulation copies and sums", pl.suppressed_bytes) +
+             " not made; " + counted(pl.virtual_count, "out-of-place adds", pl.virtual_bytes) +
+             " where an adjoint is shared";
     case ADPROF_AD_POLICY_FUSED_OPTIMIZER:
-      std::snprintf(line, sizeof line,
-                    "%llu parameter gradients (%s) freed at their adjoint's completion "
-                    "instead of living until the optimizer step",
-                    static_cast<unsigned long long>(pl.early_count),
-                    mib(static_cast<double>(pl.early_bytes)).c_str());
-      break;
+      return counted(pl.early_count, "parameter gradients", pl.early_bytes) +
+             " freed at their adjoint's completion instead of living until the optimizer step";
     case ADPROF_AD_POLICY_FREE_GRADIENTS:
-      std::snprintf(line, sizeof line,
-                    "%llu gradient buffers (%s) freed where the program zeroes them instead of "
-                    "kept; the next backward's first gradient becomes the buffer",
-                    static_cast<unsigned long long>(pl.early_count),
-                    mib(static_cast<double>(pl.early_bytes)).c_str());
-      break;
+      return counted(pl.early_count, "gradient buffers", pl.early_bytes) +
+             " freed where the program zeroes them instead of kept; the next backward's first "
+             "gradient becomes the buffer";
     case ADPROF_AD_POLICY_CHECKPOINTING:
       if (pl.chain.layered) {
         const ChainStats &c = pl.chain;
@@ -140,10 +129,8 @@ std::string explain(int id, const Plan &pl, const Replay &replay, uint64_t widen
         break;
       }
     default:
-      std::snprintf(line, sizeof line, "%llu widened i64 copies of i32 index arrays (%s) not made",
-                    static_cast<unsigned long long>(widened),
-                    mib(static_cast<double>(widened_bytes)).c_str());
-      break;
+      return counted(widened, "widened i64 copies of i32 index arrays", widened_bytes) +
+             " not made";
   }
   return line;
 }
