@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "../support/temp_dir.h"
 #include "adprof/report.h"
 
 namespace fs = std::filesystem;
@@ -21,25 +23,15 @@ namespace {
 
 constexpr uint64_t KiB = 1024;
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class Labels : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("adprof-labels-" + std::to_string(getpid())));
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
-    trace_ = new std::string((*dir_ / "modules.adtrace").string());
+    dir_ = new adprof_test::TempDir;
+    trace_ = new std::string(*dir_ / "modules.adtrace");
     const std::string command = ADPROF_CLI " run --no-report -o " + *trace_ + " -- " MODULES;
     run_status_ = std::system(command.c_str());
   }
   static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
     delete dir_;
     delete trace_;
   }
@@ -49,14 +41,14 @@ class Labels : public ::testing::Test {
   }
   // The report command's output (stdout).
   static std::string cli(const std::string &args) {
-    const fs::path out = *dir_ / "stdout";
+    const std::string out = *dir_ / "stdout";
     const int status =
-        std::system((ADPROF_CLI " " + args + " " + *trace_ + " >'" + out.string() + "'").c_str());
+        std::system((ADPROF_CLI " " + args + " " + *trace_ + " >'" + out + "'").c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
-    return slurp(out);
+    return adprof_test::slurp(out);
   }
 
-  static inline fs::path *dir_ = nullptr;
+  static inline adprof_test::TempDir *dir_ = nullptr;
   static inline std::string *trace_ = nullptr;
   static inline int run_status_ = -1;
 };

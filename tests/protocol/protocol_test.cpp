@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "../support/temp_dir.h"
 #include "adprof/ad_analysis.h"
@@ -23,12 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using adprof_test::slurp;
 
 class Protocol : public ::testing::Test {
  protected:
