@@ -769,7 +769,7 @@ class Instrumentation:
         declared as a device block here the first time it is seen."""
         if t.is_cuda:
             return self.device_blocks.address(t) if self.device_blocks is not None else 0
-        if t.is_meta or t.device.type != "cpu":
+        if not t.is_cpu:  # meta, and devices adprof cannot follow
             return 0
         return storage_ptr(t)
 
