@@ -318,7 +318,9 @@ int main(int argc, char **argv) {
     // B: the slot relative to the last allocation's slot (zz), and the slot as the freed
     // block's rank by recency among live blocks.
     {
-      Bytes rel, rank_col, sz_same, sz_rest;
+      Bytes rel, rank_col, age_col, sz_same, sz_rest;
+      std::vector<uint64_t> alloc_index_of_slot(fmt::HeapCoder::kSlots);
+      uint64_t allocs = 0;
       std::vector<uint64_t> order;  // live slots in allocation order (newest last)
       std::map<uint64_t, uint64_t> last_size_of_stack;
       uint32_t last_slot = 0, next_slot = 0;
@@ -334,6 +336,8 @@ int main(int argc, char **argv) {
           uint64_t r = it == order.rend() ? 0xFFFF : static_cast<uint64_t>(it - order.rbegin());
           x = fmt::put_varint(tmp, r);
           rank_col.insert(rank_col.end(), tmp, x);
+          x = fmt::put_varint(tmp, allocs - alloc_index_of_slot[e.slot]);
+          age_col.insert(age_col.end(), tmp, x);
           if (it != order.rend()) order.erase(std::next(it).base());
           free_slots.push_back(e.slot);
         } else if (!e.free) {
@@ -347,6 +351,8 @@ int main(int argc, char **argv) {
           }
           last_slot = slot;
           if (slot != ~0u) order.push_back(slot);
+          if (slot != ~0u) alloc_index_of_slot[slot] = allocs;
+          ++allocs;
           if (stacks) {
             auto [it, ins] = last_size_of_stack.try_emplace(e.stack, e.size);
             bool same = !ins && it->second == e.size;
@@ -362,6 +368,7 @@ int main(int argc, char **argv) {
       }
       add_alt("B slot zz vs last alloc slot", rel);
       add_alt("B slot as recency rank", rank_col);
+      add_alt("B slot as allocation age", age_col);
       if (stacks) {
         add_alt("C size same as stack's last (flag byte)", sz_same);
         add_alt("C size else", sz_rest);

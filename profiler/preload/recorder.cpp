@@ -52,6 +52,8 @@ namespace adprof::preload {
 
 thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
 std::atomic<uint32_t> g_flush_epoch{0};
+// A line of its own: written at most twice per share tick, loaded by every event.
+alignas(64) std::atomic<uint64_t> g_tick_owner{kTickShared};
 
 namespace {
 
@@ -910,6 +912,26 @@ void finish_in_handler(int sig) {
   --ts.guard;
 }
 
+bool claim_tick(ThreadState &ts, uint64_t tick) {
+  ts.claimed_tick = tick;
+  uint64_t seen = g_tick_owner.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t seen_tick = seen >> kOwnerBits;
+    // A later tick is already claimed (this thread's timestamp was read before, or on a core
+    // whose TSC is a little behind): the event keeps its full time, earlier than that tick.
+    if (seen_tick > tick) return false;
+    uint64_t owner = ts.owner_id != 0 ? ts.owner_id : kTickShared;
+    if (seen_tick == tick) {
+      if ((seen & kOwnerMask) == kTickShared) return false;
+      if ((seen & kOwnerMask) == ts.owner_id) return true;
+      owner = kTickShared;  // another thread has recorded alone in it so far
+    }
+    if (g_tick_owner.compare_exchange_weak(seen, tick << kOwnerBits | owner,
+                                           std::memory_order_acq_rel, std::memory_order_acquire))
+      return owner != kTickShared;
+  }
+}
+
 bool refill(ThreadState &ts, size_t bytes) {
   if (bytes > kBodyBytes / 2) return false;
   if (g_state.load(std::memory_order_relaxed) != kRecording) {
@@ -920,6 +942,7 @@ bool refill(ThreadState &ts, size_t bytes) {
   bool fresh_thread = !ts.has_tid;
   if (fresh_thread) {
     ts.tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
+    ts.owner_id = ts.tid + 1 < kTickShared ? ts.tid + 1 : 0;
     ts.has_tid = true;
   }
   if (ts.buf) {

@@ -94,6 +94,11 @@ struct ThreadState {
   std::atomic<uint64_t> published{0};
   uint64_t seq_bits = 0;  // published_word(buffer seq, 0, 0)
   uint32_t registry_slot = ~0u;
+  // The share tick (heap_event_ticks below) this thread last claimed or found taken, and its
+  // id in g_tick_owner (thread index + 1; 0: none, never alone in a tick: no index yet, or too
+  // many threads).
+  uint64_t claimed_tick = 0;
+  uint64_t owner_id = 0;
   // The chunk's heap coder (heap_coder.h), reset with every buffer; null: the thread writes
   // only the general event forms.
   fmt::HeapCoder *coder = nullptr;
@@ -134,6 +139,42 @@ ADPROF_HOT uint64_t now_ticks() {
 #endif
 }
 
+// Heap event times (trace_format.h, "Event times"). The order of two threads' events in the
+// trace is their timestamps' order, so a heap event's time only needs the clock's resolution
+// where another thread records too. Time is cut into share ticks of 2^kShareTickShift ticks
+// (TSC >> 16, about 26 us); g_tick_owner holds (share tick << kOwnerBits | owner): the thread
+// that has recorded alone in that share tick so far, or kTickShared once a second thread has.
+// A thread that owns the current share tick writes its heap events at the tick's start (never
+// before its previous event): their deltas are then almost all 0, which is most of a
+// single-threaded program's trace bytes saved (docs/PERFORMANCE.md). Every other event, and
+// every heap event in a shared tick, keeps the clock's full resolution.
+// Cost on the hot path: one load of a word that changes at most twice per share tick while
+// threads record side by side (a claim, then shared), and a compare.
+// Why the cross-thread order stays the clock's: a thread claims the tick before it writes any
+// event in it, and marks it shared, with a release CAS, before its event; another thread that
+// sees anything of this thread's later (a block to free) loads the word after that, with
+// acquire, so it finds the tick shared (or its own later one) and writes full-resolution
+// times, which come after the first thread's (rounded down) ones.
+inline constexpr int kShareTickShift = 8;
+inline constexpr int kOwnerBits = 16;
+inline constexpr uint64_t kOwnerMask = (uint64_t{1} << kOwnerBits) - 1;
+inline constexpr uint64_t kTickShared = kOwnerMask;
+extern std::atomic<uint64_t> g_tick_owner;
+
+// Out of line: the first event of the calling thread in share tick `tick` (recorder.cpp).
+// True when the thread now owns it alone.
+bool claim_tick(ThreadState &ts, uint64_t tick) __attribute__((noinline));
+
+// Whether the calling thread records alone in the share tick of `t`, claiming it (or marking it
+// shared) at its first event in it.
+ADPROF_HOT bool alone_in_tick(ThreadState &ts, uint64_t t) {
+  const uint64_t tick = t >> kShareTickShift;
+  if (ADPROF_LIKELY(g_tick_owner.load(std::memory_order_acquire) ==
+                    (tick << kOwnerBits | ts.owner_id)))
+    return true;
+  return tick != ts.claimed_tick && claim_tick(ts, tick);
+}
+
 ADPROF_HOT bool reserve(ThreadState &ts, size_t bytes) {
   if (ADPROF_LIKELY(static_cast<size_t>(ts.end - ts.cursor) >= bytes &&
                     ts.epoch == g_flush_epoch.load(std::memory_order_relaxed)))
@@ -144,6 +185,7 @@ ADPROF_HOT bool reserve(ThreadState &ts, size_t bytes) {
 // Writes tag and time delta; returns the cursor for the body. Timestamps never go backwards
 // within a thread (a migrated thread may read a slightly older TSC).
 ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
+  alone_in_tick(ts, t);  // claims the tick or marks it shared; the time stays as it is
   uint8_t *p = ts.cursor;
   ts.buf->tags[ts.events] = static_cast<uint8_t>(static_cast<uint8_t>(type) | (operand << 4));
   uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;
@@ -177,8 +219,10 @@ ADPROF_HOT void sync_role(ThreadState &ts, uint64_t t) {
 }
 
 // A compact heap event's tag (kHeap), with the time delta in it when it is small; returns the
-// cursor for the body.
+// cursor for the body. The time is rounded down to its share tick when the thread is alone in
+// it (above).
 ADPROF_HOT uint8_t *begin_heap_event(ThreadState &ts, uint8_t bits, uint64_t t) {
+  if (ADPROF_LIKELY(alone_in_tick(ts, t))) t = t >> kShareTickShift << kShareTickShift;
   uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;
   ts.last_ts = t > ts.last_ts ? t : ts.last_ts;
   uint64_t inline_dt = dt < fmt::kHeapDeltaEscape ? dt : fmt::kHeapDeltaEscape;
