@@ -53,6 +53,15 @@
 // (timestamp, addresses) and the heap coder (heap_coder.h) restart at the chunk's first-event
 // timestamp, at 0 and empty. The reader merges the threads' chunk streams by timestamp.
 //
+// Event times (the writer: preload/recorder.h, "Heap event times"). Times are ticks of the
+// header's clock and never go backwards within a thread. A kHeap event of a thread that is the
+// only one to record in its share tick (2^8 ticks, about 26 us) is written at the tick's
+// start, or at its thread's previous event's time if that is later; every other event has the
+// clock's full resolution. So the order of two threads' events is the clock's, and a
+// single-threaded program's heap events cost almost no time bits. At equal times the reader
+// puts a free by address (the way another thread's block is freed) after the other threads'
+// events of that time (trace_reader.cpp, merge_run).
+//
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
 //        | tag:u8 [delta_ticks:varint] body      (kHeap: the delta is in the tag)
 //   tag low 4 bits: EventType; high 4 bits: a small operand (space, phase, role, counter kind).

@@ -166,7 +166,8 @@ extern std::atomic<uint64_t> g_tick_owner;
 bool claim_tick(ThreadState &ts, uint64_t tick) __attribute__((noinline));
 
 // Whether the calling thread records alone in the share tick of `t`, claiming it (or marking it
-// shared) at its first event in it.
+// shared) at its first event in it. `t` is the time the event is written with (never before the
+// thread's previous event's), so that a tick is shared only by threads with events in it.
 ADPROF_HOT bool alone_in_tick(ThreadState &ts, uint64_t t) {
   const uint64_t tick = t >> kShareTickShift;
   if (ADPROF_LIKELY(g_tick_owner.load(std::memory_order_acquire) ==
@@ -185,11 +186,12 @@ ADPROF_HOT bool reserve(ThreadState &ts, size_t bytes) {
 // Writes tag and time delta; returns the cursor for the body. Timestamps never go backwards
 // within a thread (a migrated thread may read a slightly older TSC).
 ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
-  alone_in_tick(ts, t);  // claims the tick or marks it shared; the time stays as it is
+  t = t > ts.last_ts ? t : ts.last_ts;
+  alone_in_tick(ts, t);  // claims the event's tick or marks it shared; the time stays as it is
   uint8_t *p = ts.cursor;
   ts.buf->tags[ts.events] = static_cast<uint8_t>(static_cast<uint8_t>(type) | (operand << 4));
-  uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;
-  ts.last_ts = t > ts.last_ts ? t : ts.last_ts;
+  const uint64_t dt = t - ts.last_ts;
+  ts.last_ts = t;
   return fmt::put_varint(p, dt);
 }
 
@@ -222,9 +224,13 @@ ADPROF_HOT void sync_role(ThreadState &ts, uint64_t t) {
 // cursor for the body. The time is rounded down to its share tick when the thread is alone in
 // it (above).
 ADPROF_HOT uint8_t *begin_heap_event(ThreadState &ts, uint8_t bits, uint64_t t) {
-  if (ADPROF_LIKELY(alone_in_tick(ts, t))) t = t >> kShareTickShift << kShareTickShift;
-  uint64_t dt = t > ts.last_ts ? t - ts.last_ts : 0;
-  ts.last_ts = t > ts.last_ts ? t : ts.last_ts;
+  t = t > ts.last_ts ? t : ts.last_ts;
+  if (ADPROF_LIKELY(alone_in_tick(ts, t))) {
+    const uint64_t tick_start = t >> kShareTickShift << kShareTickShift;
+    t = tick_start > ts.last_ts ? tick_start : ts.last_ts;
+  }
+  const uint64_t dt = t - ts.last_ts;
+  ts.last_ts = t;
   uint64_t inline_dt = dt < fmt::kHeapDeltaEscape ? dt : fmt::kHeapDeltaEscape;
   ts.buf->tags[ts.events] =
       static_cast<uint8_t>(static_cast<uint8_t>(fmt::EventType::kHeap) |
