@@ -642,9 +642,8 @@ struct TraceReader::Impl {
       // A free of a block this thread did not allocate in this chunk (by address) at the time
       // of another thread's next event waits for it (merge_run).
       const bool later =
-          ticks > limit ||
-          (ticks == limit && (bits & (fmt::kHeapFree | fmt::kHeapAddressed)) ==
-                                 (fmt::kHeapFree | fmt::kHeapAddressed));
+          ticks > limit || (ticks == limit && (bits & (fmt::kHeapFree | fmt::kHeapAddressed)) ==
+                                                  (fmt::kHeapFree | fmt::kHeapAddressed));
       Event &e = later ? t.pending : out[n];
       e.ticks = ticks;
       e.thread = tid;
