@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
   const uint32_t version = fmt::get_u32(file.data() + 8);
   const bool stacks = fmt::get_u32(file.data() + 52) & fmt::kFileFlagStacks;
   const int ncol = fmt::columns_in(version);
-  const bool v5 = version >= 5;
+  const bool v5 = version >= 5, v6 = version >= 6;
   Totals tot;
   double compress_seconds = 0;  // compressing the tags and columns, as the writer thread does
   uint64_t events = 0, heap_events = 0, chunks = 0, plain_chunks = 0;
@@ -202,8 +202,12 @@ int main(int argc, char **argv) {
             c[fmt::kColHeapAddr].varint();
             c[fmt::kColOther].varint();
           } else {
-            e.slot = col[fmt::kColSlotLow][lo] | col[fmt::kColSlotHigh][lo] << 8;
-            ++lo;
+            if (v6) {  // a recency rank (the slot is found by the faithful decode, D)
+              e.slot = static_cast<uint32_t>(c[fmt::kColSlotLow].varint());
+            } else {
+              e.slot = col[fmt::kColSlotLow][lo] | col[fmt::kColSlotHigh][lo] << 8;
+              ++lo;
+            }
           }
         } else {
           if (!e.alt) c[fmt::kColHeapAddr].varint();
@@ -316,8 +320,8 @@ int main(int argc, char **argv) {
       add_alt("G delta as a nibble: escapes", dnib_esc);
     }
     // B: the slot relative to the last allocation's slot (zz), and the slot as the freed
-    // block's rank by recency among live blocks.
-    {
+    // block's rank by recency among live blocks (traces before version 6, which write slots).
+    if (!v6) {
       Bytes rel, rank_col, age_col, sz_same, sz_rest;
       std::vector<uint64_t> alloc_index_of_slot(fmt::HeapCoder::kSlots);
       uint64_t allocs = 0;
@@ -390,6 +394,16 @@ int main(int argc, char **argv) {
         uint64_t free_prev[fmt::ClassStacks::kSmallClasses + 1] = {};
         uint64_t free_stride[fmt::ClassStacks::kSmallClasses + 1] = {};
         uint8_t ctx = 0;
+        // Version 6: the chunk's allocations in order, which are live, and the slot each took.
+        std::vector<uint64_t> words(fmt::LiveOrder::words_for(nev));
+        std::vector<uint32_t> tree(words.size()), slot_at(nev);
+        fmt::LiveOrder order;
+        order.attach(words.data(), tree.data(), nev);
+        order.restart(nev);
+        auto on_alloc = [&](uint64_t addr, uint32_t cls) {
+          const uint32_t slot = coder->on_alloc(addr, cls);
+          if (v6 && order.push()) slot_at[order.size() - 1] = slot;
+        };
         for (uint32_t i = 0; i < nev; ++i) {
           const uint8_t tag = part[0][i], type = tag & 15, op = tag >> 4;
           uint64_t dt;
@@ -403,7 +417,7 @@ int main(int argc, char **argv) {
               uint64_t size = o.varint(), slack = o.varint();
               if (stacks) o.varint();
               uint32_t cls = fmt::HeapCoder::class_of(size + slack);
-              coder->on_alloc(last_addr, cls);
+              on_alloc(last_addr, cls);
               prev_alloc[cls] = last_addr;
             } else if (!fmt::skip_general_body(type, op, o, stacks)) {
               return 1;
@@ -444,8 +458,17 @@ int main(int argc, char **argv) {
                 coder->on_free_address(last_addr, cls);
                 kind = 17;
               } else {
-                uint32_t slot = col[fmt::kColSlotLow][li] | col[fmt::kColSlotHigh][li] << 8;
-                ++li;
+                uint32_t slot;
+                if (v6) {
+                  const uint32_t ordinal =
+                      order.with_rank(static_cast<uint32_t>(d[fmt::kColSlotLow].varint()));
+                  if (ordinal == fmt::LiveOrder::kNone) return 1;
+                  order.remove(ordinal);
+                  slot = slot_at[ordinal];
+                } else {
+                  slot = col[fmt::kColSlotLow][li] | col[fmt::kColSlotHigh][li] << 8;
+                  ++li;
+                }
                 coder->on_free_slot(slot);
                 kind = 16;
               }
@@ -474,7 +497,7 @@ int main(int argc, char **argv) {
               }
               stride[cls] = addr - prev_alloc[cls];
               prev_alloc[cls] = addr;
-              coder->on_alloc(addr, cls);
+              on_alloc(addr, cls);
             }
           }
           // H(dt | kind, previous kind).

@@ -63,6 +63,13 @@ struct TraceReader::Impl {
     bool columns_v5 = false;
     uint32_t delta_fields[2] = {};
     uint64_t class_last_free[fmt::kAddressedFreeClasses] = {};
+    // Version 6: a free by slot names the block by its age (plain) or recency rank (columnar):
+    // the chunk's heap allocations in order, which are live, and the slot each took.
+    bool ordinals = false;
+    fmt::LiveOrder order;
+    std::vector<uint64_t> order_words;
+    std::vector<uint32_t> order_tree;
+    std::vector<uint16_t> slot_at;  // by ordinal; kNoOrdinalSlot: none
 
     bool more() const { return tag ? tag < tag_end : cur.p && !cur.done(); }
     bool bad() const {
@@ -348,6 +355,18 @@ struct TraceReader::Impl {
       t.columns_v5 = t.columnar && version >= 5;
       t.delta_fields[0] = t.delta_fields[1] = 0;
       std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
+      t.ordinals = version >= 6;
+      if (t.ordinals) {
+        // At most one allocation per event.
+        const size_t words = fmt::LiveOrder::words_for(c.events);
+        if (t.order_words.size() < words) {
+          t.order_words.resize(words);
+          t.order_tree.resize(words);
+          t.order.attach(t.order_words.data(), t.order_tree.data(), c.events);
+        }
+        t.order.restart(c.events);
+        if (t.slot_at.size() < c.events) t.slot_at.resize(c.events);
+      }
       if (version >= 3) {
         if (!t.coder) t.coder = take_spare(spare_coders);
         t.coder->reset();
@@ -425,8 +444,9 @@ struct TraceReader::Impl {
           return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
         if (stacks && !stack_id(c, e.stack)) return false;
-        if (e.operand == ADPROF_SPACE_HEAP)
-          on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b));
+        if (e.operand == ADPROF_SPACE_HEAP &&
+            !on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b)))
+          return false;
         break;
       case fmt::EventType::kFree:
         if (e.operand >= ADPROF_SPACE_COUNT) return false;
@@ -547,12 +567,31 @@ struct TraceReader::Impl {
   }
 
   // A heap allocation in the general form (kAlloc): the coder takes note, as the writer's did.
-  static void on_heap_alloc(Thread &t, uint64_t addr, uint32_t cls) {
-    if (t.coder)
-      t.coder->on_alloc(addr, cls);
-    else
+  // False: more allocations than the chunk has events (a damaged stream).
+  static bool on_heap_alloc(Thread &t, uint64_t addr, uint32_t cls) {
+    if (!t.coder) {
       t.coder_v2->on_alloc(addr, cls);
+      return true;
+    }
+    const uint32_t slot = t.coder->on_alloc(addr, cls);
+    return !t.ordinals || take_ordinal(t, slot);
   }
+  // Version 6: the next allocation's ordinal, live, holding `slot`.
+  static bool take_ordinal(Thread &t, uint32_t slot) {
+    const uint32_t ordinal = t.order.size();
+    if (ordinal >= t.slot_at.size() || !t.order.push()) return false;
+    t.slot_at[ordinal] =
+        slot < fmt::HeapCoder::kSlots ? static_cast<uint16_t>(slot) : kNoOrdinalSlot;
+    return true;
+  }
+  // Version 6: the slot of a live allocation freed by slot (kNoSlot: none, a damaged stream).
+  static uint32_t free_ordinal(Thread &t, uint32_t ordinal) {
+    if (ordinal == fmt::LiveOrder::kNone || !t.order.live(ordinal)) return fmt::HeapCoder::kNoSlot;
+    t.order.remove(ordinal);
+    const uint16_t slot = t.slot_at[ordinal];
+    return slot == kNoOrdinalSlot ? fmt::HeapCoder::kNoSlot : slot;
+  }
+  static constexpr uint16_t kNoOrdinalSlot = 0xFFFF;
 
   // A varint at p (see Cursor::varint), for the fast path's cursors held in registers.
   static bool varint_at(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
@@ -575,16 +614,22 @@ struct TraceReader::Impl {
   // one that did not compress) the fields follow each other in one stream and a slot is a
   // varint; in a columnar one each kind of field has its column.
   bool decode_heap_run(Thread &t, Event *out, size_t max, uint64_t limit, size_t &written) {
-    if (t.columns_v5) return decode_heap_run<false, true>(t, *t.coder, out, max, limit, written);
+    if (t.ordinals)
+      return t.columnar ? decode_heap_run<false, true, true>(t, *t.coder, out, max, limit, written)
+                        : decode_heap_run<true, false, true>(t, *t.coder, out, max, limit, written);
+    if (t.columns_v5)
+      return decode_heap_run<false, true, false>(t, *t.coder, out, max, limit, written);
     if (t.columnar)
-      return t.coder ? decode_heap_run<false, false>(t, *t.coder, out, max, limit, written)
-                     : decode_heap_run<false, false>(t, *t.coder_v2, out, max, limit, written);
-    return t.coder ? decode_heap_run<true, false>(t, *t.coder, out, max, limit, written)
-                   : decode_heap_run<true, false>(t, *t.coder_v2, out, max, limit, written);
+      return t.coder
+                 ? decode_heap_run<false, false, false>(t, *t.coder, out, max, limit, written)
+                 : decode_heap_run<false, false, false>(t, *t.coder_v2, out, max, limit, written);
+    return t.coder ? decode_heap_run<true, false, false>(t, *t.coder, out, max, limit, written)
+                   : decode_heap_run<true, false, false>(t, *t.coder_v2, out, max, limit, written);
   }
-  // kV5: a version 5 columnar chunk (chunk_columns.h): delta fields from kColHeapDelta,
-  // addressed frees against their class's last.
-  template <bool kPlain, bool kV5, class Coder>
+  // kV5: a version 5 (or later) columnar chunk (chunk_columns.h): delta fields from
+  // kColHeapDelta, addressed frees against their class's last. kV6: a version 6 chunk: a free
+  // by slot is the block's age (plain) or recency rank (columnar), allocations take ordinals.
+  template <bool kPlain, bool kV5, bool kV6, class Coder>
   bool decode_heap_run(Thread &t, Coder &coder, Event *out, size_t max, uint64_t limit,
                        size_t &written) {
     using fmt::HeapCoder;
@@ -669,7 +714,20 @@ struct TraceReader::Impl {
           coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
         } else {
           uint64_t slot;
-          if constexpr (kPlain) {
+          if constexpr (kV6) {
+            uint64_t v;
+            uint32_t ordinal = fmt::LiveOrder::kNone;
+            if constexpr (kPlain) {  // the age
+              if (!(ok = varint_at(body, other_end, v))) break;
+              if (v >= 1 && v <= t.order.size())
+                ordinal = t.order.size() - static_cast<uint32_t>(v);
+            } else {  // the rank
+              if (!(ok = varint_at(low, low_end, v))) break;
+              if (v < UINT32_MAX) ordinal = t.order.with_rank(static_cast<uint32_t>(v));
+            }
+            slot = free_ordinal(t, ordinal);
+            if (!(ok = slot != HeapCoder::kNoSlot)) break;
+          } else if constexpr (kPlain) {
             if (!(ok = varint_at(body, other_end, slot) && slot < Coder::kNoSlot)) break;
           } else {
             if (!(ok = low < low_end && high < high_end)) break;
@@ -701,7 +759,11 @@ struct TraceReader::Impl {
         } else {
           e.addr = coder.next_expected(cls, usable) + static_cast<uint64_t>(fmt::unzigzag(zz));
         }
-        coder.on_alloc(e.addr, cls);
+        if constexpr (kV6) {
+          if (!(ok = take_ordinal(t, coder.on_alloc(e.addr, cls)))) break;
+        } else {
+          coder.on_alloc(e.addr, cls);
+        }
       }
       if (later) {
         t.have_pending = true;

@@ -6,8 +6,11 @@
 //
 // Raw columnar chunk := tags[event count] length:varint*columns_in(version) column*...
 //   column kColDelta     delta_ticks of every event that has one (kHeap: escaped deltas)
-//   column kColSlotLow   kHeap free by slot: slot & 0xFF
-//   column kColSlotHigh  kHeap free by slot: slot >> 8 (slots are < 2^16)
+//   column kColSlotLow   kHeap free by slot: slot & 0xFF; version 6: the block's recency rank,
+//                        a varint (LiveOrder, heap_coder.h: the blocks the chunk allocated
+//                        after it and has not freed by slot; every heap allocation, kHeap or
+//                        kAlloc of space heap, counts)
+//   column kColSlotHigh  kHeap free by slot: slot >> 8 (slots are < 2^16); version 6: empty
 //   column kColSize      kHeap allocation: size
 //   column kColHeapAddr  kHeap allocation not predicted, kHeap free by address: the address
 //   column kColOther     everything else: kHeap free's class, every other event's body
@@ -41,12 +44,17 @@
 //     class in a regular order (Python's teardown: the same JSON run, 0.057 -> 0.007 B/event).
 //     The address is still the chunk's previous address for the next address delta
 //     (trace_format.h), as in a plain chunk.
-// The plain chunks of version 5 (snapshots, chunks that did not compress) are version 4's.
+//   - version 6: a kHeap free by slot holds the block's recency rank, where the plain chunk has
+//     its age (trace_format.h): the writer thread follows the chunk's live allocations in a
+//     LiveOrder to turn one into the other, off the recording threads' path.
+// The plain chunks of version 5 (snapshots, chunks that did not compress) are version 4's;
+// version 6's differ only in the age of a free by slot.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "heap_coder.h"
 #include "trace_format.h"
 
 namespace adprof::format {
@@ -168,28 +176,31 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c, bool sta
 
 // Room `to_columns` needs.
 inline size_t columns_scratch_bytes(size_t events, size_t body_len) {
-  return 4 * events + 4 + kColumnCount * kMaxVarintBytes + 10 * body_len;
+  return 6 * events + 4 + kColumnCount * kMaxVarintBytes + 10 * body_len;
 }
 
-// Rewrites a plain chunk (tags, then bodies) as a columnar one of trace format `version` (4 or
-// 5; the writer's is kVersion) into `out`, of at least columns_scratch_bytes(). Returns its
+// Rewrites a plain chunk (tags, then bodies) as a columnar one of trace format `version` (4 to
+// 6; the writer's is kVersion) into `out`, of at least columns_scratch_bytes(). Returns its
 // length and the end of its directory (where the columns start), 0 if the bodies are
 // malformed (the caller then writes the plain chunk). `stacks`: the trace has kFileFlagStacks.
+// `order`: version 6's live allocations, with storage for `events` of them.
 inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *body, size_t body_len,
                          uint8_t *out, size_t cap, size_t *columns_at, bool stacks,
-                         uint32_t version = kVersion) {
+                         LiveOrder &order, uint32_t version = kVersion) {
   // Columns are built after a directory of worst-case size, then packed behind it.
   const size_t dir_max = kColumnCount * kMaxVarintBytes;
   if (cap < columns_scratch_bytes(events, body_len)) return 0;
-  const bool v5 = version >= 5;
+  const bool v5 = version >= 5, v6 = version >= 6;
+  if (v6 && !order.restart(events)) return 0;
   const int count = columns_in(version);
   uint8_t *col_base = out + events + dir_max;
-  // Column k may take at most `bound[k]` bytes: the slot planes at most one byte per event,
+  // Column k may take at most `bound[k]` bytes: the slot planes at most one byte per event
+  // (version 6's ranks, < 2^21, three),
   // the heap deltas a quarter, the others at most the body's length, the heap addresses
   // five times it (version 5 re-codes an addressed free's address, of at least two body bytes
   // with its class, as a varint of at most ten).
   uint8_t *start[kColumnCount], *pos[kColumnCount];
-  const size_t bound[kColumnCount] = {body_len, events,         events,
+  const size_t bound[kColumnCount] = {body_len, 3 * events,     events,
                                       body_len, 5 * body_len,   body_len,
                                       body_len, events / 4 + 1, events / 4 + 1};
   uint8_t *next = col_base;
@@ -238,6 +249,13 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
             copy_varint(kColHeapAddr);
             copy_varint(kColOther);
           }
+        } else if (v6) {  // the block's age, written as its rank
+          const uint64_t age = c.varint();
+          if (age == 0 || age > order.size()) return 0;
+          const uint32_t ordinal = order.size() - static_cast<uint32_t>(age);
+          if (!order.live(ordinal)) return 0;
+          pos[kColSlotLow] = put_varint(pos[kColSlotLow], order.rank_of(ordinal));
+          order.remove(ordinal);
         } else {
           uint64_t slot = c.varint();
           if (slot >> 16) return 0;
@@ -248,8 +266,12 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
         if (!(operand & kHeapPredicted)) copy_varint(kColHeapAddr);
         copy_varint(kColSize);
         if (stacks) copy_varint(kColStack);
+        if (v6 && !order.push()) return 0;
       }
     } else {
+      if (v6 && type == static_cast<uint8_t>(EventType::kAlloc) && operand == kSpaceHeap &&
+          !order.push())
+        return 0;
       copy_varint(kColDelta);
       const uint8_t *from = c.p;
       if (body_has_address(type)) {

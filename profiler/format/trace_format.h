@@ -1,4 +1,4 @@
-// The adprof trace file format, version 5 (the reader also reads versions 1 to 4). The writer
+// The adprof trace file format, version 6 (the reader also reads versions 1 to 5). The writer
 // (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
 // include this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
@@ -7,9 +7,10 @@
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (5; 4 = columnar chunks code the kHeap delta in the tag and an
-//               addressed free against the previous address, chunk_columns.h; 3 = no stacks,
-//               no seventh column; 2 = other heap slots, 1 = no kHeap events)
+//   8  u32      version (6; 5 = a kHeap free by slot is the slot itself; 4 = columnar chunks
+//               code the kHeap delta in the tag and an addressed free against the previous
+//               address, chunk_columns.h; 3 = no stacks, no seventh column; 2 = other heap
+//               slots, 1 = no kHeap events)
 //  12  u32      header size (64)
 //  16  u64      pid of the recorded process
 //  24  u64      start timestamp (ticks, same clock as events)
@@ -80,8 +81,12 @@
 //   allocation: [zz(addr - coder.next_expected(class, usable)) unless predicted] size:varint
 //               usable size = default_usable_size(size); class = class_of(usable);
 //               predicted: addr = coder.predicted(class)
-//   free:       slot:varint (the block's slot in the coder), or if addressed:
-//               zz(addr - previous address of this chunk) class:varint (class_of(usable))
+//   free:       age:varint (version 6; before: slot:varint, the block's slot in the coder),
+//               or if addressed: zz(addr - previous address of this chunk) class:varint
+//               (class_of(usable)). The age of a block the chunk allocated: the chunk's heap
+//               allocations since its own, counting it (HeapCoder::age_of; 1: the last one).
+//               A columnar chunk holds the block's recency rank instead (chunk_columns.h,
+//               LiveOrder in heap_coder.h).
 // Slots (version 3): every heap allocation whose address is below 2^48 takes the slot freed
 // last, else the lowest never used, while fewer than 6144 are used (HeapCoder::on_alloc);
 // a free by slot gives it back. A block freed by another thread keeps its slot to the end of
@@ -138,7 +143,7 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 5;
+inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
@@ -150,7 +155,8 @@ inline constexpr uint32_t kChunkFlagSnapshot = 2;
 inline constexpr uint32_t kChunkFlagColumns = 4;  // the bodies are in columns (chunk_columns.h)
 inline constexpr uint32_t kFileFlagTsc = 1;
 inline constexpr uint32_t kFileFlagStacks = 2;  // version 4 on: allocations carry a stack id
-inline constexpr uint8_t kStackOperand = 1;     // kThreadName operands (version 4 on)
+inline constexpr uint8_t kSpaceHeap = 0;  // a kAlloc/kFree operand: ADPROF_SPACE_HEAP (context.h)
+inline constexpr uint8_t kStackOperand = 1;  // kThreadName operands (version 4 on)
 inline constexpr uint8_t kMappingOperand = 2;
 inline constexpr uint8_t kUnmappingOperand = 3;
 inline constexpr uint32_t kMaxStackFrames = 64;

@@ -52,6 +52,7 @@ namespace adprof::preload {
 
 thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
 std::atomic<uint32_t> g_flush_epoch{0};
+static_assert(fmt::kSpaceHeap == ADPROF_SPACE_HEAP);
 // A line of its own: written at most twice per share tick, loaded by every event.
 alignas(64) std::atomic<uint64_t> g_tick_owner{kTickShared};
 
@@ -68,7 +69,10 @@ std::atomic<int> g_state{kInert};
 char g_trace_path[4096];
 dev_t g_trace_dev = 0;
 ino_t g_trace_ino = 0;
-int g_zstd_level = 1;
+// ADPROF_ZSTD_LEVEL, one level for every part of a chunk; kDefaultZstdLevel: each part its own
+// (compress_chunk).
+constexpr int kDefaultZstdLevel = 1000;
+int g_zstd_level = kDefaultZstdLevel;
 int g_sample_ms = 10;
 pthread_key_t g_thread_key;
 pthread_t g_writer;
@@ -232,13 +236,33 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
 // column are frames of their own, so that each gets its own entropy tables; the reader
 // decompresses them in one call. Returns the stored size (0: write the chunk plain) and sets
 // the chunk's flags and raw size.
+//
+// Two zstd levels: the time columns at level 1, every other part at level 5. A program's
+// allocation pattern repeats over thousands of events, and level 5's match finder (a hash
+// chain) finds those repeats where level 1's single probe misses them: on the Python JSON run
+// of docs/PERFORMANCE.md the tags take 0.0039 B/event instead of 0.0189, for 0.5 ns/event more
+// of the writer's CPU. The time deltas are short noise, which level 1 codes better.
+// ADPROF_ZSTD_LEVEL sets one level for every part.
 struct Compressor {
-  ZSTD_CCtx *cctx = nullptr;
-  uint8_t *z = nullptr;  // compressed output
+  ZSTD_CCtx *cctx[2] = {};  // [kTimeParts]: the time columns'; [kPatternParts]: the rest's
+  uint8_t *z = nullptr;     // compressed output
   size_t z_cap = 0;
   uint8_t *columns = nullptr;  // the columnar chunk
   size_t columns_cap = 0;
+  fmt::LiveOrder order;  // a chunk's live allocations, to write frees by rank (chunk_columns.h)
 };
+enum PartKind { kTimeParts = 0, kPatternParts = 1 };
+constexpr int kDefaultLevel[2] = {1, 5};
+
+int part_level(PartKind kind) {
+  return g_zstd_level != kDefaultZstdLevel ? g_zstd_level : kDefaultLevel[kind];
+}
+
+PartKind column_kind(int column) {
+  return column == fmt::kColDelta || column == fmt::kColHeapDelta || column == fmt::kColAllocDelta
+             ? kTimeParts
+             : kPatternParts;
+}
 
 // Everything the writer needs, reserved at start-up while memory is plentiful: a program that
 // runs near its memory limit must not make the writer fail (or crash) to allocate later. zstd
@@ -250,13 +274,20 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
   k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
   k.z = static_cast<uint8_t *>(raw_mmap(k.z_cap));
   *snapshot_copy = static_cast<uint8_t *>(raw_mmap(kTagBytes + kBodyBytes));
-  if (!k.z || !k.columns || !*snapshot_copy) return false;
+  const size_t order_words = fmt::LiveOrder::words_for(kTagBytes);  // events <= tags
+  auto *words = static_cast<uint64_t *>(raw_mmap(order_words * sizeof(uint64_t)));
+  auto *tree = static_cast<uint32_t *>(raw_mmap(order_words * sizeof(uint32_t)));
+  if (!k.z || !k.columns || !*snapshot_copy || !words || !tree) return false;
+  k.order.attach(words, tree, kTagBytes);
   if (g_zstd_level > -100) {
-    k.cctx = ZSTD_createCCtx();
-    if (k.cctx && ZSTD_isError(ZSTD_compressCCtx(k.cctx, k.z, k.z_cap, *snapshot_copy,
-                                                 kTagBytes + kBodyBytes, g_zstd_level))) {
-      ZSTD_freeCCtx(k.cctx);
-      k.cctx = nullptr;
+    for (const PartKind kind : {kTimeParts, kPatternParts}) {
+      ZSTD_CCtx *&c = k.cctx[kind];
+      c = ZSTD_createCCtx();
+      if (c && ZSTD_isError(ZSTD_compressCCtx(c, k.z, k.z_cap, *snapshot_copy,
+                                              kTagBytes + kBodyBytes, part_level(kind)))) {
+        ZSTD_freeCCtx(c);
+        c = nullptr;
+      }
     }
   }
   return true;
@@ -264,28 +295,35 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
 
 size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const uint8_t *bodies,
                       uint32_t body_len, uint32_t *flags, uint32_t *raw) {
-  if (!k.cctx) return 0;
+  if (!k.cctx[kTimeParts] || !k.cctx[kPatternParts]) return 0;
   size_t dir_at = 0;
   size_t n = k.columns ? fmt::to_columns(tags, events, bodies, body_len, k.columns, k.columns_cap,
-                                         &dir_at, g_stacks)
+                                         &dir_at, g_stacks, k.order)
                        : 0;
   if (n == 0) return 0;
-  size_t cuts[2 + fmt::kColumnCount + 1];  // frame boundaries in the columnar chunk
+  // The parts: the tags, the directory, each column (empty ones have no frame).
+  size_t cuts[2 + fmt::kColumnCount + 1];
+  PartKind kinds[2 + fmt::kColumnCount];
   size_t count = 0;
-  cuts[count++] = 0;
-  cuts[count++] = events;
+  cuts[count] = 0;
+  kinds[count++] = kPatternParts;
+  cuts[count] = events;
+  kinds[count++] = kPatternParts;
   fmt::Cursor dir{k.columns + events, k.columns + dir_at};
   size_t at = dir_at;
-  cuts[count++] = at;
   for (int c = 0; c < fmt::kColumnCount; ++c) {
-    at += dir.varint();
-    if (at != cuts[count - 1]) cuts[count++] = at;
+    const size_t length = dir.varint();
+    if (length == 0) continue;
+    cuts[count] = at;
+    kinds[count++] = column_kind(c);
+    at += length;
   }
+  cuts[count] = at;
   size_t out = 0;
-  for (size_t i = 0; i + 1 < count; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     if (cuts[i + 1] == cuts[i]) continue;
-    size_t m = ZSTD_compressCCtx(k.cctx, k.z + out, k.z_cap - out, k.columns + cuts[i],
-                                 cuts[i + 1] - cuts[i], g_zstd_level);
+    size_t m = ZSTD_compressCCtx(k.cctx[kinds[i]], k.z + out, k.z_cap - out, k.columns + cuts[i],
+                                 cuts[i + 1] - cuts[i], part_level(kinds[i]));
     if (ZSTD_isError(m)) return 0;
     out += m;
   }

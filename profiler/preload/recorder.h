@@ -296,7 +296,7 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
     const uint32_t slot = ts.coder->take(addr);
     if (ADPROF_LIKELY(slot != fmt::HeapCoder::kNoSlot)) {
       p = begin_heap_event(ts, fmt::kHeapFree, t);
-      p = fmt::put_varint(p, slot);
+      p = fmt::put_varint(p, ts.coder->age_of(slot));  // the writer thread makes it a rank
       ts.coder->on_free_slot(slot);
       end_event(ts, p);
       return;

@@ -22,6 +22,18 @@ using adprof::Event;
 using adprof::TraceReader;
 using ET = adprof::format::EventType;
 
+// Version 6's column split needs room to follow a chunk's live allocations (chunk_columns.h).
+struct SplitOrder {
+  std::vector<uint64_t> words;
+  std::vector<uint32_t> tree;
+  adprof::format::LiveOrder order;
+  explicit SplitOrder(size_t events)
+      : words(adprof::format::LiveOrder::words_for(events)),
+        tree(adprof::format::LiveOrder::words_for(events)) {
+    order.attach(words.data(), tree.data(), events);
+  }
+};
+
 std::string save(const TempDir &dir, const std::string &name, const std::vector<uint8_t> &b) {
   std::string path = dir / name;
   write_file(path, std::string(b.begin(), b.end()));
@@ -772,8 +784,10 @@ std::vector<uint8_t> v4_stack_chunk(bool columnar) {
   if (!columnar) return chunk(0, 0, 1000, 5, raw, false);
   std::vector<uint8_t> out(adprof::format::columns_scratch_bytes(5, bodies.v.size()));
   size_t dir_at = 0;
-  const size_t n = adprof::format::to_columns(tags.v.data(), 5, bodies.v.data(), bodies.v.size(),
-                                              out.data(), out.size(), &dir_at, true, 4);
+  SplitOrder order(5);
+  const size_t n =
+      adprof::format::to_columns(tags.v.data(), 5, bodies.v.data(), bodies.v.size(), out.data(),
+                                 out.size(), &dir_at, true, order.order, 4);
   EXPECT_GT(n, 0u) << "the writer's column split takes the stack events";
   out.resize(n);
   return chunk(0, 0, 1000, 5, out, true, adprof::format::kChunkFlagColumns);
@@ -967,9 +981,10 @@ TEST(TraceReaderBytesV5, WriterSplitIsTheDocumentedLayout) {
   auto split = [&](uint32_t version) {
     std::vector<uint8_t> out(f::columns_scratch_bytes(V5Events::kEvents, body_len));
     size_t dir_at = 0;
+    SplitOrder order(V5Events::kEvents);
     const size_t n =
         f::to_columns(plain.data(), V5Events::kEvents, plain.data() + V5Events::kEvents, body_len,
-                      out.data(), out.size(), &dir_at, false, version);
+                      out.data(), out.size(), &dir_at, false, order.order, version);
     out.resize(n);
     return out;
   };
@@ -1008,8 +1023,9 @@ TEST(TraceReaderBytesV5, DamagedColumnsAreCountedNotTrusted) {
 }
 
 // Round trip on many events: a stream written as the recording threads write it (recorder.h's
-// choices, made with the same HeapCoder), read plain, columnar as version 5 and columnar as
-// version 4 (the writer's split of each), with and without stacks, gives back every event.
+// choices, made with the same HeapCoder), read plain and columnar as version 6 (frees by age,
+// by rank) and 5 (by slot), and columnar as version 4 (the writer's split of each), with and
+// without stacks, gives back every event.
 TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
   namespace f = adprof::format;
   struct Truth {
@@ -1028,7 +1044,21 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
     };
     auto coder = std::make_unique<f::HeapCoder>();
     coder->reset();
-    Bytes tags, bodies;
+    // The plain bodies of version 5 (a free by slot: the slot) and 6 (its age).
+    struct TwoBodies {
+      Bytes v5, v6;
+      TwoBodies &varint(uint64_t x) {
+        v5.varint(x);
+        v6.varint(x);
+        return *this;
+      }
+      TwoBodies &zz(int64_t x) {
+        v5.zz(x);
+        v6.zz(x);
+        return *this;
+      }
+    } body;
+    Bytes tags;
     std::vector<Truth> truth;
     const uint64_t base = 5000;
     uint64_t ts = base, last_addr = 0;
@@ -1045,7 +1075,7 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
     auto heap_tag = [&](uint8_t bits, uint64_t dt) {
       const uint64_t field = dt < 3 ? dt : 3;
       tags.u8(static_cast<uint8_t>(15 | (bits | field << f::kHeapDeltaShift) << 4));
-      if (field == 3) bodies.varint(dt);
+      if (field == 3) body.varint(dt);
     };
     for (int i = 0; i < 20000; ++i) {
       const uint64_t what = rand(100);
@@ -1069,10 +1099,10 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
           heap_tag(f::kHeapPredicted, dt);
         } else {
           heap_tag(0, dt);
-          bodies.zz(static_cast<int64_t>(addr - coder->next_expected(cls, usable)));
+          body.zz(static_cast<int64_t>(addr - coder->next_expected(cls, usable)));
         }
-        bodies.varint(size);
-        if (stacks) bodies.varint(stack);
+        body.varint(size);
+        if (stacks) body.varint(stack);
         if (const uint32_t slot = coder->on_alloc(addr, cls); slot != f::HeapCoder::kNoSlot)
           coder->remember(addr, slot);
         live.push_back({addr, size});
@@ -1084,7 +1114,8 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
         const uint32_t slot = coder->take(addr);
         ASSERT_NE(slot, f::HeapCoder::kNoSlot);
         heap_tag(f::kHeapFree, dt);
-        bodies.varint(slot);
+        body.v5.varint(slot);
+        body.v6.varint(coder->age_of(slot));
         coder->on_free_slot(slot);
         freed[f::default_usable_size(size)].push_back(addr);
         truth.push_back({ET::kFree, ts, addr, 0, 0, 0});
@@ -1095,7 +1126,7 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
         const uint64_t usable = f::default_usable_size(size);
         const uint32_t cls = f::HeapCoder::class_of(usable);
         heap_tag(f::kHeapFree | f::kHeapAddressed, dt);
-        bodies.zz(static_cast<int64_t>(addr - last_addr)).varint(cls);
+        body.zz(static_cast<int64_t>(addr - last_addr)).varint(cls);
         last_addr = addr;
         coder->on_free_address(addr, cls);
         freed[usable].push_back(addr);
@@ -1103,19 +1134,24 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
       } else {  // a general event with an address: a label of a live block or of anything
         const uint64_t addr = live.empty() ? 0x1234 : live[rand(live.size())].first;
         tags.u8(12);  // kLabel
-        bodies.varint(dt).zz(static_cast<int64_t>(addr - last_addr)).varint(1);
+        body.varint(dt).zz(static_cast<int64_t>(addr - last_addr)).varint(1);
         last_addr = addr;
         truth.push_back({ET::kLabel, ts, addr, 1, 0, 0});
       }
     }
     const uint32_t n = static_cast<uint32_t>(truth.size());
-    std::vector<uint8_t> plain = tags.v;
-    plain.insert(plain.end(), bodies.v.begin(), bodies.v.end());
-    auto split = [&](uint32_t version) {
+    auto plain = [&](const Bytes &bodies) {
+      std::vector<uint8_t> raw = tags.v;
+      raw.insert(raw.end(), bodies.v.begin(), bodies.v.end());
+      return raw;
+    };
+    auto split = [&](const Bytes &bodies, uint32_t version) {
       std::vector<uint8_t> out(f::columns_scratch_bytes(n, bodies.v.size()));
       size_t dir_at = 0;
-      const size_t len = f::to_columns(tags.v.data(), n, bodies.v.data(), bodies.v.size(),
-                                       out.data(), out.size(), &dir_at, stacks, version);
+      SplitOrder order(n);
+      const size_t len =
+          f::to_columns(tags.v.data(), n, bodies.v.data(), bodies.v.size(), out.data(), out.size(),
+                        &dir_at, stacks, order.order, version);
       EXPECT_GT(len, 0u);
       out.resize(len);
       return out;
@@ -1126,9 +1162,11 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
       uint32_t version;
       std::vector<uint8_t> raw;
       uint32_t chunk_flags;
-    } forms[] = {{"plain", 5, plain, 0},
-                 {"columns 5", 5, split(5), f::kChunkFlagColumns},
-                 {"columns 4", 4, split(4), f::kChunkFlagColumns}};
+    } forms[] = {{"plain 6", 6, plain(body.v6), 0},
+                 {"columns 6", 6, split(body.v6, 6), f::kChunkFlagColumns},
+                 {"plain 5", 5, plain(body.v5), 0},
+                 {"columns 5", 5, split(body.v5, 5), f::kChunkFlagColumns},
+                 {"columns 4", 4, split(body.v5, 4), f::kChunkFlagColumns}};
     TempDir dir;
     for (const auto &form : forms) {
       SCOPED_TRACE(form.name);
@@ -1183,8 +1221,9 @@ TEST(TraceReaderBytesV5, WithStacksAllocationDeltasApart) {
 
   std::vector<uint8_t> split(f::columns_scratch_bytes(4, plain_bodies.v.size()));
   size_t dir_at = 0;
+  SplitOrder order(4);
   split.resize(f::to_columns(plain_tags.v.data(), 4, plain_bodies.v.data(), plain_bodies.v.size(),
-                             split.data(), split.size(), &dir_at, true));
+                             split.data(), split.size(), &dir_at, true, order.order, 5));
   EXPECT_EQ(split, columnar.v);
 
   TempDir dir;
@@ -1202,5 +1241,126 @@ TEST(TraceReaderBytesV5, WithStacksAllocationDeltasApart) {
     EXPECT_EQ(ev[i].ticks, ticks[i]);
     EXPECT_EQ(ev[i].addr, 0x10000u);
     EXPECT_EQ(ev[i].stack, types[i] == ET::kAlloc ? 5u : 0u);
+  }
+}
+
+// ---- version 6: frees by recency rank ----
+
+// LiveOrder (heap_coder.h) against a plain list of the live ordinals, over random pushes and
+// removals that reach far back (ranks across many words of its bitmap).
+TEST(TraceReaderBytesV6, LiveOrderRanksMatchAPlainList) {
+  constexpr size_t kCapacity = 20000;
+  SplitOrder storage(kCapacity);
+  adprof::format::LiveOrder &order = storage.order;
+  uint64_t rng = 12345;
+  auto rand = [&](uint64_t n) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng % n;
+  };
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(order.restart(kCapacity - round * 7000));
+    std::vector<uint32_t> live;  // oldest first
+    uint32_t next = 0;
+    for (int i = 0; i < 15000 - round * 7000; ++i) {
+      if (live.empty() || rand(3) != 0) {
+        ASSERT_TRUE(order.push());
+        live.push_back(next++);
+        continue;
+      }
+      const size_t rank = rand(4) == 0 ? rand(live.size()) : rand(std::min<size_t>(live.size(), 5));
+      const uint32_t ordinal = live[live.size() - 1 - rank];
+      ASSERT_EQ(order.with_rank(static_cast<uint32_t>(rank)), ordinal) << i;
+      ASSERT_EQ(order.rank_of(ordinal), rank) << i;
+      ASSERT_TRUE(order.live(ordinal));
+      order.remove(ordinal);
+      ASSERT_FALSE(order.live(ordinal));
+      live.erase(live.end() - 1 - static_cast<ptrdiff_t>(rank));
+    }
+    EXPECT_EQ(order.with_rank(static_cast<uint32_t>(live.size())),
+              adprof::format::LiveOrder::kNone);
+    EXPECT_EQ(order.size(), next);
+  }
+  EXPECT_FALSE(order.restart(kCapacity + 64)) << "more than its storage";
+}
+
+// Three allocations and two frees by slot, plain (ages) and columnar (ranks), packed by hand:
+//   1001 kHeap allocation 0x10000, size 100 (usable 112)      ordinal 0
+//   1001 kHeap allocation 0x20000, size 100                    ordinal 1
+//   1001 kAlloc heap 0x30000, 64 bytes (the general form)      ordinal 2
+//   1002 kHeap free of 0x10000: age 3 (plain) / rank 2 (columnar: ordinals 1 and 2 are newer)
+//   1002 kHeap free of 0x30000: age 1 / rank 0
+TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
+  namespace f = adprof::format;
+  Bytes tags, body;
+  tags.u8(0x2F).u8(0x0F).u8(0x00).u8(0x3F).u8(0x1F);
+  body.zz(0x10000 - 112).varint(100);
+  body.zz(0x20000 - (0x10000 + 112)).varint(100);
+  body.varint(0).zz(0x30000).varint(64).varint(0);
+  body.varint(3);
+  body.varint(1);
+  std::vector<uint8_t> plain = tags.v;
+  plain.insert(plain.end(), body.v.begin(), body.v.end());
+  std::vector<uint8_t> columnar(f::columns_scratch_bytes(5, body.v.size()));
+  size_t dir_at = 0;
+  SplitOrder order(5);
+  columnar.resize(f::to_columns(tags.v.data(), 5, body.v.data(), body.v.size(), columnar.data(),
+                                columnar.size(), &dir_at, false, order.order));
+  ASSERT_FALSE(columnar.empty());
+  // The ranks' column: 2, then 0.
+  Bytes col[f::kColumnCount];
+  col[f::kColSlotLow].varint(2).varint(0);
+  {
+    f::Cursor dir{columnar.data() + 5, columnar.data() + dir_at};
+    const uint8_t *p = columnar.data() + dir_at;
+    for (int k = 0; k < f::kColumnCount; ++k) {
+      const size_t len = dir.varint();
+      if (k == f::kColSlotLow) {
+        EXPECT_EQ(std::vector<uint8_t>(p, p + len), col[k].v);
+      }
+      if (k == f::kColSlotHigh) {
+        EXPECT_EQ(len, 0u);
+      }
+      p += len;
+    }
+  }
+  TempDir dir;
+  for (bool is_columnar : {false, true}) {
+    SCOPED_TRACE(is_columnar ? "columnar" : "plain");
+    TraceReader r(save(dir, "v6",
+                       trace_of(6, 0,
+                                {chunk(0, 0, 1000, 5, is_columnar ? columnar : plain, true,
+                                       is_columnar ? f::kChunkFlagColumns : 0)})));
+    const std::vector<Event> ev = read_all(r);
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+    ASSERT_EQ(ev.size(), 5u);
+    const uint64_t addr[] = {0x10000, 0x20000, 0x30000, 0x10000, 0x30000};
+    const ET type[] = {ET::kAlloc, ET::kAlloc, ET::kAlloc, ET::kFree, ET::kFree};
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(ev[i].type, type[i]) << i;
+      EXPECT_EQ(ev[i].addr, addr[i]) << i;
+    }
+  }
+  // Ages and ranks that name no live allocation: the chunk is damaged from there on.
+  for (uint64_t age : {0, 4}) {
+    Bytes bad = body;
+    bad.v.pop_back();
+    bad.varint(age);
+    std::vector<uint8_t> raw = tags.v;
+    raw.insert(raw.end(), bad.v.begin(), bad.v.end());
+    TraceReader r(save(dir, "v6a", trace_of(6, 0, {chunk(0, 0, 1000, 5, raw, true, 0)})));
+    EXPECT_EQ(read_all(r).size(), 4u) << age;
+    EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+  }
+  {  // the same block freed twice: age 3 is ordinal 0 again
+    Bytes bad = body;
+    bad.v.pop_back();
+    bad.varint(3);
+    std::vector<uint8_t> raw = tags.v;
+    raw.insert(raw.end(), bad.v.begin(), bad.v.end());
+    TraceReader r(save(dir, "v6b", trace_of(6, 0, {chunk(0, 0, 1000, 5, raw, true, 0)})));
+    EXPECT_EQ(read_all(r).size(), 4u);
+    EXPECT_EQ(r.stats().corrupt_chunks, 1u);
   }
 }
