@@ -93,7 +93,7 @@ def main():
                          cpu / plain_cpu, rep_cpu * 1e6 / events)
         print("%-15s %9.3f %9.2f %9.2f %11.1f %12s %14s %14s" % (
             name, wall, wall / plain_wall, cpu / plain_cpu, cpu * 1e9 / events,
-            "%.2f" % size if size else "-", "%.3f" % rep if rep else "-",
+            "%.4f" % size if size else "-", "%.3f" % rep if rep else "-",
             "%.3f" % (rep * 1e6 / events) if rep else "-"))
         if rep:
             print("%-15s report CPU %.3f s = %.3f s per million events" % (
@@ -105,7 +105,7 @@ def main():
               "CPU %.2fx vs %.2fx -> %s" % (ad[0], ht[0], "met" if ad[0] <= ht[0] / 5 else
                                             "MISSED", ad[4], ht[4],
                                             "met" if ad[4] <= ht[4] / 5 else "MISSED"))
-        print("  trace bytes/event <= heaptrack's: %.2f vs %.2f -> %s"
+        print("  trace bytes/event <= heaptrack's: %.4f vs %.4f -> %s"
               % (ad[2], ht[2], "met" if ad[2] <= ht[2] else "MISSED"))
         print("  report >= 3x faster per event than heaptrack_print: wall %.1fx -> %s; "
               "CPU %.1fx -> %s" % (ht[3] / ad[3], "met" if ht[3] >= 3 * ad[3] else "MISSED",
@@ -118,7 +118,7 @@ def main():
                   "-> %s; CPU %.2fx vs %.2fx (ratio %.2f) -> %s" % (
                       st[0], ht[0], st[0] / ht[0], "met" if st[0] <= ht[0] / 3 else "MISSED",
                       st[4], ht[4], st[4] / ht[4], "met" if st[4] <= ht[4] / 3 else "MISSED"))
-            print("  with stacks, trace bytes/event <= heaptrack's: %.2f vs %.2f -> %s"
+            print("  with stacks, trace bytes/event <= heaptrack's: %.4f vs %.4f -> %s"
                   % (st[2], ht[2], "met" if st[2] <= ht[2] else "MISSED"))
 
 

@@ -74,8 +74,8 @@ struct Totals {
   }
 };
 
-const char *kColName[] = {"delta", "slot_low", "slot_high",  "size",       "heap_addr",
-                          "other", "stack",    "heap_delta", "alloc_delta"};
+const char *kColName[] = {"delta", "slot_low", "slot_high",  "size",        "heap_addr",
+                          "other", "stack",    "heap_delta", "alloc_delta", "rank"};
 static_assert(sizeof kColName / sizeof *kColName == fmt::kColumnCount);
 
 // The delta field (0..3) of a kHeap event: in its tag, or (version 5 columnar) the next of
@@ -202,8 +202,9 @@ int main(int argc, char **argv) {
             c[fmt::kColHeapAddr].varint();
             c[fmt::kColOther].varint();
           } else {
-            if (v6) {  // a recency rank (the slot is found by the faithful decode, D)
-              e.slot = static_cast<uint32_t>(c[fmt::kColSlotLow].varint());
+            if (v6) {  // a recency rank + 1 or an old block's slot (found by the decode, D)
+              if (c[fmt::kColRank].varint() == 0) ++lo;
+              e.slot = 0;
             } else {
               e.slot = col[fmt::kColSlotLow][lo] | col[fmt::kColSlotHigh][lo] << 8;
               ++lo;
@@ -396,9 +397,10 @@ int main(int argc, char **argv) {
         uint8_t ctx = 0;
         // Version 6: the chunk's allocations in order, which are live, and the slot each took.
         std::vector<uint64_t> words(fmt::LiveOrder::words_for(nev));
-        std::vector<uint32_t> tree(words.size()), slot_at(nev);
+        std::vector<uint16_t> counts(fmt::LiveOrder::counts_for(nev));
+        std::vector<uint32_t> slot_at(nev);
         fmt::LiveOrder order;
-        order.attach(words.data(), tree.data(), nev);
+        order.attach(words.data(), counts.data(), nev);
         order.restart(nev);
         auto on_alloc = [&](uint64_t addr, uint32_t cls) {
           const uint32_t slot = coder->on_alloc(addr, cls);
@@ -460,11 +462,16 @@ int main(int argc, char **argv) {
               } else {
                 uint32_t slot;
                 if (v6) {
-                  const uint32_t ordinal =
-                      order.with_rank(static_cast<uint32_t>(d[fmt::kColSlotLow].varint()));
-                  if (ordinal == fmt::LiveOrder::kNone) return 1;
-                  order.remove(ordinal);
-                  slot = slot_at[ordinal];
+                  const uint64_t v = d[fmt::kColRank].varint();
+                  if (v == 0) {  // an old block, by its slot
+                    slot = col[fmt::kColSlotLow][li] | col[fmt::kColSlotHigh][li] << 8;
+                    ++li;
+                  } else {
+                    const uint32_t ordinal = order.with_rank(static_cast<uint32_t>(v - 1));
+                    if (ordinal == fmt::LiveOrder::kNone) return 1;
+                    order.remove(ordinal);
+                    slot = slot_at[ordinal];
+                  }
                 } else {
                   slot = col[fmt::kColSlotLow][li] | col[fmt::kColSlotHigh][li] << 8;
                   ++li;

@@ -68,7 +68,7 @@ struct TraceReader::Impl {
     bool ordinals = false;
     fmt::LiveOrder order;
     std::vector<uint64_t> order_words;
-    std::vector<uint32_t> order_tree;
+    std::vector<uint16_t> order_counts;
     std::vector<uint16_t> slot_at;  // by ordinal; kNoOrdinalSlot: none
 
     bool more() const { return tag ? tag < tag_end : cur.p && !cur.done(); }
@@ -358,11 +358,10 @@ struct TraceReader::Impl {
       t.ordinals = version >= 6;
       if (t.ordinals) {
         // At most one allocation per event.
-        const size_t words = fmt::LiveOrder::words_for(c.events);
-        if (t.order_words.size() < words) {
-          t.order_words.resize(words);
-          t.order_tree.resize(words);
-          t.order.attach(t.order_words.data(), t.order_tree.data(), c.events);
+        if (t.order_words.size() < fmt::LiveOrder::words_for(c.events)) {
+          t.order_words.resize(fmt::LiveOrder::words_for(c.events));
+          t.order_counts.resize(fmt::LiveOrder::counts_for(c.events));
+          t.order.attach(t.order_words.data(), t.order_counts.data(), c.events);
         }
         t.order.restart(c.events);
         if (t.slot_at.size() < c.events) t.slot_at.resize(c.events);
@@ -652,6 +651,8 @@ struct TraceReader::Impl {
                *const size_end = end(fmt::kColSize), *const haddr_end = end(fmt::kColHeapAddr),
                *const other_end = end(fmt::kColOther), *const stack_end = end(fmt::kColStack);
     const uint8_t *stack_col = at(fmt::kColStack);
+    const uint8_t *rank_col = kPlain || !kV6 ? nullptr : at(fmt::kColRank),
+                  *const rank_end = kPlain || !kV6 ? nullptr : end(fmt::kColRank);
     // Version 5: the delta fields of frees (and, without stacks, allocations), [0], and of
     // allocations with stacks, [1] (chunk_columns.h).
     const uint8_t *field_col[2] = {};
@@ -714,18 +715,32 @@ struct TraceReader::Impl {
           coder.on_free_address(e.addr, static_cast<uint32_t>(cls));
         } else {
           uint64_t slot;
-          if constexpr (kV6) {
+          if constexpr (kV6 && kPlain) {
+            // 2 * age of a recent block, 2 * slot + 1 of an old one (trace_format.h).
             uint64_t v;
-            uint32_t ordinal = fmt::LiveOrder::kNone;
-            if constexpr (kPlain) {  // the age
-              if (!(ok = varint_at(body, other_end, v))) break;
-              if (v >= 1 && v <= t.order.size())
-                ordinal = t.order.size() - static_cast<uint32_t>(v);
-            } else {  // the rank
-              if (!(ok = varint_at(low, low_end, v))) break;
-              if (v < UINT32_MAX) ordinal = t.order.with_rank(static_cast<uint32_t>(v));
+            if (!(ok = varint_at(body, other_end, v))) break;
+            const uint64_t field = v >> 1;
+            if (v & 1)
+              slot = field < HeapCoder::kSlots ? field : HeapCoder::kNoSlot;
+            else
+              slot = free_ordinal(t, field >= 1 && field <= t.order.size()
+                                         ? t.order.size() - static_cast<uint32_t>(field)
+                                         : fmt::LiveOrder::kNone);
+            if (!(ok = slot != HeapCoder::kNoSlot)) break;
+          } else if constexpr (kV6) {
+            // Rank + 1 of a recent block, 0 for an old one, whose slot is in the slot columns
+            // (chunk_columns.h, kColRank).
+            uint64_t v;
+            if (!(ok = varint_at(rank_col, rank_end, v))) break;
+            if (v == 0) {
+              if (!(ok = low < low_end && high < high_end)) break;
+              slot = *low++ | uint64_t{*high++} << 8;
+              if (slot >= HeapCoder::kSlots) slot = HeapCoder::kNoSlot;
+            } else {
+              slot =
+                  free_ordinal(t, v <= UINT32_MAX ? t.order.with_rank(static_cast<uint32_t>(v - 1))
+                                                  : fmt::LiveOrder::kNone);
             }
-            slot = free_ordinal(t, ordinal);
             if (!(ok = slot != HeapCoder::kNoSlot)) break;
           } else if constexpr (kPlain) {
             if (!(ok = varint_at(body, other_end, slot) && slot < Coder::kNoSlot)) break;
@@ -784,6 +799,7 @@ struct TraceReader::Impl {
       col[fmt::kColHeapAddr].p = haddr;
       col[fmt::kColOther].p = other;
       col[fmt::kColStack].p = stack;
+      if constexpr (kV6) col[fmt::kColRank].p = rank_col;
     }
     t.ticks = ticks;
     t.last_addr = last_addr;

@@ -6,11 +6,9 @@
 //
 // Raw columnar chunk := tags[event count] length:varint*columns_in(version) column*...
 //   column kColDelta     delta_ticks of every event that has one (kHeap: escaped deltas)
-//   column kColSlotLow   kHeap free by slot: slot & 0xFF; version 6: the block's recency rank,
-//                        a varint (LiveOrder, heap_coder.h: the blocks the chunk allocated
-//                        after it and has not freed by slot; every heap allocation, kHeap or
-//                        kAlloc of space heap, counts)
-//   column kColSlotHigh  kHeap free by slot: slot >> 8 (slots are < 2^16); version 6: empty
+//   column kColSlotLow   kHeap free by slot: slot & 0xFF (version 6: only of old blocks, those
+//                        whose rank column entry is 0)
+//   column kColSlotHigh  kHeap free by slot: slot >> 8 (slots are < 2^16; the same)
 //   column kColSize      kHeap allocation: size
 //   column kColHeapAddr  kHeap allocation not predicted, kHeap free by address: the address
 //   column kColOther     everything else: kHeap free's class, every other event's body
@@ -30,9 +28,14 @@
 //                        Python JSON run with stacks: 0.158 -> 0.130 B/event of time). Without
 //                        stacks the deltas of neighbouring events correlate more than the kinds
 //                        differ, and one stream codes better (0.101 against 0.114).
+//   column kColRank      version 6: every kHeap free by slot: a varint, the block's recency
+//                        rank + 1 where the plain chunk has 2 * its age (LiveOrder,
+//                        heap_coder.h: the chunk's allocations after it that are still live),
+//                        0 where it has 2 * slot + 1 (an old block: its slot follows in the
+//                        two slot columns). (Version 6 chunks have ten columns.)
 // Each field keeps the coding it has in a plain chunk (trace_format.h); only where its bytes
 // lie changes, except:
-//   - the slot, which is two bytes here and a varint in a plain chunk;
+//   - the slot, which is two bytes here and a varint in a plain chunk (version 6: see kColRank);
 //   - version 5 on: a kHeap tag's delta bits are 0 (the reader ignores them): the delta field
 //     is in kColHeapDelta (kColAllocDelta). Without the time in them, the tags of a program's
 //     regular allocation pattern repeat, and zstd codes them as long matches (the Python JSON run
@@ -44,9 +47,11 @@
 //     class in a regular order (Python's teardown: the same JSON run, 0.057 -> 0.007 B/event).
 //     The address is still the chunk's previous address for the next address delta
 //     (trace_format.h), as in a plain chunk.
-//   - version 6: a kHeap free by slot holds the block's recency rank, where the plain chunk has
-//     its age (trace_format.h): the writer thread follows the chunk's live allocations in a
-//     LiveOrder to turn one into the other, off the recording threads' path.
+//   - version 6: a kHeap free by slot of a recent block holds its recency rank, where the plain
+//     chunk has its age (trace_format.h): the writer thread follows the chunk's allocations in a
+//     LiveOrder to turn one into the other, off the recording threads' path. A block freed by
+//     its slot (an old one) stays in both sides' LiveOrder: it is older than any block a later
+//     free names by rank, so it never counts in a rank.
 // The plain chunks of version 5 (snapshots, chunks that did not compress) are version 4's;
 // version 6's differ only in the age of a free by slot.
 #pragma once
@@ -69,13 +74,17 @@ enum Column : uint8_t {
   kColStack,
   kColHeapDelta,
   kColAllocDelta,
+  kColRank,
   kColumnCount
 };
 
 // Columns of a columnar chunk of a trace of `version` (the stack column is version 4's, the
-// delta field columns version 5's).
+// delta field columns version 5's, the rank column version 6's).
 inline constexpr int columns_in(uint32_t version) {
-  return version >= 5 ? kColumnCount : version == 4 ? kColumnCount - 2 : kColumnCount - 3;
+  return version >= 6   ? kColumnCount
+         : version == 5 ? kColumnCount - 1
+         : version == 4 ? kColumnCount - 3
+                        : kColumnCount - 4;
 }
 
 // The classes of a chunk's last kHeap frees by address (version 5's columnar address base).
@@ -200,9 +209,9 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
   // five times it (version 5 re-codes an addressed free's address, of at least two body bytes
   // with its class, as a varint of at most ten).
   uint8_t *start[kColumnCount], *pos[kColumnCount];
-  const size_t bound[kColumnCount] = {body_len, 3 * events,     events,
-                                      body_len, 5 * body_len,   body_len,
-                                      body_len, events / 4 + 1, events / 4 + 1};
+  const size_t bound[kColumnCount] = {body_len,       events,    events,   body_len,
+                                      5 * body_len,   body_len,  body_len, events / 4 + 1,
+                                      events / 4 + 1, 3 * events};
   uint8_t *next = col_base;
   for (int k = 0; k < kColumnCount; ++k) {
     start[k] = pos[k] = next;
@@ -249,13 +258,22 @@ inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *bo
             copy_varint(kColHeapAddr);
             copy_varint(kColOther);
           }
-        } else if (v6) {  // the block's age, written as its rank
-          const uint64_t age = c.varint();
-          if (age == 0 || age > order.size()) return 0;
-          const uint32_t ordinal = order.size() - static_cast<uint32_t>(age);
-          if (!order.live(ordinal)) return 0;
-          pos[kColSlotLow] = put_varint(pos[kColSlotLow], order.rank_of(ordinal));
-          order.remove(ordinal);
+        } else if (v6) {  // 2 * age: rank + 1; 2 * slot + 1: 0, and the slot's two bytes
+          const uint64_t field = c.varint();
+          if (!(field & 1)) {
+            const uint64_t age = field >> 1;
+            if (age == 0 || age > order.size()) return 0;
+            const uint32_t ordinal = order.size() - static_cast<uint32_t>(age);
+            if (!order.live(ordinal)) return 0;
+            pos[kColRank] = put_varint(pos[kColRank], uint64_t{order.rank_of(ordinal)} + 1);
+            order.remove(ordinal);
+          } else {
+            const uint64_t slot = field >> 1;
+            if (slot >> 16) return 0;
+            *pos[kColRank]++ = 0;
+            *pos[kColSlotLow]++ = static_cast<uint8_t>(slot);
+            *pos[kColSlotHigh]++ = static_cast<uint8_t>(slot >> 8);
+          }
         } else {
           uint64_t slot = c.varint();
           if (slot >> 16) return 0;

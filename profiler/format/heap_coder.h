@@ -18,6 +18,7 @@
 // which the reader had to mirror probe by probe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -95,6 +96,13 @@ class ClassStacks {
   uint64_t last_alloc_[kSmallClasses + 1];
 };
 
+// Version 6: a free by slot of a block at most this old (in allocations, HeapCoder::age_of)
+// names it by its age in a plain chunk and by its recency rank in a columnar one (trace_format.h,
+// "Heap events"); an older block is named by its slot in both. A recent block's rank takes a few
+// word and count reads (LiveOrder); an old one's would take up to a hundred, and a program that
+// frees old blocks in no particular order (the storm) gains nothing from ranks.
+inline constexpr uint64_t kRankedAge = 512;
+
 // Version 3. Every heap allocation (compact or not) takes a slot, if its address is below
 // 2^48 and a slot is left: the slot freed last, else the next never used. A free by slot gives
 // it back. Both sides run on_alloc() and on_free_slot(); the writer also keeps its index (an
@@ -132,9 +140,10 @@ class HeapCoder : public ClassStacks {
   }
   // The chunk's heap allocations so far (on_alloc calls): the next one's ordinal.
   uint32_t allocations() const { return allocations_; }
-  // Version 6: how a free by slot is written by the recording threads, the block's age: the
-  // allocations since its own, counting it (1: the last one).
+  // Version 6: a block's age, the allocations since its own, counting it (1: the last one),
+  // and the ordinal of its allocation.
   uint32_t age_of(uint32_t slot) const { return allocations_ - ordinal_[slot]; }
+  uint32_t ordinal_of(uint32_t slot) const { return ordinal_[slot]; }
   // The address in a slot; 0 for a free or never used slot, or one out of range.
   uint64_t address_at(uint64_t slot) const {
     return slot < next_slot_ ? slots_[slot] & kAddrMask : 0;
@@ -221,41 +230,53 @@ class HeapCoder : public ClassStacks {
 // JSON run of docs/PERFORMANCE.md: 0.020 -> 0.002 B/event). The writer thread's column split
 // turns the recording threads' ages (HeapCoder::age_of) into ranks with one of these, the
 // reader turns ranks back into ordinals with another.
-// A bitmap of the ordinals, and a Fenwick tree of its words' counts: each operation takes
-// O(log(ordinals / 64)). Storage is the caller's (the writer reserves it at start-up).
+// A bitmap of the ordinals with the live counts of its blocks of 8 words (512 ordinals) and of
+// its groups of 64 blocks (32768): an allocation or a free updates one bit and two counts, and a
+// rank sums what lies after the block: a few words and counts for a block freed soon after its
+// allocation, as most are, and at most 7 words, 63 blocks and 15 groups for the oldest block of
+// a full chunk. (A Fenwick tree bounds a rank better but costs a dozen scattered updates per
+// free, which was a quarter of the writer thread's time on the storm.) Storage is the caller's
+// (the writer reserves it at start-up).
 class LiveOrder {
  public:
   static constexpr uint32_t kNone = ~0u;
-  // The words (and tree entries) for `capacity` ordinals.
+  static constexpr uint32_t kWordsPerBlock = 8, kBlocksPerGroup = 64;
+  // The words, and the counts (blocks, then groups), for `capacity` ordinals.
   static constexpr size_t words_for(size_t capacity) { return capacity / 64 + 1; }
+  static constexpr size_t counts_for(size_t capacity) {
+    return words_for(capacity) / kWordsPerBlock + 1 +
+           words_for(capacity) / kWordsPerBlock / kBlocksPerGroup + 1;
+  }
 
-  // Storage for up to `capacity` ordinals: `words` and `tree`, words_for(capacity) each.
-  void attach(uint64_t *words, uint32_t *tree, size_t capacity) {
+  // Storage for up to `capacity` ordinals: words_for(capacity) words, counts_for(capacity)
+  // counts.
+  void attach(uint64_t *words, uint16_t *counts, size_t capacity) {
     words_ = words;
-    tree_ = tree;
-    storage_words_ = words_for(capacity);
-    count_ = 0;
+    counts_ = counts;
+    capacity_ = capacity;
     next_ = live_ = 0;
+    blocks_ = groups_ = nullptr;
   }
   // Empty, for a chunk of up to `capacity` allocations; false if the storage is too small.
   bool restart(size_t capacity) {
-    if (words_for(capacity) > storage_words_) return false;
-    count_ = static_cast<uint32_t>(words_for(capacity));
-    std::memset(words_, 0, count_ * sizeof *words_);
-    std::memset(tree_, 0, count_ * sizeof *tree_);
-    top_step_ = 1;
-    while (top_step_ * 2 <= count_) top_step_ *= 2;
-    next_ = 0;
-    live_ = 0;
+    if (capacity > capacity_) return false;
+    limit_ = static_cast<uint32_t>(words_for(capacity) * 64);
+    const size_t block_count = words_for(capacity) / kWordsPerBlock + 1;
+    blocks_ = counts_;
+    groups_ = counts_ + block_count;
+    std::memset(words_, 0, words_for(capacity) * sizeof *words_);
+    std::memset(counts_, 0, counts_for(capacity) * sizeof *counts_);
+    next_ = live_ = 0;
     return true;
   }
   // The next allocation, live. False when there is no room (a malformed chunk).
   bool push() {
     const uint32_t ordinal = next_;
-    if (ordinal / 64 >= count_) return false;
+    if (ordinal >= limit_) return false;
     ++next_;
     words_[ordinal / 64] |= uint64_t{1} << (ordinal % 64);
-    add(ordinal / 64, 1);
+    ++blocks_[ordinal / kBlockOrdinals];
+    ++groups_[ordinal / kGroupOrdinals];
     ++live_;
     return true;
   }
@@ -265,48 +286,56 @@ class LiveOrder {
   }
   // The live ordinals after `ordinal`.
   uint32_t rank_of(uint32_t ordinal) const {
-    const uint32_t w = ordinal / 64;
-    const uint64_t upto = ordinal % 64 == 63 ? ~uint64_t{0} : (uint64_t{2} << (ordinal % 64)) - 1;
-    return live_ - (prefix(w) + static_cast<uint32_t>(__builtin_popcountll(words_[w] & upto)));
+    const uint32_t w = ordinal / 64, b = ordinal / kBlockOrdinals, g = ordinal / kGroupOrdinals;
+    const uint32_t last = next_ - 1;  // the newest ordinal: nothing lies after it
+    uint32_t rank = ordinal % 64 == 63 ? 0 : popcount(words_[w] >> (ordinal % 64 + 1));
+    for (uint32_t i = w + 1, end = std::min((b + 1) * kWordsPerBlock, last / 64 + 1); i < end; ++i)
+      rank += popcount(words_[i]);
+    for (uint32_t i = b + 1, end = std::min((g + 1) * kBlocksPerGroup, last / kBlockOrdinals + 1);
+         i < end; ++i)
+      rank += blocks_[i];
+    for (uint32_t i = g + 1, end = last / kGroupOrdinals + 1; i < end; ++i) rank += groups_[i];
+    return rank;
   }
   // A live ordinal freed.
   void remove(uint32_t ordinal) {
     words_[ordinal / 64] &= ~(uint64_t{1} << (ordinal % 64));
-    add(ordinal / 64, static_cast<uint32_t>(-1));
+    --blocks_[ordinal / kBlockOrdinals];
+    --groups_[ordinal / kGroupOrdinals];
     --live_;
   }
   // The live ordinal with `rank` live ones after it; kNone if there is none.
   uint32_t with_rank(uint32_t rank) const {
-    if (rank >= live_) return kNone;
-    uint32_t k = live_ - rank;  // its place among the live ones, from the oldest (1-based)
-    uint32_t w = 0;             // the words before the one that holds it
-    for (uint32_t step = top_step_; step; step /= 2) {
-      if (w + step <= count_ && tree_[w + step - 1] < k) {
-        w += step;
-        k -= tree_[w - 1];
-      }
-    }
+    if (rank >= live_ || next_ == 0) return kNone;
+    const uint32_t last = next_ - 1;
+    uint32_t g = last / kGroupOrdinals;
+    for (; groups_[g] <= rank; --g) rank -= groups_[g];
+    uint32_t b = std::min((g + 1) * kBlocksPerGroup, last / kBlockOrdinals + 1) - 1;
+    for (; blocks_[b] <= rank; --b) rank -= blocks_[b];
+    uint32_t w = std::min((b + 1) * kWordsPerBlock, last / 64 + 1) - 1;
+    for (; popcount(words_[w]) <= rank; --w) rank -= popcount(words_[w]);
+    // The bit with `rank` set bits above it.
     uint64_t bits = words_[w];
-    for (; k > 1; --k) bits &= bits - 1;
+    for (uint32_t k = popcount(bits) - rank; k > 1; --k) bits &= bits - 1;
     return w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
   }
 
  private:
-  void add(uint32_t word, uint32_t delta) {
-    for (uint32_t i = word + 1; i <= count_; i += i & (0u - i)) tree_[i - 1] += delta;
-  }
-  // The live ordinals in the words before `word`.
-  uint32_t prefix(uint32_t word) const {
-    uint32_t sum = 0;
-    for (uint32_t i = word; i > 0; i -= i & (0u - i)) sum += tree_[i - 1];
-    return sum;
+  static constexpr uint32_t kBlockOrdinals = 64 * kWordsPerBlock;
+  static constexpr uint32_t kGroupOrdinals = kBlockOrdinals * kBlocksPerGroup;
+  // Without a call to libgcc (the baseline x86-64 has no popcnt instruction).
+  static uint32_t popcount(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return static_cast<uint32_t>((x * 0x0101010101010101ull) >> 56);
   }
 
   uint64_t *words_ = nullptr;
-  uint32_t *tree_ = nullptr;  // Fenwick: tree_[i - 1] sums the words (i - (i & -i), i]
-  size_t storage_words_ = 0;
-  uint32_t count_ = 0;     // words in use
-  uint32_t top_step_ = 1;  // the largest power of two <= count_
+  uint16_t *counts_ = nullptr;
+  uint16_t *blocks_ = nullptr, *groups_ = nullptr;  // within counts_
+  size_t capacity_ = 0;
+  uint32_t limit_ = 0;  // ordinals the chunk has room for
   uint32_t next_ = 0, live_ = 0;
 };
 

@@ -81,12 +81,13 @@
 //   allocation: [zz(addr - coder.next_expected(class, usable)) unless predicted] size:varint
 //               usable size = default_usable_size(size); class = class_of(usable);
 //               predicted: addr = coder.predicted(class)
-//   free:       age:varint (version 6; before: slot:varint, the block's slot in the coder),
-//               or if addressed: zz(addr - previous address of this chunk) class:varint
-//               (class_of(usable)). The age of a block the chunk allocated: the chunk's heap
-//               allocations since its own, counting it (HeapCoder::age_of; 1: the last one).
-//               A columnar chunk holds the block's recency rank instead (chunk_columns.h,
-//               LiveOrder in heap_coder.h).
+//   free:       field:varint: version 6, 2 * age if the block's age is at most kRankedAge
+//               (512; the chunk's heap allocations since its own, counting it:
+//               HeapCoder::age_of, 1 for the last one), else 2 * slot + 1; a columnar chunk
+//               holds 2 * the block's recency rank in place of 2 * age (chunk_columns.h,
+//               LiveOrder in heap_coder.h). Before version 6: slot:varint (the block's slot in
+//               the coder). If addressed: zz(addr - previous address of this chunk)
+//               class:varint (class_of(usable)).
 // Slots (version 3): every heap allocation whose address is below 2^48 takes the slot freed
 // last, else the lowest never used, while fewer than 6144 are used (HeapCoder::on_alloc);
 // a free by slot gives it back. A block freed by another thread keeps its slot to the end of

@@ -237,31 +237,28 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
 // decompresses them in one call. Returns the stored size (0: write the chunk plain) and sets
 // the chunk's flags and raw size.
 //
-// Two zstd levels: the time columns at level 1, every other part at level 5. A program's
-// allocation pattern repeats over thousands of events, and level 5's match finder (a hash
-// chain) finds those repeats where level 1's single probe misses them: on the Python JSON run
-// of docs/PERFORMANCE.md the tags take 0.0039 B/event instead of 0.0189, for 0.5 ns/event more
-// of the writer's CPU. The time deltas are short noise, which level 1 codes better.
-// ADPROF_ZSTD_LEVEL sets one level for every part.
+// Two zstd levels: every part at level 1 first; a part that shrank to less than 1/16 (a
+// program's allocation pattern repeating over thousands of events) is compressed again at level
+// 5, whose match finder (a hash chain) finds the repeats that level 1's single probe misses, and
+// the smaller frame kept. On the Python JSON run of docs/PERFORMANCE.md the tags take 0.0039
+// B/event instead of 0.0189, for 0.5 ns/event more of the writer's CPU; a part that level 1
+// cannot shrink much (the storm's sizes and slots: random) costs level 5 most and gains least,
+// and is not tried. ADPROF_ZSTD_LEVEL sets one level for every part.
 struct Compressor {
-  ZSTD_CCtx *cctx[2] = {};  // [kTimeParts]: the time columns'; [kPatternParts]: the rest's
+  ZSTD_CCtx *cctx[2] = {};  // [kFirstPass]: level 1 (or ADPROF_ZSTD_LEVEL); [kSecondPass]: 5
   uint8_t *z = nullptr;     // compressed output
   size_t z_cap = 0;
   uint8_t *columns = nullptr;  // the columnar chunk
   size_t columns_cap = 0;
   fmt::LiveOrder order;  // a chunk's live allocations, to write frees by rank (chunk_columns.h)
 };
-enum PartKind { kTimeParts = 0, kPatternParts = 1 };
-constexpr int kDefaultLevel[2] = {1, 5};
+enum Pass { kFirstPass = 0, kSecondPass = 1 };
+constexpr int kFirstPassLevel = 1, kSecondPassLevel = 5;
+constexpr size_t kSecondPassRatio = 16;  // a first frame under 1/16 of the part's bytes
 
-int part_level(PartKind kind) {
-  return g_zstd_level != kDefaultZstdLevel ? g_zstd_level : kDefaultLevel[kind];
-}
-
-PartKind column_kind(int column) {
-  return column == fmt::kColDelta || column == fmt::kColHeapDelta || column == fmt::kColAllocDelta
-             ? kTimeParts
-             : kPatternParts;
+int pass_level(Pass pass) {
+  if (g_zstd_level != kDefaultZstdLevel) return g_zstd_level;
+  return pass == kFirstPass ? kFirstPassLevel : kSecondPassLevel;
 }
 
 // Everything the writer needs, reserved at start-up while memory is plentiful: a program that
@@ -274,17 +271,19 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
   k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
   k.z = static_cast<uint8_t *>(raw_mmap(k.z_cap));
   *snapshot_copy = static_cast<uint8_t *>(raw_mmap(kTagBytes + kBodyBytes));
-  const size_t order_words = fmt::LiveOrder::words_for(kTagBytes);  // events <= tags
-  auto *words = static_cast<uint64_t *>(raw_mmap(order_words * sizeof(uint64_t)));
-  auto *tree = static_cast<uint32_t *>(raw_mmap(order_words * sizeof(uint32_t)));
-  if (!k.z || !k.columns || !*snapshot_copy || !words || !tree) return false;
-  k.order.attach(words, tree, kTagBytes);
+  // A chunk has at most as many allocations as tags.
+  auto *words =
+      static_cast<uint64_t *>(raw_mmap(fmt::LiveOrder::words_for(kTagBytes) * sizeof(uint64_t)));
+  auto *counts =
+      static_cast<uint16_t *>(raw_mmap(fmt::LiveOrder::counts_for(kTagBytes) * sizeof(uint16_t)));
+  if (!k.z || !k.columns || !*snapshot_copy || !words || !counts) return false;
+  k.order.attach(words, counts, kTagBytes);
   if (g_zstd_level > -100) {
-    for (const PartKind kind : {kTimeParts, kPatternParts}) {
-      ZSTD_CCtx *&c = k.cctx[kind];
+    for (const Pass pass : {kFirstPass, kSecondPass}) {
+      ZSTD_CCtx *&c = k.cctx[pass];
       c = ZSTD_createCCtx();
       if (c && ZSTD_isError(ZSTD_compressCCtx(c, k.z, k.z_cap, *snapshot_copy,
-                                              kTagBytes + kBodyBytes, part_level(kind)))) {
+                                              kTagBytes + kBodyBytes, pass_level(pass)))) {
         ZSTD_freeCCtx(c);
         c = nullptr;
       }
@@ -295,36 +294,43 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
 
 size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const uint8_t *bodies,
                       uint32_t body_len, uint32_t *flags, uint32_t *raw) {
-  if (!k.cctx[kTimeParts] || !k.cctx[kPatternParts]) return 0;
+  if (!k.cctx[kFirstPass] || !k.cctx[kSecondPass]) return 0;
   size_t dir_at = 0;
   size_t n = k.columns ? fmt::to_columns(tags, events, bodies, body_len, k.columns, k.columns_cap,
                                          &dir_at, g_stacks, k.order)
                        : 0;
   if (n == 0) return 0;
-  // The parts: the tags, the directory, each column (empty ones have no frame).
-  size_t cuts[2 + fmt::kColumnCount + 1];
-  PartKind kinds[2 + fmt::kColumnCount];
+  size_t cuts[2 + fmt::kColumnCount + 1];  // frame boundaries in the columnar chunk
   size_t count = 0;
-  cuts[count] = 0;
-  kinds[count++] = kPatternParts;
-  cuts[count] = events;
-  kinds[count++] = kPatternParts;
+  cuts[count++] = 0;
+  cuts[count++] = events;
   fmt::Cursor dir{k.columns + events, k.columns + dir_at};
   size_t at = dir_at;
+  cuts[count++] = at;
   for (int c = 0; c < fmt::kColumnCount; ++c) {
-    const size_t length = dir.varint();
-    if (length == 0) continue;
-    cuts[count] = at;
-    kinds[count++] = column_kind(c);
-    at += length;
+    at += dir.varint();
+    if (at != cuts[count - 1]) cuts[count++] = at;
   }
-  cuts[count] = at;
+  const bool second_pass = g_zstd_level == kDefaultZstdLevel;
   size_t out = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (cuts[i + 1] == cuts[i]) continue;
-    size_t m = ZSTD_compressCCtx(k.cctx[kinds[i]], k.z + out, k.z_cap - out, k.columns + cuts[i],
-                                 cuts[i + 1] - cuts[i], part_level(kinds[i]));
+  for (size_t i = 0; i + 1 < count; ++i) {
+    const uint8_t *part = k.columns + cuts[i];
+    const size_t length = cuts[i + 1] - cuts[i];
+    if (length == 0) continue;
+    size_t m = ZSTD_compressCCtx(k.cctx[kFirstPass], k.z + out, k.z_cap - out, part, length,
+                                 pass_level(kFirstPass));
     if (ZSTD_isError(m)) return 0;
+    // The second frame goes after the first, where there is room for it, and replaces it
+    // when it is smaller.
+    if (second_pass && m * kSecondPassRatio < length &&
+        k.z_cap - out - m >= ZSTD_compressBound(length)) {
+      const size_t m2 = ZSTD_compressCCtx(k.cctx[kSecondPass], k.z + out + m, k.z_cap - out - m,
+                                          part, length, pass_level(kSecondPass));
+      if (!ZSTD_isError(m2) && m2 < m) {
+        memmove(k.z + out, k.z + out + m, m2);
+        m = m2;
+      }
+    }
     out += m;
   }
   if (out >= n) return 0;

@@ -296,7 +296,9 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
     const uint32_t slot = ts.coder->take(addr);
     if (ADPROF_LIKELY(slot != fmt::HeapCoder::kNoSlot)) {
       p = begin_heap_event(ts, fmt::kHeapFree, t);
-      p = fmt::put_varint(p, ts.coder->age_of(slot));  // the writer thread makes it a rank
+      // A recent block by its age (the writer thread makes it a rank), an old one by its slot.
+      const uint64_t age = ts.coder->age_of(slot);
+      p = fmt::put_varint(p, age <= fmt::kRankedAge ? 2 * age : 2 * uint64_t{slot} + 1);
       ts.coder->on_free_slot(slot);
       end_event(ts, p);
       return;

@@ -25,12 +25,12 @@ using ET = adprof::format::EventType;
 // Version 6's column split needs room to follow a chunk's live allocations (chunk_columns.h).
 struct SplitOrder {
   std::vector<uint64_t> words;
-  std::vector<uint32_t> tree;
+  std::vector<uint16_t> counts;
   adprof::format::LiveOrder order;
   explicit SplitOrder(size_t events)
       : words(adprof::format::LiveOrder::words_for(events)),
-        tree(adprof::format::LiveOrder::words_for(events)) {
-    order.attach(words.data(), tree.data(), events);
+        counts(adprof::format::LiveOrder::counts_for(events)) {
+    order.attach(words.data(), counts.data(), events);
   }
 };
 
@@ -916,8 +916,8 @@ struct V5Events {
   std::vector<uint8_t> columnar() const {
     Bytes b;
     b.append(tags_columnar.v);
-    for (const Bytes &c : col) b.varint(c.v.size());
-    for (const Bytes &c : col) b.append(c.v);
+    for (int k = 0; k < adprof::format::columns_in(5); ++k) b.varint(col[k].v.size());
+    for (int k = 0; k < adprof::format::columns_in(5); ++k) b.append(col[k].v);
     return b.v;
   }
 };
@@ -1108,14 +1108,18 @@ TEST(TraceReaderBytesV5, RoundTripOfARandomStream) {
         live.push_back({addr, size});
         truth.push_back({ET::kAlloc, ts, addr, size, usable, stacks ? stack : 0});
       } else if (what < 85 && !live.empty()) {  // free of a live block, by slot
-        const size_t k = live.size() - 1 - rand(std::min<size_t>(live.size(), 8));
+        // Mostly one of the last few (a rank in columnar version 6), now and then any (an
+        // old one: its age).
+        const size_t k = rand(8) == 0 ? rand(live.size())
+                                      : live.size() - 1 - rand(std::min<size_t>(live.size(), 8));
         const auto [addr, size] = live[k];
         live.erase(live.begin() + static_cast<ptrdiff_t>(k));
         const uint32_t slot = coder->take(addr);
         ASSERT_NE(slot, f::HeapCoder::kNoSlot);
         heap_tag(f::kHeapFree, dt);
         body.v5.varint(slot);
-        body.v6.varint(coder->age_of(slot));
+        const uint64_t age = coder->age_of(slot);  // recorder.h's choice
+        body.v6.varint(age <= f::kRankedAge ? 2 * age : 2 * uint64_t{slot} + 1);
         coder->on_free_slot(slot);
         freed[f::default_usable_size(size)].push_back(addr);
         truth.push_back({ET::kFree, ts, addr, 0, 0, 0});
@@ -1216,8 +1220,8 @@ TEST(TraceReaderBytesV5, WithStacksAllocationDeltasApart) {
   col[f::kColAllocDelta].u8(3 | 2 << 2);  // the allocations': 3 (escaped), 2
   Bytes columnar;
   columnar.append(columnar_tags.v);
-  for (const Bytes &c : col) columnar.varint(c.v.size());
-  for (const Bytes &c : col) columnar.append(c.v);
+  for (int k = 0; k < adprof::format::columns_in(5); ++k) columnar.varint(col[k].v.size());
+  for (int k = 0; k < adprof::format::columns_in(5); ++k) columnar.append(col[k].v);
 
   std::vector<uint8_t> split(f::columns_scratch_bytes(4, plain_bodies.v.size()));
   size_t dir_at = 0;
@@ -1247,9 +1251,9 @@ TEST(TraceReaderBytesV5, WithStacksAllocationDeltasApart) {
 // ---- version 6: frees by recency rank ----
 
 // LiveOrder (heap_coder.h) against a plain list of the live ordinals, over random pushes and
-// removals that reach far back (ranks across many words of its bitmap).
+// removals that reach far back (ranks across words, blocks and groups).
 TEST(TraceReaderBytesV6, LiveOrderRanksMatchAPlainList) {
-  constexpr size_t kCapacity = 20000;
+  constexpr size_t kCapacity = 100000;  // over three groups of 32768 ordinals
   SplitOrder storage(kCapacity);
   adprof::format::LiveOrder &order = storage.order;
   uint64_t rng = 12345;
@@ -1260,10 +1264,10 @@ TEST(TraceReaderBytesV6, LiveOrderRanksMatchAPlainList) {
     return rng % n;
   };
   for (int round = 0; round < 2; ++round) {
-    ASSERT_TRUE(order.restart(kCapacity - round * 7000));
+    ASSERT_TRUE(order.restart(kCapacity - round * 50000));
     std::vector<uint32_t> live;  // oldest first
     uint32_t next = 0;
-    for (int i = 0; i < 15000 - round * 7000; ++i) {
+    for (int i = 0; i < 90000 - round * 50000; ++i) {
       if (live.empty() || rand(3) != 0) {
         ASSERT_TRUE(order.push());
         live.push_back(next++);
@@ -1289,8 +1293,11 @@ TEST(TraceReaderBytesV6, LiveOrderRanksMatchAPlainList) {
 //   1001 kHeap allocation 0x10000, size 100 (usable 112)      ordinal 0
 //   1001 kHeap allocation 0x20000, size 100                    ordinal 1
 //   1001 kAlloc heap 0x30000, 64 bytes (the general form)      ordinal 2
-//   1002 kHeap free of 0x10000: age 3 (plain) / rank 2 (columnar: ordinals 1 and 2 are newer)
-//   1002 kHeap free of 0x30000: age 1 / rank 0
+//   1002 kHeap free of 0x10000: age 3 (plain: 2 * 3) / rank 2 (columnar: 2 + 1 in kColRank;
+//        ordinals 1 and 2 are newer)
+//   1002 kHeap free of 0x30000: age 1 (2 * 1) / rank 0 (0 + 1)
+// (a block older than kRankedAge is written as 2 * its slot + 1, and in a columnar chunk as
+// 0 and its slot: RoundTripOfARandomStream)
 TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
   namespace f = adprof::format;
   Bytes tags, body;
@@ -1298,8 +1305,8 @@ TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
   body.zz(0x10000 - 112).varint(100);
   body.zz(0x20000 - (0x10000 + 112)).varint(100);
   body.varint(0).zz(0x30000).varint(64).varint(0);
-  body.varint(3);
-  body.varint(1);
+  body.varint(2 * 3);
+  body.varint(2 * 1);
   std::vector<uint8_t> plain = tags.v;
   plain.insert(plain.end(), body.v.begin(), body.v.end());
   std::vector<uint8_t> columnar(f::columns_scratch_bytes(5, body.v.size()));
@@ -1308,20 +1315,18 @@ TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
   columnar.resize(f::to_columns(tags.v.data(), 5, body.v.data(), body.v.size(), columnar.data(),
                                 columnar.size(), &dir_at, false, order.order));
   ASSERT_FALSE(columnar.empty());
-  // The ranks' column: 2, then 0.
+  // The rank column: 2 + 1, then 0 + 1 (both ages are under kRankedAge); no slots.
   Bytes col[f::kColumnCount];
-  col[f::kColSlotLow].varint(2).varint(0);
+  col[f::kColRank].varint(3).varint(1);
   {
     f::Cursor dir{columnar.data() + 5, columnar.data() + dir_at};
     const uint8_t *p = columnar.data() + dir_at;
     for (int k = 0; k < f::kColumnCount; ++k) {
       const size_t len = dir.varint();
-      if (k == f::kColSlotLow) {
-        EXPECT_EQ(std::vector<uint8_t>(p, p + len), col[k].v);
-      }
-      if (k == f::kColSlotHigh) {
-        EXPECT_EQ(len, 0u);
-      }
+      EXPECT_EQ(std::vector<uint8_t>(p, p + len) == col[k].v,
+                k != f::kColOther && k != f::kColSize && k != f::kColHeapAddr &&
+                    k != f::kColDelta && k != f::kColHeapDelta)
+          << "column " << k;
       p += len;
     }
   }
@@ -1343,20 +1348,20 @@ TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
     }
   }
   // Ages and ranks that name no live allocation: the chunk is damaged from there on.
-  for (uint64_t age : {0, 4}) {
+  for (uint64_t field : {0, 2 * 4, 2 * 6144 + 1, 2 * 0 + 1}) {  // ages 0, 4; slots 6144, 0
     Bytes bad = body;
     bad.v.pop_back();
-    bad.varint(age);
+    bad.varint(field);
     std::vector<uint8_t> raw = tags.v;
     raw.insert(raw.end(), bad.v.begin(), bad.v.end());
     TraceReader r(save(dir, "v6a", trace_of(6, 0, {chunk(0, 0, 1000, 5, raw, true, 0)})));
-    EXPECT_EQ(read_all(r).size(), 4u) << age;
+    EXPECT_EQ(read_all(r).size(), 4u) << field;
     EXPECT_EQ(r.stats().corrupt_chunks, 1u);
   }
   {  // the same block freed twice: age 3 is ordinal 0 again
     Bytes bad = body;
     bad.v.pop_back();
-    bad.varint(3);
+    bad.varint(2 * 3);
     std::vector<uint8_t> raw = tags.v;
     raw.insert(raw.end(), bad.v.begin(), bad.v.end());
     TraceReader r(save(dir, "v6b", trace_of(6, 0, {chunk(0, 0, 1000, 5, raw, true, 0)})));
