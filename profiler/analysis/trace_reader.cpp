@@ -357,13 +357,13 @@ struct TraceReader::Impl {
       std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
       t.ordinals = version >= 6;
       if (t.ordinals) {
-        // At most one allocation per event.
-        if (t.order_words.size() < fmt::LiveOrder::words_for(c.events)) {
+        // At most one allocation per event. The storage grows with the largest chunk so far.
+        if (!t.order.restart(c.events)) {
           t.order_words.resize(fmt::LiveOrder::words_for(c.events));
           t.order_counts.resize(fmt::LiveOrder::counts_for(c.events));
           t.order.attach(t.order_words.data(), t.order_counts.data(), c.events);
+          t.order.restart(c.events);
         }
-        t.order.restart(c.events);
         if (t.slot_at.size() < c.events) t.slot_at.resize(c.events);
       }
       if (version >= 3) {

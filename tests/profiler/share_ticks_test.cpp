@@ -61,7 +61,9 @@ TEST(ShareTicks, AThreadAloneWritesItsHeapEventsAtTheTickStart) {
   }
   EXPECT_TRUE(reader.end().complete) << reader.end().reason;
   EXPECT_EQ(solo, 400000u);
-  EXPECT_EQ(elsewhere, 0u) << "of " << solo << " heap events of a thread recording alone";
+  // A few may keep their full time: read before another thread (the profiler's sampling one)
+  // claimed the next tick, their thread finds that tick taken and leaves its time as it is.
+  EXPECT_LE(elsewhere, solo / 1000) << "of " << solo << " heap events of a thread recording alone";
   EXPECT_GT(at_tick_start, 0u);
   EXPECT_LT(shared, solo / 10) << "heap events in ticks another thread shared";
 }
@@ -114,6 +116,8 @@ TEST(ShareTicks, ThreadsTakingTurnsKeepTheirOrder) {
       outer_round_at.erase(it);
     }
   }
+  EXPECT_TRUE(reader.end().complete) << reader.end().reason;
+  EXPECT_EQ(reader.stats().corrupt_chunks, 0u);
   EXPECT_EQ(outer_allocs, kRounds);
   const auto in_order = static_cast<uint64_t>(std::count(state.begin(), state.end(), 3));
   // Ties of the clock itself (about 100 ns: a turn takes longer) may misplace a few.

@@ -1347,6 +1347,27 @@ TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
       EXPECT_EQ(ev[i].addr, addr[i]) << i;
     }
   }
+  // Each chunk restarts the order, one larger than the first too (the reader's storage grows).
+  {
+    Bytes phase_tag, phase_body;
+    phase_tag.u8(0x14);
+    phase_body.varint(0);
+    std::vector<uint8_t> longer = phase_tag.v;
+    longer.insert(longer.end(), tags.v.begin(), tags.v.end());
+    longer.insert(longer.end(), phase_body.v.begin(), phase_body.v.end());
+    longer.insert(longer.end(), body.v.begin(), body.v.end());
+    // A first chunk of 5 events, then 30 of 6 (90 allocations in all, more than one word of
+    // the order holds: stale state would run out of room).
+    Bytes f;
+    HeaderFields h;
+    h.version = 6;
+    f.append(file_header(h));
+    f.append(chunk(0, 0, 1000, 5, plain, true, 0));
+    for (uint32_t k = 1; k <= 30; ++k) f.append(chunk(0, k, 1000 + 10 * k, 6, longer, true, 0));
+    TraceReader r(save(dir, "v6many", f.v));
+    EXPECT_EQ(read_all(r).size(), 5u + 30 * 6);
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+  }
   // Ages and ranks that name no live allocation: the chunk is damaged from there on.
   for (uint64_t field : {0, 2 * 4, 2 * 6144 + 1, 2 * 0 + 1}) {  // ages 0, 4; slots 6144, 0
     Bytes bad = body;
