@@ -86,6 +86,7 @@ struct TraceReader::Impl {
     Event pending;
     std::string text;
     std::vector<uint64_t> values;
+    std::vector<uint64_t> last_stack;  // the chunk's last stack definition (version 6)
   };
 
   int fd = -1;
@@ -352,6 +353,7 @@ struct TraceReader::Impl {
       }
       t.ticks = c.base_ts;
       t.last_addr = 0;
+      t.last_stack.clear();
       t.columns_v5 = t.columnar && version >= 5;
       t.delta_fields[0] = t.delta_fields[1] = 0;
       std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
@@ -533,6 +535,25 @@ struct TraceReader::Impl {
         uint64_t frame = c.varint();
         t.values[0] = frame;
         for (uint64_t i = 1; i < n; ++i) t.values[i] = frame += fmt::unzigzag(c.varint());
+        t.last_stack = t.values;
+        e.set_values(t.values);
+        break;
+      }
+      case fmt::kSharedStackOperand: {  // the outer frames of the chunk's last stack
+        e.type = fmt::EventType::kStack;
+        e.a = c.varint();
+        const uint64_t n = c.varint(), shared = c.varint();
+        if (e.a == 0 || e.a > UINT32_MAX || n == 0 || n > fmt::kMaxStackFrames || shared == 0 ||
+            shared > n || shared > t.last_stack.size())
+          return false;
+        t.values.resize(n);
+        const uint64_t inner = n - shared;
+        uint64_t frame = 0;
+        for (uint64_t i = 0; i < inner; ++i)
+          t.values[i] = frame = i == 0 ? c.varint() : frame + fmt::unzigzag(c.varint());
+        std::copy(t.last_stack.end() - static_cast<ptrdiff_t>(shared), t.last_stack.end(),
+                  t.values.begin() + static_cast<ptrdiff_t>(inner));
+        t.last_stack = t.values;
         e.set_values(t.values);
         break;
       }

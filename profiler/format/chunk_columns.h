@@ -149,6 +149,11 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c, bool sta
         c.varint();  // end
         c.bytes(c.varint());
         c.bytes(c.varint());
+      } else if (operand == kSharedStackOperand) {
+        c.varint();  // id
+        const uint64_t n = c.varint(), shared = c.varint();
+        if (n > kMaxStackFrames || shared > n) return false;
+        for (uint64_t i = shared; i < n; ++i) c.varint();
       } else if (operand == kUnmappingOperand) {
         c.varint();
         c.varint();

@@ -131,6 +131,13 @@
 //      new stack that follows the load.
 //   kThreadName hi=3 (kUnmappingOperand) bias:varint start:varint
 //      the object mapped there was unloaded (dlclose).
+//   kThreadName hi=4 (kSharedStackOperand, version 6) id:varint count:varint shared:varint
+//                                       frame0:varint zz(frame[i] - frame[i-1])*(count-shared-1)
+//      a stack whose outermost `shared` frames (1 <= shared <= count) are the outermost ones
+//      of the stack defined last (hi=1 or 4) in the same chunk of the thread; the
+//      count - shared inner frames follow as in hi=1 (none when shared == count). Consecutive
+//      new stacks of a program share most of their outer frames (Python's 40-64 frame
+//      stacks: a few new ones each).
 // A frame resolves against the mappings as they were at the stack's definition.
 //
 // The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
@@ -160,6 +167,7 @@ inline constexpr uint8_t kSpaceHeap = 0;  // a kAlloc/kFree operand: ADPROF_SPAC
 inline constexpr uint8_t kStackOperand = 1;  // kThreadName operands (version 4 on)
 inline constexpr uint8_t kMappingOperand = 2;
 inline constexpr uint8_t kUnmappingOperand = 3;
+inline constexpr uint8_t kSharedStackOperand = 4;  // version 6
 inline constexpr uint32_t kMaxStackFrames = 64;
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kMaxNameBytes = 4096;

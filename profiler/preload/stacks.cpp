@@ -106,6 +106,11 @@ struct StackTable {
   UnwindRule rules[kRuleSlots];  // by pc; kind kEmpty: free
   Memo memo;
   WalkStep walk[kWalkStates];
+  // The stack this thread defined last, and the chunk (buffer sequence number) it was defined
+  // in: a new stack is written against its outer frames (kSharedStackOperand).
+  uint64_t last_defined[fmt::kMaxStackFrames];
+  int last_defined_count;
+  uint32_t last_defined_seq;
 };
 
 namespace {
@@ -335,6 +340,7 @@ __attribute__((noinline, cold)) StackTable *renew_table(ThreadState &ts) {
     t->memo.frames = 0;
     t->memo.last_hash = 0;
     t->busy = false;
+    t->last_defined_count = 0;
     if (t->generation == generation && t->used != 0) return t;  // pooled, still valid
   }
   memset(t->hash, 0, sizeof t->hash);
@@ -360,17 +366,30 @@ __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTabl
   uint32_t id = 0;
   if (reserve(ts, 32 + static_cast<size_t>(count) * fmt::kMaxVarintBytes)) {
     id = g_next_stack.fetch_add(1, std::memory_order_relaxed);
-    uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kStackOperand, now_ticks());
+    // The outer frames it shares with the stack defined last in this chunk (trace_format.h,
+    // kSharedStackOperand): a chunk still decodes alone.
+    int shared = 0;
+    if (t.last_defined_count > 0 && t.last_defined_seq == ts.buf->seq) {
+      while (shared < count && shared < t.last_defined_count &&
+             frames[count - 1 - shared] == t.last_defined[t.last_defined_count - 1 - shared])
+        ++shared;
+    }
+    uint8_t *p = begin_event(ts, fmt::EventType::kThreadName,
+                             shared ? fmt::kSharedStackOperand : fmt::kStackOperand, now_ticks());
     p = fmt::put_varint(p, id);
     p = fmt::put_varint(p, static_cast<uint64_t>(count));
+    if (shared) p = fmt::put_varint(p, static_cast<uint64_t>(shared));
     uint64_t previous = 0;
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < count - shared; ++i) {
       const uint64_t frame = frames[i];
       p = i == 0 ? fmt::put_varint(p, frame)
                  : fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(frame - previous)));
       previous = frame;
     }
     end_event(ts, p);
+    memcpy(t.last_defined, frames, static_cast<size_t>(count) * sizeof *frames);
+    t.last_defined_count = count;
+    t.last_defined_seq = ts.buf->seq;
     t.hash[slot] = hash;
     t.id[slot] = id;
     ++t.used;

@@ -1390,3 +1390,47 @@ TEST(TraceReaderBytesV6, FreesByAgeAndByRank) {
     EXPECT_EQ(r.stats().corrupt_chunks, 1u);
   }
 }
+
+// A stack written against the outer frames of the chunk's last definition (version 6,
+// kSharedStackOperand), and one with no definition before it in its chunk (damaged).
+TEST(TraceReaderBytesV6, StackSharingTheLastOnesOuterFrames) {
+  namespace f = adprof::format;
+  Bytes tags, body;
+  tags.u8(0x1A);  // stack 7: 0x1000, 0x2000, 0x3000 (innermost first)
+  body.varint(0).varint(7).varint(3).varint(0x1000).zz(0x1000).zz(0x1000);
+  tags.u8(0x4A);  // stack 8: 0x1500 then the last two of stack 7
+  body.varint(0).varint(8).varint(3).varint(2).varint(0x1500);
+  tags.u8(0x4A);  // stack 9: the outermost frame of stack 8 only
+  body.varint(0).varint(9).varint(1).varint(1);
+  std::vector<uint8_t> raw = tags.v;
+  raw.insert(raw.end(), body.v.begin(), body.v.end());
+  TempDir dir;
+  {
+    TraceReader r(
+        save(dir, "v6s", trace_of(6, f::kFileFlagStacks, {chunk(0, 0, 1000, 3, raw, true, 0)})));
+    std::vector<std::vector<uint64_t>> frames;
+    std::vector<uint64_t> ids;
+    Event e;
+    while (r.next(e)) {  // the values live until the next event
+      EXPECT_EQ(e.type, ET::kStack);
+      ids.push_back(e.a);
+      frames.emplace_back(e.values().begin(), e.values().end());
+    }
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+    const std::vector<std::vector<uint64_t>> want = {
+        {0x1000, 0x2000, 0x3000}, {0x1500, 0x2000, 0x3000}, {0x3000}};
+    EXPECT_EQ(frames, want);
+    EXPECT_EQ(ids, (std::vector<uint64_t>{7, 8, 9}));
+  }
+  {  // the same chunk without its first definition: nothing to share
+    Bytes t2, b2;
+    t2.u8(0x4A);
+    b2.varint(0).varint(8).varint(3).varint(2).varint(0x1500);
+    std::vector<uint8_t> r2 = t2.v;
+    r2.insert(r2.end(), b2.v.begin(), b2.v.end());
+    TraceReader r(
+        save(dir, "v6s2", trace_of(6, f::kFileFlagStacks, {chunk(0, 0, 1000, 1, r2, true, 0)})));
+    EXPECT_EQ(read_all(r).size(), 0u);
+    EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+  }
+}
