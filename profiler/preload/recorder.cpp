@@ -245,7 +245,8 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
 // cannot shrink much (the storm's sizes and slots: random) costs level 5 most and gains least,
 // and is not tried. ADPROF_ZSTD_LEVEL sets one level for every part.
 struct Compressor {
-  ZSTD_CCtx *cctx[2] = {};  // [kFirstPass]: level 1 (or ADPROF_ZSTD_LEVEL); [kSecondPass]: 5
+  ZSTD_CCtx *cctx[2] = {};  // [kFirstPass]: level 1 (or ADPROF_ZSTD_LEVEL); [kSecondPass]: 5,
+                            // made only without ADPROF_ZSTD_LEVEL
   uint8_t *z = nullptr;     // compressed output
   size_t z_cap = 0;
   uint8_t *columns = nullptr;  // the columnar chunk
@@ -280,6 +281,7 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
   k.order.attach(words, counts, kTagBytes);
   if (g_zstd_level > -100) {
     for (const Pass pass : {kFirstPass, kSecondPass}) {
+      if (pass == kSecondPass && g_zstd_level != kDefaultZstdLevel) break;  // one level: one pass
       ZSTD_CCtx *&c = k.cctx[pass];
       c = ZSTD_createCCtx();
       if (c && ZSTD_isError(ZSTD_compressCCtx(c, k.z, k.z_cap, *snapshot_copy,
@@ -294,7 +296,8 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
 
 size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const uint8_t *bodies,
                       uint32_t body_len, uint32_t *flags, uint32_t *raw) {
-  if (!k.cctx[kFirstPass] || !k.cctx[kSecondPass]) return 0;
+  const bool second_pass = g_zstd_level == kDefaultZstdLevel;
+  if (!k.cctx[kFirstPass] || (second_pass && !k.cctx[kSecondPass])) return 0;
   size_t dir_at = 0;
   size_t n = k.columns ? fmt::to_columns(tags, events, bodies, body_len, k.columns, k.columns_cap,
                                          &dir_at, g_stacks, k.order)
@@ -311,7 +314,6 @@ size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const
     at += dir.varint();
     if (at != cuts[count - 1]) cuts[count++] = at;
   }
-  const bool second_pass = g_zstd_level == kDefaultZstdLevel;
   size_t out = 0;
   for (size_t i = 0; i + 1 < count; ++i) {
     const uint8_t *part = k.columns + cuts[i];

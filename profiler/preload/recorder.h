@@ -94,7 +94,7 @@ struct ThreadState {
   std::atomic<uint64_t> published{0};
   uint64_t seq_bits = 0;  // published_word(buffer seq, 0, 0)
   uint32_t registry_slot = ~0u;
-  // The share tick (heap_event_ticks below) this thread last claimed or found taken, and its
+  // The share tick (alone_in_tick below) this thread last claimed or found taken, and its
   // id in g_tick_owner (thread index + 1; 0: none, never alone in a tick: no index yet, or too
   // many threads).
   uint64_t claimed_tick = 0;
