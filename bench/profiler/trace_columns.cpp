@@ -123,6 +123,10 @@ int main(int argc, char **argv) {
   uint64_t unhandled = 0;
   std::map<std::string, size_t> alt;  // alternative codings: compressed bytes
   std::map<std::string, size_t> alt_raw;
+  std::map<std::string, size_t> as_stored;
+  uint64_t heap_dt_hist[2][7] = {};
+  uint64_t def_count = 0, def_frames = 0;  // allocations', frees' deltas: 0..3, <256, 256, more  //
+                                           // columnar chunks' parts as the file holds them
   auto add_alt = [&](const std::string &k, const Bytes &b) {
     alt[k] += zsize(b, level);
     alt_raw[k] += b.size();
@@ -171,6 +175,19 @@ int main(int argc, char **argv) {
       col[k].assign(p, p + len[k]);
       p += len[k];
     }
+    // As stored: one zstd frame per non-empty part (tags, directory, columns), in that order.
+    {
+      std::vector<std::string> names = {"tags", "directory"};
+      for (int k = 0; k < ncol; ++k)
+        if (len[k]) names.push_back(kColName[k]);
+      size_t at = 0;
+      for (const std::string &name : names) {
+        const size_t m = ZSTD_findFrameCompressedSize(payload + at, stored - at);
+        if (ZSTD_isError(m)) break;
+        as_stored[name] += m;
+        at += m;
+      }
+    }
     const double t0 = cpu_seconds();
     tot.add("tags", nev, zsize(part[0], level));
     for (int k = 0; k < ncol; ++k) tot.add(kColName[k], col[k].size(), zsize(col[k], level));
@@ -183,6 +200,9 @@ int main(int argc, char **argv) {
     // Decode the events (heap events in detail, others skipped) to weigh other models.
     fmt::Cursor c[fmt::kColumnCount];
     for (int k = 0; k < ncol; ++k) c[k] = {col[k].data(), col[k].data() + col[k].size()};
+    std::map<std::string, Bytes> split;  // I: parts of the address and "other" columns
+    std::vector<std::vector<uint64_t>> defs;
+    uint64_t last_def_id = 0, prev_alloc_stack = 0;
     std::vector<HeapEv> hev;
     std::vector<uint64_t> all_dt;  // every event's delta
     std::vector<uint8_t> kinds;    // 0 alloc, 1 free slot, 2 other
@@ -199,8 +219,14 @@ int main(int argc, char **argv) {
         e.alt = op & 0x8;
         if (e.free) {
           if (e.alt) {
+            const uint8_t *a0 = c[fmt::kColHeapAddr].p;
             c[fmt::kColHeapAddr].varint();
+            split["I heap_addr: addressed frees"].insert(
+                split["I heap_addr: addressed frees"].end(), a0, c[fmt::kColHeapAddr].p);
+            const uint8_t *o0 = c[fmt::kColOther].p;
             c[fmt::kColOther].varint();
+            split["I other: addressed free classes"].insert(
+                split["I other: addressed free classes"].end(), o0, c[fmt::kColOther].p);
           } else {
             if (v6) {  // a recency rank + 1 or an old block's slot (found by the decode, D)
               if (c[fmt::kColRank].varint() == 0) ++lo;
@@ -211,9 +237,18 @@ int main(int argc, char **argv) {
             }
           }
         } else {
-          if (!e.alt) c[fmt::kColHeapAddr].varint();
+          if (!e.alt) {
+            const uint8_t *a0 = c[fmt::kColHeapAddr].p;
+            c[fmt::kColHeapAddr].varint();
+            split["I heap_addr: allocations"].insert(split["I heap_addr: allocations"].end(), a0,
+                                                     c[fmt::kColHeapAddr].p);
+          }
           e.size = c[fmt::kColSize].varint();
-          if (stacks) e.stack = c[fmt::kColStack].varint();
+          if (stacks) {
+            e.stack = c[fmt::kColStack].varint();
+            if (version >= 7)  // against the chunk's previous allocation's (trace_format.h)
+              e.stack = prev_alloc_stack += static_cast<uint64_t>(fmt::unzigzag(e.stack));
+          }
         }
         all_dt.push_back(e.dt);
         kinds.push_back(e.free ? (e.alt ? 2 : 1) : 0);
@@ -222,12 +257,73 @@ int main(int argc, char **argv) {
       } else {
         all_dt.push_back(c[fmt::kColDelta].varint());
         kinds.push_back(2);
+        const uint8_t *o0 = c[fmt::kColOther].p;
         if (!fmt::skip_general_body(type, op, c[fmt::kColOther], stacks)) {
           fprintf(stderr, "bad body\n");
           return 1;
         }
+        if (type == static_cast<uint8_t>(fmt::EventType::kAlloc) && stacks && version >= 7) {
+          fmt::Cursor q{o0, c[fmt::kColOther].p};  // address, size, slack, [device], stack
+          for (int f = 0; f < (op >= 2 ? 4 : 3); ++f) q.varint();
+          prev_alloc_stack += static_cast<uint64_t>(fmt::unzigzag(q.varint()));
+        }
+        const bool def = type == static_cast<uint8_t>(fmt::EventType::kThreadName) &&
+                         (op == fmt::kStackOperand || op == fmt::kSharedStackOperand);
+        if (def) {  // J: other codings of the definitions (frames innermost first)
+          fmt::Cursor q{o0, c[fmt::kColOther].p};
+          uint64_t id = q.varint();
+          const uint64_t n = q.varint();
+          if (version >= 7) id = last_def_id + static_cast<uint64_t>(fmt::unzigzag(id));
+          const uint64_t shared = op == fmt::kSharedStackOperand ? q.varint() : 0;
+          std::vector<uint64_t> fr(n);
+          uint64_t f = 0;
+          for (uint64_t j = 0; j < n - shared; ++j)
+            fr[j] = f = j == 0 ? q.varint() : f + static_cast<uint64_t>(fmt::unzigzag(q.varint()));
+          for (uint64_t j = n - shared; j < n; ++j)
+            fr[j] = defs.back()[defs.back().size() - (n - j)];
+          auto put = [](Bytes &b, uint64_t v) {
+            uint8_t tmp[10];
+            b.insert(b.end(), tmp, fmt::put_varint(tmp, v));
+          };
+          auto common = [&](const std::vector<uint64_t> &a) {
+            size_t k = 0;
+            while (k < a.size() && k < fr.size() && a[a.size() - 1 - k] == fr[fr.size() - 1 - k])
+              ++k;
+            return k;
+          };
+          auto inner = [&](Bytes &b, size_t sh) {
+            uint64_t prevf = 0;
+            for (size_t j = 0; j + sh < fr.size(); ++j) {
+              put(b, j == 0 ? fr[j] : fmt::zigzag(static_cast<int64_t>(fr[j] - prevf)));
+              prevf = fr[j];
+            }
+          };
+          for (const size_t K : {1, 16, 256, 100000}) {
+            size_t best = 0, best_at = 0;
+            for (size_t b = 0; b < defs.size() && b < K; ++b) {
+              const size_t k = common(defs[defs.size() - 1 - b]);
+              if (k > best) best = k, best_at = b;
+            }
+            Bytes &o = split["J defs: base among last " + std::to_string(K)];
+            put(o, fmt::zigzag(static_cast<int64_t>(id - last_def_id)));
+            put(o, n);
+            put(o, best_at);
+            put(o, best);
+            inner(o, best);
+            Bytes &o2 = split["J defs: base among last " + std::to_string(K) + ", fields apart"];
+            put(o2, best_at);
+            put(o2, best);
+          }
+          ++def_count;
+          def_frames += n;
+          defs.push_back(fr);
+          last_def_id = id;
+        }
+        Bytes &to = split[def ? "I other: stack definitions" : "I other: the rest"];
+        to.insert(to.end(), o0, c[fmt::kColOther].p);
       }
     }
+    for (auto &[k, b] : split) add_alt(k, b);
     // Time deltas at coarser resolutions: each event's (t >> s) - (previous t >> s).
     {
       uint64_t t = fmt::get_u64(h + 24);
@@ -319,6 +415,60 @@ int main(int argc, char **argv) {
       add_alt("F delta as a byte: escapes", dfull_esc);
       add_alt("G delta as a nibble", dnib);
       add_alt("G delta as a nibble: escapes", dnib_esc);
+    }
+    for (const HeapEv &e : hev)
+      ++heap_dt_hist[e.free][e.dt < 4 ? e.dt : e.dt < 256 ? 4 : e.dt == 256 ? 5 : 6];
+    // C (version 6, stacks): an allocation's size against the last size of its stack in the
+    // chunk, its stack against the last stack of its size, and both as a recency index.
+    if (v6 && stacks) {
+      Bytes sz_given_stack, st_given_size, st_zz_prev, st_mtf, site_mtf, site_rest;
+      std::map<uint64_t, uint64_t> last_size_of_stack, last_stack_of_size;
+      std::vector<uint64_t> recent_stacks;
+      std::vector<std::pair<uint64_t, uint64_t>> recent_sites;
+      uint64_t prev_stack = 0;
+      auto put = [](Bytes &b, uint64_t v) {
+        uint8_t tmp[10];
+        b.insert(b.end(), tmp, fmt::put_varint(tmp, v));
+      };
+      for (const HeapEv &e : hev) {
+        if (e.free) continue;
+        auto [it, ins] = last_size_of_stack.try_emplace(e.stack, e.size);
+        put(sz_given_stack, !ins && it->second == e.size ? 0 : e.size + 1);
+        it->second = e.size;
+        auto [jt, jns] = last_stack_of_size.try_emplace(e.size, e.stack);
+        put(st_given_size, !jns && jt->second == e.stack ? 0 : e.stack + 1);
+        jt->second = e.stack;
+        put(st_zz_prev, fmt::zigzag(static_cast<int64_t>(e.stack - prev_stack)));
+        prev_stack = e.stack;
+        auto kt = std::find(recent_stacks.begin(), recent_stacks.end(), e.stack);
+        if (kt == recent_stacks.end()) {
+          put(st_mtf, 0);
+          put(st_mtf, e.stack);
+        } else {
+          put(st_mtf, static_cast<uint64_t>(kt - recent_stacks.begin()) + 1);
+          recent_stacks.erase(kt);
+        }
+        recent_stacks.insert(recent_stacks.begin(), e.stack);
+        if (recent_stacks.size() > 256) recent_stacks.pop_back();
+        const std::pair<uint64_t, uint64_t> site{e.stack, e.size};
+        auto st = std::find(recent_sites.begin(), recent_sites.end(), site);
+        if (st == recent_sites.end()) {
+          put(site_mtf, 0);
+          put(site_rest, e.stack);
+          put(site_rest, e.size);
+        } else {
+          put(site_mtf, static_cast<uint64_t>(st - recent_sites.begin()) + 1);
+          recent_sites.erase(st);
+        }
+        recent_sites.insert(recent_sites.begin(), site);
+        if (recent_sites.size() > 256) recent_sites.pop_back();
+      }
+      add_alt("C6 size: 0 = stack's last, else size+1", sz_given_stack);
+      add_alt("C6 stack: 0 = size's last, else id+1", st_given_size);
+      add_alt("C6 stack: zz vs previous allocation's", st_zz_prev);
+      add_alt("C6 stack: move-to-front index", st_mtf);
+      add_alt("C6 site (stack,size): mtf index", site_mtf);
+      add_alt("C6 site (stack,size): new ones", site_rest);
     }
     // B: the slot relative to the last allocation's slot (zz), and the slot as the freed
     // block's rank by recency among live blocks (traces before version 6, which write slots).
@@ -538,6 +688,18 @@ int main(int argc, char **argv) {
   }
   printf("%-26s %12s %12llu %8.4f\n", "total", "", static_cast<unsigned long long>(sum),
          static_cast<double>(sum) / static_cast<double>(events));
+  printf("as stored in the file (columnar chunks):\n");
+  for (auto &[k, n] : as_stored)
+    printf("%-26s %12s %12zu %8.4f\n", k.c_str(), "", n,
+           static_cast<double>(n) / static_cast<double>(events));
+  for (int f = 0; f < 2; ++f)
+    printf("%s deltas: 0 %llu, 1 %llu, 2 %llu, 3 %llu, <256 %llu, 256 %llu, more %llu\n",
+           f ? "free" : "alloc", (unsigned long long)heap_dt_hist[f][0],
+           (unsigned long long)heap_dt_hist[f][1], (unsigned long long)heap_dt_hist[f][2],
+           (unsigned long long)heap_dt_hist[f][3], (unsigned long long)heap_dt_hist[f][4],
+           (unsigned long long)heap_dt_hist[f][5], (unsigned long long)heap_dt_hist[f][6]);
+  printf("stack definitions: %llu, %llu frames\n", (unsigned long long)def_count,
+         (unsigned long long)def_frames);
   printf("compressing the tags and columns took %.1f ns/event of CPU\n",
          compress_seconds * 1e9 / static_cast<double>(events));
   printf("\nwhole trace per thread and part (cross-chunk), zstd level %d / 19 / 19+long:\n", level);

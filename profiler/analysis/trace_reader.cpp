@@ -87,6 +87,8 @@ struct TraceReader::Impl {
     std::string text;
     std::vector<uint64_t> values;
     std::vector<uint64_t> last_stack;  // the chunk's last stack definition (version 6)
+    // Version 7: the ids the chunk's next allocation and next definition are written against.
+    uint32_t last_alloc_stack = 0, last_defined_id = 0;
   };
 
   int fd = -1;
@@ -354,6 +356,7 @@ struct TraceReader::Impl {
       t.ticks = c.base_ts;
       t.last_addr = 0;
       t.last_stack.clear();
+      t.last_alloc_stack = t.last_defined_id = 0;
       t.columns_v5 = t.columnar && version >= 5;
       t.delta_fields[0] = t.delta_fields[1] = 0;
       std::fill(std::begin(t.class_last_free), std::end(t.class_last_free), 0);
@@ -444,7 +447,7 @@ struct TraceReader::Impl {
             (allocated_total += e.a + e.b) > kMaxTotalBytes)
           return false;
         if (e.operand >= ADPROF_SPACE_DEVICE_BLOCK) e.device = static_cast<uint32_t>(c.varint());
-        if (stacks && !stack_id(c, e.stack)) return false;
+        if (stacks && !stack_id(t, c.varint(), e.stack)) return false;
         if (e.operand == ADPROF_SPACE_HEAP &&
             !on_heap_alloc(t, e.addr, fmt::HeapCoder::class_of(e.a + e.b)))
           return false;
@@ -516,10 +519,19 @@ struct TraceReader::Impl {
     return !t.bad();
   }
 
-  static bool stack_id(fmt::Cursor &c, uint32_t &id) {
-    const uint64_t v = c.varint();
+  // An allocation's stack id from its field `v` (trace_format.h, "Call stacks").
+  bool stack_id(Thread &t, uint64_t v, uint32_t &id) const {
+    if (!against_previous(t.last_alloc_stack, v)) return false;
     id = static_cast<uint32_t>(v);
-    return v <= UINT32_MAX;
+    return true;
+  }
+  // Version 7 writes an id against the previous one of its kind in the chunk (`last`, updated);
+  // before, the id itself. False: out of range.
+  bool against_previous(uint32_t &last, uint64_t &v) const {
+    if (version >= 7) v = last + static_cast<uint64_t>(fmt::unzigzag(v));
+    if (v > UINT32_MAX) return false;
+    last = static_cast<uint32_t>(v);
+    return true;
   }
 
   // The call-stack events of version 4 (trace_format.h, "Call stacks"), kThreadName's
@@ -530,7 +542,9 @@ struct TraceReader::Impl {
         e.type = fmt::EventType::kStack;
         e.a = c.varint();
         const uint64_t n = c.varint();
-        if (e.a == 0 || e.a > UINT32_MAX || n == 0 || n > fmt::kMaxStackFrames) return false;
+        if (!against_previous(t.last_defined_id, e.a) || e.a == 0 || n == 0 ||
+            n > fmt::kMaxStackFrames)
+          return false;
         t.values.resize(n);
         uint64_t frame = c.varint();
         t.values[0] = frame;
@@ -543,8 +557,8 @@ struct TraceReader::Impl {
         e.type = fmt::EventType::kStack;
         e.a = c.varint();
         const uint64_t n = c.varint(), shared = c.varint();
-        if (e.a == 0 || e.a > UINT32_MAX || n == 0 || n > fmt::kMaxStackFrames || shared == 0 ||
-            shared > n || shared > t.last_stack.size())
+        if (!against_previous(t.last_defined_id, e.a) || e.a == 0 || n == 0 ||
+            n > fmt::kMaxStackFrames || shared == 0 || shared > n || shared > t.last_stack.size())
           return false;
         t.values.resize(n);
         const uint64_t inner = n - shared;
@@ -781,9 +795,8 @@ struct TraceReader::Impl {
         if (!(bits & fmt::kHeapPredicted) && !(ok = varint_at(haddr, haddr_end, zz))) break;
         if (!(ok = varint_at(size, size_end, e.a))) break;
         if (with_stacks) {
-          uint64_t id;
-          if (!(ok = varint_at(stack, stack_end, id) && id <= UINT32_MAX)) break;
-          e.stack = static_cast<uint32_t>(id);
+          uint64_t v;
+          if (!(ok = varint_at(stack, stack_end, v) && stack_id(t, v, e.stack))) break;
         }
         const uint64_t usable = fmt::default_usable_size(e.a);  // 0 above 2^48
         if (!(ok = usable != 0 && (total += usable) <= kMaxTotalBytes)) break;

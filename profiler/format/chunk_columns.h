@@ -32,7 +32,7 @@
 //                        rank + 1 where the plain chunk has 2 * its age (LiveOrder,
 //                        heap_coder.h: the chunk's allocations after it that are still live),
 //                        0 where it has 2 * slot + 1 (an old block: its slot follows in the
-//                        two slot columns). (Version 6 chunks have ten columns.)
+//                        two slot columns). (Version 6 and 7 chunks have ten columns.)
 // Each field keeps the coding it has in a plain chunk (trace_format.h); only where its bytes
 // lie changes, except:
 //   - the slot, which is two bytes here and a varint in a plain chunk (version 6: see kColRank);
@@ -53,7 +53,8 @@
 //     its slot (an old one) stays in both sides' LiveOrder: it is older than any block a later
 //     free names by rank, so it never counts in a rank.
 // The plain chunks of version 5 (snapshots, chunks that did not compress) are version 4's;
-// version 6's differ only in the age of a free by slot.
+// version 6's differ only in the age of a free by slot; version 7's (and its columns) in the
+// stack ids, written against the previous (trace_format.h, "Call stacks").
 #pragma once
 
 #include <cstddef>

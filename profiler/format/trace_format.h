@@ -1,4 +1,4 @@
-// The adprof trace file format, version 6 (the reader also reads versions 1 to 5). The writer
+// The adprof trace file format, version 7 (the reader also reads versions 1 to 6). The writer
 // (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
 // include this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
@@ -7,7 +7,8 @@
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (6; 5 = a kHeap free by slot is the slot itself; 4 = columnar chunks
+//   8  u32      version (7; 6 = stack ids are written as they are (see "Call stacks"); 5 = a
+//               kHeap free by slot is the slot itself; 4 = columnar chunks
 //               code the kHeap delta in the tag and an addressed free against the previous
 //               address, chunk_columns.h; 3 = no stacks, no seventh column; 2 = other heap
 //               slots, 1 = no kHeap events)
@@ -55,13 +56,17 @@
 // timestamp, at 0 and empty. The reader merges the threads' chunk streams by timestamp.
 //
 // Event times (the writer: preload/recorder.h, "Heap event times"). Times are ticks of the
-// header's clock and never go backwards within a thread. A kHeap event of a thread that is the
-// only one to record in its share tick (2^8 ticks, about 26 us) is written at the tick's
-// start, or at its thread's previous event's time if that is later; every other event has the
-// clock's full resolution. So the order of two threads' events is the clock's, and a
-// single-threaded program's heap events cost almost no time bits. At equal times the reader
+// header's clock and never go backwards within a thread. A kHeap event (or a call-stack event,
+// kThreadName hi=1..4) of a thread that is the only one to record in its share tick (2^10
+// ticks, about 105 us; 2^8 before version 7) is written at the tick's start, or at its
+// thread's previous event's time if that is later; every other event has the clock's full
+// resolution. So the order of two threads' events is the clock's, except for the events whose
+// order does not matter, which take no part in share ticks (version 7 on: counters, thread
+// names, the phase restated at a chunk's start): these are ordered to within a share tick.
+// A single-threaded program's heap events cost almost no time bits. At equal times the reader
 // puts a free by address (the way another thread's block is freed) after the other threads'
-// events of that time (trace_reader.cpp, merge_run).
+// events of that time (trace_reader.cpp, merge_run). The reader needs none of these numbers:
+// it reads times as they are.
 //
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
 //        | tag:u8 [delta_ticks:varint] body      (kHeap: the delta is in the tag)
@@ -114,9 +119,12 @@
 //   kContentHash       zz(addr) hash:varint
 //
 // Call stacks (version 4, header flag kFileFlagStacks; recorder: preload/stacks.cpp). Every
-// allocation event (kHeap allocation, kAlloc) ends with stack:varint, the id of its call stack
-// (0: none: unwinding failed or gave no frame outside the profiler). Ids are process-wide and
-// defined once per thread, in that thread's stream before their first use, by
+// allocation event (kHeap allocation, kAlloc) ends with its call stack's id (0: none:
+// unwinding failed or gave no frame outside the profiler): version 7, zz(id - the id of the
+// chunk's previous allocation event, 0 at its first); before, stack:varint, the id itself.
+// Ids are process-wide and defined once per thread, in that thread's stream before their
+// first use, by the definitions below, whose `id` is, version 7 on, zz(id - the id of the
+// chunk's previous definition, 0 at its first) (before, the id itself):
 //   kThreadName hi=1 (kStackOperand)    id:varint count:varint frame0:varint
 //                                       zz(frame[i] - frame[i-1])*(count-1)
 //      frames innermost first, return addresses (the caller of malloc first, the profiler's own
@@ -151,7 +159,7 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 6;
+inline constexpr uint32_t kVersion = 7;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"

@@ -495,6 +495,7 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   b->base_ts = now_ticks();
   ts.last_ts = b->base_ts;
   ts.last_addr = 0;
+  ts.last_stack = 0;
   if (ts.coder) ts.coder->reset();  // each chunk decodes alone
   ts.events = 0;
   ts.cursor = b->bodies;
@@ -504,7 +505,7 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   ts.published.store(ts.seq_bits, std::memory_order_release);
   ts.published_buf.store(b, std::memory_order_release);
   // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.
-  uint8_t *p = begin_event(ts, fmt::EventType::kPhase, ts.phase, b->base_ts);
+  uint8_t *p = begin_unshared_event(ts, fmt::EventType::kPhase, ts.phase, b->base_ts);
   end_event(ts, p);
   ts.emitted_role = 0xFF;
 }
@@ -513,7 +514,7 @@ void record_thread_name(ThreadState &ts) {
   char name[17] = {};
   prctl(PR_GET_NAME, name, 0, 0, 0);
   size_t n = strnlen(name, 16);
-  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, 0, now_ticks());
+  uint8_t *p = begin_unshared_event(ts, fmt::EventType::kThreadName, 0, now_ticks());
   p = fmt::put_varint(p, n);
   memcpy(p, name, n);
   end_event(ts, p + n);
@@ -585,7 +586,7 @@ void sample_counters(ThreadState &ts, bool final) {
     if (final ? static_cast<size_t>(ts.end - ts.cursor) < kMaxFixedEvent
               : !reserve(ts, kMaxFixedEvent))
       continue;
-    uint8_t *p = begin_event(ts, fmt::EventType::kCounter, k, t);
+    uint8_t *p = begin_unshared_event(ts, fmt::EventType::kCounter, k, t);
     end_event(ts, fmt::put_varint(p, values[k]));
   }
 }

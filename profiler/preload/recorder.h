@@ -78,6 +78,7 @@ struct ThreadState {
   Buffer *buf = nullptr;
   uint64_t last_ts = 0;
   uint64_t last_addr = 0;
+  uint32_t last_stack = 0;  // the chunk's previous allocation's stack id (trace_format.h)
   uint32_t events = 0;
   uint32_t epoch = 0;  // g_flush_epoch when this buffer was taken
   uint32_t tid = 0;
@@ -142,7 +143,7 @@ ADPROF_HOT uint64_t now_ticks() {
 // Heap event times (trace_format.h, "Event times"). The order of two threads' events in the
 // trace is their timestamps' order, so a heap event's time only needs the clock's resolution
 // where another thread records too. Time is cut into share ticks of 2^kShareTickShift ticks
-// (TSC >> 16, about 26 us); g_tick_owner holds (share tick << kOwnerBits | owner): the thread
+// (TSC >> 18, about 105 us); g_tick_owner holds (share tick << kOwnerBits | owner): the thread
 // that has recorded alone in that share tick so far, or kTickShared once a second thread has.
 // A thread that owns the current share tick writes its heap events at the tick's start (never
 // before its previous event): their deltas are then almost all 0, which is most of a
@@ -155,7 +156,7 @@ ADPROF_HOT uint64_t now_ticks() {
 // sees anything of this thread's later (a block to free) loads the word after that, with
 // acquire, so it finds the tick shared (or its own later one) and writes full-resolution
 // times, which come after the first thread's (rounded down) ones.
-inline constexpr int kShareTickShift = 8;
+inline constexpr int kShareTickShift = 10;
 inline constexpr int kOwnerBits = 16;
 inline constexpr uint64_t kOwnerMask = (uint64_t{1} << kOwnerBits) - 1;
 inline constexpr uint64_t kTickShared = kOwnerMask;
@@ -184,15 +185,23 @@ ADPROF_HOT bool reserve(ThreadState &ts, size_t bytes) {
 }
 
 // Writes tag and time delta; returns the cursor for the body. Timestamps never go backwards
-// within a thread (a migrated thread may read a slightly older TSC).
-ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
+// within a thread (a migrated thread may read a slightly older TSC). An event whose order
+// against other threads' events does not matter (a thread's own state: its phase restated at
+// a buffer's start, its name; the writer's counter samples) is begun unshared: it neither
+// claims its share tick nor shares it, so that a program's thread that records alone keeps
+// its coarse times while the writer samples.
+ADPROF_HOT uint8_t *begin_unshared_event(ThreadState &ts, fmt::EventType type, uint8_t operand,
+                                         uint64_t t) {
   t = t > ts.last_ts ? t : ts.last_ts;
-  alone_in_tick(ts, t);  // claims the event's tick or marks it shared; the time stays as it is
   uint8_t *p = ts.cursor;
   ts.buf->tags[ts.events] = static_cast<uint8_t>(static_cast<uint8_t>(type) | (operand << 4));
   const uint64_t dt = t - ts.last_ts;
   ts.last_ts = t;
   return fmt::put_varint(p, dt);
+}
+ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
+  alone_in_tick(ts, t > ts.last_ts ? t : ts.last_ts);  // claims the tick or marks it shared
+  return begin_unshared_event(ts, type, operand, t);
 }
 
 ADPROF_HOT void end_event(ThreadState &ts, uint8_t *p) {
@@ -211,6 +220,14 @@ ADPROF_HOT uint8_t *put_addr(ThreadState &ts, uint8_t *p, uint64_t addr) {
   return p;
 }
 
+// An allocation's stack id, against the chunk's previous allocation's: a program's allocation
+// pattern repeats as the same small differences.
+ADPROF_HOT uint8_t *put_stack(ThreadState &ts, uint8_t *p, uint32_t stack) {
+  p = fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(stack) - ts.last_stack));
+  ts.last_stack = stack;
+  return p;
+}
+
 // The role is written lazily: adcore changes it around every storage it allocates, so only a
 // change that precedes an allocation costs an event.
 ADPROF_HOT void sync_role(ThreadState &ts, uint64_t t) {
@@ -220,15 +237,22 @@ ADPROF_HOT void sync_role(ThreadState &ts, uint64_t t) {
   }
 }
 
-// A compact heap event's tag (kHeap), with the time delta in it when it is small; returns the
-// cursor for the body. The time is rounded down to its share tick when the thread is alone in
-// it (above).
-ADPROF_HOT uint8_t *begin_heap_event(ThreadState &ts, uint8_t bits, uint64_t t) {
+// The time a heap event (or a call-stack event, stacks.cpp) is written with: rounded down to
+// its share tick when the thread is alone in it (above), never before the thread's previous
+// event.
+ADPROF_HOT uint64_t heap_event_time(ThreadState &ts, uint64_t t) {
   t = t > ts.last_ts ? t : ts.last_ts;
   if (ADPROF_LIKELY(alone_in_tick(ts, t))) {
     const uint64_t tick_start = t >> kShareTickShift << kShareTickShift;
     t = tick_start > ts.last_ts ? tick_start : ts.last_ts;
   }
+  return t;
+}
+
+// A compact heap event's tag (kHeap), with the time delta in it when it is small; returns the
+// cursor for the body.
+ADPROF_HOT uint8_t *begin_heap_event(ThreadState &ts, uint8_t bits, uint64_t t) {
+  t = heap_event_time(ts, t);
   const uint64_t dt = t - ts.last_ts;
   ts.last_ts = t;
   uint64_t inline_dt = dt < fmt::kHeapDeltaEscape ? dt : fmt::kHeapDeltaEscape;
@@ -266,7 +290,7 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
             p, fmt::zigzag(static_cast<int64_t>(addr - coder.next_expected(cls, usable))));
       }
       p = fmt::put_varint(p, size);
-      if (ADPROF_UNLIKELY(g_stacks)) p = fmt::put_varint(p, stack);
+      if (ADPROF_UNLIKELY(g_stacks)) p = put_stack(ts, p, stack);
       if (const uint32_t slot = coder.on_alloc(addr, cls); slot != fmt::HeapCoder::kNoSlot)
         coder.remember(addr, slot);
       end_event(ts, p);
@@ -280,7 +304,7 @@ ADPROF_HOT void record_alloc(ThreadState &ts, const void *ptr, size_t size, adpr
   p = fmt::put_varint(p, size);
   p = fmt::put_varint(p, usable >= size ? usable - size : 0);
   if (space >= ADPROF_SPACE_DEVICE_BLOCK) p = fmt::put_varint(p, device);
-  if (ADPROF_UNLIKELY(g_stacks)) p = fmt::put_varint(p, stack);
+  if (ADPROF_UNLIKELY(g_stacks)) p = put_stack(ts, p, stack);
   end_event(ts, p);
 }
 

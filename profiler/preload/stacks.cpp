@@ -111,6 +111,7 @@ struct StackTable {
   uint64_t last_defined[fmt::kMaxStackFrames];
   int last_defined_count;
   uint32_t last_defined_seq;
+  uint32_t last_defined_id;  // the base of the next definition's id in the same chunk
 };
 
 namespace {
@@ -266,7 +267,8 @@ int scan_object(dl_phdr_info *info, size_t, void *data) {
 
 void write_mapping(ThreadState &ts, const NewObject &o) {
   if (!reserve(ts, 64 + o.path_length + o.build_id_length)) return;
-  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kMappingOperand, now_ticks());
+  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kMappingOperand,
+                           heap_event_time(ts, now_ticks()));
   p = fmt::put_varint(p, o.bias);
   p = fmt::put_varint(p, o.start);
   p = fmt::put_varint(p, o.end);
@@ -280,7 +282,8 @@ void write_mapping(ThreadState &ts, const NewObject &o) {
 
 void write_unmapping(ThreadState &ts, const KnownObject &o) {
   if (!reserve(ts, 32)) return;
-  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kUnmappingOperand, now_ticks());
+  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kUnmappingOperand,
+                           heap_event_time(ts, now_ticks()));
   p = fmt::put_varint(p, o.bias);
   end_event(ts, fmt::put_varint(p, o.start));
 }
@@ -368,15 +371,20 @@ __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTabl
     id = g_next_stack.fetch_add(1, std::memory_order_relaxed);
     // The outer frames it shares with the stack defined last in this chunk (trace_format.h,
     // kSharedStackOperand): a chunk still decodes alone.
+    // Its id is written against the id of that definition (0 at the chunk's first).
     int shared = 0;
+    uint32_t id_base = 0;
     if (t.last_defined_count > 0 && t.last_defined_seq == ts.buf->seq) {
+      id_base = t.last_defined_id;
       while (shared < count && shared < t.last_defined_count &&
              frames[count - 1 - shared] == t.last_defined[t.last_defined_count - 1 - shared])
         ++shared;
     }
+    // Its time is a heap event's: the allocation that follows writes the same one.
     uint8_t *p = begin_event(ts, fmt::EventType::kThreadName,
-                             shared ? fmt::kSharedStackOperand : fmt::kStackOperand, now_ticks());
-    p = fmt::put_varint(p, id);
+                             shared ? fmt::kSharedStackOperand : fmt::kStackOperand,
+                             heap_event_time(ts, now_ticks()));
+    p = fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(id) - id_base));
     p = fmt::put_varint(p, static_cast<uint64_t>(count));
     if (shared) p = fmt::put_varint(p, static_cast<uint64_t>(shared));
     uint64_t previous = 0;
@@ -390,6 +398,7 @@ __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTabl
     memcpy(t.last_defined, frames, static_cast<size_t>(count) * sizeof *frames);
     t.last_defined_count = count;
     t.last_defined_seq = ts.buf->seq;
+    t.last_defined_id = id;
     t.hash[slot] = hash;
     t.id[slot] = id;
     ++t.used;

@@ -13,43 +13,67 @@ namespace {
 
 using namespace ptest;
 
-constexpr uint64_t kShareTick = 256;  // ticks: recorder.h kShareTickShift
+constexpr uint64_t kShareTick = 1024;  // ticks: recorder.h kShareTickShift
 
-Result run_handoff(const std::string &trace, long solo, long handoff, long nested = 0) {
+Result run_handoff(const std::string &trace, long solo, long handoff, long nested = 0,
+                   std::vector<std::pair<std::string, std::string>> env = {}) {
   SpawnOptions o;
   o.argv = {ADPROF_TEST_HANDOFF, std::to_string(solo), std::to_string(handoff),
             std::to_string(nested)};
   o.trace = trace;
+  o.env = std::move(env);
   return run(o);
 }
 
+// With call stacks, and the profiler's writer thread sampling its counters every millisecond
+// (its events do not take part in share ticks: their order against the program's threads' does
+// not matter), every heap event of a thread alone in its tick among the program's threads,
+// and every stack it defines, is written at the tick's start or at its previous event's time.
 TEST(ShareTicks, AThreadAloneWritesItsHeapEventsAtTheTickStart) {
   TempDir dir;
   const std::string trace = dir / "solo.adtrace";
-  Result r = run_handoff(trace, 200000, 0);
+  Result r = run_handoff(trace, 200000, 0, 0, {{"ADPROF_SAMPLE_MS", "1"}, {"ADPROF_STACKS", "1"}});
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  // The share ticks in which more than one thread recorded (the profiler's sampling thread
-  // writes a counter now and then, with its full time).
+  using adprof::format::EventType;
+  // The program's threads with events in each share tick (the writer's left out).
   std::map<uint64_t, std::set<uint32_t>> threads_in_tick;
+  uint64_t counters = 0;
   adprof::Event e;
   {
     adprof::TraceReader reader(trace);
-    while (reader.next(e)) threads_in_tick[e.ticks / kShareTick].insert(e.thread);
+    uint32_t writer = ~0u;
+    std::vector<std::pair<uint64_t, uint32_t>> seen;  // (tick, thread) of every event
+    while (reader.next(e)) {
+      if (e.type == EventType::kThreadName && e.text() == "adprof-writer") writer = e.thread;
+      if (e.type == EventType::kCounter) ++counters;
+      seen.push_back({e.ticks / kShareTick, e.thread});
+    }
+    ASSERT_NE(writer, ~0u) << "the writer thread names itself";
+    for (auto [tick, thread] : seen)
+      if (thread != writer) threads_in_tick[tick].insert(thread);
   }
+  EXPECT_GT(counters, 20u) << "the writer samples every millisecond";
   adprof::TraceReader reader(trace);
   adprof::Replay replay;
   std::map<uint32_t, uint64_t> previous;  // each thread's previous event time
-  uint64_t solo = 0, at_tick_start = 0, elsewhere = 0, shared = 0;
+  uint64_t solo = 0, at_tick_start = 0, elsewhere = 0, shared = 0, definitions = 0,
+           definitions_elsewhere = 0;
   while (reader.next(e)) {
     const uint64_t before = previous.count(e.thread) ? previous[e.thread] : 0;
     previous[e.thread] = e.ticks;
+    const bool alone = threads_in_tick[e.ticks / kShareTick].size() == 1;
+    const bool coarse = e.ticks == before || e.ticks % kShareTick == 0;
+    if (e.type == EventType::kStack && alone) {
+      ++definitions;
+      definitions_elsewhere += !coarse;
+    }
     if (!replay.apply(e)) continue;
     const auto &c = replay.last();
     if (!c.block || c.block->space != ADPROF_SPACE_HEAP || !c.block->op_name ||
         replay.name(c.block->op_name) != "solo")
       continue;
     ++solo;
-    if (threads_in_tick[e.ticks / kShareTick].size() > 1) {
+    if (!alone) {
       ++shared;
       continue;
     }
@@ -61,11 +85,13 @@ TEST(ShareTicks, AThreadAloneWritesItsHeapEventsAtTheTickStart) {
   }
   EXPECT_TRUE(reader.end().complete) << reader.end().reason;
   EXPECT_EQ(solo, 400000u);
-  // A few may keep their full time: read before another thread (the profiler's sampling one)
-  // claimed the next tick, their thread finds that tick taken and leaves its time as it is.
+  EXPECT_GT(definitions, 0u);
+  EXPECT_EQ(definitions_elsewhere, 0u) << "of " << definitions << " stack definitions";
+  // A few may keep their full time: read before another thread claimed the next tick, their
+  // thread finds that tick taken and leaves its time as it is.
   EXPECT_LE(elsewhere, solo / 1000) << "of " << solo << " heap events of a thread recording alone";
   EXPECT_GT(at_tick_start, 0u);
-  EXPECT_LT(shared, solo / 10) << "heap events in ticks another thread shared";
+  EXPECT_LT(shared, solo / 10) << "heap events in ticks another thread of the program shared";
 }
 
 TEST(ShareTicks, ABlockHandedToAnotherThreadIsFreedAfterItsAllocation) {

@@ -1434,3 +1434,110 @@ TEST(TraceReaderBytesV6, StackSharingTheLastOnesOuterFrames) {
     EXPECT_EQ(r.stats().corrupt_chunks, 1u);
   }
 }
+
+// ---- version 7: stack ids against the previous id of their kind in the chunk ----
+
+namespace {
+
+// Two chunks of one thread (trace_format.h, "Call stacks"). Chunk 0: stack 10 defined, stack
+// 12 against it (sharing its outer frame), allocations with stacks 10, 12, 10 and none (0);
+// chunk 1 starts over: an allocation with stack 12, then stack 13 defined. As written:
+// definitions zz(10 - 0), zz(12 - 10), zz(13 - 0); allocations zz(10 - 0), zz(12 - 10),
+// zz(10 - 12), zz(0 - 10), zz(12 - 0).
+struct V7Chunks {
+  Bytes tags[2], bodies[2];
+  V7Chunks() {
+    tags[0].u8(0x1A);  // kThreadName hi=1: stack 10, frames 0x1000, 0x2000 (innermost first)
+    bodies[0].varint(0).zz(10).varint(2).varint(0x1000).zz(0x1000);
+    tags[0].u8(0x4A);  // hi=4: stack 12: 0x1500, 0x1600, then stack 10's outermost frame
+    bodies[0].varint(0).zz(12 - 10).varint(3).varint(1).varint(0x1500).zz(0x100);
+    tags[0].u8(0x2F);  // kHeap allocation, delta 1, address given: 0x10000, size 100, stack 10
+    bodies[0].zz(0x10000 - 112).varint(100).zz(10);
+    general_alloc(0, 0x20000, 12 - 10);
+    general_alloc(0, 0x10000, 10 - 12);  // addresses against the previous one, 0x20000
+    general_alloc(0, 0x10000, 0 - 10);
+    general_alloc(1, 0x50000, 12);
+    tags[1].u8(0x1A);  // stack 13: one frame, 0x3000
+    bodies[1].varint(0).zz(13).varint(1).varint(0x3000);
+  }
+  // A kAlloc in the heap space of 64 bytes, `addr_delta` from the chunk's previous address.
+  void general_alloc(int c, int64_t addr_delta, int64_t stack_delta) {
+    tags[c].u8(0x00);
+    bodies[c].varint(1).zz(addr_delta).varint(64).varint(0).zz(stack_delta);
+  }
+  std::vector<uint8_t> chunk_of(int c, bool columnar) const {
+    const auto events = static_cast<uint32_t>(tags[c].v.size());
+    std::vector<uint8_t> raw = tags[c].v;
+    raw.insert(raw.end(), bodies[c].v.begin(), bodies[c].v.end());
+    if (!columnar) return chunk(0, c, 1000 + 1000 * c, events, raw, true, 0);
+    std::vector<uint8_t> out(adprof::format::columns_scratch_bytes(events, bodies[c].v.size()));
+    size_t dir_at = 0;
+    SplitOrder order(events);
+    const size_t n =
+        adprof::format::to_columns(tags[c].v.data(), events, bodies[c].v.data(), bodies[c].v.size(),
+                                   out.data(), out.size(), &dir_at, true, order.order, 7);
+    EXPECT_GT(n, 0u);
+    out.resize(n);
+    return chunk(0, c, 1000 + 1000 * c, events, out, true, adprof::format::kChunkFlagColumns);
+  }
+};
+
+}  // namespace
+
+TEST(TraceReaderBytesV7, StackIdsAgainstThePreviousOfTheirKind) {
+  namespace f = adprof::format;
+  TempDir dir;
+  const V7Chunks v;
+  for (bool columnar : {false, true}) {
+    SCOPED_TRACE(columnar ? "columnar" : "plain");
+    TraceReader r(
+        save(dir, columnar ? "columnar" : "plain",
+             trace_of(7, f::kFileFlagStacks, {v.chunk_of(0, columnar), v.chunk_of(1, columnar)})));
+    std::vector<std::vector<uint64_t>> values;
+    const std::vector<Event> ev = read_all(r, nullptr, &values);
+    EXPECT_EQ(r.stats().corrupt_chunks, 0u);
+    ASSERT_EQ(ev.size(), 8u);
+    const ET types[] = {ET::kStack, ET::kStack, ET::kAlloc, ET::kAlloc,
+                        ET::kAlloc, ET::kAlloc, ET::kAlloc, ET::kStack};
+    for (size_t i = 0; i < ev.size(); ++i) EXPECT_EQ(ev[i].type, types[i]) << i;
+    EXPECT_EQ(ev[0].a, 10u);
+    EXPECT_EQ(values[0], (std::vector<uint64_t>{0x1000, 0x2000}));
+    EXPECT_EQ(ev[1].a, 12u);
+    EXPECT_EQ(values[1], (std::vector<uint64_t>{0x1500, 0x1600, 0x2000}));
+    EXPECT_EQ(ev[7].a, 13u);
+    EXPECT_EQ(values[7], (std::vector<uint64_t>{0x3000}));
+    const uint32_t stacks[] = {10, 12, 10, 0, 12};
+    const uint64_t addrs[] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(ev[2 + i].stack, stacks[i]) << i;
+      EXPECT_EQ(ev[2 + i].addr, addrs[i]) << i;
+    }
+  }
+}
+
+// An id that the difference takes out of range (below 0, or a definition's 0) damages its
+// chunk, not the others.
+TEST(TraceReaderBytesV7, StackIdsOutOfRangeAreCountedNotTrusted) {
+  namespace f = adprof::format;
+  TempDir dir;
+  const V7Chunks v;
+  for (bool columnar : {false, true}) {
+    SCOPED_TRACE(columnar ? "columnar" : "plain");
+    V7Chunks below;  // chunk 1's allocation 13 below the chunk's start: id -1
+    below.bodies[1] = Bytes();
+    below.tags[1] = Bytes();
+    below.general_alloc(1, 0x50000, -1);
+    V7Chunks zero;  // chunk 1's definition of stack 0
+    zero.bodies[1] = Bytes();
+    zero.tags[1] = Bytes();
+    zero.tags[1].u8(0x1A);
+    zero.bodies[1].varint(0).zz(0).varint(1).varint(0x3000);
+    for (const V7Chunks *bad : {&below, &zero}) {
+      TraceReader r(save(
+          dir, "bad",
+          trace_of(7, f::kFileFlagStacks, {v.chunk_of(0, columnar), bad->chunk_of(1, columnar)})));
+      EXPECT_EQ(read_all(r).size(), 6u);
+      EXPECT_EQ(r.stats().corrupt_chunks, 1u);
+    }
+  }
+}
