@@ -162,7 +162,8 @@ void Replay::on_alloc(const Event &e) {
   }
   // The block is written in place, field by field: a Block built aside and copied in makes
   // the compiler read back its small fields as wide words before they are stored (a stall).
-  const ThreadContext &ctx = context(e.thread);
+  ThreadContext &ctx = context(e.thread);
+  ctx.last_alloc_serial = serial_;
   *b = Block{};
   b->size = e.a;
   b->slack = e.b;
@@ -204,8 +205,7 @@ void Replay::on_free(const Event &e) {
   last_.temporary = is_temporary(b, e.thread);
 }
 
-bool Replay::is_temporary(const Block &b, uint32_t thread) {
-  if (b.op_instance == 0) return false;
+bool Replay::freed_in_its_op(const Block &b, uint32_t thread) {
   for (const OpFrame &f : context(thread).ops)
     if (f.instance == b.op_instance && f.name == b.op_name) return true;
   return false;

@@ -74,6 +74,7 @@ TEST_F(StacksTest, ReportNamesExactlyTheProgramsSitesWithFileLineAndCounts) {
       {"site_direct(int)", source_, line_of(source_, "SITE_DIRECT"), 100, 48},
       {"site_inlined(int)", source_, line_of(source_, "SITE_INLINED"), 30, 200},
       {"lib_allocate", lib_source_, line_of(lib_source_, "SITE_LIB"), 20, 1000},
+      {"site_temporary(int)", source_, line_of(source_, "SITE_TEMPORARY"), 40, 64},
   };
   for (const Expected &e : expected) {
     ASSERT_GT(e.line, 0) << e.function;
@@ -94,7 +95,7 @@ TEST_F(StacksTest, ReportNamesExactlyTheProgramsSitesWithFileLineAndCounts) {
         site.find("/sites_lib.cpp:") != std::string::npos)
       ++in_sources;
   }
-  EXPECT_EQ(in_sources, 3) << sites.dump(1);
+  EXPECT_EQ(in_sources, 4) << sites.dump(1);
 
   // The inlined site is followed by the function it was inlined into, at the call's line.
   const nlohmann::json *inlined = find_site(sites, "site_inlined(int) (");
@@ -113,11 +114,28 @@ TEST_F(StacksTest, ReportNamesExactlyTheProgramsSitesWithFileLineAndCounts) {
   EXPECT_EQ((*inlined)["exit_blocks"].get<uint64_t>(), 0u);
   EXPECT_EQ((*find_site(sites, "lib_allocate ("))["exit_blocks"].get<uint64_t>(), 0u);
 
+  // Temporaries outside any op (heaptrack's definition): a block its thread frees before it
+  // allocates anything else. Each of site_temporary's; of the others, the last block of the
+  // ones freed in a row (site_inlined's, lib_allocate's).
+  const std::pair<const char *, uint64_t> temporaries[] = {{"site_temporary(int) (", 40},
+                                                           {"site_inlined(int) (", 1},
+                                                           {"lib_allocate (", 1},
+                                                           {"site_direct(int) (", 0}};
+  for (const auto &[function, count] : temporaries) {
+    const nlohmann::json *s = find_site(sites, function);
+    ASSERT_NE(s, nullptr) << function;
+    EXPECT_EQ((*s)["temporaries"].get<uint64_t>(), count) << function;
+  }
+  EXPECT_EQ((*find_site(sites, "site_temporary(int) ("))["temporary_bytes"].get<uint64_t>(),
+            40u * 64u);
+
   // The JSON round-trips, and the text report names the sites too.
   EXPECT_EQ(adprof::to_json(adprof::report_from_json(json_)), json_);
   Result text = run_cli({"report", trace_});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("Allocation sites by allocations"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("Allocation sites making the most temporaries"), std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("site_direct(int) ("), std::string::npos) << text.out;
 }
 

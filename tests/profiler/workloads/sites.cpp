@@ -2,6 +2,8 @@
 //   site_direct   100 x 48 bytes, a function of its own, kept live to the end
 //   site_inlined   30 x 200 bytes, always inlined into run_inlined, freed
 //   lib_allocate   20 x 1000 bytes, in a library dlopen'd and dlclose'd before exit, freed
+//   site_temporary 40 x 64 bytes, each freed before the next allocation: 40 temporaries (the
+//                  other sites' last block is one too: freed before anything else is allocated)
 // Each allocating line carries a SITE marker the test finds the line numbers by. Built with -g
 // and without frame pointers: the unwinder must use the unwind tables. The results are stored,
 // so no call to malloc is a tail call (which would leave its caller off the stack).
@@ -28,6 +30,13 @@ __attribute__((noinline)) void run_inlined(int count) {
   for (int i = 0; i < count; ++i) free(g_freed[i]);
 }
 
+__attribute__((noinline)) void site_temporary(int count) {
+  for (int i = 0; i < count; ++i) {
+    void *volatile p = malloc(64);  // SITE_TEMPORARY
+    free(p);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: profiler_wl_sites LIBRARY\n");
@@ -35,6 +44,7 @@ int main(int argc, char **argv) {
   }
   site_direct(100);
   run_inlined(30);
+  site_temporary(40);
   void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "profiler_wl_sites: %s\n", dlerror());

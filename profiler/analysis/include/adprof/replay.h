@@ -171,7 +171,7 @@ class Replay {
   struct HeapChange {
     const Block *block = nullptr;    // allocated or freed; nullptr: a free of no live block
     const Block *removed = nullptr;  // freed, or replaced by an allocation (its free was lost)
-    bool temporary = false;          // a free inside the op invocation that allocated the block
+    bool temporary = false;          // a temporary's free (is_temporary)
   };
   [[gnu::always_inline]] HeapChange apply_heap(const Event &e);
 
@@ -236,7 +236,7 @@ class Replay {
     bool alloc = false;
     bool free = false;
     bool retag = false;
-    bool temporary = false;        // a free inside the op invocation that allocated the block
+    bool temporary = false;        // a temporary's free (is_temporary)
     const Block *block = nullptr;  // the block allocated, freed or retagged (after the change)
     uint8_t old_role = 0;          // retag: the role it had
     Block before;                  // retag: the block as it was
@@ -256,6 +256,7 @@ class Replay {
     uint8_t phase = ADPROF_PHASE_OTHER;
     uint8_t role = ADPROF_ROLE_FOREIGN;
     std::vector<OpFrame> ops;
+    uint64_t last_alloc_serial = 0;  // the serial of the thread's latest allocation
   };
   ThreadContext &context(uint32_t thread) {
     return thread < threads_.size() ? threads_[thread] : grow_context(thread);
@@ -265,7 +266,15 @@ class Replay {
   void add(const Block &b);
   void on_alloc(const Event &e);
   void on_free(const Event &e);
-  bool is_temporary(const Block &b, uint32_t thread);
+  // A block allocated in an op is a temporary when it is freed within the same invocation of
+  // it; one allocated outside any op (a foreign program's), when its thread frees it before it
+  // allocates anything else (heaptrack's definition).
+  bool is_temporary(const Block &b, uint32_t thread) {
+    if (b.op_instance == 0)
+      return b.thread == thread && context(thread).last_alloc_serial == b.serial;
+    return freed_in_its_op(b, thread);
+  }
+  bool freed_in_its_op(const Block &b, uint32_t thread);
   void add_heap(const Block &b);
   void remove_heap(const Block &b);
   void unmap_range(uint64_t start, uint64_t length);
@@ -408,7 +417,7 @@ inline Replay::HeapChange Replay::apply_heap(const Event &e) {
     if (b.describe_index) free_shapes_.push_back(b.describe_index - 1);
     remove_heap(b);
     change.block = change.removed = &b;
-    change.temporary = b.op_instance != 0 && is_temporary(b, e.thread);
+    change.temporary = is_temporary(b, e.thread);
     return change;
   }
   auto [en, inserted] = index_.insert(e.addr, 0);
@@ -420,7 +429,8 @@ inline Replay::HeapChange Replay::apply_heap(const Event &e) {
     if (old.describe_index) free_shapes_.push_back(old.describe_index - 1);
     change.removed = &old;
   }
-  const ThreadContext &ctx = context(e.thread);
+  ThreadContext &ctx = context(e.thread);
+  ctx.last_alloc_serial = serial_;
   const OpFrame op = ctx.ops.empty() ? OpFrame{0, 0} : ctx.ops.back();
   Block &b = store_[en->slot];
   b = Block{.size = e.a,
