@@ -1523,7 +1523,7 @@ TEST(TraceReaderBytesV7, StackIdsOutOfRangeAreCountedNotTrusted) {
   const V7Chunks v;
   for (bool columnar : {false, true}) {
     SCOPED_TRACE(columnar ? "columnar" : "plain");
-    V7Chunks below;  // chunk 1's allocation 13 below the chunk's start: id -1
+    V7Chunks below;  // chunk 1's allocation written as -1 from the chunk's start: id -1
     below.bodies[1] = Bytes();
     below.tags[1] = Bytes();
     below.general_alloc(1, 0x50000, -1);
