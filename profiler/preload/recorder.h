@@ -156,6 +156,10 @@ ADPROF_HOT uint64_t now_ticks() {
 // sees anything of this thread's later (a block to free) loads the word after that, with
 // acquire, so it finds the tick shared (or its own later one) and writes full-resolution
 // times, which come after the first thread's (rounded down) ones.
+// 2^10 ticks: each tick a thread records alone in costs one escaped delta (most of a
+// single-threaded trace's time bytes after the rounding), a quarter of 2^8's, for heap times
+// still a hundred times finer than heaptrack's 10 ms; 2^12 saved no more on the Python run of
+// docs/PERFORMANCE.md, and a longer tick is shared by a program's threads more often.
 inline constexpr int kShareTickShift = 10;
 inline constexpr int kOwnerBits = 16;
 inline constexpr uint64_t kOwnerMask = (uint64_t{1} << kOwnerBits) - 1;
