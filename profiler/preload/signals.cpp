@@ -11,6 +11,12 @@
 // SIG_DFL. A program that installs its own handler or SIG_IGN replaces the profiler's; one
 // that sets SIG_DFL again gets the profiler's back (Python does so before it re-raises SIGINT
 // to die of it).
+//
+// A one-shot handler (sysv_signal, and __sysv_signal: what `signal` is in a program built as
+// strict ISO C) is reset to SIG_DFL by the kernel when it runs: the profiler's handler would
+// be gone for the signal's next delivery, and the trace cut with it. Such a handler is
+// installed as the profiler's trampoline, which puts the profiler's handler back (the
+// program's SIG_DFL) and then calls the program's; the program is told of its own handler.
 #include "signals.h"
 
 #include <dlfcn.h>
@@ -35,6 +41,8 @@ std::atomic<Sigaction> g_real_sigaction{nullptr};
 
 // Signals that currently have the profiler's handler (the program believes: SIG_DFL).
 std::atomic<bool> g_ours[NSIG];
+// The program's one-shot handler of each signal whose disposition is the trampoline.
+std::atomic<sighandler_t> g_one_shot[NSIG];
 
 // The default action ends the process: term and core signals, minus those that cannot be
 // caught. SIGCHLD, SIGCONT, SIGURG, SIGWINCH (ignore) and the stop signals are left alone.
@@ -113,6 +121,28 @@ struct sigaction default_action() {
   return sa;
 }
 
+// A one-shot handler's delivery: the disposition goes back to the program's SIG_DFL (the
+// profiler's handler while recording), as the kernel would have reset it, then the program's
+// handler runs.
+void one_shot_trampoline(int sig) {
+  const int saved_errno = errno;
+  const sighandler_t handler = g_one_shot[sig].exchange(nullptr, std::memory_order_acq_rel);
+  const bool ours = recording();
+  const struct sigaction next = ours ? profiler_action() : default_action();
+  real_sigaction()(sig, &next, nullptr);
+  g_ours[sig].store(ours, std::memory_order_release);
+  errno = saved_errno;
+  if (handler && handler != SIG_DFL && handler != SIG_IGN) handler(sig);
+}
+
+// What the program would read back where the kernel holds the trampoline: its own handler.
+void as_the_program_set_it(int sig, struct sigaction *old) {
+  if (old && !(old->sa_flags & SA_SIGINFO) && old->sa_handler == one_shot_trampoline) {
+    old->sa_handler = g_one_shot[sig].load(std::memory_order_acquire);
+    old->sa_flags |= SA_RESETHAND;
+  }
+}
+
 }  // namespace
 
 void install_signal_handlers() {
@@ -148,9 +178,12 @@ ADPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
       if (real(sig, &ours, &previous) != 0) return -1;
       g_ours[sig].store(true, std::memory_order_release);
       if (old) *old = previous;
+      as_the_program_set_it(sig, old);
       return 0;
     }
-    return real(sig, act, old);
+    const int result = real(sig, act, old);
+    if (result == 0) as_the_program_set_it(sig, old);
+    return result;
   }
   // Ours is installed: the program's view is SIG_DFL.
   if (act && ((act->sa_flags & SA_SIGINFO) || act->sa_handler != SIG_DFL)) {
@@ -178,12 +211,39 @@ ADPROF_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) {
   return signal(sig, handler);
 }
 
+// System V semantics: the handler is reset to SIG_DFL when it runs (SA_ONESHOT), and the
+// signal is not blocked meanwhile. A terminating signal's handler is the trampoline's
+// (one_shot_trampoline), so that the profiler's handler comes back with the SIG_DFL.
 ADPROF_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) {
   struct sigaction act, old;
   memset(&act, 0, sizeof act);
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
   act.sa_flags = static_cast<int>(SA_ONESHOT | SA_NOMASK | SA_INTERRUPT);
-  if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  const bool one_shot = sig > 0 && sig < NSIG && terminates_by_default(sig) && handler != SIG_DFL &&
+                        handler != SIG_IGN && handler != SIG_ERR;
+  if (!one_shot) {
+    if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+    return old.sa_handler;
+  }
+  Sigaction real = real_sigaction();
+  if (!real) return SIG_ERR;
+  act.sa_handler = one_shot_trampoline;
+  act.sa_flags = static_cast<int>(SA_NOMASK | SA_INTERRUPT);
+  // The handler is in place before the trampoline can run; the previous one-shot handler is
+  // what the program reads back if the trampoline held the signal.
+  const sighandler_t previous_one_shot = g_one_shot[sig].exchange(handler);
+  if (real(sig, &act, &old) != 0) {
+    g_one_shot[sig].store(previous_one_shot);
+    return SIG_ERR;
+  }
+  if (g_ours[sig].exchange(false, std::memory_order_acq_rel)) return SIG_DFL;
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == one_shot_trampoline)
+    return previous_one_shot;
   return old.sa_handler;
+}
+
+// The name glibc's <signal.h> binds `signal` to in a strict ISO C program (no _DEFAULT_SOURCE).
+ADPROF_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+  return sysv_signal(sig, handler);
 }

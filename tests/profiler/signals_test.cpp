@@ -93,6 +93,32 @@ TEST(Signals, ProcessSignalsReachOnlyTheProgramsThreads) {
   EXPECT_EQ(summarize(o.trace).ops["signals"].allocations, 10u);
 }
 
+// A one-shot handler (glibc's __sysv_signal: `signal` in a strict ISO C program) is the
+// program's, as it reads back; after it ran, SIGTERM's default action ends the process with
+// the profiler's handler in between: the trace ends with the signal and keeps every event.
+TEST(Signals, OneShotHandlerRunsOnceAndTheNextSignalEndsATrace) {
+  for (bool profiled : {false, true}) {
+    SCOPED_TRACE(profiled ? "profiled" : "plain");
+    TempDir dir;
+    SpawnOptions o;
+    o.argv = {ADPROF_TEST_LIFECYCLE, "one_shot_handler"};
+    if (profiled) o.trace = dir / "t";
+    Result r = run(o);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_FALSE(r.exited) << r.err;
+    EXPECT_EQ(r.signal, SIGTERM) << r.err;
+    auto kv = key_values(r.out);
+    EXPECT_EQ(kv["installed"], "yes") << "the program reads back its own handler";
+    EXPECT_EQ(kv["runs"], "1");
+    EXPECT_EQ(kv["then"], "SIG_DFL");
+    if (!profiled) continue;
+    TraceSummary s = summarize(o.trace);
+    EXPECT_NE(s.reason.find("SIGTERM"), std::string::npos) << s.reason;
+    EXPECT_EQ(s.ops["before_signal"].allocations, 100u);
+    EXPECT_EQ(s.ops["after_signal"].allocations, 10u);
+  }
+}
+
 TEST(Signals, UnderscoreExitKeepsEveryEvent) {
   TempDir dir;
   std::string trace = dir / "t";

@@ -3,7 +3,7 @@
 // can find (or not find) those allocations in the trace.
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
-//                  blocked_signal | cd_exec DIR | until_out_of_memory
+//                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +34,12 @@ void allocate(const char *name, int count, size_t size) {
   }
   adprof_op_end();
 }
+
+// glibc's name for `signal` in a strict ISO C program: a one-shot (System V) handler.
+extern "C" sighandler_t __sysv_signal(int sig, sighandler_t handler);
+
+volatile sig_atomic_t g_one_shot_runs = 0;
+void on_term_once(int) { g_one_shot_runs = g_one_shot_runs + 1; }
 
 std::atomic<int> g_handled_elsewhere{0};
 std::atomic<int> g_handled{0};
@@ -132,6 +138,23 @@ int main(int argc, char **argv) {
     }
     allocate("signals", 10, 7171);
     printf("elsewhere %d\nhandled %d\n", g_handled_elsewhere.load(), g_handled.load());
+    return 0;
+  }
+  if (!strcmp(mode, "one_shot_handler")) {
+    // A one-shot SIGTERM handler (prints "installed yes|no", "runs N", "then SIG_DFL|other"),
+    // then SIGTERM again: the default action ends the process.
+    allocate("before_signal", 100, 3131);
+    __sysv_signal(SIGTERM, on_term_once);
+    struct sigaction seen;
+    sigaction(SIGTERM, nullptr, &seen);
+    printf("installed %s\n", seen.sa_handler == on_term_once ? "yes" : "no");
+    raise(SIGTERM);
+    printf("runs %d\n", static_cast<int>(g_one_shot_runs));
+    sigaction(SIGTERM, nullptr, &seen);
+    printf("then %s\n", seen.sa_handler == SIG_DFL ? "SIG_DFL" : "other");
+    fflush(stdout);
+    allocate("after_signal", 10, 3232);
+    raise(SIGTERM);
     return 0;
   }
   if (!strcmp(mode, "sleep") && argc > 2) {
