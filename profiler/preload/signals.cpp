@@ -194,8 +194,9 @@ ADPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
   return 0;
 }
 
-// glibc's signal() and its variants call sigaction internally, past any hook: so they are
-// hooked too, with signal()'s BSD semantics (SA_RESTART; the handler stays installed).
+// glibc's signal() and its variants (bsd_signal, ssignal, sysv_signal, __sysv_signal, sigset)
+// call sigaction internally, past any hook: so they are hooked too, each with its semantics.
+// signal()'s are BSD's (SA_RESTART; the handler stays installed).
 ADPROF_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
   struct sigaction act, old;
   memset(&act, 0, sizeof act);
@@ -246,4 +247,28 @@ ADPROF_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) {
 // The name glibc's <signal.h> binds `signal` to in a strict ISO C program (no _DEFAULT_SOURCE).
 ADPROF_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
   return sysv_signal(sig, handler);
+}
+
+ADPROF_EXPORT sighandler_t ssignal(int sig, sighandler_t handler) { return signal(sig, handler); }
+
+// System V's sigset, as glibc's (sysdeps/posix/sigset.c) but through the sigaction above:
+// SIG_HOLD blocks the signal; any other disposition is set (no flags) and the signal
+// unblocked. Returns SIG_HOLD where the signal was blocked, else the previous disposition.
+ADPROF_EXPORT sighandler_t sigset(int sig, sighandler_t disposition) {
+  sigset_t just_sig, old_mask;
+  sigemptyset(&just_sig);
+  if (sigaddset(&just_sig, sig) != 0) return SIG_ERR;
+  struct sigaction old;
+  if (disposition == SIG_HOLD) {
+    if (sigaction(sig, nullptr, &old) != 0 || sigprocmask(SIG_BLOCK, &just_sig, &old_mask) != 0)
+      return SIG_ERR;
+  } else {
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = disposition;
+    sigemptyset(&act.sa_mask);
+    if (sigaction(sig, &act, &old) != 0 || sigprocmask(SIG_UNBLOCK, &just_sig, &old_mask) != 0)
+      return SIG_ERR;
+  }
+  return sigismember(&old_mask, sig) ? SIG_HOLD : old.sa_handler;
 }

@@ -3,7 +3,8 @@
 // can find (or not find) those allocations in the trace.
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
-//                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler
+//                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
+//                  sigset_handler
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -157,6 +158,25 @@ int main(int argc, char **argv) {
     raise(SIGTERM);
     return 0;
   }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // sigset: what old programs call
+  if (!strcmp(mode, "sigset_handler")) {
+    // System V's sigset: a handler (prints "installed yes|no"), then SIG_DFL again
+    // ("then SIG_DFL|other") and SIGTERM, whose default action ends the process.
+    allocate("before_signal", 100, 3131);
+    sigset(SIGTERM, on_term_once);
+    struct sigaction seen;
+    sigaction(SIGTERM, nullptr, &seen);
+    printf("installed %s\n", seen.sa_handler == on_term_once ? "yes" : "no");
+    sigset(SIGTERM, SIG_DFL);
+    sigaction(SIGTERM, nullptr, &seen);
+    printf("then %s\n", seen.sa_handler == SIG_DFL ? "SIG_DFL" : "other");
+    fflush(stdout);
+    allocate("after_signal", 10, 3232);
+    raise(SIGTERM);
+    return 0;
+  }
+#pragma GCC diagnostic pop
   if (!strcmp(mode, "sleep") && argc > 2) {
     allocate("before_kill", 1000, 4343);
     char text[32];
