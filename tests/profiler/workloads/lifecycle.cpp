@@ -50,6 +50,25 @@ void on_usr1(int) {
   ++g_handled;
 }
 
+// Installs a SIGTERM handler (prints "installed yes|no": whether it reads it back), puts the
+// default back (prints "then SIG_DFL|other"), then raises SIGTERM, whose default action ends
+// the process: op "before_signal" (100 blocks) before, "after_signal" (10) after.
+template <class Install, class BackToDefault>
+int handler_then_sigterm(Install install, BackToDefault back_to_default) {
+  allocate("before_signal", 100, 3131);
+  install();
+  struct sigaction seen;
+  sigaction(SIGTERM, nullptr, &seen);
+  printf("installed %s\n", seen.sa_handler == on_term_once ? "yes" : "no");
+  back_to_default();
+  sigaction(SIGTERM, nullptr, &seen);
+  printf("then %s\n", seen.sa_handler == SIG_DFL ? "SIG_DFL" : "other");
+  fflush(stdout);
+  allocate("after_signal", 10, 3232);
+  raise(SIGTERM);
+  return 0;
+}
+
 const char *self() {
   static char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -142,41 +161,20 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(mode, "one_shot_handler")) {
-    // A one-shot SIGTERM handler (prints "installed yes|no", "runs N", "then SIG_DFL|other"),
-    // then SIGTERM again: the default action ends the process.
-    allocate("before_signal", 100, 3131);
-    __sysv_signal(SIGTERM, on_term_once);
-    struct sigaction seen;
-    sigaction(SIGTERM, nullptr, &seen);
-    printf("installed %s\n", seen.sa_handler == on_term_once ? "yes" : "no");
-    raise(SIGTERM);
-    printf("runs %d\n", static_cast<int>(g_one_shot_runs));
-    sigaction(SIGTERM, nullptr, &seen);
-    printf("then %s\n", seen.sa_handler == SIG_DFL ? "SIG_DFL" : "other");
-    fflush(stdout);
-    allocate("after_signal", 10, 3232);
-    raise(SIGTERM);
-    return 0;
+    // A one-shot handler: the kernel resets it when it runs (prints "runs N").
+    return handler_then_sigterm([] { __sysv_signal(SIGTERM, on_term_once); },
+                                [] {
+                                  raise(SIGTERM);
+                                  printf("runs %d\n", static_cast<int>(g_one_shot_runs));
+                                });
   }
+  if (!strcmp(mode, "sigset_handler")) {  // System V's sigset: a handler, then SIG_DFL
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // sigset: what old programs call
-  if (!strcmp(mode, "sigset_handler")) {
-    // System V's sigset: a handler (prints "installed yes|no"), then SIG_DFL again
-    // ("then SIG_DFL|other") and SIGTERM, whose default action ends the process.
-    allocate("before_signal", 100, 3131);
-    sigset(SIGTERM, on_term_once);
-    struct sigaction seen;
-    sigaction(SIGTERM, nullptr, &seen);
-    printf("installed %s\n", seen.sa_handler == on_term_once ? "yes" : "no");
-    sigset(SIGTERM, SIG_DFL);
-    sigaction(SIGTERM, nullptr, &seen);
-    printf("then %s\n", seen.sa_handler == SIG_DFL ? "SIG_DFL" : "other");
-    fflush(stdout);
-    allocate("after_signal", 10, 3232);
-    raise(SIGTERM);
-    return 0;
-  }
+    return handler_then_sigterm([] { sigset(SIGTERM, on_term_once); },
+                                [] { sigset(SIGTERM, SIG_DFL); });
 #pragma GCC diagnostic pop
+  }
   if (!strcmp(mode, "sleep") && argc > 2) {
     allocate("before_kill", 1000, 4343);
     char text[32];
