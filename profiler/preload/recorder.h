@@ -204,7 +204,8 @@ ADPROF_HOT uint8_t *begin_unshared_event(ThreadState &ts, fmt::EventType type, u
   return fmt::put_varint(p, dt);
 }
 ADPROF_HOT uint8_t *begin_event(ThreadState &ts, fmt::EventType type, uint8_t operand, uint64_t t) {
-  alone_in_tick(ts, t > ts.last_ts ? t : ts.last_ts);  // claims the tick or marks it shared
+  t = t > ts.last_ts ? t : ts.last_ts;
+  alone_in_tick(ts, t);  // claims the tick or marks it shared; the time stays as it is
   return begin_unshared_event(ts, type, operand, t);
 }
 
@@ -251,6 +252,13 @@ ADPROF_HOT uint64_t heap_event_time(ThreadState &ts, uint64_t t) {
     t = tick_start > ts.last_ts ? tick_start : ts.last_ts;
   }
   return t;
+}
+
+// An event written with a heap event's time: the call-stack events (stacks.cpp), which go with
+// the allocation that follows them.
+ADPROF_HOT uint8_t *begin_coarse_event(ThreadState &ts, fmt::EventType type, uint8_t operand,
+                                       uint64_t t) {
+  return begin_unshared_event(ts, type, operand, heap_event_time(ts, t));  // the tick claimed
 }
 
 // A compact heap event's tag (kHeap), with the time delta in it when it is small; returns the

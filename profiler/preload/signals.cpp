@@ -132,7 +132,13 @@ void one_shot_trampoline(int sig) {
   real_sigaction()(sig, &next, nullptr);
   g_ours[sig].store(ours, std::memory_order_release);
   errno = saved_errno;
-  if (handler && handler != SIG_DFL && handler != SIG_IGN) handler(sig);
+  if (handler) {
+    handler(sig);
+  } else if (ours) {  // a delivery that came after another took the handler: SIG_DFL's
+    on_terminating_signal(sig, nullptr, nullptr);
+  } else {
+    raise(sig);
+  }
 }
 
 // What the program would read back where the kernel holds the trampoline: its own handler.

@@ -267,8 +267,8 @@ int scan_object(dl_phdr_info *info, size_t, void *data) {
 
 void write_mapping(ThreadState &ts, const NewObject &o) {
   if (!reserve(ts, 64 + o.path_length + o.build_id_length)) return;
-  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kMappingOperand,
-                           heap_event_time(ts, now_ticks()));
+  uint8_t *p =
+      begin_coarse_event(ts, fmt::EventType::kThreadName, fmt::kMappingOperand, now_ticks());
   p = fmt::put_varint(p, o.bias);
   p = fmt::put_varint(p, o.start);
   p = fmt::put_varint(p, o.end);
@@ -282,8 +282,8 @@ void write_mapping(ThreadState &ts, const NewObject &o) {
 
 void write_unmapping(ThreadState &ts, const KnownObject &o) {
   if (!reserve(ts, 32)) return;
-  uint8_t *p = begin_event(ts, fmt::EventType::kThreadName, fmt::kUnmappingOperand,
-                           heap_event_time(ts, now_ticks()));
+  uint8_t *p =
+      begin_coarse_event(ts, fmt::EventType::kThreadName, fmt::kUnmappingOperand, now_ticks());
   p = fmt::put_varint(p, o.bias);
   end_event(ts, fmt::put_varint(p, o.start));
 }
@@ -380,10 +380,9 @@ __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTabl
              frames[count - 1 - shared] == t.last_defined[t.last_defined_count - 1 - shared])
         ++shared;
     }
-    // Its time is a heap event's: the allocation that follows writes the same one.
-    uint8_t *p = begin_event(ts, fmt::EventType::kThreadName,
-                             shared ? fmt::kSharedStackOperand : fmt::kStackOperand,
-                             heap_event_time(ts, now_ticks()));
+    uint8_t *p =
+        begin_coarse_event(ts, fmt::EventType::kThreadName,
+                           shared ? fmt::kSharedStackOperand : fmt::kStackOperand, now_ticks());
     p = fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(id) - id_base));
     p = fmt::put_varint(p, static_cast<uint64_t>(count));
     if (shared) p = fmt::put_varint(p, static_cast<uint64_t>(shared));
