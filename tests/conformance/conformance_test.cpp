@@ -10,12 +10,13 @@
 // that released its block. The counter counts `new` once, through its own operator new on
 // malloc, whichever library would otherwise serve it; adprof must record it once too.
 //
-// Windows: adprof records from its library's constructor to its destructor. The counter links
-// the same libraries as the interposer (checked below), so its constructor and destructor run
-// at the same places; the allocations it saw before its constructor (libstdc++'s emergency
-// exception pool, made when libstdc++ is initialised) and the frees after its destructor
-// (libraries finalised later) are outside both windows. They are printed, not compared; a free
-// inside the window of a block from before it would show as an unmatched free in adprof.
+// Windows: adprof records from its library's constructor until every library's destructor has
+// run (an exit handler its destructor registers). The counter links the same libraries as the
+// interposer (checked below) and closes its window the same way, so both open and close at the
+// same places; the allocations it saw before its constructor (libstdc++'s emergency exception
+// pool, made when libstdc++ is initialised) and anything after the window are outside both.
+// They are printed, not compared; a free inside the window of a block from before it would
+// show as an unmatched free in adprof.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -359,9 +359,19 @@ __attribute__((constructor(101))) static void counter_start(void) {
   --t_internal;
 }
 
-__attribute__((destructor(101))) static void counter_finish(void) {
+static void counter_finish(void *unused) {
+  (void)unused;
   struct counts_file *f = atomic_load(&current);
+  if (!f) return;
   for (int k = 0; k < CK_KINDS; ++k)
     f->at_finish[k] = __atomic_load_n(&f->calls[k], __ATOMIC_RELAXED);
   f->finished = 1;
+}
+
+int __cxa_atexit(void (*function)(void *), void *argument, void *dso_handle);
+
+/* As the interposer's recorder (finish_recording): the window closes in an exit handler
+ * registered from the destructor, which glibc runs after every library's destructor. */
+__attribute__((destructor(101))) static void counter_defer_finish(void) {
+  if (__cxa_atexit(counter_finish, NULL, NULL) != 0) counter_finish(NULL);
 }

@@ -4,7 +4,8 @@
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
-//                  sigset_handler
+//                  sigset_handler | library_destructor LIBRARY
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -174,6 +175,18 @@ int main(int argc, char **argv) {
     return handler_then_sigterm([] { sigset(SIGTERM, on_term_once); },
                                 [] { sigset(SIGTERM, SIG_DFL); });
 #pragma GCC diagnostic pop
+  }
+  if (!strcmp(mode, "library_destructor") && argc > 2) {
+    // A library, loaded and never closed, that frees its blocks in its destructors.
+    void *library = dlopen(argv[2], RTLD_NOW);
+    auto keep = library ? reinterpret_cast<void (*)(int, size_t)>(dlsym(library, "keep_until_exit"))
+                        : nullptr;
+    if (!keep) return 4;
+    adprof_op_begin(adprof_name("library_blocks"), 1);
+    keep(20, 2525);  // 40 blocks, and the one that holds half of them
+    adprof_op_end();
+    allocate("main", 100, 1111);
+    return 0;
   }
   if (!strcmp(mode, "sleep") && argc > 2) {
     allocate("before_kill", 1000, 4343);
