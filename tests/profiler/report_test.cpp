@@ -187,6 +187,23 @@ TEST(ReportCli, JsonIsValidAndRoundTrips) {
                std::runtime_error);
 }
 
+// The largest-buffers list counts every buffer live at the peak, not the ones it kept (before,
+// a Python run's text said "top 10 of 100000", the cap, of 517,725 buffers).
+TEST(ReportText, LargestBuffersCountEveryBufferLiveAtThePeak) {
+  TempDir dir;
+  std::string trace = small_trace(dir);
+  adprof::Report all = adprof::analyze(trace);
+  ASSERT_GT(all.live_at_peak.size(), 5u);
+  adprof::AnalyzeOptions capped;
+  capped.max_live_buffers = 5;
+  adprof::Report kept = adprof::analyze(trace, capped);
+  EXPECT_EQ(kept.live_at_peak.size(), 5u);
+  const std::string line = "Largest buffers live at the peak (top 10 of " +
+                           std::to_string(all.live_at_peak.size()) + "):";
+  EXPECT_NE(adprof::render_text(kept).find(line), std::string::npos) << adprof::render_text(kept);
+  EXPECT_NE(adprof::render_text(all).find(line), std::string::npos);
+}
+
 // Every file of the fuzz corpus: the reader and analyze() never crash, and the CLI gives an
 // error line or a report.
 TEST(ReportCli, Corpus) {
