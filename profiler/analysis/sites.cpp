@@ -69,10 +69,10 @@ std::vector<std::pair<std::string, uint64_t>> SiteTotals::folded(
     if (is_host_space(b->space)) by_stack[b->stack] += b->size;
   std::unordered_map<std::string, uint64_t> by_text;
   for (const auto &[id, bytes] : by_stack) {
-    const std::vector<SourceFrame> &frames = stacks_.frames(id);
+    const std::span<const uint32_t> frames = stacks_.frame_indices(id);
     std::string text;
     for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
-      std::string name = f->name();
+      std::string name = stacks_.frame(*f).name();
       std::replace(name.begin(), name.end(), ';', ':');  // the folded format's separator
       text += (text.empty() ? "" : ";") + name;
     }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ class CallStacks {
   // then the function it was inlined into); empty for an id the trace never defined. Valid
   // until the next call.
   const std::vector<SourceFrame> &frames(uint32_t id);
+  // The same frames as indices for frame(), without copying them: each distinct frame is
+  // symbolised and stored once. Valid until the trace defines `id` again; frame()'s references
+  // as long as this object.
+  std::span<const uint32_t> frame_indices(uint32_t id);
+  const SourceFrame &frame(uint32_t index) const;
   // The allocation site: the innermost frame's text ("(unknown stack)" for id 0 or undefined).
   std::string site(uint32_t id);
 
