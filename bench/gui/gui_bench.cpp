@@ -2,7 +2,8 @@
 // Records (unless --trace is given) a trace of N malloc/free pairs under the preload, then
 // prints medians of:
 //   analyze, build_timeline, each alone and both at once on two threads (the GUI's load);
-//   the GUI's own path: MainWindow::openTrace until the first timeline is shown / all is in;
+//   the GUI's own path: MainWindow::openTrace until the first timeline is shown / the report and
+//   timeline are in / the what-if panel is filled (a trace with an AD tape: its prediction);
 //   repaints of the timeline (offscreen, 1400x500) after zooms and pans.
 #include <QApplication>
 #include <QDir>
@@ -37,6 +38,13 @@ double since(Clock::time_point t) {
 double thread_cpu() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// CPU time of the whole process (every thread: the GUI's jobs run on a pool).
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
@@ -83,7 +91,7 @@ int main(int argc, char **argv) {
                 double(r.stats().bytes) / (1 << 20), r.thread_count());
   }
 
-  std::vector<double> t_gui_first, t_gui_all;
+  std::vector<double> t_gui_first, t_gui_all, t_gui_whatif, cpu_gui_whatif;
   std::vector<double> t_read, t_replay, t_analyze, t_timeline, t_both, c_read, c_replay, c_analyze,
       c_timeline;
   uint64_t events = 0;
@@ -164,17 +172,31 @@ int main(int argc, char **argv) {
     });
     auto c2 =
         QObject::connect(&window, &adprof::gui::MainWindow::traceLoaded, &loop, &QEventLoop::quit);
+    double whatif = -1;
+    QEventLoop whatif_loop;
+    auto c3 = QObject::connect(&window, &adprof::gui::MainWindow::whatIfShown, [&] {
+      whatif = double(clock.nsecsElapsed()) * 1e-9;
+      whatif_loop.quit();
+    });
+    const double cpu_before = process_cpu();
     window.openTrace(trace);
     loop.exec();
     double all = double(clock.nsecsElapsed()) * 1e-9;
+    if (whatif < 0) whatif_loop.exec();  // the prediction of a trace with an AD tape
+    const double cpu = process_cpu() - cpu_before;
     QObject::disconnect(c1);
     QObject::disconnect(c2);
+    QObject::disconnect(c3);
     t_gui_first.push_back(first);
     t_gui_all.push_back(all);
+    t_gui_whatif.push_back(whatif);
+    cpu_gui_whatif.push_back(cpu);
     window.loader().waitForIdle();  // the op series, built after the report
   }
   std::printf("GUI: open -> first timeline shown   median %.3f s\n", median(t_gui_first));
   std::printf("GUI: open -> report and timeline in median %.3f s\n", median(t_gui_all));
+  std::printf("GUI: open -> what-if shown          median %.3f s (process CPU %.3f s)\n",
+              median(t_gui_whatif), median(cpu_gui_whatif));
 
   // Repaints: the whole trace, then zooms towards the peak, then pans (from the overview and,
   // once it arrived, the finer window built in the background).

@@ -521,7 +521,7 @@ void MainWindow::openTrace(const QString &path) {
         emit timelineShown();
         finish_part(true);
       },
-      [this, path, finish_part](Outcome<Report> r) {
+      [this, path, finish_part](Outcome<Report> r, std::shared_ptr<PendingPrediction> pending) {
         if (path != pending_path_) return;
         if (!r.value) {
           if (!r.cancelled)
@@ -546,10 +546,10 @@ void MainWindow::openTrace(const QString &path) {
         whatif_stack_->setCurrentIndex(0);
         // The AD layer (ad_analysis.h), once, and only for a trace with an AD tape: the
         // prediction fills the what-if panel and adds each policy's saving to the findings.
-        if (!report_->ad_tape) {
+        if (!pending) {
           emit whatIfShown();  // no data: the panel says so; never a made-up row
         } else {
-          loader_.whatIf(path, [this, path](Outcome<WhatIf> w) {
+          loader_.whatIf(std::move(pending), [this, path](Outcome<WhatIf> w) {
             if (path != path_) return;
             whatif_model_->setData(w.value ? whatif_data(*w.value) : WhatIfData{});
             whatif_stack_->setCurrentIndex(whatif_model_->empty() ? 0 : 1);
@@ -628,7 +628,7 @@ void MainWindow::openBase(const QString &path) {
         timeline_->setBase(r.value);
         finish_part(true);
       },
-      [this, path, finish_part](Outcome<Report> r) {
+      [this, path, finish_part](Outcome<Report> r, std::shared_ptr<PendingPrediction>) {
         if (path != base_path_) return;
         if (!r.value) {
           if (!r.cancelled) fail(path, r.error);

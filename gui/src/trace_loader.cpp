@@ -62,8 +62,7 @@ void TraceLoader::start(std::shared_ptr<Job> job, std::function<T(Job &)> work,
 }
 
 void TraceLoader::load(int slot, const QString &path,
-                       std::function<void(Outcome<Timeline>)> on_timeline,
-                       std::function<void(Outcome<Report>)> on_report) {
+                       std::function<void(Outcome<Timeline>)> on_timeline, ReportDone on_report) {
   cancelLoad(slot);
   const std::string file = path.toStdString();
   auto timeline_job = std::make_shared<Job>();
@@ -83,18 +82,28 @@ void TraceLoader::load(int slot, const QString &path,
       std::move(on_timeline));
   auto report_job = std::make_shared<Job>();
   report_job->slot = slot;
-  start<Report>(
+  const bool with_prediction = slot == 0;
+  start<FirstPass>(
       report_job,
-      [file](Job &job) {
-        TraceReader reader(file);
+      [file, with_prediction](Job &job) {
         AnalyzeOptions options;
         options.progress = [&job](double f) {
           job.progress->store(f);
           if (job.cancel->load()) throw Cancelled{};
         };
-        return analyze(reader, file, options);
+        if (with_prediction) return analyze_first(file, options);
+        FirstPass report_alone;
+        report_alone.report = analyze(file, options);
+        return report_alone;
       },
-      std::move(on_report));
+      [on_report = std::move(on_report)](Outcome<FirstPass> f) {
+        Outcome<Report> r;
+        if (f.value) r.value = std::shared_ptr<const Report>(f.value, &f.value->report);
+        r.error = std::move(f.error);
+        r.cancelled = f.cancelled;
+        r.seconds = f.seconds;
+        on_report(std::move(r), f.value ? f.value->prediction : nullptr);
+      });
 }
 
 void TraceLoader::cancelLoad(int slot) {
@@ -147,13 +156,13 @@ void TraceLoader::timeline(const QString &channel, const QString &path, Timeline
       std::move(done));
 }
 
-void TraceLoader::whatIf(const QString &path, std::function<void(Outcome<WhatIf>)> done) {
+void TraceLoader::whatIf(std::shared_ptr<PendingPrediction> prediction,
+                         std::function<void(Outcome<WhatIf>)> done) {
   cancelChannel("whatif");
   auto job = std::make_shared<Job>();
   job->channel = "whatif";
-  const std::string file = path.toStdString();
   start<WhatIf>(
-      job, [file](Job &) { return predict_policies(file); }, std::move(done));
+      job, [prediction](Job &) { return prediction->finish(); }, std::move(done));
 }
 
 void TraceLoader::waitForIdle() {

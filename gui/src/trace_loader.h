@@ -1,7 +1,9 @@
 // Runs the analysis library's jobs off the UI thread and hands their results back as plain
 // values (gui_data.h) on the UI thread. Each job opens its own TraceReader (a reader is not
-// thread-safe). Loading a trace runs analyze() and build_timeline() at the same time on two
-// threads; the timeline usually arrives first and is shown at once.
+// thread-safe). Loading a trace runs the report's pass and build_timeline() at the same time on
+// two threads; the timeline usually arrives first and is shown at once. The report's pass
+// carries the what-if's pass 1 (analyze_first, ad_analysis.h), so a trace with an AD tape
+// needs only pass 2 for its prediction: three passes in all, not four.
 #pragma once
 
 #include <QFutureWatcher>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "adprof/ad_analysis.h"
 #include "gui_data.h"
 
 namespace adprof::gui {
@@ -28,9 +31,11 @@ class TraceLoader : public QObject {
 
   // Loads `path`: `on_timeline` and `on_report` are called on the UI thread when each is ready
   // (or failed / cancelled). A new load of the same slot cancels the previous one.
-  // Slot 0: the trace; slot 1: the base trace of a diff.
+  // Slot 0: the trace, whose report comes with the what-if's pending half when the trace has an
+  // AD tape (for whatIf); slot 1: the base trace of a diff (a report alone).
+  using ReportDone = std::function<void(Outcome<Report>, std::shared_ptr<PendingPrediction>)>;
   void load(int slot, const QString &path, std::function<void(Outcome<Timeline>)> on_timeline,
-            std::function<void(Outcome<Report>)> on_report);
+            ReportDone on_report);
   void cancelLoad(int slot);
   bool loading() const;
 
@@ -42,8 +47,9 @@ class TraceLoader : public QObject {
   void timeline(const QString &channel, const QString &path, TimelineOptions options,
                 std::function<void(Outcome<Timeline>)> done);
 
-  // The what-if predictions (adprof/whatif.h).
-  void whatIf(const QString &path, std::function<void(Outcome<WhatIf>)> done);
+  // The what-if predictions (adprof/whatif.h): the pass 2 a load left pending.
+  void whatIf(std::shared_ptr<PendingPrediction> prediction,
+              std::function<void(Outcome<WhatIf>)> done);
 
   // Waits for every job to finish (tests, screenshots, benchmarks).
   void waitForIdle();

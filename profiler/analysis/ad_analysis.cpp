@@ -1,6 +1,8 @@
 // The AD analysis composed over the memory analysis (ad_analysis.h).
 #include "adprof/ad_analysis.h"
 
+#include <stdexcept>
+
 #include "adprof/findings.h"
 #include "analyze_with.h"
 #include "whatif/pass.h"
@@ -21,17 +23,50 @@ void add_predictions(Report &r, const WhatIf &w) {
   r.findings = find_findings(r);
 }
 
+// Pass 1's state: the replay the report's pass read into and the what-if's pass riding on it
+// (which holds a reference to that replay), with the reader pass 2 reads again.
+struct PendingPrediction::State {
+  explicit State(TraceReader &r) : reader(r), pass(replay) {}
+  State(std::unique_ptr<TraceReader> owned, const std::string &path)
+      : owned_reader(std::move(owned)), reader(*owned_reader), trace(path), pass(replay) {}
+  std::unique_ptr<TraceReader> owned_reader;
+  TraceReader &reader;
+  std::string trace;
+  Replay replay;
+  whatif::Pass pass;
+  uint64_t events = 0, measured_peak = 0;
+  bool finished = false;
+
+  // The report's pass, pass 1 on it.
+  Report first_pass(const std::string &trace_path, const AnalyzeOptions &options) {
+    Report report = analyze_with(reader, trace_path, options, replay, &pass);
+    events = report.events;
+    measured_peak = report.peak;
+    return report;
+  }
+  WhatIf second_pass() {
+    if (finished) throw std::logic_error("PendingPrediction::finish called twice");
+    finished = true;
+    WhatIf w = pass.finish(reader, events, measured_peak);
+    w.trace = trace;
+    return w;
+  }
+};
+
+PendingPrediction::PendingPrediction(std::unique_ptr<State> state) : state_(std::move(state)) {}
+PendingPrediction::~PendingPrediction() = default;
+WhatIf PendingPrediction::finish() { return state_->second_pass(); }
+
 Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
                      const AnalyzeOptions &options) {
   // One pass for the report with the what-if's pass 1 riding on it; pass 2 only for a trace
   // with an AD tape.
   Analysis a;
-  Replay replay;
-  whatif::Pass pass(replay);
-  a.report = analyze_with(reader, trace_path, options, replay, &pass);
-  if (pass.ad_tape()) {
-    a.whatif = pass.finish(reader, a.report.events, a.report.peak);
-    a.whatif->trace = trace_path;
+  PendingPrediction::State state(reader);
+  state.trace = trace_path;
+  a.report = state.first_pass(trace_path, options);
+  if (state.pass.ad_tape()) {
+    a.whatif = state.second_pass();
     add_predictions(a.report, *a.whatif);
   }
   return a;
@@ -40,6 +75,15 @@ Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
 Analysis analyze_all(const std::string &trace_path, const AnalyzeOptions &options) {
   TraceReader reader(trace_path);
   return analyze_all(reader, trace_path, options);
+}
+
+FirstPass analyze_first(const std::string &trace_path, const AnalyzeOptions &options) {
+  auto state = std::make_unique<PendingPrediction::State>(std::make_unique<TraceReader>(trace_path),
+                                                          trace_path);
+  FirstPass f;
+  f.report = state->first_pass(trace_path, options);
+  if (state->pass.ad_tape()) f.prediction = std::make_shared<PendingPrediction>(std::move(state));
+  return f;
 }
 
 }  // namespace adprof

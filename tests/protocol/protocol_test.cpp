@@ -76,6 +76,44 @@ class Protocol : public ::testing::Test {
   adprof_test::TempDir dir_;  // the test's own, removed after it
 };
 
+// The GUI's halves of analyze_all: the report (with pass 1 riding on it) at once, then pass 2.
+// They give what the CLI's one call and predict_policies' own two passes give.
+TEST_F(Protocol, ReportThenPredictionInTwoHalves) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const std::string deferred = record("deferred", true, false);
+  adprof::FirstPass first = adprof::analyze_first(deferred);
+  const adprof::Analysis all = adprof::analyze_all(deferred);
+  EXPECT_EQ(first.report.peak, all.report.peak);
+  EXPECT_EQ(first.report.events, all.report.events);
+  EXPECT_TRUE(first.report.policy_savings.empty());  // the prediction is not in yet
+  ASSERT_NE(first.prediction, nullptr);
+  ASSERT_TRUE(all.whatif.has_value());
+  const adprof::WhatIf halves = first.prediction->finish();
+  const adprof::WhatIf alone = adprof::predict_policies(deferred);
+  EXPECT_EQ(halves.trace, deferred);
+  EXPECT_EQ(halves.measured_peak, alone.measured_peak);
+  EXPECT_EQ(halves.replayed_peak, alone.replayed_peak);
+  ASSERT_EQ(halves.policies.size(), alone.policies.size());
+  for (size_t i = 0; i < alone.policies.size(); ++i) {
+    SCOPED_TRACE(alone.policies[i].name);
+    EXPECT_EQ(halves.policies[i].applicable, alone.policies[i].applicable);
+    EXPECT_EQ(halves.policies[i].predicted_peak, alone.policies[i].predicted_peak);
+    EXPECT_EQ(halves.policies[i].predicted_peak, all.whatif->policies[i].predicted_peak);
+  }
+  adprof::Report with_savings = first.report;
+  adprof::add_predictions(with_savings, halves);
+  EXPECT_EQ(with_savings.policy_savings.size(), all.report.policy_savings.size());
+  EXPECT_EQ(with_savings.findings.size(), all.report.findings.size());
+  EXPECT_THROW(first.prediction->finish(), std::logic_error);
+
+  // A program without an AD tape: a report, nothing pending.
+  std::string out;
+  ASSERT_EQ(sh(ADPROF_CLI " run --no-report -o plain.adtrace -- /bin/true", out), 0);
+  const adprof::FirstPass plain = adprof::analyze_first(dir_ / "plain.adtrace");
+  EXPECT_EQ(plain.prediction, nullptr);
+  EXPECT_EQ(plain.report.peak, adprof::analyze(dir_ / "plain.adtrace").peak);
+}
+
 TEST_F(Protocol, SecondEngineReportAndWhatIfInItsWords) {
   ADPROF_SKIP_IF_SANITIZED();
   const std::string keep = record("keep", false, true);          // early release off

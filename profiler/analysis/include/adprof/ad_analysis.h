@@ -11,6 +11,7 @@
 // program's report is one pass and an AD program's two.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -33,5 +34,32 @@ struct Analysis {
 Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
                      const AnalyzeOptions &options = {});
 Analysis analyze_all(const std::string &trace_path, const AnalyzeOptions &options = {});
+
+// analyze_all in two halves, for a view that shows the report before the prediction is done
+// (the GUI): the report's pass with the what-if's pass 1 riding on it, then, on demand, pass 2.
+// The pending half owns the trace's reader and pass 1's state; finish() may run on another
+// thread than the first half, not at the same time as anything else on this object.
+class PendingPrediction {
+ public:
+  struct State;
+  explicit PendingPrediction(std::unique_ptr<State> state);
+  ~PendingPrediction();
+  PendingPrediction(const PendingPrediction &) = delete;
+  PendingPrediction &operator=(const PendingPrediction &) = delete;
+
+  // Runs the what-if's pass 2 (reads the trace from its start again). Once: a second call
+  // throws std::logic_error.
+  WhatIf finish();
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+struct FirstPass {
+  Report report;  // without the prediction's savings (add_predictions adds them)
+  std::shared_ptr<PendingPrediction> prediction;  // traces with an AD tape only
+};
+
+FirstPass analyze_first(const std::string &trace_path, const AnalyzeOptions &options = {});
 
 }  // namespace adprof
