@@ -9,6 +9,7 @@
 
 #include <QElapsedTimer>
 #include <QHash>
+#include <QImage>
 #include <QTimer>
 #include <QWidget>
 #include <memory>
@@ -123,6 +124,7 @@ class TimelineWidget : public QWidget {
   QTimer detail_timer_;
   mutable double last_paint_ms_ = 0;
   mutable size_t last_samples_ = 0;
+  mutable QImage chart_image_;  // the phase tint and stacked areas, on screen (paintChart)
 };
 
 }  // namespace adprof::gui

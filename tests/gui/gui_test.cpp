@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QImage>
 #include <QPainter>
+#include <QPicture>
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
@@ -75,6 +76,7 @@ class GuiTest : public QObject {
   void rangeSelectionTotals();
   void diffAgainstBase();
   void exportPngAndSvg();
+  void screenAndVectorChartsAgree();
   void badFilesGiveAMessage();
   void cancelLoading();
   void everyModelPassesTheTester();
@@ -372,6 +374,65 @@ void GuiTest::exportPngAndSvg() {
   QByteArray text = f.readAll();
   QVERIFY(text.contains("<svg"));
   QVERIFY(text.size() > 2000);
+}
+
+// On screen the phase tint and the stacked areas are pixels the widget writes (a training run's
+// thousands of bands and churning columns made the raster engine's shapes take up to 200 ms a
+// repaint); vector output keeps the shapes. Both must draw the same chart: a timeline of
+// alternating forward and backward bands under two roles' areas, painted into an image directly
+// and through a QPicture (the vector path), agrees pixel for pixel but for rounding at edges.
+void GuiTest::screenAndVectorChartsAgree() {
+  auto t = std::make_shared<Timeline>();
+  t->start = 0;
+  t->end = 1;
+  t->op_names = {"other ops"};
+  for (int i = 0; i < 400; ++i) {  // churn: the live bytes change at every sample
+    TimelineSample s;
+    s.time = i / 400.0;
+    s.by_role[ADPROF_ROLE_PARAMETER] = 4000 + 1000 * uint64_t(i % 3);
+    s.by_role[ADPROF_ROLE_ACTIVATION] = 6000 + 2500 * uint64_t(i % 7);
+    s.host = s.by_role[ADPROF_ROLE_PARAMETER] + s.by_role[ADPROF_ROLE_ACTIVATION];
+    s.by_op = {s.host};
+    t->peak = std::max(t->peak, s.host);
+    t->samples.push_back(s);
+  }
+  for (int b = 0; b < 300; ++b)  // thinner than a pixel column at the end, wide at the start
+    t->phases.push_back({b < 10 ? b * 0.05 : 0.5 + (b - 10) / 600.0,
+                         b < 10 ? (b + 1) * 0.05 : 0.5 + (b - 9) / 600.0,
+                         b % 2 ? ADPROF_PHASE_BACKWARD : ADPROF_PHASE_FORWARD});
+  TimelineWidget w;
+  w.resize(900, 400);
+  w.setTimeline(t);
+  for (bool faded : {false, true}) {
+    w.setHighlightOp(faded ? QString("op that is not there") : QString());
+    QImage direct(w.size(), QImage::Format_RGB32);
+    QPainter p(&direct);
+    w.paintTo(p);
+    p.end();
+    QPicture shapes;
+    QPainter recorder(&shapes);
+    w.paintTo(recorder);
+    recorder.end();
+    QImage via_shapes(w.size(), QImage::Format_RGB32);
+    QPainter player(&via_shapes);
+    player.drawPicture(0, 0, shapes);
+    player.end();
+    const QRect plot = w.plotRect().toRect().adjusted(1, 1, -1, -1);
+    int differ = 0, tinted = 0;
+    for (int y = plot.top(); y <= plot.bottom(); ++y)
+      for (int x = plot.left(); x <= plot.right(); ++x) {
+        const QRgb a = direct.pixel(x, y), b = via_shapes.pixel(x, y);
+        const int d = std::max({std::abs(qRed(a) - qRed(b)), std::abs(qGreen(a) - qGreen(b)),
+                                std::abs(qBlue(a) - qBlue(b))});
+        differ += d > 8;
+        tinted += a != qRgb(255, 255, 255);
+      }
+    const int area = plot.width() * plot.height();
+    QVERIFY2(
+        differ < area / 50,
+        qPrintable(QString("%1 of %2 pixels differ (faded: %3)").arg(differ).arg(area).arg(faded)));
+    QVERIFY2(tinted > area / 2, "the bands' tint is missing");
+  }
 }
 
 void GuiTest::badFilesGiveAMessage() {
