@@ -2,6 +2,7 @@
 // closed first (footer "exec" or "exit"). glibc's execvp & co. reach execve internally, not
 // through the PLT, so each entry point is hooked. If exec fails, this image stays unrecorded.
 // A vfork child calling them shares the parent's memory: the recorder ignores it (finish()).
+// quick_exit reaches _exit inside glibc too: the recorder registers an at_quick_exit handler.
 // Not seen: the exit_group system call made directly; the trace then reads up to its last
 // complete chunk, at most one flush interval old, and says it was cut.
 #include <dlfcn.h>

@@ -56,6 +56,22 @@ TEST(Lifecycle, FreesInLibraryDestructorsAreRecorded) {
   EXPECT_EQ(s.ops["main"].live_at_end, 50u * 1111);
 }
 
+// quick_exit runs the program's at_quick_exit handlers, then _exit from inside glibc (past the
+// _exit hook): the trace has every event, the handler's too (before: 0 events, trace cut).
+TEST(Lifecycle, QuickExitIsComplete) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"quick_exit"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_EQ(s.ops["before_quick_exit"].allocations, 300u);
+  EXPECT_EQ(s.ops["before_quick_exit"].frees, 150u);
+  EXPECT_EQ(s.ops["quick_exit_handler"].allocations, 10u);
+  EXPECT_EQ(s.ops["quick_exit_handler"].frees, 5u);
+}
+
 TEST(Lifecycle, RunExitsWithTheProgramsStatus) {
   TempDir dir;
   Result r = run_lifecycle(dir / "t", {"exit", "3"});

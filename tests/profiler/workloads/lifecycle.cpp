@@ -4,7 +4,7 @@
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
-//                  sigset_handler | library_destructor LIBRARY
+//                  sigset_handler | library_destructor LIBRARY | quick_exit
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -133,6 +133,11 @@ int main(int argc, char **argv) {
     adprof_op_end();
     printf("allocated %zu\n", total >> 20);
     return 3;  // failure handled cleanly
+  }
+  if (!strcmp(mode, "quick_exit")) {  // no destructor, no atexit handler: at_quick_exit's
+    at_quick_exit([] { allocate("quick_exit_handler", 10, 5353); });
+    allocate("before_quick_exit", 300, 5252);
+    quick_exit(0);
   }
   if (!strcmp(mode, "_exit")) {  // no destructor runs
     allocate("before_exit", 300, 5151);
