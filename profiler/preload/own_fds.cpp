@@ -20,7 +20,7 @@ namespace adprof::preload {
 
 namespace {
 
-std::atomic<int> g_own[kOwnFdCount] = {-1, -1};
+std::atomic<int> g_own[kOwnFdCount] = {-1, -1, -1};
 pthread_mutex_t g_own_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The profiler's own file descriptors (the trace, /proc/self/statm), kept out of the program's
-// reach. A program is entitled to every descriptor number it did not open: it may close "all
-// inherited descriptors", or a shell may `exec 3>file` over whatever number 3 is. So the
+// The profiler's own file descriptors (the trace, /proc/self/statm and stat), kept out of the
+// program's reach. A program is entitled to every descriptor number it did not open: it may close
+// "all inherited descriptors", or a shell may `exec 3>file` over whatever number 3 is. So the
 // profiler's descriptors live high (near the top of RLIMIT_NOFILE, where no lowest-free
 // allocation reaches), and the hooks in own_fds.cpp make them invisible: close() of one fails
 // with EBADF as it would without the profiler, dup2()/dup3() onto one first moves it elsewhere,
@@ -13,8 +13,8 @@
 
 namespace adprof::preload {
 
-enum class OwnFd { kTrace = 0, kStatm = 1 };
-inline constexpr int kOwnFdCount = 2;
+enum class OwnFd { kTrace = 0, kStatm = 1, kStat = 2 };
+inline constexpr int kOwnFdCount = 3;
 
 // Moves `fd` to a high number (close-on-exec) and registers it; returns the new number, or -1
 // (errno set; `fd` is closed either way).

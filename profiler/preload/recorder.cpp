@@ -42,6 +42,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -601,6 +602,51 @@ Compressor g_compressor;             // the writer's (prepare_compressor)
 uint8_t *g_snapshot_copy = nullptr;  // the writer's scratch for snapshots of idle threads
 uint8_t *g_final_copy = nullptr;     // the same for the final snapshots (finish, a handler)
 
+// glibc ends a process when the last thread it counts exits (that thread calls exit(0)), and
+// it counts the writer: a program whose main thread leaves with pthread_exit, and whose other
+// threads then all finish, would run on forever under the profiler (as it does under
+// heaptrack), the trace never finished. The writer watches for that state (the main thread a
+// zombie, no thread left but it) and ends the process as glibc would have: exit(0) on a thread
+// of the program's kind, full stack and no signal blocked, named as the main thread, whose exit
+// handlers and destructors are recorded like any thread's; the writer goes on writing and is
+// stopped by finish() as at any exit.
+char g_main_thread_name[16];
+
+// From /proc/self/stat (the main thread's state, the process's thread count): the main thread
+// exited and only the writer is left.
+bool only_the_writer_left() {
+  const int fd = own_fd(OwnFd::kStat);
+  char text[1024];
+  const ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
+  if (n <= 0) return false;
+  text[n] = 0;
+  char *open_paren = strchr(text, '(');
+  char *close_paren = strrchr(text, ')');  // the name may hold ')'
+  if (!open_paren || !close_paren || close_paren[1] != ' ') return false;
+  const char state = close_paren[2];
+  if (state != 'Z') return false;
+  const size_t name_length =
+      std::min(sizeof g_main_thread_name - 1, static_cast<size_t>(close_paren - open_paren - 1));
+  memcpy(g_main_thread_name, open_paren + 1, name_length);
+  g_main_thread_name[name_length] = 0;
+  // Fields after the state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+  // utime stime cutime cstime priority nice num_threads.
+  const char *field = close_paren + 2;
+  for (int skip = 0; skip < 17 && field; ++skip) {
+    field = strchr(field, ' ');
+    if (field) ++field;
+  }
+  return field && strtol(field, nullptr, 10) == 2;  // the zombie main thread and the writer
+}
+
+void *end_the_process(void *) {
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  prctl(PR_SET_NAME, g_main_thread_name, 0, 0, 0);
+  exit(0);
+}
+
 void *writer_main(void *) {
   ThreadState &ts = t_state;
   ts.guard = 1;  // what the writer allocates is the profiler's, not the program's
@@ -619,6 +665,7 @@ void *writer_main(void *) {
   uint8_t *copy = g_snapshot_copy;
   uint64_t last_flush = now_ns();
   uint64_t last_sample = 0;
+  bool ending_the_process = false;  // the program's threads are all gone (end_the_process)
   for (;;) {
     pthread_mutex_lock(&g_queue_mutex);
     if (!g_full_head && !g_stop_writer) {
@@ -651,6 +698,11 @@ void *writer_main(void *) {
     if (now - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u) {
       last_sample = now;
       if (g_state.load() == kRecording) sample_counters(ts, false);
+      if (!ending_the_process && g_state.load() == kRecording && only_the_writer_left()) {
+        pthread_t ender;
+        ending_the_process = pthread_create(&ender, nullptr, end_the_process, nullptr) == 0;
+        if (ending_the_process) pthread_detach(ender);
+      }
     }
     if (now - last_flush >= kFlushIntervalMs * 1000000ull) {
       last_flush = now;
@@ -860,6 +912,7 @@ __attribute__((constructor(101))) void start_recording() {
     return;
   }
   adopt_own_fd(OwnFd::kStatm, open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
+  adopt_own_fd(OwnFd::kStat, open("/proc/self/stat", O_RDONLY | O_CLOEXEC));
   if (!prepare_compressor(g_compressor, &g_snapshot_copy)) {
     say("cannot reserve the trace writer's memory; not recording");
     close_own_fd(OwnFd::kTrace);
@@ -917,6 +970,7 @@ void finish(fmt::EndReason reason) {
   write_footer(reason, 0);
   close_own_fd(OwnFd::kTrace);
   close_own_fd(OwnFd::kStatm);
+  close_own_fd(OwnFd::kStat);
   --ts.guard;
 }
 

@@ -72,6 +72,24 @@ TEST(Lifecycle, QuickExitIsComplete) {
   EXPECT_EQ(s.ops["quick_exit_handler"].frees, 5u);
 }
 
+// The main thread leaves with pthread_exit, its other thread finishes later: glibc ends the
+// process then, counting the profiler's writer among the threads it waits for. Before, the
+// program never ended under the profiler (nor under heaptrack) and the trace was never
+// finished; now it ends as without it, the atexit handler's allocations recorded.
+TEST(Lifecycle, ProgramEndsWhenItsLastThreadDoes) {
+  TempDir dir;
+  std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"main_thread_exits"}, 20);
+  ASSERT_TRUE(r.exited) << "the program did not end: " << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_EQ(s.ops["main"].allocations, 100u);
+  EXPECT_EQ(s.ops["worker"].allocations, 200u);
+  EXPECT_EQ(s.ops["worker"].frees, 100u);
+  EXPECT_EQ(s.ops["atexit_handler"].allocations, 10u);
+}
+
 TEST(Lifecycle, RunExitsWithTheProgramsStatus) {
   TempDir dir;
   Result r = run_lifecycle(dir / "t", {"exit", "3"});

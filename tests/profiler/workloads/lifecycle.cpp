@@ -4,9 +4,11 @@
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
-//                  sigset_handler | library_destructor LIBRARY | quick_exit
+//                  sigset_handler | library_destructor LIBRARY | quick_exit |
+//                  main_thread_exits
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +135,22 @@ int main(int argc, char **argv) {
     adprof_op_end();
     printf("allocated %zu\n", total >> 20);
     return 3;  // failure handled cleanly
+  }
+  if (!strcmp(mode, "main_thread_exits")) {
+    // The main thread leaves with pthread_exit; the process ends when its other thread does
+    // (glibc calls exit(0) there), running the atexit handler.
+    atexit([] { allocate("atexit_handler", 10, 5454); });
+    allocate("main", 100, 1111);
+    pthread_t worker;
+    pthread_create(
+        &worker, nullptr,
+        [](void *) -> void * {
+          usleep(100000);  // after the main thread is gone
+          allocate("worker", 200, 2121);
+          return nullptr;
+        },
+        nullptr);
+    pthread_exit(nullptr);
   }
   if (!strcmp(mode, "quick_exit")) {  // no destructor, no atexit handler: at_quick_exit's
     at_quick_exit([] { allocate("quick_exit_handler", 10, 5353); });
