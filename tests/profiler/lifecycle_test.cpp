@@ -18,6 +18,18 @@ Result run_lifecycle(const std::string &trace, std::vector<std::string> args,
   return run_cli(cli, timeout_s);
 }
 
+// Runs the workload to a normal end (status 0) and reads its trace back, which must be complete.
+TraceSummary summary_of_a_clean_run(std::vector<std::string> args, double timeout_s = 60) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, std::move(args), timeout_s);
+  EXPECT_TRUE(r.exited) << "the program did not end: " << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  return s;
+}
+
 pid_t child_pid(const std::string &out) {
   auto kv = key_values(out);
   return kv.count("child") ? static_cast<pid_t>(std::stol(kv["child"])) : -1;
@@ -42,13 +54,7 @@ TEST(Lifecycle, NormalExitIsComplete) {
 // glibc runs the destructors of a library the program loaded after the interposer's: the
 // frees they make are recorded (before: 20 of 41, and 51,020 bytes read as live at exit).
 TEST(Lifecycle, FreesInLibraryDestructorsAreRecorded) {
-  TempDir dir;
-  std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"library_destructor", ADPROF_TEST_DESTRUCTOR_LIB});
-  ASSERT_TRUE(r.exited) << r.err;
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
+  TraceSummary s = summary_of_a_clean_run({"library_destructor", ADPROF_TEST_DESTRUCTOR_LIB});
   EXPECT_EQ(s.ops["library_blocks"].allocations, 41u);
   EXPECT_EQ(s.ops["library_blocks"].frees, 41u);
   EXPECT_EQ(s.ops["library_blocks"].live_at_end, 0u);
@@ -59,13 +65,7 @@ TEST(Lifecycle, FreesInLibraryDestructorsAreRecorded) {
 // quick_exit runs the program's at_quick_exit handlers, then _exit from inside glibc (past the
 // _exit hook): the trace has every event, the handler's too (before: 0 events, trace cut).
 TEST(Lifecycle, QuickExitIsComplete) {
-  TempDir dir;
-  std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"quick_exit"});
-  ASSERT_TRUE(r.exited) << r.err;
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
+  TraceSummary s = summary_of_a_clean_run({"quick_exit"});
   EXPECT_EQ(s.ops["before_quick_exit"].allocations, 300u);
   EXPECT_EQ(s.ops["before_quick_exit"].frees, 150u);
   EXPECT_EQ(s.ops["quick_exit_handler"].allocations, 10u);
@@ -77,13 +77,7 @@ TEST(Lifecycle, QuickExitIsComplete) {
 // program never ended under the profiler (nor under heaptrack) and the trace was never
 // finished; now it ends as without it, the atexit handler's allocations recorded.
 TEST(Lifecycle, ProgramEndsWhenItsLastThreadDoes) {
-  TempDir dir;
-  std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"main_thread_exits"}, 20);
-  ASSERT_TRUE(r.exited) << "the program did not end: " << r.err;
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
+  TraceSummary s = summary_of_a_clean_run({"main_thread_exits"}, 20);
   EXPECT_EQ(s.ops["main"].allocations, 100u);
   EXPECT_EQ(s.ops["worker"].allocations, 200u);
   EXPECT_EQ(s.ops["worker"].frees, 100u);
