@@ -29,7 +29,8 @@ struct InstantData {
   double time = 0;
   uint64_t host = 0;
   bool at_peak = false;
-  std::vector<LiveBuffer> buffers;  // descending by size
+  std::vector<LiveBuffer> buffers;  // descending by size: the largest (AnalyzeOptions' cap)
+  uint64_t buffer_count = 0;        // every host buffer live then, listed or not
 };
 
 // One policy's predicted peak, from adprof/whatif.h's predict_policies(). A policy the

@@ -654,6 +654,8 @@ void MainWindow::updateDiff() {
                format_bytes_q(uint64_t(std::llabs(delta)))));
 }
 
+QString MainWindow::instantCaption() const { return instant_label_->text(); }
+
 void MainWindow::showInstant(double time, bool at_peak) {
   if (!report_) return;
   timeline_->setInstant(time);
@@ -661,10 +663,13 @@ void MainWindow::showInstant(double time, bool at_peak) {
   auto shown = [this](InstantData data) {
     live_model_->setInstant(std::move(data));
     const InstantData &d = live_model_->instant();
-    instant_label_->setText(tr("%1 live in %2 buffers at %3%4")
-                                .arg(format_bytes_q(d.host))
-                                .arg(d.buffers.size())
-                                .arg(format_seconds(d.time), d.at_peak ? tr(" (the peak)") : ""));
+    QString caption = tr("%1 live in %2 buffers at %3%4")
+                          .arg(format_bytes_q(d.host))
+                          .arg(d.buffer_count)
+                          .arg(format_seconds(d.time), d.at_peak ? tr(" (the peak)") : "");
+    if (d.buffer_count > d.buffers.size())  // the list keeps the largest
+      caption += tr("; the %1 largest listed").arg(d.buffers.size());
+    instant_label_->setText(caption);
     for (int r = 0; r < live_proxy_->rowCount(); ++r) live_view_->expand(live_proxy_->index(r, 0));
     emit instantShown();
   };

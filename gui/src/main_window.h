@@ -50,6 +50,7 @@ class MainWindow : public QMainWindow {
   // For tests, screenshots and benchmarks.
   TimelineWidget *timeline() const { return timeline_; }
   LiveBuffersModel *liveModel() const { return live_model_; }
+  QString instantCaption() const;  // the "at an instant" panel's line
   FindingsModel *findingsModel() const { return findings_model_; }
   OpsModel *opsModel() const { return ops_model_; }
   // Allocation sites (traces recorded with --stacks): the tree beside the op view.

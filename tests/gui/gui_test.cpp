@@ -154,6 +154,17 @@ void GuiTest::modelsEqualCliReport() {
   QCOMPARE(live->instant().at_peak, true);
   QCOMPARE(live->totalBytes(), cli_.peak);
   QCOMPARE(live->instant().buffers.size(), cli_.live_at_peak.size());
+  QCOMPARE(live->instant().buffer_count, uint64_t(cli_.live_at_peak.size()));
+  QVERIFY2(window_->instantCaption().contains(
+               QString(" live in %1 buffers at ").arg(cli_.live_at_peak.size())),
+           qPrintable(window_->instantCaption()));
+  // With the list cut to its largest buffers, the count is still every buffer's (before, the
+  // caption said "in 100000 buffers" of a Python run's 517,725).
+  AnalyzeOptions capped;
+  capped.max_live_buffers = 3;
+  const InstantData cut = instant_at_peak(analyze(trace_.toStdString(), capped));
+  QCOMPARE(cut.buffers.size(), size_t(3));
+  QCOMPARE(cut.buffer_count, uint64_t(cli_.live_at_peak.size()));
   for (int r = 0; r < live->rowCount(); ++r) {
     QModelIndex role = live->index(r, 0);
     QString name = role.data(ModelBase::RowKeyRole).toString();
