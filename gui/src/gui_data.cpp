@@ -1,6 +1,5 @@
 #include "gui_data.h"
 
-#include <algorithm>
 #include <map>
 
 namespace adprof::gui {
@@ -43,24 +42,13 @@ WhatIfData whatif_data(const WhatIf &w) {
   return d;
 }
 
-namespace {
-
-// The buffers of every (label, role) pair: each host buffer live then, listed or not.
-uint64_t buffers_of(const std::vector<LabelBytes> &by_label, size_t listed) {
-  uint64_t n = 0;
-  for (const LabelBytes &l : by_label) n += l.buffers;
-  return std::max<uint64_t>(n, listed);
-}
-
-}  // namespace
-
 InstantData instant_at_peak(const Report &report) {
   InstantData d;
   d.time = report.peak_time;
   d.host = report.peak;
   d.at_peak = true;
   d.buffers = report.live_at_peak;
-  d.buffer_count = buffers_of(report.peak_by_label, d.buffers.size());
+  d.buffer_count = buffer_count(report.peak_by_label, d.buffers.size());
   return d;
 }
 
@@ -69,7 +57,7 @@ InstantData instant_from_snapshot(const Snapshot &snapshot) {
   d.time = snapshot.time;
   d.host = snapshot.host;
   d.buffers = snapshot.buffers;
-  d.buffer_count = buffers_of(snapshot.by_label, d.buffers.size());
+  d.buffer_count = buffer_count(snapshot.by_label, d.buffers.size());
   return d;
 }
 

@@ -26,7 +26,7 @@ void add_predictions(Report &r, const WhatIf &w) {
 // Pass 1's state: the replay the report's pass read into and the what-if's pass riding on it
 // (which holds a reference to that replay), with the reader pass 2 reads again.
 struct PendingPrediction::State {
-  explicit State(TraceReader &r) : reader(r), pass(replay) {}
+  State(TraceReader &r, const std::string &path) : reader(r), trace(path), pass(replay) {}
   State(std::unique_ptr<TraceReader> owned, const std::string &path)
       : owned_reader(std::move(owned)), reader(*owned_reader), trace(path), pass(replay) {}
   std::unique_ptr<TraceReader> owned_reader;
@@ -38,8 +38,8 @@ struct PendingPrediction::State {
   bool finished = false;
 
   // The report's pass, pass 1 on it.
-  Report first_pass(const std::string &trace_path, const AnalyzeOptions &options) {
-    Report report = analyze_with(reader, trace_path, options, replay, &pass);
+  Report first_pass(const AnalyzeOptions &options) {
+    Report report = analyze_with(reader, trace, options, replay, &pass);
     events = report.events;
     measured_peak = report.peak;
     return report;
@@ -62,9 +62,8 @@ Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
   // One pass for the report with the what-if's pass 1 riding on it; pass 2 only for a trace
   // with an AD tape.
   Analysis a;
-  PendingPrediction::State state(reader);
-  state.trace = trace_path;
-  a.report = state.first_pass(trace_path, options);
+  PendingPrediction::State state(reader, trace_path);
+  a.report = state.first_pass(options);
   if (state.pass.ad_tape()) {
     a.whatif = state.second_pass();
     add_predictions(a.report, *a.whatif);
@@ -81,7 +80,7 @@ FirstPass analyze_first(const std::string &trace_path, const AnalyzeOptions &opt
   auto state = std::make_unique<PendingPrediction::State>(std::make_unique<TraceReader>(trace_path),
                                                           trace_path);
   FirstPass f;
-  f.report = state->first_pass(trace_path, options);
+  f.report = state->first_pass(options);
   if (state->pass.ad_tape()) f.prediction = std::make_shared<PendingPrediction>(std::move(state));
   return f;
 }

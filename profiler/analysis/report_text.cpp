@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "adprof/report.h"
+#include "adprof/snapshot.h"
 #include "sites_render.h"
 
 namespace adprof {
@@ -183,11 +184,8 @@ std::string render_text(const Report &r, size_t top) {
     add(o, "    %-28s %12s  %5.1f%%\n", r.peak_by_op[i].name.c_str(),
         format_bytes(r.peak_by_op[i].bytes).c_str(), pct(r.peak_by_op[i].bytes, r.peak));
   render_sites_text(o, r, top);
-  // Of every buffer live at the peak (the list keeps only the largest max_live_buffers).
-  uint64_t buffers_at_peak = 0;
-  for (const LabelBytes &l : r.peak_by_label) buffers_at_peak += l.buffers;
   add(o, "Largest buffers live at the peak (top %zu of %s):\n", top,
-      count(std::max<uint64_t>(buffers_at_peak, r.live_at_peak.size())).c_str());
+      count(buffer_count(r.peak_by_label, r.live_at_peak.size())).c_str());
   add(o, "    %12s  %-15s %-24s %-20s %s\n", "size", "role", "op", "label", "type");
   for (size_t i = 0; i < r.live_at_peak.size() && i < top; ++i) {
     const LiveBuffer &b = r.live_at_peak[i];

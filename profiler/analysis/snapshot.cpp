@@ -30,6 +30,12 @@ const char *dtype_name(uint8_t dtype) {
 
 }  // namespace
 
+uint64_t buffer_count(const std::vector<LabelBytes> &by_label, size_t listed) {
+  uint64_t n = 0;
+  for (const LabelBytes &l : by_label) n += l.buffers;
+  return std::max<uint64_t>(n, listed);
+}
+
 Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers) {
   std::vector<std::pair<uint64_t, const Block *>> live;
   live.reserve(replay.live_blocks());

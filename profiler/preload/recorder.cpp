@@ -610,11 +610,11 @@ uint8_t *g_final_copy = nullptr;     // the same for the final snapshots (finish
 // of the program's kind, full stack and no signal blocked, named as the main thread, whose exit
 // handlers and destructors are recorded like any thread's; the writer goes on writing and is
 // stopped by finish() as at any exit.
-char g_main_thread_name[16];
+constexpr size_t kThreadNameBytes = 16;  // the kernel's, with the terminating zero
 
 // From /proc/self/stat (the main thread's state, the process's thread count): the main thread
-// exited and only the writer is left.
-bool only_the_writer_left() {
+// exited and only the writer is left; then `main_thread_name` is the main thread's name.
+bool only_the_writer_left(char (&main_thread_name)[kThreadNameBytes]) {
   const int fd = own_fd(OwnFd::kStat);
   char text[1024];
   const ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
@@ -625,10 +625,6 @@ bool only_the_writer_left() {
   if (!open_paren || !close_paren || close_paren[1] != ' ') return false;
   const char state = close_paren[2];
   if (state != 'Z') return false;
-  const size_t name_length =
-      std::min(sizeof g_main_thread_name - 1, static_cast<size_t>(close_paren - open_paren - 1));
-  memcpy(g_main_thread_name, open_paren + 1, name_length);
-  g_main_thread_name[name_length] = 0;
   // Fields after the state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
   // utime stime cutime cstime priority nice num_threads.
   const char *field = close_paren + 2;
@@ -636,14 +632,20 @@ bool only_the_writer_left() {
     field = strchr(field, ' ');
     if (field) ++field;
   }
-  return field && strtol(field, nullptr, 10) == 2;  // the zombie main thread and the writer
+  if (!field || strtol(field, nullptr, 10) != 2) return false;  // the zombie and the writer
+  const size_t name_length =
+      std::min(kThreadNameBytes - 1, static_cast<size_t>(close_paren - open_paren - 1));
+  memcpy(main_thread_name, open_paren + 1, name_length);
+  main_thread_name[name_length] = 0;
+  return true;
 }
 
-void *end_the_process(void *) {
+// `name`: the main thread's (the writer's, which outlives this thread).
+void *end_the_process(void *name) {
   sigset_t none;
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, nullptr);
-  prctl(PR_SET_NAME, g_main_thread_name, 0, 0, 0);
+  prctl(PR_SET_NAME, name, 0, 0, 0);
   exit(0);
 }
 
@@ -666,6 +668,7 @@ void *writer_main(void *) {
   uint64_t last_flush = now_ns();
   uint64_t last_sample = 0;
   bool ending_the_process = false;  // the program's threads are all gone (end_the_process)
+  char main_thread_name[kThreadNameBytes] = {};
   for (;;) {
     pthread_mutex_lock(&g_queue_mutex);
     if (!g_full_head && !g_stop_writer) {
@@ -698,9 +701,11 @@ void *writer_main(void *) {
     if (now - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u) {
       last_sample = now;
       if (g_state.load() == kRecording) sample_counters(ts, false);
-      if (!ending_the_process && g_state.load() == kRecording && only_the_writer_left()) {
+      if (!ending_the_process && g_state.load() == kRecording &&
+          only_the_writer_left(main_thread_name)) {
         pthread_t ender;
-        ending_the_process = pthread_create(&ender, nullptr, end_the_process, nullptr) == 0;
+        ending_the_process =
+            pthread_create(&ender, nullptr, end_the_process, main_thread_name) == 0;
         if (ending_the_process) pthread_detach(ender);
       }
     }

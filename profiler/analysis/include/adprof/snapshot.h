@@ -25,6 +25,10 @@ struct Snapshot {
   uint64_t slack = 0;
 };
 
+// Every host buffer a (label, role) breakdown counts, listed or not: a list of buffers keeps
+// only the largest (`listed` of them), and its size is not their number.
+uint64_t buffer_count(const std::vector<LabelBytes> &by_label, size_t listed);
+
 // Describes the host buffers live in `replay` now.
 Snapshot take_snapshot(const Replay &replay, const TraceReader &reader, size_t max_buffers);
 
