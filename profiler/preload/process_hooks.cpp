@@ -1,6 +1,7 @@
 // Ends of a process image that run no destructor: the exec family and _exit. The trace is
 // closed first (footer "exec" or "exit"). glibc's execvp & co. reach execve internally, not
-// through the PLT, so each entry point is hooked. If exec fails, this image stays unrecorded.
+// through the PLT, so each entry point is hooked. An exec that fails returns here, and the
+// trace goes on (recorder.cpp, end_before_exec).
 // A vfork child calling them shares the parent's memory: the recorder ignores it (finish()).
 // quick_exit reaches _exit inside glibc too: the recorder registers an at_quick_exit handler.
 // Not seen: the exit_group system call made directly; the trace then reads up to its last
@@ -28,8 +29,12 @@ using Execve = int (*)(const char *, char *const[], char *const[]);
 using Execv = int (*)(const char *, char *const[]);
 
 int exec_with(auto &&call) {
-  adprof::preload::finish_before_exec();
-  return call();
+  const bool ended = adprof::preload::end_before_exec();
+  const int result = call();  // returns only when the exec failed
+  const int error = errno;
+  if (ended) adprof::preload::resume_after_failed_exec();
+  errno = error;
+  return result;
 }
 
 }  // namespace

@@ -9,9 +9,11 @@
 //     through a symlink) with the user's umask.
 //   - fork: the child is not traced (it runs on jemalloc, records nothing, writes nothing);
 //     a child that execs is traced into its own file as above.
-//   - exec: the trace is closed with an "exec" footer before the image is replaced; the new
+//   - exec: the trace is ended with an "exec" footer before the image is replaced; the new
 //     image (same pid) writes the first free name of <its file>.1, .2, ... so that
-//     `adprof run` can follow a wrapper script to the program it execs.
+//     `adprof run` can follow a wrapper script to the program it execs. An exec that fails
+//     returns to the program: the footer is cut off again and the same trace goes on, no event
+//     lost (end_before_exec).
 //   - SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT/SIGTERM/SIGINT (when their disposition is the
 //     default): the faulting thread's buffer and the queued chunks are written uncompressed
 //     with a footer naming the signal, then the signal is re-raised with its default action.
@@ -127,6 +129,12 @@ uint32_t g_run_id = 0;
 std::atomic<bool> g_writer_running{false};
 std::atomic<bool> g_writer_ready{false};  // its allocator state is set up
 std::atomic<bool> g_write_error_said{false};
+// Held by whoever ends the trace (finish), and by a thread that execs from before the "exec"
+// footer until its exec fails (end_before_exec): one ending at a time.
+pthread_mutex_t g_end_mutex = PTHREAD_MUTEX_INITIALIZER;
+// Where the "exec" footer of an exec under way begins in the file (-1: none): a failed exec cuts
+// the file back to it, and so does a fatal signal that ends the process meanwhile.
+std::atomic<off_t> g_exec_footer_at{-1};
 
 void say(const char *a, const char *b = "", const char *c = "") {
   // One line on stderr without allocating.
@@ -435,7 +443,7 @@ void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
-void write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
+bool write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   uint8_t body[64];
   uint8_t *p = body;
   p = fmt::put_varint(p, g_events_written.load());
@@ -444,7 +452,7 @@ void write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   p = fmt::put_varint(p, static_cast<uint64_t>(reason));
   p = fmt::put_varint(p, static_cast<uint64_t>(sig));
   uint32_t n = static_cast<uint32_t>(p - body);
-  write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n, in_handler);
+  return write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n, in_handler);
 }
 
 // ---- buffer pool -----------------------------------------------------------------------------
@@ -715,14 +723,57 @@ void *writer_main(void *) {
       g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  // Final counters and the writer's own buffer.
-  if (ts.buf && g_state.load() == kFinished) {
+  // Final counters and the writer's own buffer (stopped by finish() or before an exec; a later
+  // writer, if the exec fails, starts a buffer of its own).
+  if (ts.buf && (g_state.load() == kFinished || g_state.load() == kRecording)) {
     sample_counters(ts, true);
     seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
     write_buffer(ts.buf, k);
+    pthread_mutex_lock(&g_queue_mutex);
+    ts.buf->next = g_free_list;
+    g_free_list = ts.buf;
+    pthread_mutex_unlock(&g_queue_mutex);
+    ts.buf = nullptr;
+    ts.cursor = ts.end = nullptr;
   }
   g_writer_running.store(false, std::memory_order_release);
   return nullptr;
+}
+
+// Starts the writer and waits until its allocator state is set up. The writer blocks every
+// signal from its first instruction: a signal sent to the process must reach one of the
+// program's threads, as it would without the profiler (a shell's SIGCHLD handler run on the
+// writer would race with the shell's own main thread). Its stack is small: address space
+// counts against a program's RLIMIT_AS.
+bool start_writer() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  g_stop_writer = false;
+  g_writer_ready.store(false, std::memory_order_release);
+  g_writer_running.store(true, std::memory_order_release);
+  int started = pthread_create(&g_writer, &attr, writer_main, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  for (int i = 0; started == 0 && i < 5000 && !g_writer_ready.load(std::memory_order_acquire);
+       ++i) {
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+  }
+  if (started != 0) g_writer_running.store(false, std::memory_order_release);
+  return started == 0;
+}
+
+// Stops the writer after the buffers queued so far, its counters and its own buffer are written.
+void stop_writer() {
+  pthread_mutex_lock(&g_queue_mutex);
+  g_stop_writer = true;
+  pthread_cond_signal(&g_work_cond);
+  pthread_mutex_unlock(&g_queue_mutex);
+  pthread_join(g_writer, nullptr);
 }
 
 // The complete events of every thread but the caller's, as snapshot chunks (raw: a signal
@@ -929,27 +980,7 @@ __attribute__((constructor(101))) void start_recording() {
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_state.store(kRecording);
   record_initial_mappings(ts);
-  // The writer blocks every signal from its first instruction: a signal sent to the process
-  // must reach one of the program's threads, as it would without the profiler (a shell's
-  // SIGCHLD handler run on the writer would race with the shell's own main thread).
-  // Its stack is small: address space counts against a program's RLIMIT_AS.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  g_writer_running.store(true, std::memory_order_release);
-  int started = pthread_create(&g_writer, &attr, writer_main, nullptr);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  for (int i = 0; started == 0 && i < 5000 && !g_writer_ready.load(std::memory_order_acquire);
-       ++i) {
-    timespec pause{0, 100000};
-    nanosleep(&pause, nullptr);
-  }
-  if (started != 0) {
-    g_writer_running.store(false, std::memory_order_release);
+  if (!start_writer()) {
     say("cannot start the trace writer thread; not recording");
     g_state.store(kStopped);
   }
@@ -960,23 +991,54 @@ __attribute__((constructor(101))) void start_recording() {
 
 void finish(fmt::EndReason reason) {
   if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
+  pthread_mutex_lock(&g_end_mutex);  // waits for another thread's exec to succeed or fail
   int expected = kRecording;
-  if (!g_state.compare_exchange_strong(expected, kFinished)) return;
+  if (!g_state.compare_exchange_strong(expected, kFinished)) {
+    pthread_mutex_unlock(&g_end_mutex);
+    return;
+  }
   ThreadState &ts = t_state;
   ++ts.guard;
   g_flush_epoch.fetch_add(1, std::memory_order_relaxed);  // other threads stop appending
   if (ts.buf && ts.events > 0) hand_off(ts);
-  pthread_mutex_lock(&g_queue_mutex);
-  g_stop_writer = true;
-  pthread_cond_signal(&g_work_cond);
-  pthread_mutex_unlock(&g_queue_mutex);
-  pthread_join(g_writer, nullptr);
+  stop_writer();
   write_final_snapshots(false);
   write_footer(reason, 0);
   close_own_fd(OwnFd::kTrace);
   close_own_fd(OwnFd::kStatm);
   close_own_fd(OwnFd::kStat);
   --ts.guard;
+  pthread_mutex_unlock(&g_end_mutex);
+}
+
+// The trace file's size (where the next chunk goes: it is opened O_APPEND); -1 when unknown.
+off_t trace_size() {
+  lock_own_fds();
+  struct stat st;
+  const bool ok = ensure_trace_fd(g_trace_path, g_trace_dev, g_trace_ino) &&
+                  fstat(own_fd(OwnFd::kTrace), &st) == 0;
+  unlock_own_fds();
+  return ok ? st.st_size : -1;
+}
+
+// The buffers handed off after the writer's last look at its queue: written here, on the
+// calling thread (the writer is stopped, its compressor free).
+void write_queued_buffers() {
+  pthread_mutex_lock(&g_queue_mutex);
+  Buffer *list = g_full_head;
+  g_full_head = g_full_tail = nullptr;
+  g_full_count = 0;
+  pthread_cond_broadcast(&g_space_cond);
+  pthread_mutex_unlock(&g_queue_mutex);
+  while (list) {
+    Buffer *next = list->next;
+    write_buffer(list, g_compressor);
+    pthread_mutex_lock(&g_queue_mutex);
+    list->next = g_free_list;
+    g_free_list = list;
+    pthread_mutex_unlock(&g_queue_mutex);
+    list = next;
+  }
 }
 
 void finish_after_destructors(void *) { finish(fmt::EndReason::kExit); }
@@ -1006,7 +1068,54 @@ void finish_at_quick_exit() { finish(fmt::EndReason::kExit); }
 
 bool recording() { return g_state.load(std::memory_order_relaxed) == kRecording; }
 
-void finish_before_exec() { finish(fmt::EndReason::kExec); }
+// An exec either replaces the image (this thread never returns, the others are gone) or fails
+// and returns to a program that goes on: glibc's execvp tries each directory of PATH, a program
+// falls back to another command. So the trace is ended as if for good, every event recorded so
+// far written and the footer "exec" last, while the program's other threads go on recording into
+// their buffers; only the writer stops. If the exec fails, the footer is cut off (no other
+// thread writes to the file then) and the writer restarted: the trace goes on as if no exec had
+// been tried, and what the other threads recorded meanwhile is written with the rest. Before, a
+// failed exec ended recording, and every later event of the program was lost.
+bool end_before_exec() {
+  if (getpid() != g_recording_pid) return false;  // a vfork child: the recording is its parent's
+  pthread_mutex_lock(&g_end_mutex);
+  if (g_state.load() != kRecording) {
+    pthread_mutex_unlock(&g_end_mutex);
+    return false;
+  }
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  if (ts.buf && ts.events > 0) hand_off(ts);
+  stop_writer();
+  write_queued_buffers();
+  write_final_snapshots(false);
+  const off_t footer_at = trace_size();
+  if (write_footer(fmt::EndReason::kExec, 0) && footer_at >= 0) g_exec_footer_at.store(footer_at);
+  --ts.guard;
+  return true;  // g_end_mutex stays held until the exec fails
+}
+
+void resume_after_failed_exec() {
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  const off_t footer_at = g_exec_footer_at.exchange(-1);
+  bool cut = false;
+  if (footer_at >= 0 && g_state.load() == kRecording) {
+    lock_own_fds();
+    cut = ensure_trace_fd(g_trace_path, g_trace_dev, g_trace_ino) &&
+          ftruncate(own_fd(OwnFd::kTrace), footer_at) == 0;
+    unlock_own_fds();
+  }
+  if (cut) {
+    g_chunks_written.fetch_sub(1, std::memory_order_relaxed);  // the footer's, cut off
+    if (!start_writer()) stop_recording("cannot restart the trace writer after a failed exec", "");
+  } else if (g_state.load() == kRecording) {
+    // The "exec" footer stays the trace's end; the program goes on unrecorded.
+    stop_recording("cannot cut the trace's footer after a failed exec", "");
+  }
+  --ts.guard;
+  pthread_mutex_unlock(&g_end_mutex);
+}
 
 void finish_before_exit() { finish(fmt::EndReason::kExit); }
 
@@ -1021,6 +1130,10 @@ void finish_in_handler(int sig) {
   ThreadState &ts = t_state;
   ++ts.guard;
   g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+  // Another thread's exec is under way and its footer may be written: the process ends here.
+  if (const off_t footer_at = g_exec_footer_at.exchange(-1); footer_at >= 0)
+    if (ftruncate(own_fd(OwnFd::kTrace), footer_at) == 0)
+      g_chunks_written.fetch_sub(1, std::memory_order_relaxed);
   const bool on_writer = g_writer_running.load() && pthread_equal(pthread_self(), g_writer);
   if (!on_writer && lock_briefly(&g_queue_mutex)) {
     g_stop_writer = true;  // it wakes within a sample interval and stops after its list

@@ -364,8 +364,11 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
 // Slow paths shared with the context API (recorder.cpp).
 void record_name(ThreadState &ts, uint32_t id, const char *name, size_t length);
 bool recording();
-// Closes the trace (footer "exec") before the process image is replaced.
-void finish_before_exec();
+// Before an exec: ends the trace as if for good (footer "exec") while the program's threads
+// go on recording. True when it did; then resume_after_failed_exec() must follow if the exec
+// returns (it failed), which cuts the footer off and goes on with the same trace.
+bool end_before_exec();
+void resume_after_failed_exec();
 // Closes the trace before _exit (footer "exit"): no destructor runs then.
 void finish_before_exit();
 // From the handler of a terminating signal: writes every thread's complete events and a

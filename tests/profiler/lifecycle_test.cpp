@@ -130,6 +130,31 @@ TEST(Lifecycle, ExecSamePidWritesTheNextImage) {
   EXPECT_EQ(a.header().pid, b.header().pid);
 }
 
+// Execs that fail (execvp through every directory of PATH, execl of a missing file) return to
+// the program, whose trace goes on: every event after them is recorded, a worker thread's made
+// while they ran too, and a block allocated before them is freed after. Before, the first
+// failed exec ended the trace with an "exec" footer and everything later was lost.
+TEST(Lifecycle, FailedExecLosesNoEvent) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"failed_exec"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"t"});
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_FALSE(s.exec);
+  EXPECT_EQ(s.corrupt_chunks, 0u);
+  EXPECT_EQ(s.missing_chunks, 0u);
+  EXPECT_EQ(s.ops["before_exec"].allocations, 10u);
+  EXPECT_EQ(s.ops["worker"].allocations, 2000u);
+  EXPECT_EQ(s.ops["worker"].frees, 1000u);
+  EXPECT_EQ(s.ops["held"].allocations, 1u);
+  EXPECT_EQ(s.ops["held"].frees, 1u);
+  EXPECT_EQ(s.ops["held"].live_at_end, 0u);
+  EXPECT_EQ(s.ops["after_failed_exec"].allocations, 100u);
+}
+
 TEST(Lifecycle, ForkedChildThatExecsHasItsOwnTrace) {
   TempDir dir;
   std::string trace = dir / "t";

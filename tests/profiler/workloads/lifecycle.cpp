@@ -5,8 +5,9 @@
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
-//                  main_thread_exits
+//                  main_thread_exits | failed_exec
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -151,6 +152,39 @@ int main(int argc, char **argv) {
         },
         nullptr);
     pthread_exit(nullptr);
+  }
+  if (!strcmp(mode, "failed_exec")) {
+    // Execs that fail return to the program, which goes on: a block allocated before them is
+    // freed after, and a worker thread records all along (2000 allocations, 1000 frees).
+    allocate("before_exec", 10, 4444);
+    adprof_op_begin(adprof_name("held"), 1);
+    void *held = malloc(4242);
+    adprof_op_end();
+    pthread_t worker;
+    pthread_create(
+        &worker, nullptr,
+        [](void *) -> void * {
+          for (int i = 0; i < 500; ++i) {
+            allocate("worker", 4, 1212);
+            usleep(200);
+          }
+          return nullptr;
+        },
+        nullptr);
+    char *const argv_missing[] = {const_cast<char *>("adprof-no-such-command"), nullptr};
+    for (int i = 0; i < 50; ++i) {
+      execvp("adprof-no-such-command", argv_missing);  // every directory of PATH
+      if (errno != ENOENT) return 5;
+      execl("/nonexistent/adprof", "adprof", static_cast<char *>(nullptr));
+      if (errno != ENOENT) return 5;
+      usleep(1000);
+    }
+    pthread_join(worker, nullptr);
+    adprof_op_begin(adprof_name("held"), 1);
+    free(held);
+    adprof_op_end();
+    allocate("after_failed_exec", 100, 4545);
+    return 0;
   }
   if (!strcmp(mode, "quick_exit")) {  // no destructor, no atexit handler: at_quick_exit's
     at_quick_exit([] { allocate("quick_exit_handler", 10, 5353); });
