@@ -49,6 +49,7 @@ InstantData instant_at_peak(const Report &report) {
   d.at_peak = true;
   d.buffers = report.live_at_peak;
   d.buffer_count = buffer_count(report.peak_by_label, d.buffers.size());
+  d.groups = report.peak_by_role_op;
   return d;
 }
 
@@ -58,6 +59,7 @@ InstantData instant_from_snapshot(const Snapshot &snapshot) {
   d.host = snapshot.host;
   d.buffers = snapshot.buffers;
   d.buffer_count = buffer_count(snapshot.by_label, d.buffers.size());
+  d.groups = snapshot.by_role_op;
   return d;
 }
 

@@ -31,6 +31,7 @@ struct InstantData {
   bool at_peak = false;
   std::vector<LiveBuffer> buffers;  // descending by size: the largest (AnalyzeOptions' cap)
   uint64_t buffer_count = 0;        // every host buffer live then, listed or not
+  std::vector<RoleOpBytes> groups;  // every host buffer live then by role and op kind
 };
 
 // One policy's predicted peak, from adprof/whatif.h's predict_policies(). A policy the

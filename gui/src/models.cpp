@@ -83,50 +83,62 @@ void LiveBuffersModel::setInstant(InstantData data) {
     data_ = std::move(data);
     roles_.clear();
     ops_.clear();
-    std::map<QString, std::map<QString, std::vector<int>>> tree;
+    // The groups (role, op kind) with their bytes and counts over every buffer live then; the
+    // listed buffers (the largest) hang under theirs. A buffer of no group (an instant made by
+    // hand) makes one of its own, counted from the list.
+    std::vector<RoleOpBytes> groups = data_.groups;
+    std::map<std::pair<QString, QString>, size_t> group_of;
+    for (size_t g = 0; g < groups.size(); ++g)
+      group_of[{qs(groups[g].role), qs(groups[g].op)}] = g;
+    std::vector<std::vector<int>> listed(groups.size());
+    std::vector<bool> from_list(groups.size(), false);
     for (size_t i = 0; i < data_.buffers.size(); ++i) {
       const LiveBuffer &b = data_.buffers[i];
-      tree[qs(b.role)][op_kind(b.op)].push_back(static_cast<int>(i));
-    }
-    struct Op {
-      QString name;
-      uint64_t bytes;
-      std::vector<int> buffers;
-    };
-    struct Role {
-      QString name;
-      uint64_t bytes;
-      std::vector<Op> ops;
-    };
-    std::vector<Role> roles;
-    for (auto &[role, ops] : tree) {
-      Role r{role, 0, {}};
-      for (auto &[op, buffers] : ops) {
-        uint64_t bytes = 0;
-        for (int i : buffers) bytes += data_.buffers[i].size;
-        r.bytes += bytes;
-        r.ops.push_back({op, bytes, std::move(buffers)});
+      auto [it, added] = group_of.try_emplace({qs(b.role), op_kind(b.op)}, groups.size());
+      if (added) {
+        groups.push_back({b.role, it->first.second.toStdString(), 0, 0, {}});
+        listed.emplace_back();
+        from_list.push_back(true);
       }
-      std::stable_sort(r.ops.begin(), r.ops.end(),
-                       [](const Op &a, const Op &b) { return a.bytes > b.bytes; });
-      roles.push_back(std::move(r));
+      if (from_list[it->second]) {
+        RoleOpBytes &g = groups[it->second];
+        g.bytes += b.size;
+        ++g.buffers;
+        auto label = std::find_if(g.labels.begin(), g.labels.end(),
+                                  [&](const NamedBytes &l) { return l.name == b.label; });
+        if (label == g.labels.end())
+          g.labels.push_back({b.label, b.size});
+        else
+          label->bytes += b.size;
+      }
+      listed[it->second].push_back(static_cast<int>(i));
     }
+    // Roles by bytes, then each role's op kinds by bytes (names break ties).
+    std::map<QString, uint64_t> role_bytes;
+    for (const RoleOpBytes &g : groups) role_bytes[qs(g.role)] += g.bytes;
+    std::vector<std::pair<QString, uint64_t>> roles(role_bytes.begin(), role_bytes.end());
     std::stable_sort(roles.begin(), roles.end(),
-                     [](const Role &a, const Role &b) { return a.bytes > b.bytes; });
+                     [](const auto &a, const auto &b) { return a.second > b.second; });
+    std::vector<size_t> order(groups.size());
+    for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return groups[a].bytes != groups[b].bytes ? groups[a].bytes > groups[b].bytes
+                                                : groups[a].op < groups[b].op;
+    });
     for (size_t r = 0; r < roles.size(); ++r) {
-      RoleGroup g{roles[r].name, roles[r].bytes, {}};
-      for (size_t o = 0; o < roles[r].ops.size(); ++o) {
-        g.ops.push_back(static_cast<int>(ops_.size()));
+      RoleGroup role{roles[r].first, roles[r].second, 0, {}};
+      for (size_t g : order) {
+        if (qs(groups[g].role) != role.name) continue;
+        role.ops.push_back(static_cast<int>(ops_.size()));
+        role.buffers += groups[g].buffers;
         OpGroup &op = ops_.emplace_back();
-        op.name = roles[r].ops[o].name;
+        op.name = qs(groups[g].op);
         op.role_row = static_cast<int>(r);
-        op.row = static_cast<int>(o);
-        op.bytes = roles[r].ops[o].bytes;
-        op.buffers = std::move(roles[r].ops[o].buffers);
-        std::map<std::string, uint64_t> label_bytes;
-        for (int i : op.buffers) label_bytes[data_.buffers[i].label] += data_.buffers[i].size;
-        std::vector<NamedBytes> labels;
-        for (auto &[label, bytes] : label_bytes) labels.push_back({label, bytes});
+        op.row = static_cast<int>(role.ops.size() - 1);
+        op.bytes = groups[g].bytes;
+        op.count = groups[g].buffers;
+        op.buffers = std::move(listed[g]);  // in the list's order: largest first
+        std::vector<NamedBytes> labels = groups[g].labels;
         std::stable_sort(
             labels.begin(), labels.end(),
             [](const NamedBytes &a, const NamedBytes &b) { return a.bytes > b.bytes; });
@@ -134,12 +146,11 @@ void LiveBuffersModel::setInstant(InstantData data) {
         op.labels = std::move(summary.text);
         op.labels_tip = std::move(summary.tip);
       }
-      roles_.push_back(std::move(g));
+      roles_.push_back(std::move(role));
     }
   });
 }
 
-// internalId: 0 for role rows; 1 + role row for op rows; 1 + role count + op group for buffers.
 QModelIndex LiveBuffersModel::index(int row, int column, const QModelIndex &parent) const {
   if (row < 0 || column < 0 || column >= ColumnCount || row >= rowCount(parent)) return {};
   if (!parent.isValid()) return createIndex(row, column, quintptr(0));
@@ -176,10 +187,14 @@ const LiveBuffer *LiveBuffersModel::buffer(const QModelIndex &index) const {
   return &data_.buffers[g.buffers[index.row()]];
 }
 
-QVariant LiveBuffersModel::groupData(const QString &name, uint64_t bytes, size_t count, int column,
-                                     int role) const {
+QVariant LiveBuffersModel::groupData(const QString &name, uint64_t bytes, uint64_t count,
+                                     size_t listed, int column, int role) const {
   if (column == Name) {
-    if (role == Qt::DisplayRole) return QStringLiteral("%1 (%2)").arg(name).arg(count);
+    if (role == Qt::DisplayRole)
+      return listed < count ? tr("%1 (%2; %3 listed)").arg(name).arg(count).arg(listed)
+                            : QStringLiteral("%1 (%2)").arg(name).arg(count);
+    if (role == Qt::ToolTipRole && listed < count)
+      return tr("%1 buffers, %2; the %3 largest are listed").arg(count).arg(format_bytes_q(bytes)).arg(listed);
     if (role == SortRole || role == RowKeyRole) return name;
     if (role == Qt::FontRole) {
       QFont f;
@@ -199,7 +214,7 @@ QVariant LiveBuffersModel::opGroupData(const OpGroup &g, int column, int role) c
   }
   if (column == Name && role == Qt::ToolTipRole && !g.labels.isEmpty())
     return tr("%1 in %2").arg(g.name, g.labels);
-  return groupData(g.name, g.bytes, g.buffers.size(), column, role);
+  return groupData(g.name, g.bytes, g.count, g.buffers.size(), column, role);
 }
 
 QVariant LiveBuffersModel::bufferData(const LiveBuffer &b, int column, int role) const {
@@ -264,9 +279,9 @@ QVariant LiveBuffersModel::data(const QModelIndex &index, int role) const {
     const RoleGroup &g = roles_[index.row()];
     if (role == Qt::DecorationRole && index.column() == Name)
       return role_color(role_index(g.name.toStdString()));
-    size_t n = 0;
-    for (int o : g.ops) n += ops_[o].buffers.size();
-    return groupData(g.name, g.bytes, n, index.column(), role);
+    size_t listed = 0;
+    for (int o : g.ops) listed += ops_[o].buffers.size();
+    return groupData(g.name, g.bytes, g.buffers, listed, index.column(), role);
   }
   if (id <= roles_.size())
     return opGroupData(ops_[roles_[id - 1].ops[index.row()]], index.column(), role);

@@ -37,11 +37,13 @@ class LiveBuffersModel : public ModelBase {
   uint64_t totalBytes() const;
 
  private:
+  // A group's bytes and count are over every buffer live then; `buffers` lists the largest.
   struct OpGroup {
     QString name;
     int role_row = 0;
     int row = 0;  // within its role
     uint64_t bytes = 0;
+    uint64_t count = 0;
     std::vector<int> buffers;  // indices into data_.buffers
     QString labels;            // its buffers' labels, most bytes first: "a, b (+3)"
     QString labels_tip;        // each label with its bytes, one a line
@@ -49,9 +51,11 @@ class LiveBuffersModel : public ModelBase {
   struct RoleGroup {
     QString name;
     uint64_t bytes = 0;
+    uint64_t buffers = 0;
     std::vector<int> ops;  // indices into ops_
   };
-  QVariant groupData(const QString &name, uint64_t bytes, size_t count, int column, int role) const;
+  QVariant groupData(const QString &name, uint64_t bytes, uint64_t count, size_t listed, int column,
+                     int role) const;
   QVariant opGroupData(const OpGroup &g, int column, int role) const;
   QVariant bufferData(const LiveBuffer &b, int column, int role) const;
 

@@ -320,6 +320,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       if (lb.stack) lb.site = sites.stacks().site(lb.stack);
   r.peak_by_op = snap.by_op;
   r.peak_by_label = std::move(snap.by_label);
+  r.peak_by_role_op = std::move(snap.by_role_op);
   std::unordered_map<std::string, uint64_t> op_bytes_at_peak;
   for (const NamedBytes &o : r.peak_by_op) op_bytes_at_peak[o.name] = o.bytes;
   std::unordered_map<std::string, std::vector<NamedBytes>> op_labels_at_peak;

@@ -44,6 +44,16 @@ json to_json(const Report &r) {
   for (const auto &l : r.peak_by_label)
     by_label.push_back(
         {{"label", l.label}, {"role", l.role}, {"bytes", l.bytes}, {"buffers", l.buffers}});
+  json by_role_op = json::array();
+  for (const auto &g : r.peak_by_role_op) {
+    json labels = json::array();
+    for (const auto &l : g.labels) labels.push_back({{"name", l.name}, {"bytes", l.bytes}});
+    by_role_op.push_back({{"role", g.role},
+                          {"op", g.op},
+                          {"bytes", g.bytes},
+                          {"buffers", g.buffers},
+                          {"labels", labels}});
+  }
   j["peak"] = {{"bytes", r.peak},
                {"time_s", r.peak_time},
                {"event", r.peak_event},
@@ -52,6 +62,7 @@ json to_json(const Report &r) {
                {"by_phase", named_array(r.peak_by_phase, phase_name)},
                {"by_op", by_op},
                {"by_label", by_label},
+               {"by_role_op", by_role_op},
                {"slack_bytes", r.peak_slack}};
   j["allocator"] = {{"available", r.have_allocator_stats},
                     {"jemalloc_allocated_at_peak", r.jemalloc_allocated_at_peak},
@@ -220,6 +231,15 @@ Report report_from_json(const json &j) {
       for (const auto &l : at(p, "by_label"))
         r.peak_by_label.push_back({l.value("label", std::string()), l.value("role", std::string()),
                                    l.value("bytes", uint64_t{0}), l.value("buffers", uint64_t{0})});
+      for (const auto &g : at(p, "by_role_op")) {
+        RoleOpBytes &group = r.peak_by_role_op.emplace_back();
+        group.role = g.value("role", std::string());
+        group.op = g.value("op", std::string());
+        group.bytes = g.value("bytes", uint64_t{0});
+        group.buffers = g.value("buffers", uint64_t{0});
+        for (const auto &l : at(g, "labels"))
+          group.labels.push_back({l.value("name", std::string()), l.value("bytes", uint64_t{0})});
+      }
       r.peak_slack = p.value("slack_bytes", uint64_t{0});
     }
     const json &a = at(j, "allocator");

@@ -55,7 +55,8 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     uint64_t bytes = 0, buffers = 0;
   };
   absl::flat_hash_map<std::pair<uint32_t, uint8_t>, Count> label_role;
-  absl::flat_hash_map<std::pair<uint32_t, uint32_t>, uint64_t> op_label;
+  // By role, op and label: the op kinds' labels and the (role, op kind) groups come from it.
+  absl::flat_hash_map<std::tuple<uint8_t, uint32_t, uint32_t>, Count> role_op_label;
   bool any_source = false;
   for (const auto &[addr, b] : live) {
     s.host += b->size;
@@ -66,7 +67,9 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     Count &c = label_role[{b->label, b->role}];
     c.bytes += b->size;
     ++c.buffers;
-    op_label[{b->op_name, b->label}] += b->size;
+    Count &g = role_op_label[{b->role, b->op_name, b->label}];
+    g.bytes += b->size;
+    ++g.buffers;
     any_source |= b->source != 0;
   }
   auto label_name = [&](uint32_t id) { return id ? replay.name(id) : std::string(); };
@@ -77,21 +80,44 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
                               : std::tie(a.label, a.role) < std::tie(b.label, b.role);
   });
   {
-    // Two name ids may share a kind ("(no op)"): their labels are summed together.
-    absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, uint64_t>> by_kind;
-    for (const auto &[key, bytes] : op_label)
-      by_kind[replay.op_kind(key.first)][label_name(key.second)] += bytes;
-    for (auto &[kind, label_bytes] : by_kind) {
+    // Two name ids may share a kind ("(no op)"): theirs are summed together.
+    using LabelTotals = absl::flat_hash_map<std::string, uint64_t>;
+    struct Group {
+      Count count;
+      LabelTotals labels;
+    };
+    absl::flat_hash_map<std::pair<uint8_t, std::string>, Group> groups;
+    absl::flat_hash_map<std::string, LabelTotals> by_kind;
+    for (const auto &[key, c] : role_op_label) {
+      const auto &[role, op, label] = key;
+      const std::string kind = replay.op_kind(op), name = label_name(label);
+      Group &g = groups[{role, kind}];
+      g.count.bytes += c.bytes;
+      g.count.buffers += c.buffers;
+      g.labels[name] += c.bytes;
+      by_kind[kind][name] += c.bytes;
+    }
+    auto largest_labels = [](const LabelTotals &label_bytes) {
       std::vector<NamedBytes> labels;
-      for (auto &[label, bytes] : label_bytes) labels.push_back({label, bytes});
+      for (const auto &[label, bytes] : label_bytes) labels.push_back({label, bytes});
       std::sort(labels.begin(), labels.end(), [](const NamedBytes &a, const NamedBytes &b) {
         return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
       });
       if (labels.size() > kOpLabelsKept) labels.resize(kOpLabelsKept);
-      s.op_labels.emplace_back(kind, std::move(labels));
-    }
+      return labels;
+    };
+    for (const auto &[kind, label_bytes] : by_kind)
+      s.op_labels.emplace_back(kind, largest_labels(label_bytes));
     std::sort(s.op_labels.begin(), s.op_labels.end(),
               [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (const auto &[key, g] : groups)
+      s.by_role_op.push_back({role_name(key.first), key.second, g.count.bytes, g.count.buffers,
+                              largest_labels(g.labels)});
+    std::sort(s.by_role_op.begin(), s.by_role_op.end(),
+              [](const RoleOpBytes &a, const RoleOpBytes &b) {
+                return a.bytes != b.bytes ? a.bytes > b.bytes
+                                          : std::tie(a.role, a.op) < std::tie(b.role, b.op);
+              });
   }
   absl::flat_hash_map<uint64_t, const Block *> by_addr;  // for duplicates' sources
   if (any_source)

@@ -165,14 +165,43 @@ void GuiTest::modelsEqualCliReport() {
   const InstantData cut = instant_at_peak(analyze(trace_.toStdString(), capped));
   QCOMPARE(cut.buffers.size(), size_t(3));
   QCOMPARE(cut.buffer_count, uint64_t(cli_.live_at_peak.size()));
-  for (int r = 0; r < live->rowCount(); ++r) {
-    QModelIndex role = live->index(r, 0);
-    QString name = role.data(ModelBase::RowKeyRole).toString();
-    int id = role_from_name(name.toStdString());
-    QVERIFY(id >= 0);
-    QCOMPARE(live->index(r, LiveBuffersModel::Size).data(ModelBase::SortRole).toULongLong(),
-             cli_.peak_by_role[size_t(id)]);
-  }
+  // The tree's groups count every buffer, listed or not: the role and op rows of the cut list
+  // are the whole list's (before, they summed the 3 listed buffers).
+  LiveBuffersModel cut_model;
+  QAbstractItemModelTester tester(&cut_model,
+                                  QAbstractItemModelTester::FailureReportingMode::QtTest);
+  cut_model.setInstant(cut);
+  QCOMPARE(cut_model.totalBytes(), cli_.peak);
+  QCOMPARE(cut_model.rowCount(), live->rowCount());
+  int listed = 0;
+  for (const LiveBuffersModel *m : {live, &cut_model})
+    for (int r = 0; r < m->rowCount(); ++r) {
+      QModelIndex role = m->index(r, 0);
+      QString name = role.data(ModelBase::RowKeyRole).toString();
+      int id = role_from_name(name.toStdString());
+      QVERIFY(id >= 0);
+      QCOMPARE(m->index(r, LiveBuffersModel::Size).data(ModelBase::SortRole).toULongLong(),
+               cli_.peak_by_role[size_t(id)]);
+      const QModelIndex same_role = live->index(r, 0);
+      QCOMPARE(same_role.data(ModelBase::RowKeyRole).toString(), name);
+      QCOMPARE(m->rowCount(role), live->rowCount(same_role));
+      int role_count = 0, role_listed = 0;
+      for (int o = 0; o < m->rowCount(role); ++o) {
+        QCOMPARE(m->index(o, LiveBuffersModel::Size, role).data(ModelBase::SortRole),
+                 live->index(o, LiveBuffersModel::Size, same_role).data(ModelBase::SortRole));
+        QCOMPARE(m->index(o, LiveBuffersModel::Label, role).data(),
+                 live->index(o, LiveBuffersModel::Label, same_role).data());
+        role_count += live->rowCount(live->index(o, 0, same_role));
+        role_listed += m->rowCount(m->index(o, 0, role));
+      }
+      // "adjoint (12)"; cut: "adjoint (12; 1 listed)".
+      const QString shown = role_listed < role_count
+                                ? QString("%1 (%2; %3 listed)").arg(name).arg(role_count).arg(role_listed)
+                                : QString("%1 (%2)").arg(name).arg(role_count);
+      QCOMPARE(role.data().toString(), shown);
+      if (m == &cut_model) listed += role_listed;
+    }
+  QCOMPARE(listed, 3);
   // A buffer row shows its dtype and shape; the duplicate links to its source.
   QModelIndex dup = live->indexOfRole("duplicate");
   QVERIFY(dup.isValid());

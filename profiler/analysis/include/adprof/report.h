@@ -72,6 +72,16 @@ struct OpSummary {
 
 inline constexpr size_t kOpLabelsKept = 5;
 
+// The host bytes live at one instant that one op kind made in one role, over every buffer (a
+// list of buffers keeps only the largest): the groups of the "at an instant" tree.
+struct RoleOpBytes {
+  std::string role;
+  std::string op;  // op kind ("matmul", "(no op)")
+  uint64_t bytes = 0;
+  uint64_t buffers = 0;
+  std::vector<NamedBytes> labels;  // its buffers' labels, most bytes first (at most kOpLabelsKept)
+};
+
 struct PhaseSummary {
   std::string name;
   uint64_t allocations = 0;
@@ -137,6 +147,7 @@ struct Report {
   std::array<uint64_t, kPhaseCount> peak_by_phase{};
   std::vector<NamedBytes> peak_by_op;     // descending
   std::vector<LabelBytes> peak_by_label;  // every (label, role) pair live at the peak, descending
+  std::vector<RoleOpBytes> peak_by_role_op;  // every (role, op kind) live at the peak, descending
   std::vector<LiveBuffer> live_at_peak;   // descending by size
   uint64_t peak_slack = 0;                // usable - requested of the blocks live at the peak
   // jemalloc statistics sampled nearest before the peak and at the end
