@@ -609,6 +609,16 @@ void sample_counters(ThreadState &ts, bool final) {
 Compressor g_compressor;             // the writer's (prepare_compressor)
 uint8_t *g_snapshot_copy = nullptr;  // the writer's scratch for snapshots of idle threads
 uint8_t *g_final_copy = nullptr;     // the same for the final snapshots (finish, a handler)
+// The writer's identity in the trace, taken on by a writer restarted after a failed exec: the
+// trace has one profiler thread, its chunks numbered on (a chunk's thread and number are what
+// the reader matches snapshots by). Set by each writer as it ends, read by the next.
+struct WriterIdentity {
+  bool has_tid = false;
+  uint32_t tid = 0;
+  uint64_t owner_id = 0;
+  uint32_t next_seq = 0;
+};
+WriterIdentity g_writer_identity;
 
 // glibc ends a process when the last thread it counts exits (that thread calls exit(0)), and
 // it counts the writer: a program whose main thread leaves with pthread_exit, and whose other
@@ -661,6 +671,12 @@ void *writer_main(void *) {
   ThreadState &ts = t_state;
   ts.guard = 1;  // what the writer allocates is the profiler's, not the program's
   prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
+  if (g_writer_identity.has_tid) {
+    ts.has_tid = true;
+    ts.tid = g_writer_identity.tid;
+    ts.owner_id = g_writer_identity.owner_id;
+    ts.next_seq = g_writer_identity.next_seq;
+  }
   // The writer's jemalloc calls (statistics) use the first arena: a thread of its own would get
   // an arena of its own, megabytes of the program's address space.
   unsigned first_arena = 0;
@@ -736,6 +752,7 @@ void *writer_main(void *) {
     ts.buf = nullptr;
     ts.cursor = ts.end = nullptr;
   }
+  g_writer_identity = {ts.has_tid, ts.tid, ts.owner_id, ts.next_seq};
   g_writer_running.store(false, std::memory_order_release);
   return nullptr;
 }

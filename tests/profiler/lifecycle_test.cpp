@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "adprof/report.h"
 #include "test_util.h"
 
 namespace {
@@ -153,6 +154,10 @@ TEST(Lifecycle, FailedExecLosesNoEvent) {
   EXPECT_EQ(s.ops["held"].frees, 1u);
   EXPECT_EQ(s.ops["held"].live_at_end, 0u);
   EXPECT_EQ(s.ops["after_failed_exec"].allocations, 100u);
+  // The restarted writer goes on as the same profiler thread: the program's two and it.
+  const adprof::Report report = adprof::analyze(trace);
+  EXPECT_EQ(report.threads, 3u);
+  EXPECT_EQ(std::count(report.thread_names.begin(), report.thread_names.end(), "adprof-writer"), 1);
 }
 
 TEST(Lifecycle, ForkedChildThatExecsHasItsOwnTrace) {
