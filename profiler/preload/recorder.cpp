@@ -377,6 +377,32 @@ void write_buffer(Buffer *b, Compressor &k) {
   write_chunk(b->tid, b->seq, b->base_ts, b->events, 0, b->tags, b->used, b->used);
 }
 
+void recycle_buffer(Buffer *b) {
+  pthread_mutex_lock(&g_queue_mutex);
+  b->next = g_free_list;
+  g_free_list = b;
+  pthread_mutex_unlock(&g_queue_mutex);
+}
+
+// Takes the queue of full buffers, under g_queue_mutex; producers that waited for room go on.
+Buffer *take_queue_locked() {
+  Buffer *list = g_full_head;
+  g_full_head = g_full_tail = nullptr;
+  g_full_count = 0;
+  pthread_cond_broadcast(&g_space_cond);
+  return list;
+}
+
+// Writes a list taken from the queue, in order, and gives each buffer back to the pool.
+void write_buffers(Buffer *list, Compressor &k) {
+  while (list) {
+    Buffer *next = list->next;
+    write_buffer(list, k);
+    recycle_buffer(list);
+    list = next;
+  }
+}
+
 // A signal handler must not block on a lock the thread it interrupted may hold: it tries for
 // about a second, then does without.
 bool lock_briefly(pthread_mutex_t *m) {
@@ -703,22 +729,10 @@ void *writer_main(void *) {
       deadline.tv_nsec %= 1000000000L;
       pthread_cond_timedwait(&g_work_cond, &g_queue_mutex, &deadline);
     }
-    Buffer *list = g_full_head;
-    g_full_head = g_full_tail = nullptr;
-    g_full_count = 0;
+    Buffer *list = take_queue_locked();
     bool stop = g_stop_writer;
-    pthread_cond_broadcast(&g_space_cond);
     pthread_mutex_unlock(&g_queue_mutex);
-
-    while (list) {
-      Buffer *next = list->next;
-      write_buffer(list, k);
-      pthread_mutex_lock(&g_queue_mutex);
-      list->next = g_free_list;
-      g_free_list = list;
-      pthread_mutex_unlock(&g_queue_mutex);
-      list = next;
-    }
+    write_buffers(list, k);
     if (stop) break;
 
     uint64_t now = now_ns();
@@ -745,10 +759,7 @@ void *writer_main(void *) {
     sample_counters(ts, true);
     seal(ts.buf, ts.events, static_cast<uint32_t>(ts.cursor - ts.buf->bodies));
     write_buffer(ts.buf, k);
-    pthread_mutex_lock(&g_queue_mutex);
-    ts.buf->next = g_free_list;
-    g_free_list = ts.buf;
-    pthread_mutex_unlock(&g_queue_mutex);
+    recycle_buffer(ts.buf);
     ts.buf = nullptr;
     ts.cursor = ts.end = nullptr;
   }
@@ -1042,20 +1053,9 @@ off_t trace_size() {
 // calling thread (the writer is stopped, its compressor free).
 void write_queued_buffers() {
   pthread_mutex_lock(&g_queue_mutex);
-  Buffer *list = g_full_head;
-  g_full_head = g_full_tail = nullptr;
-  g_full_count = 0;
-  pthread_cond_broadcast(&g_space_cond);
+  Buffer *list = take_queue_locked();
   pthread_mutex_unlock(&g_queue_mutex);
-  while (list) {
-    Buffer *next = list->next;
-    write_buffer(list, g_compressor);
-    pthread_mutex_lock(&g_queue_mutex);
-    list->next = g_free_list;
-    g_free_list = list;
-    pthread_mutex_unlock(&g_queue_mutex);
-    list = next;
-  }
+  write_buffers(list, g_compressor);
 }
 
 void finish_after_destructors(void *) { finish(fmt::EndReason::kExit); }
