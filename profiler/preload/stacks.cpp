@@ -44,6 +44,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "preload_internal.h"
 #include "unwind_rules.h"
 
 #define UNW_LOCAL_ONLY
@@ -320,12 +321,6 @@ void refresh_mappings(ThreadState &ts, bool force) {
   pthread_mutex_unlock(&g_map_mutex);
 }
 
-void *raw_mmap(size_t length) {
-  long r = syscall(SYS_mmap, nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-  return r == -1 ? nullptr : reinterpret_cast<void *>(r);
-}
-
 // The thread's table, emptied if an object was unloaded since (its addresses may now hold
 // another's code). Null: no memory for one.
 __attribute__((noinline, cold)) StackTable *renew_table(ThreadState &ts) {
@@ -336,7 +331,7 @@ __attribute__((noinline, cold)) StackTable *renew_table(ThreadState &ts) {
     t = g_table_pool;
     if (t) g_table_pool = t->next;
     pthread_mutex_unlock(&g_pool_mutex);
-    if (!t) t = static_cast<StackTable *>(raw_mmap(sizeof(StackTable)));
+    if (!t) t = static_cast<StackTable *>(profiler_mmap(sizeof(StackTable)));
     if (!t) return nullptr;
     ts.stacks = t;
     // A pooled table's memo is a dead thread's stack: never read it.

@@ -160,6 +160,23 @@ TEST(Lifecycle, FailedExecLosesNoEvent) {
   EXPECT_EQ(std::count(report.thread_names.begin(), report.thread_names.end(), "adprof-writer"), 1);
 }
 
+// A thread forks while the writer and the program's threads hold the recorder's locks now and
+// then; in each child that thread leaves (pthread_exit's path, which runs the recorder's
+// thread-exit handler), and the child must end: the child records nothing and must take no
+// lock that another thread of its parent held at the fork.
+TEST(Lifecycle, ForkChildsThreadExitNeverHangs) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"fork_from_thread", "300"}, 120);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kv = key_values(r.out);
+  EXPECT_EQ(kv["forks"], "300") << r.out;
+  EXPECT_EQ(kv["hung"], "0") << r.out;
+  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"t"});
+  EXPECT_TRUE(summarize(trace).complete);
+}
+
 TEST(Lifecycle, ForkedChildThatExecsHasItsOwnTrace) {
   TempDir dir;
   std::string trace = dir / "t";

@@ -5,7 +5,7 @@
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
-//                  main_thread_exits | failed_exec
+//                  main_thread_exits | failed_exec | fork_from_thread FORKS
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,12 +19,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <vector>
 
 #include "adprof/context.h"
 
 namespace {
 
-void *volatile g_keep[4096];
+// Per thread: threads that allocate side by side never free each other's blocks.
+thread_local void *volatile g_keep[4096];
 
 // `count` blocks of `size` inside op `name`; frees the even ones.
 void allocate(const char *name, int count, size_t size) {
@@ -184,6 +186,54 @@ int main(int argc, char **argv) {
     free(held);
     adprof_op_end();
     allocate("after_failed_exec", 100, 4545);
+    return 0;
+  }
+  if (!strcmp(mode, "fork_from_thread") && argc > 2) {
+    // A thread forks while the program's other threads record (120 that each allocate now and
+    // then, so that the profiler's writer snapshots them under its locks); in each child that
+    // thread returns, and the child ends as its last thread leaves. A child that has not ended
+    // within 5 s hangs: prints "hung N" of "forks N".
+    static std::atomic<bool> stop{false};
+    std::vector<pthread_t> idle(120);
+    for (pthread_t &t : idle)
+      pthread_create(
+          &t, nullptr,
+          [](void *) -> void * {
+            while (!stop.load()) {
+              allocate("idle_threads", 2, 3434);
+              usleep(20000);
+            }
+            return nullptr;
+          },
+          nullptr);
+    static int forks = atoi(argv[2]);
+    static int hung = 0;
+    pthread_t forker;
+    pthread_create(
+        &forker, nullptr,
+        [](void *) -> void * {
+          for (int i = 0; i < forks; ++i) {
+            pid_t child = fork();
+            if (child == 0) return nullptr;  // the child's only thread leaves: the child ends
+            int status = 0;
+            int waited = 0;
+            while (waitpid(child, &status, WNOHANG) == 0 && waited < 5000) {
+              usleep(1000);
+              ++waited;
+            }
+            if (waited >= 5000) {
+              ++hung;
+              kill(child, SIGKILL);
+              waitpid(child, &status, 0);
+            }
+          }
+          return nullptr;
+        },
+        nullptr);
+    pthread_join(forker, nullptr);
+    stop = true;
+    for (pthread_t t : idle) pthread_join(t, nullptr);
+    printf("forks %d\nhung %d\n", forks, hung);
     return 0;
   }
   if (!strcmp(mode, "quick_exit")) {  // no destructor, no atexit handler: at_quick_exit's
