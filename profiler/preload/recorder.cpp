@@ -68,6 +68,7 @@ void *profiler_mmap(size_t length) {
   long r = syscall(SYS_mmap, nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
   if (r == -1) return nullptr;
+  syscall(SYS_madvise, r, length, MADV_WIPEONFORK);  // Linux 4.14 and later; else copied
   return reinterpret_cast<void *>(r);
 }
 
