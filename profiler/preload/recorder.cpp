@@ -157,7 +157,6 @@ void say(const char *a, const char *b = "", const char *c = "") {
   (void)ignored;
 }
 
-
 // ---- chunk writing ---------------------------------------------------------------------------
 
 // Under lock_own_fds() except in a signal handler: a dup2 never moves the trace's number
