@@ -65,6 +65,19 @@ ADPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   return exec_with([&] { return real(fd, argv, envp); });
 }
 
+// glibc 2.34 and later; a program that calls it (an exec relative to a directory descriptor)
+// passes no other hook.
+ADPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                           int flags) {
+  using Execveat = int (*)(int, const char *, char *const[], char *const[], int);
+  static auto real = next_symbol<Execveat>("execveat");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return exec_with([&] { return real(dirfd, path, argv, envp, flags); });
+}
+
 // execl, execlp, execle: the variadic forms, collected into an argv on the stack.
 #define ADPROF_COLLECT_ARGS(first, last_named, envp_out) \
   char *argv[kMaxListArgs + 1];                          \

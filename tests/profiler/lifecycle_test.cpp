@@ -111,10 +111,13 @@ TEST(Lifecycle, ForkedChildIsNotTraced) {
   EXPECT_EQ(s.corrupt_chunks, 0u);
 }
 
-TEST(Lifecycle, ExecSamePidWritesTheNextImage) {
+// execl (through glibc's execve) and execveat, which reaches the kernel without it.
+class ExecForms : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(ExecForms, ExecSamePidWritesTheNextImage) {
   TempDir dir;
   std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"exec"});
+  Result r = run_lifecycle(trace, {GetParam()});
   ASSERT_TRUE(r.exited) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"t", "t.1"}));
@@ -130,6 +133,9 @@ TEST(Lifecycle, ExecSamePidWritesTheNextImage) {
   adprof::TraceReader a(trace), b(trace + ".1");
   EXPECT_EQ(a.header().pid, b.header().pid);
 }
+
+INSTANTIATE_TEST_SUITE_P(Lifecycle, ExecForms, ::testing::Values("exec", "execveat"),
+                         [](const auto &info) { return std::string(info.param); });
 
 // Execs that fail (execvp through every directory of PATH, execl of a missing file) return to
 // the program, whose trace goes on: every event after them is recorded, a worker thread's made

@@ -5,7 +5,7 @@
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
-//                  main_thread_exits | failed_exec | fork_from_thread FORKS
+//                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +109,13 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "exec")) {
     allocate("before_exec", 10, 4444);
     execl(self(), "lifecycle", "exit", "0", static_cast<char *>(nullptr));
+    return 3;
+  }
+  if (!strcmp(mode, "execveat")) {  // glibc's execveat, relative to a directory descriptor
+    allocate("before_exec", 10, 4444);
+    char *const args[] = {const_cast<char *>("lifecycle"), const_cast<char *>("exit"),
+                          const_cast<char *>("0"), nullptr};
+    execveat(AT_FDCWD, self(), args, environ, 0);
     return 3;
   }
   if (!strcmp(mode, "forkexec")) {
