@@ -88,8 +88,7 @@ void LiveBuffersModel::setInstant(InstantData data) {
     // hand) makes one of its own, counted from the list.
     std::vector<RoleOpBytes> groups = data_.groups;
     std::map<std::pair<QString, QString>, size_t> group_of;
-    for (size_t g = 0; g < groups.size(); ++g)
-      group_of[{qs(groups[g].role), qs(groups[g].op)}] = g;
+    for (size_t g = 0; g < groups.size(); ++g) group_of[{qs(groups[g].role), qs(groups[g].op)}] = g;
     std::vector<std::vector<int>> listed(groups.size());
     std::vector<bool> from_list(groups.size(), false);
     for (size_t i = 0; i < data_.buffers.size(); ++i) {
@@ -194,7 +193,10 @@ QVariant LiveBuffersModel::groupData(const QString &name, uint64_t bytes, uint64
       return listed < count ? tr("%1 (%2; %3 listed)").arg(name).arg(count).arg(listed)
                             : QStringLiteral("%1 (%2)").arg(name).arg(count);
     if (role == Qt::ToolTipRole && listed < count)
-      return tr("%1 buffers, %2; the %3 largest are listed").arg(count).arg(format_bytes_q(bytes)).arg(listed);
+      return tr("%1 buffers, %2; the %3 largest are listed")
+          .arg(count)
+          .arg(format_bytes_q(bytes))
+          .arg(listed);
     if (role == SortRole || role == RowKeyRole) return name;
     if (role == Qt::FontRole) {
       QFont f;

@@ -295,10 +295,10 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
   k.z = static_cast<uint8_t *>(profiler_mmap(k.z_cap));
   *snapshot_copy = static_cast<uint8_t *>(profiler_mmap(kTagBytes + kBodyBytes));
   // A chunk has at most as many allocations as tags.
-  auto *words =
-      static_cast<uint64_t *>(profiler_mmap(fmt::LiveOrder::words_for(kTagBytes) * sizeof(uint64_t)));
-  auto *counts =
-      static_cast<uint16_t *>(profiler_mmap(fmt::LiveOrder::counts_for(kTagBytes) * sizeof(uint16_t)));
+  auto *words = static_cast<uint64_t *>(
+      profiler_mmap(fmt::LiveOrder::words_for(kTagBytes) * sizeof(uint64_t)));
+  auto *counts = static_cast<uint16_t *>(
+      profiler_mmap(fmt::LiveOrder::counts_for(kTagBytes) * sizeof(uint16_t)));
   if (!k.z || !k.columns || !*snapshot_copy || !words || !counts) return false;
   k.order.attach(words, counts, kTagBytes);
   if (g_zstd_level > -100) {
@@ -1031,7 +1031,7 @@ __attribute__((constructor(101))) void start_recording() {
 
 void finish(fmt::EndReason reason) {
   if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
-  pthread_mutex_lock(&g_end_mutex);  // waits for another thread's exec to succeed or fail
+  pthread_mutex_lock(&g_end_mutex);         // waits for another thread's exec to succeed or fail
   int expected = kRecording;
   if (!g_state.compare_exchange_strong(expected, kFinished)) {
     pthread_mutex_unlock(&g_end_mutex);

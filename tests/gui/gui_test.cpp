@@ -195,9 +195,10 @@ void GuiTest::modelsEqualCliReport() {
         role_listed += m->rowCount(m->index(o, 0, role));
       }
       // "adjoint (12)"; cut: "adjoint (12; 1 listed)".
-      const QString shown = role_listed < role_count
-                                ? QString("%1 (%2; %3 listed)").arg(name).arg(role_count).arg(role_listed)
-                                : QString("%1 (%2)").arg(name).arg(role_count);
+      const QString shown =
+          role_listed < role_count
+              ? QString("%1 (%2; %3 listed)").arg(name).arg(role_count).arg(role_listed)
+              : QString("%1 (%2)").arg(name).arg(role_count);
       QCOMPARE(role.data().toString(), shown);
       if (m == &cut_model) listed += role_listed;
     }

@@ -148,8 +148,8 @@ struct Report {
   std::vector<NamedBytes> peak_by_op;     // descending
   std::vector<LabelBytes> peak_by_label;  // every (label, role) pair live at the peak, descending
   std::vector<RoleOpBytes> peak_by_role_op;  // every (role, op kind) live at the peak, descending
-  std::vector<LiveBuffer> live_at_peak;   // descending by size
-  uint64_t peak_slack = 0;                // usable - requested of the blocks live at the peak
+  std::vector<LiveBuffer> live_at_peak;      // descending by size
+  uint64_t peak_slack = 0;                   // usable - requested of the blocks live at the peak
   // jemalloc statistics sampled nearest before the peak and at the end
   bool have_allocator_stats = false;
   uint64_t jemalloc_allocated_at_peak = 0, jemalloc_resident_at_peak = 0;

@@ -17,8 +17,8 @@ struct Snapshot {
   uint64_t host = 0;
   std::array<uint64_t, kRoleCount> by_role{};
   std::array<uint64_t, kPhaseCount> by_phase{};
-  std::vector<NamedBytes> by_op;     // op kinds, descending
-  std::vector<LabelBytes> by_label;  // (label, role) pairs over every host buffer, descending
+  std::vector<NamedBytes> by_op;        // op kinds, descending
+  std::vector<LabelBytes> by_label;     // (label, role) pairs over every host buffer, descending
   std::vector<RoleOpBytes> by_role_op;  // (role, op kind) over every host buffer, descending
   // Per op kind, the labels of its buffers, most bytes first (at most kOpLabelsKept each).
   std::vector<std::pair<std::string, std::vector<NamedBytes>>> op_labels;
