@@ -4,8 +4,10 @@
 // trace goes on (recorder.cpp, end_before_exec).
 // A vfork child calling them shares the parent's memory: the recorder ignores it (finish()).
 // quick_exit reaches _exit inside glibc too: the recorder registers an at_quick_exit handler.
-// Not seen: the exit_group system call made directly; the trace then reads up to its last
-// complete chunk, at most one flush interval old, and says it was cut.
+// A program that makes the system call itself through glibc's syscall() (SYS_exit_group,
+// SYS_execve, SYS_execveat) is seen on x86-64 (the syscall hook below). Not seen: the system
+// call made inline (asm); the trace then reads up to its last complete chunk, at most one
+// flush interval old, and says it was cut.
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -28,9 +30,9 @@ F next_symbol(const char *name) {
 using Execve = int (*)(const char *, char *const[], char *const[]);
 using Execv = int (*)(const char *, char *const[]);
 
-int exec_with(auto &&call) {
+auto exec_with(auto &&call) {
   const bool ended = adprof::preload::end_before_exec();
-  const int result = call();  // returns only when the exec failed
+  const auto result = call();  // returns only when the exec failed
   const int error = errno;
   if (ended) adprof::preload::resume_after_failed_exec();
   errno = error;
@@ -111,6 +113,55 @@ ADPROF_EXPORT int execle(const char *path, const char *arg, ...) {
   ADPROF_COLLECT_ARGS(arg, arg, envp = va_arg(ap, char *const *));
   return execve(path, argv, envp);
 }
+
+#if defined(__x86_64__)
+namespace {
+
+// A system call as glibc's syscall() makes it, without glibc: the hook below forwards every
+// call so (finding glibc's syscall with dlsym would allocate, and jemalloc calls syscall()).
+// Returns the kernel's result: -errno on failure.
+long raw_syscall(long number, long a1, long a2, long a3, long a4, long a5, long a6) {
+  long result;
+  register long r10 asm("r10") = a4;
+  register long r8 asm("r8") = a5;
+  register long r9 asm("r9") = a6;
+  asm volatile("syscall"
+               : "=a"(result)
+               : "a"(number), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+               : "rcx", "r11", "memory");
+  return result;
+}
+
+}  // namespace
+
+// glibc's syscall(): a program that ends its process or replaces its image through it passes
+// no other hook (before, the trace of `syscall(SYS_exit_group, 0)` was cut and lost its last
+// events: Lifecycle.ExitGroupSystemCallIsComplete). Those calls end the trace as _exit and
+// execve do; every call is forwarded as glibc's would be: six arguments read (glibc reads six
+// too), -1 and errno for a result in -4095..-1.
+ADPROF_EXPORT long syscall(long number, ...) noexcept {
+  va_list args;
+  va_start(args, number);
+  long a[6];
+  for (long &arg : a) arg = va_arg(args, long);
+  va_end(args);
+  auto call = [&] { return raw_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]); };
+  long result;
+  if (number == SYS_exit_group) {
+    adprof::preload::finish_before_exit();
+    result = call();
+  } else if (number == SYS_execve || number == SYS_execveat) {
+    result = exec_with(call);
+  } else {
+    result = call();
+  }
+  if (result < 0 && result > -4096) {
+    errno = static_cast<int>(-result);
+    return -1;
+  }
+  return result;
+}
+#endif
 
 ADPROF_EXPORT [[noreturn]] void _exit(int status) {
   adprof::preload::finish_before_exit();

@@ -63,6 +63,23 @@ TEST(Lifecycle, FreesInLibraryDestructorsAreRecorded) {
   EXPECT_EQ(s.ops["main"].live_at_end, 50u * 1111);
 }
 
+// The exit_group system call made through glibc's syscall() ends the trace as _exit does (before:
+// the trace was cut, the last flush interval's events lost); other calls through it return what
+// they return without the profiler.
+TEST(Lifecycle, ExitGroupSystemCallIsComplete) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"exit_group_syscall"});
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(key_values(r.out)["same"], "yes") << r.out;
+  TraceSummary s = summarize(trace);
+  EXPECT_TRUE(s.complete) << s.reason;
+  EXPECT_FALSE(s.cut);
+  EXPECT_EQ(s.ops["before_exit"].allocations, 300u);
+  EXPECT_EQ(s.ops["before_exit"].frees, 150u);
+}
+
 // quick_exit runs the program's at_quick_exit handlers, then _exit from inside glibc (past the
 // _exit hook): the trace has every event, the handler's too (before: 0 events, trace cut).
 TEST(Lifecycle, QuickExitIsComplete) {
@@ -111,7 +128,8 @@ TEST(Lifecycle, ForkedChildIsNotTraced) {
   EXPECT_EQ(s.corrupt_chunks, 0u);
 }
 
-// execl (through glibc's execve) and execveat, which reaches the kernel without it.
+// execl (through glibc's execve), execveat, which reaches the kernel without it, and the system
+// call made through glibc's syscall().
 class ExecForms : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(ExecForms, ExecSamePidWritesTheNextImage) {
@@ -134,7 +152,8 @@ TEST_P(ExecForms, ExecSamePidWritesTheNextImage) {
   EXPECT_EQ(a.header().pid, b.header().pid);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lifecycle, ExecForms, ::testing::Values("exec", "execveat"),
+INSTANTIATE_TEST_SUITE_P(Lifecycle, ExecForms,
+                         ::testing::Values("exec", "execveat", "execve_syscall"),
                          [](const auto &info) { return std::string(info.param); });
 
 // Execs that fail (execvp through every directory of PATH, execl of a missing file) return to

@@ -5,7 +5,8 @@
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
-//                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat
+//                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
+//                  execve_syscall | exit_group_syscall
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -116,6 +117,24 @@ int main(int argc, char **argv) {
     char *const args[] = {const_cast<char *>("lifecycle"), const_cast<char *>("exit"),
                           const_cast<char *>("0"), nullptr};
     execveat(AT_FDCWD, self(), args, environ, 0);
+    return 3;
+  }
+  if (!strcmp(mode, "execve_syscall")) {  // the system call through glibc's syscall()
+    allocate("before_exec", 10, 4444);
+    char *const args[] = {const_cast<char *>("lifecycle"), const_cast<char *>("exit"),
+                          const_cast<char *>("0"), nullptr};
+    syscall(SYS_execve, self(), args, environ);
+    return 3;
+  }
+  if (!strcmp(mode, "exit_group_syscall")) {
+    // Other calls through glibc's syscall() behave as without the profiler (prints "same yes"):
+    // a result, and -1 with errno.
+    const bool same = syscall(SYS_gettid) == gettid() && syscall(SYS_getppid) == getppid() &&
+                      syscall(SYS_close, -1) == -1 && errno == EBADF;
+    printf("same %s\n", same ? "yes" : "no");
+    fflush(stdout);
+    allocate("before_exit", 300, 5151);
+    syscall(SYS_exit_group, 0);
     return 3;
   }
   if (!strcmp(mode, "forkexec")) {
