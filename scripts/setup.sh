@@ -8,6 +8,7 @@ packages=(
   libjemalloc-dev libboost-program-options-dev libzstd-dev zlib1g-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libabsl-dev
   libunwind-dev libdw-dev # call stacks: unwinding when recording, symbols when reading
+  libiberty-dev # call stacks: Rust symbol names
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack clang-format
   python3-torch python3-numpy gcc

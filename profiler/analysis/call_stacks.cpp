@@ -4,14 +4,19 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+// libiberty.h (included by demangle.h) declares basename() unless told glibc's is declared.
+#define HAVE_DECL_BASENAME 1
+#include <libiberty/demangle.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <string_view>
 #include <unordered_map>
 
 namespace adprof {
@@ -23,13 +28,17 @@ std::string base_name(const std::string &path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string demangle(const char *name) {
-  int status = 0;
-  char *d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  if (status != 0 || !d) return name;
-  std::string out(d);
-  free(d);
-  return out;
+// A Rust symbol of the legacy scheme: an Itanium-style nested name whose last part is the
+// crate's hash, "h" and 16 hex digits (`..._ZN3std2io5stdio6_print17h1a2b3c4d5e6f7a8bE`).
+bool legacy_rust_symbol(std::string_view name) {
+  constexpr std::string_view kHashPrefix = "17h";
+  constexpr size_t kHashDigits = 16;
+  constexpr size_t kTail = kHashPrefix.size() + kHashDigits + 1;  // and the closing 'E'
+  if (!name.starts_with("_ZN") || !name.ends_with('E') || name.size() < 3 + kTail) return false;
+  const std::string_view hash = name.substr(name.size() - kTail, kTail - 1);
+  return hash.starts_with(kHashPrefix) &&
+         std::all_of(hash.begin() + kHashPrefix.size(), hash.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
 // A function's name from its DIE (an inlined instance's from its abstract origin): the linkage
@@ -38,7 +47,7 @@ std::string die_name(Dwarf_Die *die) {
   Dwarf_Attribute attr;
   const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
   if (!name) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-  if (name) return demangle(name);
+  if (name) return demangle_symbol(name);
   name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
   return name ? name : "";
 }
@@ -59,6 +68,24 @@ const Dwfl_Callbacks kOfflineCallbacks = {
 };
 
 }  // namespace
+
+std::string demangle_symbol(const char *name) {
+  const std::string_view view(name);
+  if (view.starts_with("_R") || legacy_rust_symbol(view)) {
+    if (char *d = cplus_demangle(name, DMGL_RUST | DMGL_PARAMS | DMGL_ANSI)) {
+      std::string out(d);
+      free(d);
+      return out;
+    }
+    return name;
+  }
+  int status = 0;
+  char *d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || !d) return name;
+  std::string out(d);
+  free(d);
+  return out;
+}
 
 std::string SourceFrame::text() const {
   if (!function.empty() && !file.empty())
@@ -216,7 +243,7 @@ struct CallStacks::Impl {
     }
     if (!have_function) {  // no debug information: the symbol table's name
       SourceFrame f = plain;
-      if (const char *name = dwfl_module_addrname(m.module, pc)) f.function = demangle(name);
+      if (const char *name = dwfl_module_addrname(m.module, pc)) f.function = demangle_symbol(name);
       f.file = file;
       f.line = static_cast<uint32_t>(line);
       out.push_back(std::move(f));

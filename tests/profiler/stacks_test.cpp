@@ -186,6 +186,27 @@ TEST(Stacks, OffWithoutTheOption) {
 }
 
 // A module that is gone degrades to module+offset; an undefined id to "(unknown stack)".
+// Symbols as their language writes them: C++ as before; Rust's v0 names (`_R...`, std's own
+// since Rust 1.79 or so; before: shown mangled) and legacy names without their hash (before:
+// "...::h914a6bee378ed6fc"); anything else as it is.
+TEST(Stacks, CxxAndRustNamesAreDemangled) {
+  EXPECT_EQ(adprof::demangle_symbol("_ZNSt6vectorIiSaIiEE9push_backERKi"),
+            "std::vector<int, std::allocator<int> >::push_back(int const&)");
+  EXPECT_EQ(adprof::demangle_symbol("_RNvNtNtNtNtNtCsjrHSEGnQ3l9_3std3sys3pal4unix14stack_overflow"
+                                    "11thread_info16set_current_info"),
+            "std::sys::pal::unix::stack_overflow::thread_info::set_current_info");
+  EXPECT_EQ(adprof::demangle_symbol("_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h914a6be"
+                                    "e378ed6fcE"),
+            "std::sys::backtrace::__rust_begin_short_backtrace");
+  EXPECT_EQ(adprof::demangle_symbol("_ZN5alloc7raw_vec20RawVecInner$LT$A$GT$11finish_grow17h1da5c3"
+                                    "929bbd3b48E"),
+            "alloc::raw_vec::RawVecInner<A>::finish_grow");
+  EXPECT_EQ(adprof::demangle_symbol("malloc"), "malloc");
+  EXPECT_EQ(adprof::demangle_symbol("_Rnot_a_symbol"), "_Rnot_a_symbol");
+  // Not a hash (not hex): a C++ name whose last part is kept.
+  EXPECT_EQ(adprof::demangle_symbol("_ZN3foo17hzzzzzzzzzzzzzzzzE"), "foo::hzzzzzzzzzzzzzzzz");
+}
+
 TEST(Stacks, MissingFilesDegradeToModuleAndOffset) {
   adprof::CallStacks stacks;
   std::string text = std::string("/nonexistent/libgone.so") + '\0';

@@ -1,8 +1,8 @@
 // Call stacks as read (trace_format.h, "Call stacks"): the objects the process had mapped, the
 // stacks it defined, and their symbols. Symbolised here, when the trace is read, never while
 // recording: elfutils' libdw on the recorded objects' files (function, file:line, inlined
-// frames), C++ names demangled. Each object is opened once, each address looked up once; an
-// object whose file is gone or changed (another build-id), or has no symbols, degrades to
+// frames), C++ and Rust names demangled. Each object is opened once, each address looked up once;
+// an object whose file is gone or changed (another build-id), or has no symbols, degrades to
 // "module+0xoffset", never to an error.
 #pragma once
 
@@ -15,6 +15,11 @@
 #include "adprof/trace_reader.h"
 
 namespace adprof {
+
+// A symbol's name as its language writes it: C++ (the Itanium ABI's `_Z...`, by the C++
+// runtime's demangler) and Rust (`_R...`, and the legacy `_ZN...17h<hash>E` whose hash is left
+// out; libiberty's demangler). A name that is neither comes back as it is.
+std::string demangle_symbol(const char *name);
 
 struct SourceFrame {
   std::string function;  // demangled; empty: unknown
