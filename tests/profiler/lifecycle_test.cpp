@@ -19,16 +19,30 @@ Result run_lifecycle(const std::string &trace, std::vector<std::string> args,
   return run_cli(cli, timeout_s);
 }
 
-// Runs the workload to a normal end (status 0) and reads its trace back, which must be complete.
-TraceSummary summary_of_a_clean_run(std::vector<std::string> args, double timeout_s = 60) {
+// A run of the workload to a normal end (status 0), its trace read back (it must be complete).
+struct CleanRun {
+  Result result;  // adprof run's, with the program's output
+  TraceSummary summary;
+  adprof::Report report;
+  std::vector<std::string> files;  // in the trace's directory
+};
+
+CleanRun a_clean_run(std::vector<std::string> args, double timeout_s = 60) {
   TempDir dir;
   const std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, std::move(args), timeout_s);
-  EXPECT_TRUE(r.exited) << "the program did not end: " << r.err;
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
-  return s;
+  CleanRun run;
+  run.result = run_lifecycle(trace, std::move(args), timeout_s);
+  EXPECT_TRUE(run.result.exited) << "the program did not end: " << run.result.err;
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.err;
+  run.summary = summarize(trace);
+  EXPECT_TRUE(run.summary.complete) << run.summary.reason;
+  run.report = adprof::analyze(trace);
+  run.files = files_in(dir.path());
+  return run;
+}
+
+TraceSummary summary_of_a_clean_run(std::vector<std::string> args, double timeout_s = 60) {
+  return a_clean_run(std::move(args), timeout_s).summary;
 }
 
 pid_t child_pid(const std::string &out) {
@@ -67,14 +81,9 @@ TEST(Lifecycle, FreesInLibraryDestructorsAreRecorded) {
 // the trace was cut, the last flush interval's events lost); other calls through it return what
 // they return without the profiler.
 TEST(Lifecycle, ExitGroupSystemCallIsComplete) {
-  TempDir dir;
-  const std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"exit_group_syscall"});
-  ASSERT_TRUE(r.exited) << r.err;
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(key_values(r.out)["same"], "yes") << r.out;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
+  const CleanRun run = a_clean_run({"exit_group_syscall"});
+  EXPECT_EQ(key_values(run.result.out)["same"], "yes") << run.result.out;
+  TraceSummary s = run.summary;
   EXPECT_FALSE(s.cut);
   EXPECT_EQ(s.ops["before_exit"].allocations, 300u);
   EXPECT_EQ(s.ops["before_exit"].frees, 150u);
@@ -161,14 +170,9 @@ INSTANTIATE_TEST_SUITE_P(Lifecycle, ExecForms,
 // while they ran too, and a block allocated before them is freed after. Before, the first
 // failed exec ended the trace with an "exec" footer and everything later was lost.
 TEST(Lifecycle, FailedExecLosesNoEvent) {
-  TempDir dir;
-  const std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"failed_exec"});
-  ASSERT_TRUE(r.exited) << r.err;
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"t"});
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
+  const CleanRun run = a_clean_run({"failed_exec"});
+  EXPECT_EQ(run.files, std::vector<std::string>{"t"});
+  TraceSummary s = run.summary;
   EXPECT_FALSE(s.exec);
   EXPECT_EQ(s.corrupt_chunks, 0u);
   EXPECT_EQ(s.missing_chunks, 0u);
@@ -180,7 +184,7 @@ TEST(Lifecycle, FailedExecLosesNoEvent) {
   EXPECT_EQ(s.ops["held"].live_at_end, 0u);
   EXPECT_EQ(s.ops["after_failed_exec"].allocations, 100u);
   // The restarted writer goes on as the same profiler thread: the program's two and it.
-  const adprof::Report report = adprof::analyze(trace);
+  const adprof::Report &report = run.report;
   EXPECT_EQ(report.threads, 3u);
   EXPECT_EQ(std::count(report.thread_names.begin(), report.thread_names.end(), "adprof-writer"), 1);
 }
