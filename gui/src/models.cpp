@@ -15,8 +15,10 @@ QString qs(const std::string &s) { return QString::fromStdString(s); }
 
 QString hex(uint64_t addr) { return QStringLiteral("0x") + QString::number(addr, 16); }
 
+// An op label's kind: the label is the kind, '#' and the call's number (Replay::op_label), and a
+// kind may hold a '#' itself.
 QString op_kind(const std::string &op) {
-  auto hash = op.find('#');
+  auto hash = op.rfind('#');
   return qs(hash == std::string::npos ? op : op.substr(0, hash));
 }
 

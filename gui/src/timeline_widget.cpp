@@ -441,20 +441,21 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
       cover[c][b.phase] += std::min(x1, c + 1.0) - std::max(x0, double(c));
   }
   p.setPen(Qt::NoPen);
-  auto column_phase = [&](int c) {
+  std::vector<int> column_phase(width_px);  // -1: no phase
+  for (int c = 0; c < width_px; ++c) {
     const auto &k = cover[c];
     const auto most = std::max_element(k.begin(), k.end());
-    return *most > 0 ? int(most - k.begin()) : -1;
-  };
+    column_phase[c] = *most > 0 ? int(most - k.begin()) : -1;
+  }
   auto tint_of = [](int phase) {
     QColor tint = phase_color(phase);
     tint.setAlpha(22);
     return tint;
   };
   for (int c = 0; c < width_px;) {
-    const int phase = column_phase(c);
+    const int phase = column_phase[c];
     int e = c + 1;
-    while (e < width_px && column_phase(e) == phase) ++e;
+    while (e < width_px && column_phase[e] == phase) ++e;
     const QRgb tint_pixel = phase >= 0 ? qPremultiply(tint_of(phase).rgba()) : 0;
     if (raster) {
       std::fill(pixels + c, pixels + e, tint_pixel);  // the first row; copied to the others below

@@ -48,14 +48,12 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
                          const TraceReader &reader, size_t max_buffers) {
   Snapshot s;
   std::erase_if(live, [](const auto &p) { return !is_host_space(p.second->space); });
-  absl::flat_hash_map<uint32_t, uint64_t> op_bytes;
-  // By label and role, and by op kind and label: name ids (label 0: unlabelled) as keys, over
-  // every live block, before the buffer list is cut to max_buffers.
+  // One count per (role, op name id, label id) over every live block, before the buffer list is
+  // cut to max_buffers (label 0: unlabelled); the breakdowns by label, by op kind and by (role,
+  // op kind) are all sums of it.
   struct Count {
     uint64_t bytes = 0, buffers = 0;
   };
-  absl::flat_hash_map<std::pair<uint32_t, uint8_t>, Count> label_role;
-  // By role, op and label: the op kinds' labels and the (role, op kind) groups come from it.
   absl::flat_hash_map<std::tuple<uint8_t, uint32_t, uint32_t>, Count> role_op_label;
   bool any_source = false;
   for (const auto &[addr, b] : live) {
@@ -63,40 +61,42 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     s.by_role[b->role] += b->size;
     s.by_phase[b->phase] += b->size;
     s.slack += b->slack;
-    op_bytes[b->op_name] += b->size;
-    Count &c = label_role[{b->label, b->role}];
+    Count &c = role_op_label[{b->role, b->op_name, b->label}];
     c.bytes += b->size;
     ++c.buffers;
-    Count &g = role_op_label[{b->role, b->op_name, b->label}];
-    g.bytes += b->size;
-    ++g.buffers;
     any_source |= b->source != 0;
   }
-  auto label_name = [&](uint32_t id) { return id ? replay.name(id) : std::string(); };
-  for (const auto &[key, c] : label_role)
-    s.by_label.push_back({label_name(key.first), role_name(key.second), c.bytes, c.buffers});
-  std::sort(s.by_label.begin(), s.by_label.end(), [](const LabelBytes &a, const LabelBytes &b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes
-                              : std::tie(a.label, a.role) < std::tie(b.label, b.role);
-  });
   {
     // Two name ids may share a kind ("(no op)"): theirs are summed together.
+    auto label_name = [&](uint32_t id) { return id ? replay.name(id) : std::string(); };
     using LabelTotals = absl::flat_hash_map<std::string, uint64_t>;
     struct Group {
       Count count;
       LabelTotals labels;
     };
+    absl::flat_hash_map<std::pair<uint32_t, uint8_t>, Count> label_role;
     absl::flat_hash_map<std::pair<uint8_t, std::string>, Group> groups;
     absl::flat_hash_map<std::string, LabelTotals> by_kind;
+    absl::flat_hash_map<std::string, uint64_t> kind_bytes;
     for (const auto &[key, c] : role_op_label) {
       const auto &[role, op, label] = key;
+      Count &l = label_role[{label, role}];
+      l.bytes += c.bytes;
+      l.buffers += c.buffers;
       const std::string kind = replay.op_kind(op), name = label_name(label);
       Group &g = groups[{role, kind}];
       g.count.bytes += c.bytes;
       g.count.buffers += c.buffers;
       g.labels[name] += c.bytes;
       by_kind[kind][name] += c.bytes;
+      kind_bytes[kind] += c.bytes;
     }
+    for (const auto &[key, c] : label_role)
+      s.by_label.push_back({label_name(key.first), role_name(key.second), c.bytes, c.buffers});
+    std::sort(s.by_label.begin(), s.by_label.end(), [](const LabelBytes &a, const LabelBytes &b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes
+                                : std::tie(a.label, a.role) < std::tie(b.label, b.role);
+    });
     auto largest_labels = [](const LabelTotals &label_bytes) {
       std::vector<NamedBytes> labels;
       for (const auto &[label, bytes] : label_bytes) labels.push_back({label, bytes});
@@ -118,6 +118,10 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
                 return a.bytes != b.bytes ? a.bytes > b.bytes
                                           : std::tie(a.role, a.op) < std::tie(b.role, b.op);
               });
+    for (const auto &[kind, bytes] : kind_bytes) s.by_op.push_back({kind, bytes});
+    std::sort(s.by_op.begin(), s.by_op.end(), [](const auto &a, const auto &b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+    });
   }
   absl::flat_hash_map<uint64_t, const Block *> by_addr;  // for duplicates' sources
   if (any_source)
@@ -159,10 +163,6 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     }
     lb.content_hash = b->content_hash;
   }
-  for (const auto &[id, bytes] : op_bytes) s.by_op.push_back({replay.op_kind(id), bytes});
-  std::sort(s.by_op.begin(), s.by_op.end(), [](const auto &a, const auto &b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
-  });
   return s;
 }
 

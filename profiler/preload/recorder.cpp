@@ -1029,28 +1029,6 @@ __attribute__((constructor(101))) void start_recording() {
   --ts.guard;
 }
 
-void finish(fmt::EndReason reason) {
-  if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
-  pthread_mutex_lock(&g_end_mutex);         // waits for another thread's exec to succeed or fail
-  int expected = kRecording;
-  if (!g_state.compare_exchange_strong(expected, kFinished)) {
-    pthread_mutex_unlock(&g_end_mutex);
-    return;
-  }
-  ThreadState &ts = t_state;
-  ++ts.guard;
-  g_flush_epoch.fetch_add(1, std::memory_order_relaxed);  // other threads stop appending
-  if (ts.buf && ts.events > 0) hand_off(ts);
-  stop_writer();
-  write_final_snapshots(false);
-  write_footer(reason, 0);
-  close_own_fd(OwnFd::kTrace);
-  close_own_fd(OwnFd::kStatm);
-  close_own_fd(OwnFd::kStat);
-  --ts.guard;
-  pthread_mutex_unlock(&g_end_mutex);
-}
-
 // The trace file's size (where the next chunk goes: it is opened O_APPEND); -1 when unknown.
 off_t trace_size() {
   lock_own_fds();
@@ -1068,6 +1046,40 @@ void write_queued_buffers() {
   Buffer *list = take_queue_locked();
   pthread_mutex_unlock(&g_queue_mutex);
   write_buffers(list, g_compressor);
+}
+
+// Every event recorded so far, then the footer: the calling thread's buffer, the writer's
+// queue (the writer stopped after its counters and its own buffer), what was handed off after
+// its last look, the complete events of the threads still running. Under g_end_mutex, with the
+// thread's guard up. `footer_at`: where the footer begins in the file (-1: unknown). False when
+// the footer could not be written.
+bool write_the_end(fmt::EndReason reason, off_t *footer_at = nullptr) {
+  ThreadState &ts = t_state;
+  if (ts.buf && ts.events > 0) hand_off(ts);
+  stop_writer();
+  write_queued_buffers();
+  write_final_snapshots(false);
+  if (footer_at) *footer_at = trace_size();
+  return write_footer(reason, 0);
+}
+
+void finish(fmt::EndReason reason) {
+  if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
+  pthread_mutex_lock(&g_end_mutex);         // waits for another thread's exec to succeed or fail
+  int expected = kRecording;
+  if (!g_state.compare_exchange_strong(expected, kFinished)) {
+    pthread_mutex_unlock(&g_end_mutex);
+    return;
+  }
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  g_flush_epoch.fetch_add(1, std::memory_order_relaxed);  // other threads stop appending
+  write_the_end(reason);
+  close_own_fd(OwnFd::kTrace);
+  close_own_fd(OwnFd::kStatm);
+  close_own_fd(OwnFd::kStat);
+  --ts.guard;
+  pthread_mutex_unlock(&g_end_mutex);
 }
 
 void finish_after_destructors(void *) { finish(fmt::EndReason::kExit); }
@@ -1114,12 +1126,9 @@ bool end_before_exec() {
   }
   ThreadState &ts = t_state;
   ++ts.guard;
-  if (ts.buf && ts.events > 0) hand_off(ts);
-  stop_writer();
-  write_queued_buffers();
-  write_final_snapshots(false);
-  const off_t footer_at = trace_size();
-  if (write_footer(fmt::EndReason::kExec, 0) && footer_at >= 0) g_exec_footer_at.store(footer_at);
+  off_t footer_at = -1;
+  if (write_the_end(fmt::EndReason::kExec, &footer_at) && footer_at >= 0)
+    g_exec_footer_at.store(footer_at);
   --ts.guard;
   return true;  // g_end_mutex stays held until the exec fails
 }
