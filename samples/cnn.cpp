@@ -181,6 +181,13 @@ int main(int argc, char **argv) {
   size_t pos = order.size();
   std::vector<int64_t> idx(static_cast<size_t>(batch));
   const bool ckpt = c.opts.checkpointing;
+  if (!c.dump_grad.empty()) {  // the gradient at the initial point, on the first images
+    std::vector<int64_t> first(idx.size());
+    for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int64_t>(i % order.size());
+    Tensor x, y;
+    make_batch(data.train_images, data.train_labels, first, x, y);
+    samples::dump_gradients(c, cross_entropy(forward(m, x, ckpt), y), m.params());
+  }
   reset_alloc_stats();
   double first = 0, avg = 0;
   int avg_n = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the CUDA parts here (RelWithDebInfo like the release preset, CUDA on; stripped) and gathers into .gpu/ everything a bare GPU
-# machine (CUDA 13 driver + toolkit, none of our Debian libraries) needs to run the GPU tests,
-# the benchmark and the samples: stripped executables, libadprof_preload.so and the shared
+# Builds the CUDA parts here (RelWithDebInfo like the release preset, CUDA on; stripped) and
+# gathers into .gpu/ everything a bare GPU machine (CUDA 13 driver + toolkit, PyTorch 2.x, none
+# of our Debian libraries) needs to run the GPU tests, the PyTorch tests, the benchmarks and the
+# samples (with the data cnn and charlm read): stripped executables, libadprof_preload.so and the shared
 # libraries they load that a CUDA image lacks (resolved through ldd, symlinks followed).
 # cuBLAS/cuBLASLt are NOT copied (hundreds of MiB): the GPU machine's CUDA provides them;
 # scripts/gpu-check.sh puts its lib64 on LD_LIBRARY_PATH after .gpu/lib.
@@ -14,8 +15,9 @@ out=$root/.gpu
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADPROF_CUDA=ON \
   -DADPROF_BUILD_GUI=OFF -DADPROF_CUDA_ARCHITECTURES="${ADPROF_CUDA_ARCHITECTURES:-90}" >/dev/null
+samples=(quadform densenet eam mlp gather cnn charlm)
 targets=(cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpose_test
-         cuda_interpose_workload bench_cuda adprof adprof_preload quadform densenet eam mlp gather)
+         cuda_interpose_workload bench_cuda adprof adprof_preload python_torch_test "${samples[@]}")
 cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
 
 # Keep .gpu out of git.
@@ -36,7 +38,17 @@ for t in cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpo
 done
 copy_bin "$build/bench/cuda/bench_cuda" "$out/bin"
 copy_bin "$build/bin/adprof" "$out/bin"
-for s in quadform densenet eam mlp gather; do copy_bin "$build/samples/$s" "$out/samples"; done
+copy_bin "$build/tests/python/python_torch_test" "$out/bin"
+for s in "${samples[@]}"; do copy_bin "$build/samples/$s" "$out/samples"; done
+# The data cnn and charlm read (Debian packages here, absent there): Fashion-MNIST's test set
+# (4 MiB) serves as its training set too, and a plain-text licence as charlm's text.
+mkdir -p "$out/data/fashion-mnist"
+for f in t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+  cp /usr/share/datasets/fashion-mnist/$f "$out/data/fashion-mnist/"
+done
+ln -s t10k-images-idx3-ubyte.gz "$out/data/fashion-mnist/train-images-idx3-ubyte.gz"
+ln -s t10k-labels-idx1-ubyte.gz "$out/data/fashion-mnist/train-labels-idx1-ubyte.gz"
+cp /usr/share/common-licenses/GPL-3 "$out/data/GPL-3"
 install -m 755 "$build/profiler/libadprof_preload.so" "$out/lib/"
 strip --strip-unneeded "$out/lib/libadprof_preload.so"
 bins+=("$out/lib/libadprof_preload.so")

@@ -56,3 +56,4 @@ void adprof_track_free(const void *ptr, adprof_space space, uint32_t device) {
   (void)space;
   (void)device;
 }
+void adprof_device_memory_is_reserve(void) {}

@@ -3,11 +3,16 @@
 // an interposer's reach). Device memory is recorded as DEVICE_RAW (pinned host memory as
 // HOST_PINNED), stamped with the thread's op, phase and role like any malloc. A caching
 // allocator that declares its segments with adprof_track_alloc(..., DEVICE_SEGMENT, ...) is
-// counted once: the replay turns the raw block into the declared segment.
+// counted once: the replay turns the raw block into the declared segment. An allocator that
+// cannot declare its segments (PyTorch's, seen from Python) calls adprof_device_memory_is_reserve
+// once: from then on device memory from the runtime or the driver is recorded as DEVICE_SEGMENT
+// itself, since every byte of it is that allocator's reserve, and its blocks are declared apart.
 //
 // No CUDA header is needed: the hooks use the ABI's plain types, and resolve the real entry
 // points with dlsym(RTLD_NEXT) on first use (a cudaMalloc is far from the hot path).
 #include <dlfcn.h>
+
+#include <atomic>
 
 #include "recorder.h"
 
@@ -26,6 +31,15 @@ constexpr int kCudaErrorNotFound = 500;  // what we return if the real function 
 template <typename F>
 F real(const char *name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+// Set once by adprof_device_memory_is_reserve, never cleared: an allocation and its free must be
+// recorded in the same space.
+std::atomic<bool> g_device_memory_is_reserve{false};
+
+adprof_space device_space() {
+  return g_device_memory_is_reserve.load(std::memory_order_relaxed) ? ADPROF_SPACE_DEVICE_SEGMENT
+                                                                    : ADPROF_SPACE_DEVICE_RAW;
 }
 
 uint32_t current_device() {
@@ -49,11 +63,15 @@ void note_free(const void *p, adprof_space space) {
 
 }  // namespace
 
+ADPROF_EXPORT void adprof_device_memory_is_reserve(void) {
+  g_device_memory_is_reserve.store(true, std::memory_order_relaxed);
+}
+
 ADPROF_EXPORT CudaError cudaMalloc(void **out, size_t size) {
   static auto f = real<CudaError (*)(void **, size_t)>("cudaMalloc");
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size);
-  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_DEVICE_RAW);
+  if (rc == 0 && out) note_alloc(*out, size, device_space());
   return rc;
 }
 
@@ -61,7 +79,7 @@ ADPROF_EXPORT CudaError cudaMallocAsync(void **out, size_t size, Stream stream) 
   static auto f = real<CudaError (*)(void **, size_t, Stream)>("cudaMallocAsync");
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size, stream);
-  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_DEVICE_RAW);
+  if (rc == 0 && out) note_alloc(*out, size, device_space());
   return rc;
 }
 
@@ -69,21 +87,21 @@ ADPROF_EXPORT CudaError cudaMallocManaged(void **out, size_t size, unsigned flag
   static auto f = real<CudaError (*)(void **, size_t, unsigned)>("cudaMallocManaged");
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size, flags);
-  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_DEVICE_RAW);
+  if (rc == 0 && out) note_alloc(*out, size, device_space());
   return rc;
 }
 
 ADPROF_EXPORT CudaError cudaFree(void *p) {
   static auto f = real<CudaError (*)(void *)>("cudaFree");
   if (!f) return kCudaErrorNotFound;
-  note_free(p, ADPROF_SPACE_DEVICE_RAW);
+  note_free(p, device_space());
   return f(p);
 }
 
 ADPROF_EXPORT CudaError cudaFreeAsync(void *p, Stream stream) {
   static auto f = real<CudaError (*)(void *, Stream)>("cudaFreeAsync");
   if (!f) return kCudaErrorNotFound;
-  note_free(p, ADPROF_SPACE_DEVICE_RAW);
+  note_free(p, device_space());
   return f(p, stream);
 }
 
@@ -114,13 +132,13 @@ ADPROF_EXPORT CuResult cuMemAlloc_v2(DevicePtr *out, size_t size) {
   static auto f = real<CuResult (*)(DevicePtr *, size_t)>("cuMemAlloc_v2");
   if (!f) return kCudaErrorNotFound;
   CuResult rc = f(out, size);
-  if (rc == 0 && out) note_alloc(reinterpret_cast<void *>(*out), size, ADPROF_SPACE_DEVICE_RAW);
+  if (rc == 0 && out) note_alloc(reinterpret_cast<void *>(*out), size, device_space());
   return rc;
 }
 
 ADPROF_EXPORT CuResult cuMemFree_v2(DevicePtr p) {
   static auto f = real<CuResult (*)(DevicePtr)>("cuMemFree_v2");
   if (!f) return kCudaErrorNotFound;
-  note_free(reinterpret_cast<void *>(p), ADPROF_SPACE_DEVICE_RAW);
+  note_free(reinterpret_cast<void *>(p), device_space());
   return f(p);
 }

@@ -24,8 +24,9 @@ class Context:
     """The context API of this process: real functions when recording, no-ops otherwise.
 
     Attributes op_begin, op_end, set_phase, set_role, retag, step, label, content_hash,
-    track_alloc and track_free are the C functions themselves (ctypes function pointers with
-    their argument types set) so that hot callers can bind them to locals.
+    track_alloc, track_free and device_memory_is_reserve are the C functions themselves (ctypes
+    function pointers with their argument types set) so that hot callers can bind them to
+    locals.
     """
 
     def __init__(self, lib=None):
@@ -48,12 +49,13 @@ class Context:
             self.content_hash = fns["adprof_content_hash"]
             self.track_alloc = fns["adprof_track_alloc"]
             self.track_free = fns["adprof_track_free"]
+            self.device_memory_is_reserve = fns["adprof_device_memory_is_reserve"]
             self._describe = fns["adprof_describe"]
             self._annotate = fns["adprof_annotate"]
         else:
             self.op_begin = self.op_end = self.set_phase = self.set_role = _noop
             self.retag = self.step = self.label = self.content_hash = _noop
-            self.track_alloc = self.track_free = _noop
+            self.track_alloc = self.track_free = self.device_memory_is_reserve = _noop
 
     def name(self, text):
         """The name id of `text` (interned once per process; cached here). 0 when inert."""
@@ -112,6 +114,7 @@ _SIGNATURES = {
     "adprof_track_alloc": (None, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                   ctypes.c_uint32]),
     "adprof_track_free": (None, [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]),
+    "adprof_device_memory_is_reserve": (None, []),
 }
 
 

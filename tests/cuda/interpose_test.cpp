@@ -3,7 +3,9 @@
 // the matmul op with role workspace; the caching allocator's segments are DEVICE_SEGMENT and are
 // counted once (the raw cudaMalloc behind each is absorbed); tensors are DEVICE_BLOCKs with
 // their roles and ops (adjoints in the backward phase); the raw cudaMalloc outside any op is
-// DEVICE_RAW with role foreign; the out-of-memory error left an "adcore.cuda.oom" annotation.
+// DEVICE_RAW with role foreign; pinned host memory is HOST_PINNED and cudaMallocAsync's memory
+// DEVICE_RAW, both in the program's op "staging" with its role, and freed (no lost free); the
+// out-of-memory error left an "adcore.cuda.oom" annotation.
 // Paths: ADPROF_PRELOAD_LIB and CUDA_INTERPOSE_WORKLOAD override the build-tree defaults (the
 // GPU bundle sets them). Skips when no CUDA device is present.
 #include <adcore/cuda/cuda.h>
@@ -82,7 +84,7 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   EXPECT_EQ(oom_events, 1);
 
   bool workspace = false, segment = false, matmul_block = false, adjoint_backward = false,
-       foreign_raw = false;
+       foreign_raw = false, pinned = false, pinned_host_alloc = false, async = false;
   for (const Seen &s : allocs) {
     if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op == "matmul" && s.role == ADPROF_ROLE_WORKSPACE &&
         s.size == (32u << 20))
@@ -96,12 +98,26 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
     if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op.empty() && s.size == (3u << 20) &&
         s.role == ADPROF_ROLE_FOREIGN)
       foreign_raw = true;
+    if (s.space == ADPROF_SPACE_HOST_PINNED && s.op == "staging" && s.role == ADPROF_ROLE_INPUT) {
+      if (s.size == (4u << 20)) pinned = true;
+      if (s.size == (6u << 20)) pinned_host_alloc = true;
+    }
+    if (s.space == ADPROF_SPACE_DEVICE_RAW && s.op == "staging" && s.role == ADPROF_ROLE_INPUT &&
+        s.size == (5u << 20))
+      async = true;
   }
   EXPECT_TRUE(workspace) << "no 32 MiB DEVICE_RAW block in op matmul with role workspace";
   EXPECT_TRUE(segment) << "no DEVICE_SEGMENT";
   EXPECT_TRUE(matmul_block) << "no DEVICE_BLOCK for matmul's (64,128) f32 output";
   EXPECT_TRUE(adjoint_backward) << "no adjoint DEVICE_BLOCK in the backward phase";
   EXPECT_TRUE(foreign_raw) << "no foreign 3 MiB DEVICE_RAW block";
+  EXPECT_TRUE(pinned) << "no 4 MiB HOST_PINNED block (cudaMallocHost) in op staging, role input";
+  EXPECT_TRUE(pinned_host_alloc) << "no 6 MiB HOST_PINNED block (cudaHostAlloc) in op staging";
+  EXPECT_TRUE(async) << "no 5 MiB DEVICE_RAW block (cudaMallocAsync) in op staging, role input";
+  // Every staging block's free was matched: none is live at the end.
+  for (const auto &[key, b] : replay.blocks())
+    EXPECT_FALSE(b.op_name && replay.name(b.op_name) == "staging")
+        << "staging block of " << b.size << " B in space " << int(b.space) << " still live";
   // Segments counted once: no live raw block shares an address with a live segment.
   for (const auto &[key, b] : replay.blocks())
     if (b.space == ADPROF_SPACE_DEVICE_SEGMENT) {

@@ -35,8 +35,14 @@ namespace ptest {
 
 namespace fs = std::filesystem;
 
-inline const char *preload_path() { return ADPROF_TEST_PRELOAD; }
-inline const char *cli_path() { return ADPROF_TEST_CLI; }
+// The build tree's, unless ADPROF_TEST_PRELOAD / ADPROF_TEST_CLI name others (the GPU bundle's,
+// scripts/gpu-check.sh, where the build tree is not).
+inline const char *env_or(const char *name, const char *fallback) {
+  const char *v = getenv(name);
+  return v && *v ? v : fallback;
+}
+inline const char *preload_path() { return env_or("ADPROF_TEST_PRELOAD", ADPROF_TEST_PRELOAD); }
+inline const char *cli_path() { return env_or("ADPROF_TEST_CLI", ADPROF_TEST_CLI); }
 
 // One directory per test (tests/support/temp_dir.h).
 using adprof_test::TempDir;

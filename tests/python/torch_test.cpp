@@ -13,6 +13,7 @@
 // Bad input: a script that raises, one that is not Python, PyTorch missing or too old.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -31,7 +32,10 @@ const std::string kPython = [] {
   const char *chosen = getenv("ADPROF_TEST_PYTHON");
   return std::string(chosen && *chosen ? chosen : "/usr/bin/python3");
 }();
-const std::string kScripts = std::string(TORCH_TEST_SCRIPTS);
+// The source tree's scripts and package, unless the environment names others (the GPU bundle's
+// run, scripts/gpu-check.sh, where the source tree lies elsewhere).
+const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRIPTS);
+const std::string kPackage = env_or("ADPROF_TEST_TORCH_PACKAGE", TORCH_TEST_PACKAGE);
 
 bool python_has_torch() {
   static const bool has = [] {
@@ -413,7 +417,7 @@ TEST(TorchRecording, ExplicitProfileApi) {
   SpawnOptions o;
   o.argv = {cli_path(),        "run", "--no-report", "-o",
             tmp / "t.adtrace", "--",  kPython,       tmp / "explicit.py"};
-  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  o.env = {{"PYTHONPATH", kPackage}};
   Result r = run(o);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("installed after: None"), std::string::npos) << r.out;
@@ -543,16 +547,18 @@ TEST(TorchDevice, LedgerFollowsEachStorageLife) {
   SKIP_WITHOUT_TORCH();
   SpawnOptions o;
   o.argv = {kPython, kScripts + "/device_blocks_check.py"};
-  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  o.env = {{"PYTHONPATH", kPackage}};
   Result r = run(o);
   if (r.exit_code == 3) GTEST_SKIP() << r.out;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("device_blocks_check: ok"), std::string::npos) << r.out;
 }
 
-// On a GPU (the GPU issue runs it; skipped here with a message): a CUDA training script's
-// device memory by role. Parameters are exact; every declared block is a storage inside one of
-// the caching allocator's blocks, so the device peak never exceeds PyTorch's own maximum.
+// On a GPU (scripts/gpu-check.sh runs it; skipped here with a message): a CUDA training
+// script's device memory by role. Parameters are exact; every declared block is a storage inside
+// one of the caching allocator's blocks, so the device peak never exceeds PyTorch's own maximum;
+// the allocator's cudaMalloc calls are its segments, reserved and not live (counted once), at
+// least as many bytes as PyTorch's own maximum reserved.
 TEST(TorchDevice, CudaStoragesByRole) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
@@ -570,6 +576,38 @@ TEST(TorchDevice, CudaStoragesByRole) {
   EXPECT_LE(device["peak"].get<uint64_t>(), expected["max_allocated"].get<uint64_t>());
   EXPECT_GE(device["peak"].get<uint64_t>(),
             expected["parameter"].get<uint64_t>() + expected["optimizer_state"].get<uint64_t>());
+  EXPECT_GE(device["reserved_peak"].get<uint64_t>(), expected["max_reserved"].get<uint64_t>());
+  std::printf("[torch cuda] %s: device peak %llu B (torch max allocated %llu), reserved peak %llu B "
+              "(torch max reserved %llu)\n",
+              expected["torch"].get<std::string>().c_str(),
+              static_cast<unsigned long long>(device["peak"].get<uint64_t>()),
+              static_cast<unsigned long long>(expected["max_allocated"].get<uint64_t>()),
+              static_cast<unsigned long long>(device["reserved_peak"].get<uint64_t>()),
+              static_cast<unsigned long long>(expected["max_reserved"].get<uint64_t>()));
+}
+
+// On a GPU, without the instrumentation: the interposer alone sees the caching allocator's
+// segments (cudaMalloc from PyTorch's CUDA library), as the device memory of the program.
+TEST(TorchDevice, CudaSegmentsSeenWithoutInstrumentation) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace", side = tmp / "cuda.json";
+  SpawnOptions o;
+  o.argv = {cli_path(), "run", "--no-report", "-o", trace, "--", kPython,
+            kScripts + "/cuda_roles.py", side};
+  Result r = run(o);
+  if (r.exit_code == 3) GTEST_SKIP() << "no CUDA device for " << kPython << ": " << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = report_of(trace);
+  const json expected = json::parse(read_file(side), nullptr, false);
+  ASSERT_FALSE(expected.is_discarded());
+  const json &device = report["device"];
+  ASSERT_TRUE(device.is_object()) << "no device section: " << report.dump();
+  EXPECT_GE(device["peak"].get<uint64_t>(), expected["max_reserved"].get<uint64_t>());
+  EXPECT_EQ(device["reserved_peak"].get<uint64_t>(), 0u);  // nobody declared segments
+  std::printf("[torch cuda, no instrumentation] device peak %llu B (torch max reserved %llu)\n",
+              static_cast<unsigned long long>(device["peak"].get<uint64_t>()),
+              static_cast<unsigned long long>(expected["max_reserved"].get<uint64_t>()));
 }
 
 // Not under adprof, the package is inert: the script runs as with plain python.
@@ -580,7 +618,7 @@ TEST(TorchInert, PlainPythonRunsTheScript) {
              "import sys, torch, adprof\nprint('active', adprof.active(), sys.argv[1:])\n");
   SpawnOptions o;
   o.argv = {kPython, "-m", "adprof.torch", tmp / "script.py", "x", "y"};
-  o.env = {{"PYTHONPATH", TORCH_TEST_PACKAGE}};
+  o.env = {{"PYTHONPATH", kPackage}};
   Result r = run(o);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("active False ['x', 'y']"), std::string::npos) << r.out;

@@ -182,6 +182,45 @@ TEST_F(Workloads, CharlmCheckpointAndFusedOptimizer) {
   EXPECT_GT(role(nofuse, ADPROF_ROLE_ADJOINT), role(on, ADPROF_ROLE_ADJOINT));
 }
 
+// The element count of a 1-D .npy file's shape, "(N,)"; 0 when it is not one.
+uint64_t npy_length(const fs::path &file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string head(256, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  std::smatch m;
+  if (head.rfind("\x93NUMPY", 0) != 0 ||
+      !std::regex_search(head, m, std::regex("'shape': \\(([0-9]+),\\)")))
+    return 0;
+  return std::stoull(m[1].str());
+}
+
+// --dump-grad on the training samples writes the gradient at the initial point with respect
+// to every parameter (charlm says how many it has), and training is the same with it.
+TEST_F(Workloads, TrainingSamplesDumpTheirGradient) {
+  ADPROF_SKIP_IF_SANITIZED();
+  NEED_FASHION();
+  const std::string charlm = CHARLM + std::string(" --steps 2 --seq 16 --width 32 --layers 1"
+                                                  " --heads 2 --batch 8 --generate 0");
+  const std::string cnn = CNN + std::string(" --steps 2 --batch 16 --train-images 100"
+                                            " --test-images 0");
+  for (const std::string &program : {charlm, cnn}) {
+    const fs::path npy = dir_ / "grad.npy";
+    fs::remove(npy);
+    const adprof_test::ProcessResult plain = run_shell(program);
+    const adprof_test::ProcessResult dumped =
+        run_shell(program + " --dump-grad " + shell_quote(npy.string()));
+    ASSERT_TRUE(plain.ok() && dumped.ok()) << program << "\n" << dumped.out << dumped.err;
+    EXPECT_NE(dumped.out.find("gradient written to"), std::string::npos) << dumped.out;
+    const uint64_t n = npy_length(npy);
+    EXPECT_GT(n, 0u) << program << ": no 1-D .npy at " << npy;
+    const std::vector<double> params = numbers_after(dumped.out, "parameters:");
+    if (!params.empty()) EXPECT_EQ(n, static_cast<uint64_t>(params[0])) << dumped.out;
+    EXPECT_EQ(numbers_after(plain.out, "final loss"), numbers_after(dumped.out, "final loss"))
+        << plain.out << dumped.out;
+  }
+}
+
 TEST_F(Workloads, CharlmMissingTextIsOneLine) {
   const adprof_test::ProcessResult r =
       run_shell(std::string(CHARLM) + " --text " + shell_quote((dir_ / "none.txt").string()));

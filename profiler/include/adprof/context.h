@@ -105,6 +105,15 @@ void adprof_annotate(uint32_t kind_name_id, const uint64_t *values, uint32_t cou
 void adprof_track_alloc(const void *ptr, size_t size, adprof_space space, uint32_t device);
 void adprof_track_free(const void *ptr, adprof_space space, uint32_t device);
 
+/* From now on, device memory this process takes from the CUDA runtime or driver (cudaMalloc,
+ * cudaMallocAsync, cuMemAlloc) is the reserve of a caching allocator whose blocks the program
+ * declares itself (adprof_track_alloc(..., ADPROF_SPACE_DEVICE_BLOCK, ...)): the interposer
+ * records it as ADPROF_SPACE_DEVICE_SEGMENT instead of DEVICE_RAW, so that its bytes count once,
+ * as reserved, and not again beside the blocks cut from it. For an allocator that cannot say
+ * which of its calls reserve (PyTorch's, instrumented from Python); one that declares its own
+ * segments needs no such call. Process-wide, and never undone. */
+void adprof_device_memory_is_reserve(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 

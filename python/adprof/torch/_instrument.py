@@ -325,6 +325,10 @@ class Instrumentation:
         self._node_hooks = {}  # module path name id -> the (pre, post) hooks of its nodes
         # CUDA storages as device blocks (None: this PyTorch cannot tell when one dies)
         self.device_blocks = _device.DeviceBlocks(ctx) if _device.supported() else None
+        if self.device_blocks is not None:
+            # The caching allocator's cudaMalloc calls are its segments: reserved, not live
+            # (the blocks declared above are what is live).
+            ctx.device_memory_is_reserve()
 
     @property
     def listener(self):

@@ -1,7 +1,8 @@
 """A small MLP trained with Adam on CUDA, for the device-roles test (needs a GPU).
 
 Writes PyTorch's own numbers to the side file given on the command line: the parameters' bytes,
-the optimizer state's bytes after the last step, and torch.cuda.max_memory_allocated().
+the optimizer state's bytes after the last step, torch.cuda.max_memory_allocated() and
+max_memory_reserved() (the caching allocator's segments at their most).
 Exit status: 0 trained, 3 no CUDA device here.
 Usage: cuda_roles.py SIDE_FILE"""
 import json
@@ -36,7 +37,9 @@ def main():
     with open(sys.argv[1], "w") as f:
         json.dump({"parameter": sum(storage_bytes(p) for p in model.parameters()),
                    "optimizer_state": state,
-                   "max_allocated": torch.cuda.max_memory_allocated()}, f)
+                   "max_allocated": torch.cuda.max_memory_allocated(),
+                   "max_reserved": torch.cuda.max_memory_reserved(),
+                   "torch": torch.__version__}, f)
     return 0
 
 
