@@ -52,10 +52,15 @@ cp /usr/share/common-licenses/GPL-3 "$out/data/GPL-3"
 install -m 755 "$build/profiler/libadprof_preload.so" "$out/lib/"
 strip --strip-unneeded "$out/lib/libadprof_preload.so"
 bins+=("$out/lib/libadprof_preload.so")
-ctx=$(find "$build/profiler" -maxdepth 1 -name 'libadprof_context.so*' -type f | head -1)
+# `adprof run` looks for the interposer beside itself too (the tests' children get no ADPROF_*
+# variable to point at it).
+ln -s ../lib/libadprof_preload.so "$out/bin/libadprof_preload.so"
+# The context library under its soname, the name the programs ask the loader for.
+ctx=$(find "$build/profiler" -maxdepth 1 -name 'libadprof_context.so.*' -type f | head -1)
 if [[ -n "$ctx" ]]; then
-  install -m 755 "$ctx" "$out/lib/libadprof_context.so"
-  strip --strip-unneeded "$out/lib/libadprof_context.so"
+  soname=$(objdump -p "$ctx" | awk '/SONAME/ {print $2}')
+  install -m 755 "$ctx" "$out/lib/${soname:-libadprof_context.so.0}"
+  strip --strip-unneeded "$out/lib/${soname:-libadprof_context.so.0}"
 fi
 
 # Shared libraries: everything ldd resolves except glibc's own, the driver (libcuda comes with

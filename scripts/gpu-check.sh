@@ -138,7 +138,7 @@ PY
 # Benchmarks, alone on the machine.
 step bench_cpu_vs_gpu 90 bash -c "set -o pipefail; '$G/bin/bench_cuda' --reps 10 | tee '$OUT/bench.txt'"
 step overhead_adcore_cnn 120 bash -c "set -o pipefail; python3 '$root/scripts/gpu_samples.py' overhead --bin '$G/samples' --adprof '$G/bin/adprof' --data '$G/data' | tee -a '$OUT/bench.txt'"
-step overhead_torch_step 150 bash -c "set -o pipefail; python3 '$root/bench/torch/bench_cuda_step.py' --adprof '$G/bin/adprof' --check | tee -a '$OUT/bench.txt'"
+step overhead_torch_step 150 bash -c "set -o pipefail; python3 '$root/bench/torch/bench_cuda_step.py' --adprof '$G/bin/adprof' --rounds 2 --check | tee -a '$OUT/bench.txt'"
 
 # Skipped GPU tests mean no GPU was usable: say so loudly.
 if grep -q '"result": "SKIPPED"\|no CUDA device' "$logs"; then

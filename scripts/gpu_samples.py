@@ -7,12 +7,13 @@ training step (run by scripts/gpu-check.sh on a GPU machine; numpy needed).
     (--dump-grad). Checks, per sample: the gradients agree (relative L2 error within the
     tolerance of the gradient's dtype: 1e-9 for f64, 1e-3 for f32 after a few training steps);
     the engine's own peaks by role (the line "peak by role: ..." the sample prints) are the same
-    on both devices; and under `adprof run`, the trace's device peak holds the engine's tensor
+    on both devices (the total beside them may differ by the host copies that read device
+    values); and under `adprof run`, the trace's device peak holds the engine's tensor
     peak (the table shows both: equal within the 0.01 MiB the sample prints where the sample
     does not reset its figures) and its device peak by role sums to it.
   gpu_samples.py overhead --bin DIR --adprof ADPROF [--data DIR] [--rounds 3]
-    cnn --device cuda with 20 and 80 training steps, plain and under `adprof run --no-report`,
-    rounds interleaved: the wall time of one more step (difference of the two runs / 60 steps),
+    cnn --device cuda with 50 and 250 training steps, plain and under `adprof run --no-report`,
+    rounds interleaved: the wall time of one more step (difference of the two runs / 200 steps),
     medians, and the ratio adprof / plain.
 Exit status: 0 every check held (overhead: measured), 1 one failed, 2 usage.
 """
@@ -94,8 +95,9 @@ def check(a):
         if not err <= tol:
             failed.append("%s: gradient relative error %.3g over %.0e" % (name, err, tol))
         m_cpu, m_gpu = out["cpu"][1], out["cuda"][1]
-        same_peaks = bool(m_cpu and m_gpu and m_cpu.group(2) == m_gpu.group(2) and
-                          m_cpu.group(1) == m_gpu.group(1))
+        # By role, the same; the total may differ by the host copies that read a device
+        # tensor's values (role workspace), which the CPU never makes.
+        same_peaks = bool(m_cpu and m_gpu and m_cpu.group(2) == m_gpu.group(2))
         if not same_peaks:
             failed.append("%s: engine peaks differ: CPU '%s', GPU '%s'" % (
                 name, m_cpu.group(0) if m_cpu else "(none)", m_gpu.group(0) if m_gpu else "(none)"))
@@ -143,7 +145,7 @@ def overhead(a):
     fashion = ["--data-dir", os.path.join(a.data, "fashion-mnist"), "--train-images", "4000",
                "--test-images", "0", "--log-every", "1000", "--device", "cuda"]
     tmp = tempfile.mkdtemp(prefix="adprof-gpu-overhead-")
-    short, long_ = 20, 80
+    short, long_ = 50, 250
     per_step = {"plain": [], "adprof": []}
     for r in range(a.rounds):
         for variant in ("plain", "adprof") if r % 2 == 0 else ("adprof", "plain"):

@@ -27,7 +27,8 @@ const char *descr(DType t) {
 }  // namespace
 
 void save_npy(const std::string &path, const Tensor &t) {
-  const Tensor c = to_device(t.contiguous(), cpu());  // a device tensor is copied to the host
+  // A device tensor is copied to the host (a staging buffer: role workspace).
+  const Tensor c = to_device(t.contiguous(), cpu(), ADPROF_ROLE_WORKSPACE);
   std::string shape = "(";
   for (int i = 0; i < c.rank(); ++i)
     shape += std::to_string(c.shape()[i]) + (c.rank() == 1 ? "," : i + 1 < c.rank() ? ", " : "");

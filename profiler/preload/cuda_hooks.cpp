@@ -28,10 +28,43 @@ using Stream = void *;                   // cudaStream_t
 using DevicePtr = unsigned long long;    // CUdeviceptr
 constexpr int kCudaErrorNotFound = 500;  // what we return if the real function is missing
 
-template <typename F>
-F real(const char *name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+// The real entry point for a call from `caller`: the next definition after this library (a
+// runtime the program links, or one loaded RTLD_GLOBAL), else the one the calling library binds
+// to in its own dependencies. A runtime that came with a dlopen'ed library (adcore's CUDA
+// plugin, PyTorch's CUDA extension) is loaded RTLD_LOCAL: RTLD_NEXT does not see it, but the
+// caller's own scope does, and the caller's imports were bound to this library only because a
+// preload comes first. Slow path (dlopen), once per entry point; a cudaMalloc is slow anyway.
+void *resolve(const char *name, const void *caller, const void *hook) {
+  if (void *f = dlsym(RTLD_NEXT, name)) return f;
+  Dl_info info;
+  if (!caller || !dladdr(caller, &info) || !info.dli_fname || !*info.dli_fname) return nullptr;
+  void *library = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (!library) return nullptr;
+  void *f = dlsym(library, name);  // the library's own scope: itself, then its dependencies
+  dlclose(library);
+  return f == hook ? nullptr : f;
 }
+
+// One real entry point, found on first use (and looked for again while missing).
+template <typename F>
+class Real {
+ public:
+  constexpr explicit Real(const char *name) : name_(name) {}
+  F get(const void *caller, F hook) {
+    F f = fn_.load(std::memory_order_acquire);
+    if (!f) {
+      f = reinterpret_cast<F>(resolve(name_, caller, reinterpret_cast<const void *>(hook)));
+      if (f) fn_.store(f, std::memory_order_release);
+    }
+    return f;
+  }
+
+ private:
+  const char *name_;
+  std::atomic<F> fn_{nullptr};
+};
+
+#define ADPROF_CALLER __builtin_return_address(0)
 
 // Set once by adprof_device_memory_is_reserve, never cleared: an allocation and its free must be
 // recorded in the same space.
@@ -42,23 +75,27 @@ adprof_space device_space() {
                                                                     : ADPROF_SPACE_DEVICE_RAW;
 }
 
-uint32_t current_device() {
-  static auto get = real<CudaError (*)(int *)>("cudaGetDevice");
+// cudaGetDevice from the runtime the caller uses (found as the caller's entry point was).
+uint32_t current_device(const void *caller) {
+  using GetDevice = CudaError (*)(int *);
+  static Real<GetDevice> get("cudaGetDevice");
+  const GetDevice f = get.get(caller, nullptr);
   int device = 0;
-  if (get && get(&device) != 0) device = 0;
+  if (f && f(&device) != 0) device = 0;
   return static_cast<uint32_t>(device);
 }
 
-void note_alloc(const void *p, size_t size, adprof_space space) {
+void note_alloc(const void *p, size_t size, adprof_space space, const void *caller) {
   ThreadState &ts = t_state;
   if (p && ts.guard == 0)
-    record_alloc(ts, p, size, space, space == ADPROF_SPACE_HOST_PINNED ? 0 : current_device());
+    record_alloc(ts, p, size, space,
+                 space == ADPROF_SPACE_HOST_PINNED ? 0 : current_device(caller));
 }
 
-void note_free(const void *p, adprof_space space) {
+void note_free(const void *p, adprof_space space, const void *caller) {
   ThreadState &ts = t_state;
   if (p && ts.guard == 0)
-    record_free(ts, p, space, 0, space == ADPROF_SPACE_HOST_PINNED ? 0 : current_device());
+    record_free(ts, p, space, 0, space == ADPROF_SPACE_HOST_PINNED ? 0 : current_device(caller));
 }
 
 }  // namespace
@@ -68,77 +105,87 @@ ADPROF_EXPORT void adprof_device_memory_is_reserve(void) {
 }
 
 ADPROF_EXPORT CudaError cudaMalloc(void **out, size_t size) {
-  static auto f = real<CudaError (*)(void **, size_t)>("cudaMalloc");
+  static Real<CudaError (*)(void **, size_t)> real("cudaMalloc");
+  const auto f = real.get(ADPROF_CALLER, &cudaMalloc);
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size);
-  if (rc == 0 && out) note_alloc(*out, size, device_space());
+  if (rc == 0 && out) note_alloc(*out, size, device_space(), ADPROF_CALLER);
   return rc;
 }
 
 ADPROF_EXPORT CudaError cudaMallocAsync(void **out, size_t size, Stream stream) {
-  static auto f = real<CudaError (*)(void **, size_t, Stream)>("cudaMallocAsync");
+  static Real<CudaError (*)(void **, size_t, Stream)> real("cudaMallocAsync");
+  const auto f = real.get(ADPROF_CALLER, &cudaMallocAsync);
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size, stream);
-  if (rc == 0 && out) note_alloc(*out, size, device_space());
+  if (rc == 0 && out) note_alloc(*out, size, device_space(), ADPROF_CALLER);
   return rc;
 }
 
 ADPROF_EXPORT CudaError cudaMallocManaged(void **out, size_t size, unsigned flags) {
-  static auto f = real<CudaError (*)(void **, size_t, unsigned)>("cudaMallocManaged");
+  static Real<CudaError (*)(void **, size_t, unsigned)> real("cudaMallocManaged");
+  const auto f = real.get(ADPROF_CALLER, &cudaMallocManaged);
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size, flags);
-  if (rc == 0 && out) note_alloc(*out, size, device_space());
+  if (rc == 0 && out) note_alloc(*out, size, device_space(), ADPROF_CALLER);
   return rc;
 }
 
 ADPROF_EXPORT CudaError cudaFree(void *p) {
-  static auto f = real<CudaError (*)(void *)>("cudaFree");
+  static Real<CudaError (*)(void *)> real("cudaFree");
+  const auto f = real.get(ADPROF_CALLER, &cudaFree);
   if (!f) return kCudaErrorNotFound;
-  note_free(p, device_space());
+  note_free(p, device_space(), ADPROF_CALLER);
   return f(p);
 }
 
 ADPROF_EXPORT CudaError cudaFreeAsync(void *p, Stream stream) {
-  static auto f = real<CudaError (*)(void *, Stream)>("cudaFreeAsync");
+  static Real<CudaError (*)(void *, Stream)> real("cudaFreeAsync");
+  const auto f = real.get(ADPROF_CALLER, &cudaFreeAsync);
   if (!f) return kCudaErrorNotFound;
-  note_free(p, device_space());
+  note_free(p, device_space(), ADPROF_CALLER);
   return f(p, stream);
 }
 
 ADPROF_EXPORT CudaError cudaMallocHost(void **out, size_t size) {
-  static auto f = real<CudaError (*)(void **, size_t)>("cudaMallocHost");
+  static Real<CudaError (*)(void **, size_t)> real("cudaMallocHost");
+  const auto f = real.get(ADPROF_CALLER, &cudaMallocHost);
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size);
-  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_HOST_PINNED);
+  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_HOST_PINNED, ADPROF_CALLER);
   return rc;
 }
 
 ADPROF_EXPORT CudaError cudaHostAlloc(void **out, size_t size, unsigned flags) {
-  static auto f = real<CudaError (*)(void **, size_t, unsigned)>("cudaHostAlloc");
+  static Real<CudaError (*)(void **, size_t, unsigned)> real("cudaHostAlloc");
+  const auto f = real.get(ADPROF_CALLER, &cudaHostAlloc);
   if (!f) return kCudaErrorNotFound;
   CudaError rc = f(out, size, flags);
-  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_HOST_PINNED);
+  if (rc == 0 && out) note_alloc(*out, size, ADPROF_SPACE_HOST_PINNED, ADPROF_CALLER);
   return rc;
 }
 
 ADPROF_EXPORT CudaError cudaFreeHost(void *p) {
-  static auto f = real<CudaError (*)(void *)>("cudaFreeHost");
+  static Real<CudaError (*)(void *)> real("cudaFreeHost");
+  const auto f = real.get(ADPROF_CALLER, &cudaFreeHost);
   if (!f) return kCudaErrorNotFound;
-  note_free(p, ADPROF_SPACE_HOST_PINNED);
+  note_free(p, ADPROF_SPACE_HOST_PINNED, ADPROF_CALLER);
   return f(p);
 }
 
 ADPROF_EXPORT CuResult cuMemAlloc_v2(DevicePtr *out, size_t size) {
-  static auto f = real<CuResult (*)(DevicePtr *, size_t)>("cuMemAlloc_v2");
+  static Real<CuResult (*)(DevicePtr *, size_t)> real("cuMemAlloc_v2");
+  const auto f = real.get(ADPROF_CALLER, &cuMemAlloc_v2);
   if (!f) return kCudaErrorNotFound;
   CuResult rc = f(out, size);
-  if (rc == 0 && out) note_alloc(reinterpret_cast<void *>(*out), size, device_space());
+  if (rc == 0 && out) note_alloc(reinterpret_cast<void *>(*out), size, device_space(), ADPROF_CALLER);
   return rc;
 }
 
 ADPROF_EXPORT CuResult cuMemFree_v2(DevicePtr p) {
-  static auto f = real<CuResult (*)(DevicePtr)>("cuMemFree_v2");
+  static Real<CuResult (*)(DevicePtr)> real("cuMemFree_v2");
+  const auto f = real.get(ADPROF_CALLER, &cuMemFree_v2);
   if (!f) return kCudaErrorNotFound;
-  note_free(reinterpret_cast<void *>(p), device_space());
+  note_free(reinterpret_cast<void *>(p), device_space(), ADPROF_CALLER);
   return f(p);
 }

@@ -72,6 +72,7 @@ void *profiler_mmap(size_t length) {
   return reinterpret_cast<void *>(r);
 }
 
+PublishedSlot g_unread_slot;
 thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
 std::atomic<uint32_t> g_flush_epoch{0};
 static_assert(fmt::kSpaceHeap == ADPROF_SPACE_HEAP);
@@ -119,11 +120,13 @@ struct PooledCoder {
 };
 PooledCoder *g_free_coders = nullptr;
 
-// Threads with a buffer, for the writer's snapshots of idle threads. A thread leaves it at
-// exit under the mutex, so the writer never reads a finished thread's state.
+// Threads with a buffer, for the writer's snapshots of idle threads: a slot each, holding what
+// the thread publishes (recorder.h, PublishedSlot). A thread leaves its slot at exit, under the
+// mutex; one that ends unheard (no destructor ran) keeps it, and its last buffer with it.
 constexpr uint32_t kMaxRegistered = 4096;
 pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-ThreadState *g_registry[kMaxRegistered];
+bool g_registry_used[kMaxRegistered];
+PublishedSlot g_published[kMaxRegistered];
 struct SnapshotMark {
   uint64_t published;  // what the last snapshot of this slot covered
   uint32_t seen_seq;   // the buffer seq seen at the previous flush tick
@@ -430,10 +433,10 @@ struct Copied {
   uint32_t events, bytes;
 };
 bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
-  ThreadState *ts = g_registry[slot];
-  if (!ts || ts == &t_state) return false;
-  Buffer *b = ts->published_buf.load(std::memory_order_acquire);
-  uint64_t word = ts->published.load(std::memory_order_acquire);
+  if (!g_registry_used[slot] || slot == t_state.registry_slot) return false;
+  const PublishedSlot &pub = g_published[slot];
+  Buffer *b = pub.buf.load(std::memory_order_acquire);
+  uint64_t word = pub.word.load(std::memory_order_acquire);
   if (!b || word == g_snapshot_marks[slot].published) return false;
   const auto [seq, events, used] = published_fields(word);
   if (idle_only) {
@@ -447,8 +450,8 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
   memcpy(copy + events, b->bodies, used);
   // The buffer only changes hands through its thread (the writer recycles buffers), so if it
   // is still the published one with the same seq, the bytes copied were complete.
-  if (ts->published_buf.load(std::memory_order_acquire) != b ||
-      published_fields(ts->published.load(std::memory_order_acquire)).seq != seq)
+  if (pub.buf.load(std::memory_order_acquire) != b ||
+      published_fields(pub.word.load(std::memory_order_acquire)).seq != seq)
     return false;
   g_snapshot_marks[slot].published = word;
   *out = {b, events, events + used};
@@ -520,7 +523,7 @@ void give_back_coder(ThreadState &ts) {
 
 void hand_off(ThreadState &ts) {
   Buffer *b = ts.buf;
-  ts.published_buf.store(nullptr, std::memory_order_release);
+  ts.published->buf.store(nullptr, std::memory_order_release);
   seal(b, ts.events, static_cast<uint32_t>(ts.cursor - b->bodies));
   b->next = nullptr;
   pthread_mutex_lock(&g_queue_mutex);
@@ -550,8 +553,8 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   ts.end = b->bodies + kBodyBytes;
   ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
   ts.seq_bits = published_word(b->seq, 0, 0);
-  ts.published.store(ts.seq_bits, std::memory_order_release);
-  ts.published_buf.store(b, std::memory_order_release);
+  ts.published->word.store(ts.seq_bits, std::memory_order_release);
+  ts.published->buf.store(b, std::memory_order_release);
   // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.
   uint8_t *p = begin_unshared_event(ts, fmt::EventType::kPhase, ts.phase, b->base_ts);
   end_event(ts, p);
@@ -571,9 +574,12 @@ void record_thread_name(ThreadState &ts) {
 void register_thread(ThreadState &ts) {
   pthread_mutex_lock(&g_registry_mutex);
   for (uint32_t i = 0; i < kMaxRegistered; ++i)
-    if (!g_registry[i]) {
-      g_registry[i] = &ts;
+    if (!g_registry_used[i]) {
+      g_registry_used[i] = true;
       g_snapshot_marks[i] = {0, ~0u};
+      g_published[i].buf.store(nullptr);  // the thread has no buffer yet (refill)
+      g_published[i].word.store(0);
+      ts.published = &g_published[i];
       ts.registry_slot = i;
       break;
     }
@@ -588,13 +594,16 @@ void on_thread_exit(void *arg) {
   if (g_state.load() == kForkChild) return;
   auto *ts = static_cast<ThreadState *>(arg);
   ++ts->guard;
+  if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
   if (ts->registry_slot != ~0u) {
     pthread_mutex_lock(&g_registry_mutex);
-    g_registry[ts->registry_slot] = nullptr;
+    ts->published->buf.store(nullptr);
+    ts->published->word.store(0);
+    g_registry_used[ts->registry_slot] = false;
+    ts->published = &g_unread_slot;
     ts->registry_slot = ~0u;
     pthread_mutex_unlock(&g_registry_mutex);
   }
-  if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
   give_back_coder(*ts);
   release_stack_table(*ts);
   --ts->guard;

@@ -72,6 +72,19 @@ inline Published published_fields(uint64_t word) {
 }
 static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 20));
 
+// What the writer may read of a thread while it runs (recorder.cpp, copy_published): its
+// current buffer, and published_word(seq, events, body bytes) of its complete events. It lives
+// in the profiler's memory, not the thread's TLS: a thread can end without the profiler
+// hearing of it (the exit system call made directly: no destructor runs) and its TLS be
+// unmapped, but its slot stays readable, and its buffer, never handed off, is written at the end.
+struct PublishedSlot {
+  std::atomic<Buffer *> buf{nullptr};
+  std::atomic<uint64_t> word{0};
+};
+// The slot of threads that have none (not registered yet, or the registry is full): written,
+// never read.
+extern PublishedSlot g_unread_slot;
+
 struct ThreadState {
   uint8_t *cursor = nullptr;  // next free byte in buf->bodies (null: no buffer)
   uint8_t *end = nullptr;
@@ -89,10 +102,7 @@ struct ThreadState {
   uint8_t role = ADPROF_ROLE_FOREIGN;
   uint8_t emitted_role = ADPROF_ROLE_FOREIGN;
   uint32_t op_depth = 0;
-  // What the writer may read while the thread runs (recorder.cpp, snapshot_idle_threads): the
-  // current buffer, and published_word(seq, events, body bytes) of its complete events.
-  std::atomic<Buffer *> published_buf{nullptr};
-  std::atomic<uint64_t> published{0};
+  PublishedSlot *published = &g_unread_slot;  // its registry slot's, once registered
   uint64_t seq_bits = 0;  // published_word(buffer seq, 0, 0)
   uint32_t registry_slot = ~0u;
   // The share tick (alone_in_tick below) this thread last claimed or found taken, and its
@@ -214,9 +224,10 @@ ADPROF_HOT void end_event(ThreadState &ts, uint8_t *p) {
   ++ts.events;
   // A plain store on x86: lets the writer snapshot the complete events of a thread that then
   // goes idle (sleeps, blocks) for longer than a flush interval.
-  ts.published.store(ts.seq_bits | static_cast<uint64_t>(ts.events) << kPublishedEventsShift |
-                         static_cast<uint64_t>(p - ts.buf->bodies),
-                     std::memory_order_release);
+  ts.published->word.store(ts.seq_bits |
+                               static_cast<uint64_t>(ts.events) << kPublishedEventsShift |
+                               static_cast<uint64_t>(p - ts.buf->bodies),
+                           std::memory_order_release);
 }
 
 ADPROF_HOT uint8_t *put_addr(ThreadState &ts, uint8_t *p, uint64_t addr) {

@@ -5,7 +5,7 @@
 // their roles and ops (adjoints in the backward phase); the raw cudaMalloc outside any op is
 // DEVICE_RAW with role foreign; pinned host memory is HOST_PINNED and cudaMallocAsync's memory
 // DEVICE_RAW, both in the program's op "staging" with its role, and freed (no lost free); the
-// out-of-memory error left an "adcore.cuda.oom" annotation.
+// out-of-memory error left an ADPROF_AD_DEVICE_OOM ("ad.device.oom") annotation.
 // Paths: ADPROF_PRELOAD_LIB and CUDA_INTERPOSE_WORKLOAD override the build-tree defaults (the
 // GPU bundle sets them). Skips when no CUDA device is present.
 #include <adcore/cuda/cuda.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../support/process.h"
+#include "adprof/ad_protocol.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -63,7 +64,7 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   int oom_events = 0;
   uint64_t peak_device = 0, peak_reserved = 0;
   while (reader.next(e)) {
-    if (e.type == adprof::format::EventType::kName && e.text() == "adcore.cuda.oom")
+    if (e.type == adprof::format::EventType::kName && e.text() == ADPROF_AD_DEVICE_OOM)
       oom_kind = static_cast<uint32_t>(e.a);
     if (e.type == adprof::format::EventType::kAnnotate && oom_kind && e.a == oom_kind) {
       ++oom_events;
@@ -114,9 +115,10 @@ TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   EXPECT_TRUE(pinned) << "no 4 MiB HOST_PINNED block (cudaMallocHost) in op staging, role input";
   EXPECT_TRUE(pinned_host_alloc) << "no 6 MiB HOST_PINNED block (cudaHostAlloc) in op staging";
   EXPECT_TRUE(async) << "no 5 MiB DEVICE_RAW block (cudaMallocAsync) in op staging, role input";
-  // Every staging block's free was matched: none is live at the end.
+  // Every pinned or device staging block's free was matched: none is live at the end (the
+  // runtime's own small heap blocks made in the op may stay).
   for (const auto &[key, b] : replay.blocks())
-    EXPECT_FALSE(b.op_name && replay.name(b.op_name) == "staging")
+    EXPECT_FALSE(b.space != ADPROF_SPACE_HEAP && b.op_name && replay.name(b.op_name) == "staging")
         << "staging block of " << b.size << " B in space " << int(b.space) << " still live";
   // Segments counted once: no live raw block shares an address with a live segment.
   for (const auto &[key, b] : replay.blocks())

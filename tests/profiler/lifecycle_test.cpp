@@ -89,6 +89,22 @@ TEST(Lifecycle, ExitGroupSystemCallIsComplete) {
   EXPECT_EQ(s.ops["before_exit"].frees, 150u);
 }
 
+// A thread whose own thread-specific destructors allocate and free after the profiler's
+// thread-exit handler ran, in every round glibc makes, the last included; then the program
+// unmaps the thread's stack and TLS. The run ends normally, the trace is complete, and every
+// event of those destructors is in it (before: the recorder kept the thread registered with
+// its state in the TLS, read it at exit, and the program died of SIGSEGV after its last line,
+// as Python programs with PyTorch 2.11 did on a GPU machine).
+TEST(Lifecycle, LateThreadDestructorsLoseNothing) {
+  const CleanRun run = a_clean_run({"late_thread_destructors"});
+  TraceSummary s = run.summary;
+  EXPECT_EQ(s.ops["thread"].allocations, 300u);
+  EXPECT_EQ(s.ops["late_blocks"].allocations, 4u);
+  EXPECT_EQ(s.ops["late_blocks"].frees, 4u);
+  EXPECT_EQ(s.ops["late_blocks"].live_at_end, 0u);
+  EXPECT_EQ(s.ops["main"].allocations, 100u);
+}
+
 // quick_exit runs the program's at_quick_exit handlers, then _exit from inside glibc (past the
 // _exit hook): the trace has every event, the handler's too (before: 0 events, trace cut).
 TEST(Lifecycle, QuickExitIsComplete) {

@@ -215,7 +215,9 @@ TEST_F(Workloads, TrainingSamplesDumpTheirGradient) {
     const uint64_t n = npy_length(npy);
     EXPECT_GT(n, 0u) << program << ": no 1-D .npy at " << npy;
     const std::vector<double> params = numbers_after(dumped.out, "parameters:");
-    if (!params.empty()) EXPECT_EQ(n, static_cast<uint64_t>(params[0])) << dumped.out;
+    if (!params.empty()) {
+      EXPECT_EQ(n, static_cast<uint64_t>(params[0])) << dumped.out;
+    }
     EXPECT_EQ(numbers_after(plain.out, "final loss"), numbers_after(dumped.out, "final loss"))
         << plain.out << dumped.out;
   }

@@ -305,7 +305,9 @@ class Instrumentation:
         self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module
         self.saved = {}  # storage address -> number of live saved references (forward_cache)
         self.saved_lock = threading.Lock()
-        self.kept_refs = set()  # weakrefs to what other pack hooks kept (their release)
+        # weakrefs to what other pack hooks kept (their release), by id: two live weakrefs to
+        # one tensor compare by the tensor's ==, which is elementwise (a set's lookup raised)
+        self.kept_refs = {}
         self.grad_nodes = []  # AccumulateGrad nodes whose hooks we hold (1.13: kept alive)
         self.hooked_params = weakref.WeakSet()
         self.steps = 0  # optimizer steps done
@@ -525,9 +527,10 @@ class Instrumentation:
         refs = self.kept_refs
 
         def released(ref):
-            refs.discard(ref)
+            refs.pop(id(ref), None)
             self._release_ptr(ptr)
-        refs.add(weakref.ref(kept, released))
+        ref = weakref.ref(kept, released)
+        refs[id(ref)] = ref
 
     def _wrap_thread_start(self, original):
         def _bootstrap_inner(thread):

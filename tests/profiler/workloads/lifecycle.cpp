@@ -6,7 +6,7 @@
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
 //                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
-//                  execve_syscall | exit_group_syscall
+//                  execve_syscall | exit_group_syscall | late_thread_destructors
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -136,6 +137,44 @@ int main(int argc, char **argv) {
     allocate("before_exit", 300, 5151);
     syscall(SYS_exit_group, 0);
     return 3;
+  }
+  if (!strcmp(mode, "late_thread_destructors")) {
+    // A thread on a stack of the program's own allocates, and its thread-specific data has a
+    // destructor that frees a block and makes another, in every round glibc runs (4): each runs
+    // after the profiler's own thread-exit handler (its key is older), so the thread records
+    // again after that handler, the last time in the last round, when no handler follows.
+    // Then the program unmaps the stack, and with it the thread's TLS.
+    static pthread_key_t late_key;
+    pthread_key_create(&late_key, [](void *block) {
+      static int rounds = 0;
+      free(block);
+      if (++rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+        adprof_op_begin(adprof_name("late_blocks"), 1);
+        pthread_setspecific(late_key, malloc(3333));
+        adprof_op_end();
+      }
+    });
+    const size_t stack_size = 1 << 20;
+    void *stack = mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, stack, stack_size);
+    pthread_t t;
+    pthread_create(
+        &t, &attr,
+        [](void *) -> void * {
+          allocate("thread", 300, 4242);
+          adprof_op_begin(adprof_name("late_blocks"), 1);
+          pthread_setspecific(late_key, malloc(3333));
+          adprof_op_end();
+          return nullptr;
+        },
+        nullptr);
+    pthread_join(t, nullptr);
+    munmap(stack, stack_size);
+    allocate("main", 100, 1111);
+    return 0;
   }
   if (!strcmp(mode, "forkexec")) {
     allocate("parent", 10, 5555);
