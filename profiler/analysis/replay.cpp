@@ -195,7 +195,7 @@ void Replay::on_free(const Event &e) {
     // raw cudaMalloc (or released with the interposer's cudaFree alone), or driver memory that
     // became reserve (adprof_device_memory_is_reserve) while it was live.
     en = index_.find(key(e.addr, e.operand == ADPROF_SPACE_DEVICE_RAW ? ADPROF_SPACE_DEVICE_SEGMENT
-                                                                    : ADPROF_SPACE_DEVICE_RAW));
+                                                                      : ADPROF_SPACE_DEVICE_RAW));
   }
   if (!en) {
     ++unmatched_frees_;  // allocated before recording started, or lost with a cut chunk

@@ -178,7 +178,8 @@ ADPROF_EXPORT CuResult cuMemAlloc_v2(DevicePtr *out, size_t size) {
   const auto f = real.get(ADPROF_CALLER, &cuMemAlloc_v2);
   if (!f) return kCudaErrorNotFound;
   CuResult rc = f(out, size);
-  if (rc == 0 && out) note_alloc(reinterpret_cast<void *>(*out), size, device_space(), ADPROF_CALLER);
+  if (rc == 0 && out)
+    note_alloc(reinterpret_cast<void *>(*out), size, device_space(), ADPROF_CALLER);
   return rc;
 }
 

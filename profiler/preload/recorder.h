@@ -103,7 +103,7 @@ struct ThreadState {
   uint8_t emitted_role = ADPROF_ROLE_FOREIGN;
   uint32_t op_depth = 0;
   PublishedSlot *published = &g_unread_slot;  // its registry slot's, once registered
-  uint64_t seq_bits = 0;  // published_word(buffer seq, 0, 0)
+  uint64_t seq_bits = 0;                      // published_word(buffer seq, 0, 0)
   uint32_t registry_slot = ~0u;
   // The share tick (alone_in_tick below) this thread last claimed or found taken, and its
   // id in g_tick_owner (thread index + 1; 0: none, never alone in a tick: no index yet, or too
@@ -224,8 +224,7 @@ ADPROF_HOT void end_event(ThreadState &ts, uint8_t *p) {
   ++ts.events;
   // A plain store on x86: lets the writer snapshot the complete events of a thread that then
   // goes idle (sleeps, blocks) for longer than a flush interval.
-  ts.published->word.store(ts.seq_bits |
-                               static_cast<uint64_t>(ts.events) << kPublishedEventsShift |
+  ts.published->word.store(ts.seq_bits | static_cast<uint64_t>(ts.events) << kPublishedEventsShift |
                                static_cast<uint64_t>(p - ts.buf->bodies),
                            std::memory_order_release);
 }

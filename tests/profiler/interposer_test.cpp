@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "adprof/report.h"
 #include "test_util.h"
@@ -74,6 +75,58 @@ TEST(Interposer, NewInALibraryOfACProgramIsRecorded) {
   adprof::Report report = adprof::analyze(trace);
   EXPECT_EQ(report.unmatched_frees, 0u);
   EXPECT_LT(report.live_at_end, uint64_t{1} << 20) << "delete[] was not recorded";
+}
+
+// The CUDA hooks, with a stand-in runtime that only a dlopen'ed plugin links (RTLD_LOCAL, as
+// adcore's CUDA plugin and PyTorch's CUDA extension load the real one): every call reaches the
+// runtime (before: RTLD_NEXT did not see it, and every cudaMalloc of a sample under `adprof run
+// --device cuda` failed with "named symbol not found" on the H200), and each block is recorded
+// in its space, op, role and device; after adprof_device_memory_is_reserve() driver memory is
+// a segment (reserved), with the block declared in it live, and a raw block taken before the
+// declaration and freed after it is matched.
+TEST(Interposer, CudaRuntimeOfAPluginIsFoundAndRecorded) {
+  TempDir dir;
+  const std::string trace = dir / "cuda.adtrace";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_FAKE_CUDA, ADPROF_TEST_FAKE_CUDA_PLUGIN};
+  o.trace = trace;
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rc 0"), std::string::npos) << "a CUDA call failed: " << r.out;
+
+  adprof::TraceReader reader(trace);
+  adprof::Replay replay;
+  adprof::Event e;
+  std::map<std::pair<int, uint64_t>, int> seen;  // (space, size) -> allocations in the op
+  uint64_t reserved_peak = 0, live_peak = 0;
+  while (reader.next(e)) {
+    if (!replay.apply(e)) continue;
+    reserved_peak = std::max(reserved_peak, replay.device_reserved());
+    live_peak = std::max(live_peak, replay.device_live());
+    const auto &c = replay.last();
+    if (!c.alloc || c.block->space == ADPROF_SPACE_HEAP) continue;
+    EXPECT_EQ(c.block->op_name ? replay.name(c.block->op_name) : "", "device_work");
+    EXPECT_EQ(c.block->role, ADPROF_ROLE_INPUT);
+    if (c.block->space != ADPROF_SPACE_HOST_PINNED) {
+      EXPECT_EQ(c.block->device, 3u);
+    }
+    ++seen[{c.block->space, c.block->size}];
+  }
+  EXPECT_TRUE(reader.end().complete) << reader.end().reason;
+  const std::map<std::pair<int, uint64_t>, int> expected = {
+      {{ADPROF_SPACE_DEVICE_RAW, 1u << 20}, 1},      // cudaMalloc
+      {{ADPROF_SPACE_DEVICE_RAW, 5u << 20}, 1},      // cudaMallocAsync
+      {{ADPROF_SPACE_HOST_PINNED, 4u << 20}, 1},     // cudaMallocHost
+      {{ADPROF_SPACE_HOST_PINNED, 6u << 20}, 1},     // cudaHostAlloc
+      {{ADPROF_SPACE_DEVICE_SEGMENT, 2u << 20}, 1},  // cudaMalloc, after the declaration
+      {{ADPROF_SPACE_DEVICE_BLOCK, 256u << 10}, 1}};
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(reserved_peak, 2u << 20);
+  EXPECT_EQ(live_peak, (1u << 20) + (5u << 20) + (256u << 10));  // raw blocks, then the block
+  for (const auto &[key, b] : replay.blocks())
+    EXPECT_EQ(b.space, ADPROF_SPACE_HEAP) << b.size << " B still live in space " << int(b.space);
+  EXPECT_EQ(replay.unmatched_frees(), 0u);
 }
 
 TEST(Interposer, EveryOperatorNewFormIsRecorded) {

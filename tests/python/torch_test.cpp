@@ -577,13 +577,14 @@ TEST(TorchDevice, CudaStoragesByRole) {
   EXPECT_GE(device["peak"].get<uint64_t>(),
             expected["parameter"].get<uint64_t>() + expected["optimizer_state"].get<uint64_t>());
   EXPECT_GE(device["reserved_peak"].get<uint64_t>(), expected["max_reserved"].get<uint64_t>());
-  std::printf("[torch cuda] %s: device peak %llu B (torch max allocated %llu), reserved peak %llu B "
-              "(torch max reserved %llu)\n",
-              expected["torch"].get<std::string>().c_str(),
-              static_cast<unsigned long long>(device["peak"].get<uint64_t>()),
-              static_cast<unsigned long long>(expected["max_allocated"].get<uint64_t>()),
-              static_cast<unsigned long long>(device["reserved_peak"].get<uint64_t>()),
-              static_cast<unsigned long long>(expected["max_reserved"].get<uint64_t>()));
+  std::printf(
+      "[torch cuda] %s: device peak %llu B (torch max allocated %llu), reserved peak %llu B "
+      "(torch max reserved %llu)\n",
+      expected["torch"].get<std::string>().c_str(),
+      static_cast<unsigned long long>(device["peak"].get<uint64_t>()),
+      static_cast<unsigned long long>(expected["max_allocated"].get<uint64_t>()),
+      static_cast<unsigned long long>(device["reserved_peak"].get<uint64_t>()),
+      static_cast<unsigned long long>(expected["max_reserved"].get<uint64_t>()));
 }
 
 // On a GPU, without the instrumentation: the interposer alone sees the caching allocator's
@@ -593,8 +594,9 @@ TEST(TorchDevice, CudaSegmentsSeenWithoutInstrumentation) {
   TempDir tmp;
   const std::string trace = tmp / "run.adtrace", side = tmp / "cuda.json";
   SpawnOptions o;
-  o.argv = {cli_path(), "run", "--no-report", "-o", trace, "--", kPython,
-            kScripts + "/cuda_roles.py", side};
+  o.argv = {cli_path(), "run", "--no-report", "-o",
+            trace,      "--",  kPython,       kScripts + "/cuda_roles.py",
+            side};
   Result r = run(o);
   if (r.exit_code == 3) GTEST_SKIP() << "no CUDA device for " << kPython << ": " << r.out;
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -200,10 +200,12 @@ uint64_t npy_length(const fs::path &file) {
 TEST_F(Workloads, TrainingSamplesDumpTheirGradient) {
   ADPROF_SKIP_IF_SANITIZED();
   NEED_FASHION();
-  const std::string charlm = CHARLM + std::string(" --steps 2 --seq 16 --width 32 --layers 1"
-                                                  " --heads 2 --batch 8 --generate 0");
-  const std::string cnn = CNN + std::string(" --steps 2 --batch 16 --train-images 100"
-                                            " --test-images 0");
+  const std::string charlm = CHARLM + std::string(
+                                          " --steps 2 --seq 16 --width 32 --layers 1"
+                                          " --heads 2 --batch 8 --generate 0");
+  const std::string cnn = CNN + std::string(
+                                    " --steps 2 --batch 16 --train-images 100"
+                                    " --test-images 0");
   for (const std::string &program : {charlm, cnn}) {
     const fs::path npy = dir_ / "grad.npy";
     fs::remove(npy);
