@@ -74,10 +74,12 @@ static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 2
 
 // What the writer may read of a thread while it runs (recorder.cpp, copy_published): its
 // current buffer, and published_word(seq, events, body bytes) of its complete events. It lives
-// in the profiler's memory, not the thread's TLS: a thread can end without the profiler
-// hearing of it (the exit system call made directly: no destructor runs) and its TLS be
-// unmapped, but its slot stays readable, and its buffer, never handed off, is written at the end.
-struct PublishedSlot {
+// in the profiler's memory, not the thread's TLS: a thread can end registered (it recorded
+// again after the profiler's exit handler, from a later thread-specific destructor, in glibc's
+// last round; or it made the exit system call itself) and its TLS be unmapped, but its slot
+// stays readable, and its last buffer, never handed off, is written at the end.
+// A cache line each: every event of a thread stores its word, and threads must not share one.
+struct alignas(64) PublishedSlot {
   std::atomic<Buffer *> buf{nullptr};
   std::atomic<uint64_t> word{0};
 };
