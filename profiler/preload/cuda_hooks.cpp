@@ -9,7 +9,8 @@
 // itself, since every byte of it is that allocator's reserve, and its blocks are declared apart.
 //
 // No CUDA header is needed: the hooks use the ABI's plain types, and resolve the real entry
-// points with dlsym(RTLD_NEXT) on first use (a cudaMalloc is far from the hot path).
+// points on first use (a cudaMalloc is far from the hot path): dlsym(RTLD_NEXT), else the
+// calling library's own scope (resolve(), below).
 #include <dlfcn.h>
 
 #include <atomic>

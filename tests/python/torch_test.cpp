@@ -554,6 +554,42 @@ TEST(TorchDevice, LedgerFollowsEachStorageLife) {
   EXPECT_NE(r.out.find("device_blocks_check: ok"), std::string::npos) << r.out;
 }
 
+// scripts/cuda_roles.py (an MLP trained with Adam on CUDA) under `adprof run`, with the PyTorch
+// instrumentation or without: the report's device section, and the script's own figures.
+// `skip` says why it could not run here (no GPU); empty when it ran.
+struct CudaRolesRun {
+  std::string skip;
+  json device, expected;
+};
+
+CudaRolesRun run_cuda_roles(bool instrumented) {
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace", side = tmp / "cuda.json";
+  const std::string script = kScripts + "/cuda_roles.py";
+  Result r;
+  if (instrumented) {
+    r = run_torch(trace, {script, side});
+  } else {
+    SpawnOptions o;
+    o.argv = {cli_path(), "run", "--no-report", "-o", trace, "--", kPython, script, side};
+    r = run(o);
+  }
+  CudaRolesRun run;
+  if (r.exit_code == 3) {
+    run.skip = "no CUDA device for " + kPython + ": " + r.out;
+    return run;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return run;
+  run.device = report_of(trace)["device"];
+  run.expected = json::parse(read_file(side), nullptr, false);
+  EXPECT_FALSE(run.expected.is_discarded()) << "no figures in " << side;
+  EXPECT_TRUE(run.device.is_object()) << "no device section in the report";
+  return run;
+}
+
+uint64_t u64(const json &j, const char *key) { return j[key].get<uint64_t>(); }
+
 // On a GPU (scripts/gpu-check.sh runs it; skipped here with a message): a CUDA training
 // script's device memory by role. Parameters are exact; every declared block is a storage inside
 // one of the caching allocator's blocks, so the device peak never exceeds PyTorch's own maximum;
@@ -561,55 +597,37 @@ TEST(TorchDevice, LedgerFollowsEachStorageLife) {
 // least as many bytes as PyTorch's own maximum reserved.
 TEST(TorchDevice, CudaStoragesByRole) {
   SKIP_WITHOUT_TORCH();
-  TempDir tmp;
-  const std::string trace = tmp / "run.adtrace", side = tmp / "cuda.json";
-  Result r = run_torch(trace, {kScripts + "/cuda_roles.py", side});
-  if (r.exit_code == 3) GTEST_SKIP() << "no CUDA device for " << kPython << ": " << r.out;
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = report_of(trace);
-  const json expected = json::parse(read_file(side), nullptr, false);
-  ASSERT_FALSE(expected.is_discarded());
-  const json &device = report["device"];
-  ASSERT_TRUE(device.is_object()) << "no device section: " << report.dump();
-  EXPECT_EQ(device["by_role"]["parameter"].get<uint64_t>(), expected["parameter"].get<uint64_t>());
-  EXPECT_GT(device["by_role"]["adjoint"].get<uint64_t>(), 0u);
-  EXPECT_LE(device["peak"].get<uint64_t>(), expected["max_allocated"].get<uint64_t>());
-  EXPECT_GE(device["peak"].get<uint64_t>(),
-            expected["parameter"].get<uint64_t>() + expected["optimizer_state"].get<uint64_t>());
-  EXPECT_GE(device["reserved_peak"].get<uint64_t>(), expected["max_reserved"].get<uint64_t>());
+  const CudaRolesRun run = run_cuda_roles(/*instrumented=*/true);
+  if (!run.skip.empty()) GTEST_SKIP() << run.skip;
+  if (HasFailure()) return;
+  const json &device = run.device, &expected = run.expected;
+  EXPECT_EQ(u64(device["by_role"], "parameter"), u64(expected, "parameter"));
+  EXPECT_GT(u64(device["by_role"], "adjoint"), 0u);
+  EXPECT_LE(u64(device, "peak"), u64(expected, "max_allocated"));
+  EXPECT_GE(u64(device, "peak"), u64(expected, "parameter") + u64(expected, "optimizer_state"));
+  EXPECT_GE(u64(device, "reserved_peak"), u64(expected, "max_reserved"));
   std::printf(
       "[torch cuda] %s: device peak %llu B (torch max allocated %llu), reserved peak %llu B "
       "(torch max reserved %llu)\n",
       expected["torch"].get<std::string>().c_str(),
-      static_cast<unsigned long long>(device["peak"].get<uint64_t>()),
-      static_cast<unsigned long long>(expected["max_allocated"].get<uint64_t>()),
-      static_cast<unsigned long long>(device["reserved_peak"].get<uint64_t>()),
-      static_cast<unsigned long long>(expected["max_reserved"].get<uint64_t>()));
+      static_cast<unsigned long long>(u64(device, "peak")),
+      static_cast<unsigned long long>(u64(expected, "max_allocated")),
+      static_cast<unsigned long long>(u64(device, "reserved_peak")),
+      static_cast<unsigned long long>(u64(expected, "max_reserved")));
 }
 
 // On a GPU, without the instrumentation: the interposer alone sees the caching allocator's
 // segments (cudaMalloc from PyTorch's CUDA library), as the device memory of the program.
 TEST(TorchDevice, CudaSegmentsSeenWithoutInstrumentation) {
   SKIP_WITHOUT_TORCH();
-  TempDir tmp;
-  const std::string trace = tmp / "run.adtrace", side = tmp / "cuda.json";
-  SpawnOptions o;
-  o.argv = {cli_path(), "run", "--no-report", "-o",
-            trace,      "--",  kPython,       kScripts + "/cuda_roles.py",
-            side};
-  Result r = run(o);
-  if (r.exit_code == 3) GTEST_SKIP() << "no CUDA device for " << kPython << ": " << r.out;
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = report_of(trace);
-  const json expected = json::parse(read_file(side), nullptr, false);
-  ASSERT_FALSE(expected.is_discarded());
-  const json &device = report["device"];
-  ASSERT_TRUE(device.is_object()) << "no device section: " << report.dump();
-  EXPECT_GE(device["peak"].get<uint64_t>(), expected["max_reserved"].get<uint64_t>());
-  EXPECT_EQ(device["reserved_peak"].get<uint64_t>(), 0u);  // nobody declared segments
+  const CudaRolesRun run = run_cuda_roles(/*instrumented=*/false);
+  if (!run.skip.empty()) GTEST_SKIP() << run.skip;
+  if (HasFailure()) return;
+  EXPECT_GE(u64(run.device, "peak"), u64(run.expected, "max_reserved"));
+  EXPECT_EQ(u64(run.device, "reserved_peak"), 0u);  // nobody declared segments
   std::printf("[torch cuda, no instrumentation] device peak %llu B (torch max reserved %llu)\n",
-              static_cast<unsigned long long>(device["peak"].get<uint64_t>()),
-              static_cast<unsigned long long>(expected["max_reserved"].get<uint64_t>()));
+              static_cast<unsigned long long>(u64(run.device, "peak")),
+              static_cast<unsigned long long>(u64(run.expected, "max_reserved")));
 }
 
 // Not under adprof, the package is inert: the script runs as with plain python.
