@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Diagnoses a crash of Python programs under the interposer on the GPU machine (the same
-# libraries as scripts/gpu-check.sh): which programs crash under `adprof run`, and the native
-# stacks of one crash, from its core file (cuda-gdb; a debugger run changes the timing).
+# libraries as scripts/gpu-check.sh): which small scripts crash under `adprof run`, and the
+# native stacks of one crash, from its core file (cuda-gdb; a debugger run changes the timing).
+# Found the exit crash of docs/CUDA.md, "GPU results". Usage, there: bash scripts/gpu-torch-probe.sh
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,9 +29,12 @@ probe numpy "$t/p_numpy.py"
 probe import "$t/p_import.py"
 probe cpu "$t/p_cpu.py"
 echo "=== core of the cpu script"
+# The core goes into the temporary directory (root only; the machine's pattern is restored).
 ulimit -c unlimited
-echo "$t/core.%p" >/proc/sys/kernel/core_pattern 2>/dev/null || echo "(core_pattern not writable: $(cat /proc/sys/kernel/core_pattern))"
+pattern=$(cat /proc/sys/kernel/core_pattern)
+echo "$t/core.%p" >/proc/sys/kernel/core_pattern 2>/dev/null || echo "(core_pattern not writable: $pattern)"
 "$G/bin/adprof" run --no-report -o "$t/core-run.adtrace" -- python3 "$t/p_cpu.py" 2>&1 | tail -2
+echo "$pattern" >/proc/sys/kernel/core_pattern 2>/dev/null
 core=$(ls "$t"/core.* 2>/dev/null | head -1)
 if [[ -n "$core" ]]; then
   timeout 120 cuda-gdb -q -batch -ex "bt 40" -ex "info threads" -ex "thread apply all bt 14" "$py" "$core" 2>&1 |
