@@ -607,15 +607,19 @@ class Instrumentation:
         ctx.op_begin(info[0], next(self.instances))
         try:
             if recorded:
+                # What the op allocates is workspace until its outputs are told apart. A CUDA
+                # output is declared to adprof in _outputs, so that runs under the same role:
+                # the optimizer's scratch was declared foreign (the role outside the op) on CUDA
+                # and workspace on the CPU.
                 previous = ctx.set_role(P.ROLE_WORKSPACE)
                 try:
                     out = func(*args, **kwargs) if kwargs else func(*args)
+                    try:
+                        self._outputs(info, phase, args, out, th)
+                    except Exception as e:  # never into the program
+                        self._internal_error("_outputs", e)
                 finally:
                     ctx.set_role(previous)
-                try:
-                    self._outputs(info, phase, args, out, th)
-                except Exception as e:  # never into the program
-                    self._internal_error("_outputs", e)
             else:
                 out = func(*args, **kwargs) if kwargs else func(*args)
             if self._on_op_wanted and not self._listener_failed:
