@@ -159,9 +159,23 @@ std::string render_text(const Report &r, size_t top) {
     }
     add(o, "\n");
   }
-  if (r.device_peak || r.device_reserved_peak)
+  if (r.device_peak || r.device_reserved_peak) {
     add(o, "  Device: peak %s at %.3f s, reserved peak %s\n", format_bytes(r.device_peak).c_str(),
         r.device_peak_time, format_bytes(r.device_reserved_peak).c_str());
+    std::vector<int> roles;  // the device peak's roles, most bytes first
+    for (int k = 0; k < kRoleCount; ++k)
+      if (r.device_peak_by_role[k]) roles.push_back(k);
+    std::stable_sort(roles.begin(), roles.end(), [&](int a, int b) {
+      return r.device_peak_by_role[a] > r.device_peak_by_role[b];
+    });
+    const char *sep = "    at the device peak: ";
+    for (int k : roles) {
+      add(o, "%s%s %s (%.1f%%)", sep, role_name(k), format_bytes(r.device_peak_by_role[k]).c_str(),
+          pct(r.device_peak_by_role[k], r.device_peak));
+      sep = ", ";
+    }
+    if (!roles.empty()) add(o, "\n");
+  }
 
   if (!r.findings.empty()) {
     add(o, "\nFindings:\n");

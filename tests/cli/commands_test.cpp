@@ -189,6 +189,14 @@ TEST_F(Cli, DeviceOutOfMemoryIsReported) {
       << it->evidence;
   EXPECT_EQ(
       adprof("check " + (dir_ / "oom.adtrace").string() + " --fail-if 'device.ooms > 0'").code, 1);
+  // The text report gives the device peak by role (before: the peak alone).
+  const auto text = adprof("report " + (dir_ / "oom.adtrace").string());
+  EXPECT_NE(text.out.find("Device: peak 90.0 MiB"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("reserved peak 96.0 MiB"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("at the device peak: activation 60.0 MiB (66.7%), adjoint 30.0 MiB "
+                          "(33.3%)"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST_F(Cli, UsageAndInputErrors) {
