@@ -110,7 +110,7 @@ step gpu_policy_device_peaks 90 "$G/bin/cuda_gpu_policy_test" --gtest_output=jso
 step interposition_cublas 60 "$G/bin/cuda_interpose_test" --gtest_output=json:"$OUT/interpose.json"
 step torch_cuda_tests 150 "$G/bin/python_torch_test" --gtest_filter='TorchDevice.Cuda*' --gtest_output=json:"$OUT/torch.json"
 step samples_cpu_vs_gpu 150 python3 "$root/scripts/gpu_samples.py" check --bin "$G/samples" --adprof "$G/bin/adprof" --data "$G/data"
-step sample_mlp_cuda_report 60 "$G/bin/adprof" run -- "$G/samples/mlp" --device cuda
+step sample_mlp_cuda_report 60 "$G/bin/adprof" run -o "$TMPDIR/adprof-gpu-mlp-$$.adtrace" -- "$G/samples/mlp" --device cuda
 
 # The background PyTorch shards: their totals into the summary, their failures into the logs.
 torch_rc=0
