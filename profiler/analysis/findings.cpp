@@ -216,10 +216,16 @@ void steady_allocations(const Report &r, std::vector<Finding> &out) {
               std::to_string(static_cast<uint64_t>(r.steady_allocations_per_step)) +
               " heap allocations per step after the first";
   f.evidence = std::to_string(r.steps.size()) + " steps recorded";
-  f.fix =
-      "a reusable tape and arena serves repeated evaluations from the buffers of the first "
-      "(" +
-      r.engine.fix(ADPROF_AD_POLICY_REUSABLE_TAPE, "an engine with a reusable tape") + ")";
+  const char *tape =
+      "a reusable tape and arena serves repeated evaluations from the buffers of the first";
+  if (r.engine.described() && !r.engine.policy(ADPROF_AD_POLICY_REUSABLE_TAPE).described)
+    // The engine said which policies it has, and this is not one: no switch to quote, and
+    // "use another engine" is no fix (PyTorch has no reusable tape).
+    f.fix = r.engine.name + " describes no reusable tape: the allocator's caches serve these (" +
+            tape + ", in an engine that has one)";
+  else
+    f.fix = std::string(tape) + " (" +
+            r.engine.fix(ADPROF_AD_POLICY_REUSABLE_TAPE, "an engine with a reusable tape") + ")";
   out.push_back(std::move(f));
 }
 

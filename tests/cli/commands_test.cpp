@@ -199,6 +199,28 @@ TEST_F(Cli, DeviceOutOfMemoryIsReported) {
       << text.out;
 }
 
+// Allocations repeated every step: the fix is the engine's own way to a reusable tape when it
+// describes one, and says it has none when it does not (before: "an engine with a reusable
+// tape", advice to change engines, given to PyTorch users).
+TEST_F(Cli, AllocationsPerStepFixFollowsTheEnginesPolicies) {
+  for (const bool tape : {false, true}) {
+    const adprof::Report r = run_report(tape ? "tape" : "none",
+                                        std::string(ENGINE_STEPS_WORKLOAD) + (tape ? " tape" : ""));
+    auto it = std::find_if(r.findings.begin(), r.findings.end(), [](const adprof::Finding &f) {
+      return f.kind == "allocations_per_step";
+    });
+    ASSERT_NE(it, r.findings.end()) << "no allocations_per_step finding";
+    EXPECT_NE(it->message.find("8 heap allocations per step"), std::string::npos) << it->message;
+    if (tape) {
+      EXPECT_NE(it->fix.find("(tinyengine: export TINY_TAPE=1)"), std::string::npos) << it->fix;
+    } else {
+      EXPECT_NE(it->fix.find("tinyengine describes no reusable tape"), std::string::npos)
+          << it->fix;
+      EXPECT_EQ(it->fix.find("an engine with"), std::string::npos) << it->fix;
+    }
+  }
+}
+
 TEST_F(Cli, UsageAndInputErrors) {
   EXPECT_EQ(adprof("").code, 2);
   EXPECT_EQ(adprof("--help").code, 0);

@@ -1,0 +1,26 @@
+// An engine that describes itself (the AD protocol's ad.engine) and makes the same heap
+// allocations in each of 4 steps, for the allocations-per-step finding's fix: in the engine's
+// words when it describes a reusable tape ("tape": it does, switched off), else it says the
+// engine has none. Usage: engine_steps_workload [tape]
+#include <adprof/ad_protocol.h>
+#include <adprof/context.h>
+
+#include <cstdlib>
+#include <cstring>
+
+int main(int argc, char **argv) {
+  adprof_ad_describe_engine("tinyengine", "0.1");
+  if (argc > 1 && !strcmp(argv[1], "tape"))
+    adprof_ad_describe_policy(ADPROF_AD_POLICY_REUSABLE_TAPE, 0, "export TINY_TAPE=1",
+                              "export TINY_TAPE=0");
+  const uint32_t work = adprof_name("work");
+  for (uint64_t step = 0; step < 4; ++step) {
+    adprof_step(step);
+    adprof_op_begin(work, step + 1);
+    void *volatile blocks[8];
+    for (auto &b : blocks) b = malloc(4096);
+    for (auto &b : blocks) free(b);
+    adprof_op_end();
+  }
+  return 0;
+}
