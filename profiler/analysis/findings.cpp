@@ -220,7 +220,7 @@ void steady_allocations(const Report &r, std::vector<Finding> &out) {
       "a reusable tape and arena serves repeated evaluations from the buffers of the first";
   if (r.engine.described() && !r.engine.policy(ADPROF_AD_POLICY_REUSABLE_TAPE).described)
     // The engine said which policies it has, and this is not one: no switch to quote, and
-    // "use another engine" is no fix (PyTorch has no reusable tape).
+    // "use another engine" is no fix.
     f.fix = r.engine.name + " describes no reusable tape: the allocator's caches serve these (" +
             tape + ", in an engine that has one)";
   else
