@@ -101,8 +101,10 @@ std::map<std::string, double> report_metrics(const Report &r) {
   m["device.peak"] = static_cast<double>(r.device_peak);
   m["device.reserved_peak"] = static_cast<double>(r.device_reserved_peak);
   m["device.ooms"] = static_cast<double>(r.device_ooms);
-  for (int i = 0; i < kRoleCount; ++i)
+  for (int i = 0; i < kRoleCount; ++i) {
     m[std::string("role.") + role_name(i)] = static_cast<double>(r.peak_by_role[i]);
+    m[std::string("device.role.") + role_name(i)] = static_cast<double>(r.device_peak_by_role[i]);
+  }
   for (const PhaseSummary &p : r.phases) m["phase." + p.name] = static_cast<double>(p.peak);
   for (const NamedBytes &o : r.peak_by_op) m["op." + o.name] = static_cast<double>(o.bytes);
   for (const OpSummary &o : r.ops)

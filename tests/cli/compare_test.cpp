@@ -58,6 +58,17 @@ TEST(Gates, RelativeAndAbsolute) {
   EXPECT_TRUE(evaluate(parse_gate("op.matmul > 100MiB"), nullptr, grown).failed);
   EXPECT_FALSE(evaluate(parse_gate("op.absent > 0"), nullptr, grown).failed);  // absent op: 0 B
   EXPECT_THROW(evaluate(parse_gate("nonsense > 0"), nullptr, grown), std::invalid_argument);
+  // The device peak by role (a GPU budget per role).
+  Report gpu = make_report(100 << 20, 1000, 0);
+  gpu.device_peak = 5 << 20;
+  gpu.device_peak_by_role[ADPROF_ROLE_ADJOINT] = 3 << 20;
+  gpu.device_peak_by_role[ADPROF_ROLE_PARAMETER] = 2 << 20;
+  const auto on_gpu = report_metrics(gpu);
+  EXPECT_TRUE(evaluate(parse_gate("device.role.adjoint > 2MiB"), nullptr, on_gpu).failed);
+  EXPECT_FALSE(evaluate(parse_gate("device.role.adjoint > 4MiB"), nullptr, on_gpu).failed);
+  EXPECT_FALSE(evaluate(parse_gate("device.role.duplicate > 0"), nullptr, on_gpu).failed);
+  EXPECT_THROW(evaluate(parse_gate("device.role.nonsense > 0"), nullptr, on_gpu),
+               std::invalid_argument);
   EXPECT_THROW(evaluate(parse_gate("peak > +5%"), nullptr, grown), std::invalid_argument);
 }
 
