@@ -318,7 +318,8 @@ int main(int argc, char **argv) {
     std::mt19937_64 first_rng = rng;  // a copy: training draws the same batches as without
     Tensor tokens, targets;
     make_batch(corpus, 0, split, cfg.batch, cfg.seq, first_rng, tokens, targets);
-    samples::dump_gradients(c, cross_entropy(forward(m, tokens, ckpt), targets), m.params());
+    samples::dump(
+        c, samples::flat_gradient(cross_entropy(forward(m, tokens, ckpt), targets), m.params()));
   }
   reset_alloc_stats();
   double first = 0, avg = 0;

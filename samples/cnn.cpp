@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int64_t>(i % order.size());
     Tensor x, y;
     make_batch(data.train_images, data.train_labels, first, x, y);
-    samples::dump_gradients(c, cross_entropy(forward(m, x, ckpt), y), m.params());
+    samples::dump(c, samples::flat_gradient(cross_entropy(forward(m, x, ckpt), y), m.params()));
   }
   reset_alloc_stats();
   double first = 0, avg = 0;

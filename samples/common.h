@@ -137,15 +137,15 @@ inline void dump(const Common &c, const adcore::Tensor &g) {
   std::printf("gradient written to %s\n", c.dump_grad.c_str());
 }
 
-// --dump-grad for the training samples: the gradient of `loss` with respect to every parameter,
-// flattened and concatenated in the parameters' order (as mlp writes it).
-inline void dump_gradients(const Common &c, const adcore::Tensor &loss,
-                           const std::vector<adcore::Tensor> &params) {
+// The gradient of `loss` with respect to every parameter, flattened and concatenated in the
+// parameters' order: what the training samples' --dump-grad writes.
+inline adcore::Tensor flat_gradient(const adcore::Tensor &loss,
+                                    const std::vector<adcore::Tensor> &params) {
   std::vector<adcore::Tensor> grads(params.size());
   adcore::Tape::thread_default().gradients(loss, params, grads);
   std::vector<adcore::Tensor> flat;
   for (const adcore::Tensor &g : grads) flat.push_back(adcore::reshape(g, adcore::Shape{-1}));
-  dump(c, adcore::concat(flat, 0));
+  return adcore::concat(flat, 0);
 }
 
 using Clock = std::chrono::steady_clock;

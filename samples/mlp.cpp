@@ -35,12 +35,7 @@ int main(int argc, char **argv) {
   {  // gradient at the initial point (for --dump-grad and the gradient norm)
     samples::Mlp m = samples::make_mlp(batch);
     const Tensor loss = samples::mlp_loss(m, c.opts.checkpointing);
-    const std::vector<Tensor> ps = m.params();
-    std::vector<Tensor> gs(ps.size());
-    tape.gradients(loss, ps, gs);
-    std::vector<Tensor> flat;
-    for (const Tensor &g : gs) flat.push_back(reshape(g, Shape{-1}));
-    const Tensor all = concat(flat, 0);
+    const Tensor all = samples::flat_gradient(loss, m.params());
     std::printf("initial loss = %.8g\ngrad norm = %.8g\n", loss.item(), samples::norm(all));
     samples::dump(c, all);
   }

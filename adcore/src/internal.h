@@ -58,6 +58,11 @@ inline void check_same_dtype(const Tensor &a, const Tensor &b, OpId op) {
   if (a.dtype() != b.dtype()) fail_same_dtype(a, b, op_name(op));
 }
 
+// The host copy through which a device tensor's values are read (item, to_vector, hashes,
+// save_npy): a staging buffer, role workspace (with the source's role it was one more adjoint
+// or activation, which the CPU never makes).
+Tensor host_copy(const Tensor &t);
+
 // Op functions used by backward rules (not public API).
 Tensor contiguous_copy(const Tensor &t);  // the "contiguous" op: a duplicate of t
 Tensor max_backward(const Tensor &x, const Tensor &out, const Tensor &g, const Attrs &a);

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "internal.h"
+
 namespace adcore {
 namespace {
 const char *descr(DType t) {
@@ -27,8 +29,7 @@ const char *descr(DType t) {
 }  // namespace
 
 void save_npy(const std::string &path, const Tensor &t) {
-  // A device tensor is copied to the host (a staging buffer: role workspace).
-  const Tensor c = to_device(t.contiguous(), cpu(), ADPROF_ROLE_WORKSPACE);
+  const Tensor c = detail::host_copy(t.contiguous());  // a device tensor's, to the host
   std::string shape = "(";
   for (int i = 0; i < c.rank(); ++i)
     shape += std::to_string(c.shape()[i]) + (c.rank() == 1 ? "," : i + 1 < c.rank() ? ", " : "");

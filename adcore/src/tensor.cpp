@@ -196,18 +196,19 @@ void store(void *base, DType t, int64_t off, double v) {
 }
 }  // namespace
 
-// A device tensor's values are read through a host copy: a staging buffer, role workspace (as
-// the source's role it was one more adjoint or activation, which the CPU never makes).
+namespace detail {
+Tensor host_copy(const Tensor &t) { return to_device(t, cpu(), ADPROF_ROLE_WORKSPACE); }
+}  // namespace detail
+
 double Tensor::item() const {
   if (numel() != 1)
     throw std::invalid_argument("item: tensor has " + std::to_string(numel()) + " elements");
-  if (!device().host_accessible()) return to_device(*this, cpu(), ADPROF_ROLE_WORKSPACE).item();
+  if (!device().host_accessible()) return detail::host_copy(*this).item();
   return load(raw(), dtype(), 0);
 }
 
 std::vector<double> Tensor::to_vector() const {
-  if (!device().host_accessible())
-    return to_device(*this, cpu(), ADPROF_ROLE_WORKSPACE).to_vector();
+  if (!device().host_accessible()) return detail::host_copy(*this).to_vector();
   std::vector<double> v;
   v.reserve(static_cast<size_t>(numel()));
   const void *base = raw();
@@ -376,8 +377,7 @@ Tensor randint(const Shape &shape, uint64_t seed, int64_t hi, DType dtype) {
 
 uint64_t content_hash(const Tensor &t) {
   // FNV-1a over 8-byte words of the contiguous bytes (strided tensors: element by element).
-  if (!t.device().host_accessible())
-    return content_hash(to_device(t, cpu(), ADPROF_ROLE_WORKSPACE));
+  if (!t.device().host_accessible()) return content_hash(detail::host_copy(t));
   uint64_t h = 1469598103934665603ULL;
   if (t.is_contiguous()) {
     const auto *p = static_cast<const unsigned char *>(t.raw());

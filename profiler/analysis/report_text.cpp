@@ -78,6 +78,15 @@ void add_labels_of_role(std::string &o, const Report &r, const char *role) {
   }
 }
 
+// The roles with bytes in `bytes`, most first.
+std::vector<int> roles_most_first(const std::array<uint64_t, kRoleCount> &bytes) {
+  std::vector<int> roles;
+  for (int k = 0; k < kRoleCount; ++k)
+    if (bytes[k]) roles.push_back(k);
+  std::stable_sort(roles.begin(), roles.end(), [&](int a, int b) { return bytes[a] > bytes[b]; });
+  return roles;
+}
+
 }  // namespace
 
 std::string format_bytes(uint64_t bytes) {
@@ -122,14 +131,8 @@ std::string render_text(const Report &r, size_t top) {
     add_labels_of_role(o, r, role_name(ad_roles[i]));
   }
   add(o, "  Other roles at the peak:\n");
-  std::vector<int> others;
-  for (int role = 0; role < kRoleCount; ++role)
-    if (std::find(std::begin(ad_roles), std::end(ad_roles), role) == std::end(ad_roles))
-      others.push_back(role);
-  std::sort(others.begin(), others.end(),
-            [&](int a, int b) { return r.peak_by_role[a] > r.peak_by_role[b]; });
-  for (int role : others)
-    if (r.peak_by_role[role]) {
+  for (int role : roles_most_first(r.peak_by_role))
+    if (std::find(std::begin(ad_roles), std::end(ad_roles), role) == std::end(ad_roles)) {
       add(o, "    %-26s %12s  %5.1f%%\n", role_name(role),
           format_bytes(r.peak_by_role[role]).c_str(), pct(r.peak_by_role[role], r.peak));
       add_labels_of_role(o, r, role_name(role));
@@ -162,12 +165,7 @@ std::string render_text(const Report &r, size_t top) {
   if (r.device_peak || r.device_reserved_peak) {
     add(o, "  Device: peak %s at %.3f s, reserved peak %s\n", format_bytes(r.device_peak).c_str(),
         r.device_peak_time, format_bytes(r.device_reserved_peak).c_str());
-    std::vector<int> roles;  // the device peak's roles, most bytes first
-    for (int k = 0; k < kRoleCount; ++k)
-      if (r.device_peak_by_role[k]) roles.push_back(k);
-    std::stable_sort(roles.begin(), roles.end(), [&](int a, int b) {
-      return r.device_peak_by_role[a] > r.device_peak_by_role[b];
-    });
+    const std::vector<int> roles = roles_most_first(r.device_peak_by_role);
     const char *sep = "    at the device peak: ";
     for (int k : roles) {
       add(o, "%s%s %s (%.1f%%)", sep, role_name(k), format_bytes(r.device_peak_by_role[k]).c_str(),

@@ -125,7 +125,6 @@ PooledCoder *g_free_coders = nullptr;
 // mutex; one that ends unheard (no destructor ran) keeps it, and its last buffer with it.
 constexpr uint32_t kMaxRegistered = 4096;
 pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-bool g_registry_used[kMaxRegistered];
 PublishedSlot g_published[kMaxRegistered];
 struct SnapshotMark {
   uint64_t published;  // what the last snapshot of this slot covered
@@ -433,8 +432,8 @@ struct Copied {
   uint32_t events, bytes;
 };
 bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
-  if (!g_registry_used[slot] || slot == t_state.registry_slot) return false;
   const PublishedSlot &pub = g_published[slot];
+  if (!pub.registered || slot == t_state.registry_slot) return false;
   Buffer *b = pub.buf.load(std::memory_order_acquire);
   uint64_t word = pub.word.load(std::memory_order_acquire);
   if (!b || word == g_snapshot_marks[slot].published) return false;
@@ -574,12 +573,13 @@ void record_thread_name(ThreadState &ts) {
 void register_thread(ThreadState &ts) {
   pthread_mutex_lock(&g_registry_mutex);
   for (uint32_t i = 0; i < kMaxRegistered; ++i)
-    if (!g_registry_used[i]) {
-      g_registry_used[i] = true;
+    if (!g_published[i].registered) {
+      PublishedSlot &pub = g_published[i];
+      pub.registered = true;
+      pub.buf.store(nullptr);  // the thread has no buffer yet (refill), whoever held the slot
+      pub.word.store(0);
       g_snapshot_marks[i] = {0, ~0u};
-      g_published[i].buf.store(nullptr);  // the thread has no buffer yet (refill)
-      g_published[i].word.store(0);
-      ts.published = &g_published[i];
+      ts.published = &pub;
       ts.registry_slot = i;
       break;
     }
@@ -597,9 +597,7 @@ void on_thread_exit(void *arg) {
   if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
   if (ts->registry_slot != ~0u) {
     pthread_mutex_lock(&g_registry_mutex);
-    ts->published->buf.store(nullptr);
-    ts->published->word.store(0);
-    g_registry_used[ts->registry_slot] = false;
+    ts->published->registered = false;
     ts->published = &g_unread_slot;
     ts->registry_slot = ~0u;
     pthread_mutex_unlock(&g_registry_mutex);

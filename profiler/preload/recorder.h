@@ -82,6 +82,7 @@ static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 2
 struct alignas(64) PublishedSlot {
   std::atomic<Buffer *> buf{nullptr};
   std::atomic<uint64_t> word{0};
+  bool registered = false;  // a thread holds it (recorder.cpp: the registry, under its mutex)
 };
 // The slot of threads that have none (not registered yet, or the registry is full): written,
 // never read.

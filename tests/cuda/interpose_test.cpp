@@ -12,22 +12,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "../support/env.h"
 #include "../support/process.h"
 #include "adprof/ad_protocol.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
 namespace {
-
-std::string env_or(const char *name, const char *fallback) {
-  const char *v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
 
 struct Seen {
   int space, role, phase;
@@ -40,8 +35,9 @@ struct Seen {
 TEST(GpuInterpose, CublasWorkspaceSegmentsBlocksAndOom) {
   if (!adcore::cuda::available())
     GTEST_SKIP() << "no CUDA device: " << adcore::cuda::unavailable_reason();
-  const std::string preload = env_or("ADPROF_PRELOAD_LIB", ADPROF_TEST_PRELOAD);
-  const std::string workload = env_or("CUDA_INTERPOSE_WORKLOAD", CUDA_INTERPOSE_WORKLOAD);
+  const std::string preload = adprof_test::env_or("ADPROF_PRELOAD_LIB", ADPROF_TEST_PRELOAD);
+  const std::string workload =
+      adprof_test::env_or("CUDA_INTERPOSE_WORKLOAD", CUDA_INTERPOSE_WORKLOAD);
   ASSERT_TRUE(std::filesystem::exists(preload)) << preload;
   ASSERT_TRUE(std::filesystem::exists(workload)) << workload;
   const std::string dir =

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/env.h"
 #include "../support/temp_dir.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
@@ -37,10 +38,7 @@ namespace fs = std::filesystem;
 
 // The build tree's, unless ADPROF_TEST_PRELOAD / ADPROF_TEST_CLI name others (the GPU bundle's,
 // scripts/gpu-check.sh, where the build tree is not).
-inline const char *env_or(const char *name, const char *fallback) {
-  const char *v = getenv(name);
-  return v && *v ? v : fallback;
-}
+using adprof_test::env_or;
 inline const char *preload_path() { return env_or("ADPROF_TEST_PRELOAD", ADPROF_TEST_PRELOAD); }
 inline const char *cli_path() { return env_or("ADPROF_TEST_CLI", ADPROF_TEST_CLI); }
 

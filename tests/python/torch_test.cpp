@@ -28,10 +28,7 @@ using nlohmann::json;
 
 // The interpreter under test: Debian's python3 with its torch 1.13 (what CI runs), or the one
 // ADPROF_TEST_PYTHON names (by hand: a venv with PyTorch 2.x, docs/PYTORCH.md).
-const std::string kPython = [] {
-  const char *chosen = getenv("ADPROF_TEST_PYTHON");
-  return std::string(chosen && *chosen ? chosen : "/usr/bin/python3");
-}();
+const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
 // The source tree's scripts and package, unless the environment names others (the GPU bundle's
 // run, scripts/gpu-check.sh, where the source tree lies elsewhere).
 const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRIPTS);

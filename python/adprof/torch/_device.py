@@ -4,10 +4,11 @@ PyTorch's caching allocator takes segments from cudaMalloc and cuts a block out 
 each storage; no C-level call marks a block's birth or death. The instrumentation tells the
 interposer (adprof_device_memory_is_reserve) to record PyTorch's cudaMalloc calls as
 DEVICE_SEGMENT, reserved memory, so that a segment's bytes are not counted again beside its
-blocks; without the ledger they stay DEVICE_RAW, the only device memory known. This ledger declares each CUDA storage as an ADPROF_SPACE_DEVICE_BLOCK block
-(adprof_track_alloc) the first time the instrumentation sees it, so that retag, label and
-describe name it like a CPU storage, and declares its end (adprof_track_free) when the storage
-itself dies, from a weak reference to its Python object.
+blocks; without the ledger they stay DEVICE_RAW, the only device memory known. This ledger
+declares each CUDA storage as an ADPROF_SPACE_DEVICE_BLOCK block (adprof_track_alloc) the first
+time the instrumentation sees it, so that retag, label and describe name it like a CPU storage,
+and declares its end (adprof_track_free) when the storage itself dies, from a weak reference to
+its Python object.
 
 That needs PyTorch to keep a storage's Python object for as long as the storage lives, whoever
 holds it (autograd's saved variables hold storages from C++): PyObject preservation for
