@@ -720,11 +720,8 @@ struct TraceReader::Impl {
       }
       if (dt == fmt::kHeapDeltaEscape && !(ok = varint_at(delta, delta_end, dt))) break;
       ticks += dt;
-      // A free of a block this thread did not allocate in this chunk (by address) at the time
-      // of another thread's next event waits for it (merge_run).
-      const bool later =
-          ticks > limit || (ticks == limit && (bits & (fmt::kHeapFree | fmt::kHeapAddressed)) ==
-                                                  (fmt::kHeapFree | fmt::kHeapAddressed));
+      // A free at the time of another thread's next event waits for it (merge_run).
+      const bool later = ticks > limit || (ticks == limit && (bits & fmt::kHeapFree));
       Event &e = later ? t.pending : out[n];
       e.ticks = ticks;
       e.thread = tid;
@@ -1077,14 +1074,14 @@ void TraceReader::rewind() {
 // events are decoded straight into `out`, and only the one that ends a run waits, copied, in
 // its thread's `pending`.
 //
-// Events of two threads at the same time: a free of a block the thread did not allocate in the
-// chunk (a free by address, as every free of another thread's block is) waits for the other
-// thread's events of that time. The clock cannot order a block handed to another thread and
-// freed there within one tick, and a free before its allocation would leave the block live for
-// good (an unmatched free and a false leak); the other way round, a block freed and allocated
-// again by another thread within one tick, is rare (the allocator gives a freed block back to
-// its own thread first), and the replay sees it as an allocation over a live block. A free by
-// slot is of the thread's own block, which no other thread's event can precede causally.
+// Events of two threads at the same time: a free waits for the other thread's events of that
+// time. The clock cannot order a block handed to another thread and freed there within one
+// tick, and a free before its allocation would leave the block live for good (an unmatched
+// free and a false leak); the other way round, a block freed and allocated again by another
+// thread within one tick, is rare (the allocator gives a freed block back to its own thread
+// first), and the replay sees it as an allocation over a live block. A free by slot waits too:
+// the thread's heap coder still holds a block of its own that another thread freed, and takes
+// a block that thread allocated again at that address for it (a block sent back and forth).
 //
 // An event's text and values lie in its thread's buffers until the thread decodes again: a run
 // ends after an event that has them, so that the caller copies them first.

@@ -63,10 +63,11 @@
 // resolution. So the order of two threads' events is the clock's, except for the events whose
 // order does not matter, which take no part in share ticks (version 7 on: counters, thread
 // names, the phase restated at a chunk's start): these are ordered to within a share tick.
-// A single-threaded program's heap events cost almost no time bits. At equal times the reader
-// puts a free by address (the way another thread's block is freed) after the other threads'
-// events of that time (trace_reader.cpp, merge_run). The reader needs none of these numbers:
-// it reads times as they are.
+// A single-threaded program's heap events cost almost no time bits. A free's time is read
+// after every load before it (recorder.h, now_ticks_ordered), so that a block another thread
+// handed over is not freed before that thread's allocation, and at equal times the reader
+// puts a free after the other threads' events of that time (trace_reader.cpp, merge_run). The
+// reader needs none of these numbers: it reads times as they are.
 //
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
 //        | tag:u8 [delta_ticks:varint] body      (kHeap: the delta is in the tag)

@@ -153,6 +153,25 @@ ADPROF_HOT uint64_t now_ticks() {
 #endif
 }
 
+// The event clock, read once every load before it has completed: the time of a free. RDTSC is
+// not ordered with loads, and the CPU may run it ahead of the load that brought the block over
+// from another thread (predicted out of a wait loop, or in a free the thread's heap coder takes
+// for one of its own: a block sent back and forth): the free's time then came up to a cache
+// miss before the other thread's allocation, and the trace put the free first (an unmatched
+// free and a false leak; a few times in a hundred runs of 300,000 hand-overs, hundreds of times
+// in one of 300,000 round trips). LFENCE waits for the loads, as Linux's rdtsc_ordered() does;
+// read first thing in the free hook, it waits for the program's loads only, and costs no
+// measurable time (docs/PERFORMANCE.md). Elsewhere clock_gettime's counter read is ordered
+// (arm64's vDSO: ISB).
+ADPROF_HOT uint64_t now_ticks_ordered() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_lfence();
+  return __rdtsc() >> kTickShift;
+#else
+  return now_ns();
+#endif
+}
+
 // Heap event times (trace_format.h, "Event times"). The order of two threads' events in the
 // trace is their timestamps' order, so a heap event's time only needs the clock's resolution
 // where another thread records too. Time is cut into share ticks of 2^kShareTickShift ticks
@@ -339,7 +358,7 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
                             uint32_t device, bool jemalloc_block = false) {
   if (!reserve(ts, kMaxFixedEvent)) return;
   const uint64_t addr = reinterpret_cast<uintptr_t>(ptr);
-  const uint64_t t = now_ticks();
+  const uint64_t t = now_ticks_ordered();
   uint8_t *p;
   if (space == ADPROF_SPACE_HEAP && ADPROF_LIKELY(ts.coder != nullptr)) {
     const uint32_t slot = ts.coder->take(addr);

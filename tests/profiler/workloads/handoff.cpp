@@ -9,8 +9,13 @@
 //     allocates a block of kOuterBase + round bytes, the inner thread then allocates and frees
 //     one of kInnerBase + round bytes, then the outer thread frees its block. In the trace each
 //     inner block must lie between its round's outer allocation and free.
+//   - op "ping" / "pong": PINGPONG rounds of one block sent back and forth: each thread frees
+//     the block it receives and sends a new one of the same size, which the allocator gives
+//     at the same address. So each thread frees, at an address it allocated itself earlier in
+//     its chunk, a block the other thread allocated: its heap coder still holds its own,
+//     freed, block there, and the free looks like one of its own.
 //
-// usage: handoff SOLO HANDOFF [NESTED]
+// usage: handoff SOLO HANDOFF [NESTED [PINGPONG]]
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,14 +83,37 @@ void nested_inner(std::atomic<long> *baton, long rounds) {
   adprof_op_end();
 }
 
+constexpr size_t kPingPongSize = 48;
+
+// One side of the ping-pong: `turn` holds the block in flight and whose turn it is (even: the
+// side that starts, odd: the other).
+struct PingPong {
+  std::atomic<long> turn{0};
+  void *block = nullptr;
+};
+
+void ping_pong_side(PingPong *game, long rounds, int side, const char *op) {
+  adprof_op_begin(adprof_name(op), 1);
+  for (long i = 0; i < rounds; ++i) {
+    const long mine = 2 * i + side;
+    while (game->turn.load(std::memory_order_acquire) != mine) {
+    }
+    free(game->block);  // null on the first turn
+    game->block = malloc(kPingPongSize);
+    game->turn.store(mine + 1, std::memory_order_release);
+  }
+  adprof_op_end();
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: handoff SOLO HANDOFF [NESTED]\n");
+    fprintf(stderr, "usage: handoff SOLO HANDOFF [NESTED [PINGPONG]]\n");
     return 2;
   }
-  const long solo = atol(argv[1]), handoff = atol(argv[2]), nested = argc > 3 ? atol(argv[3]) : 0;
+  const long solo = atol(argv[1]), handoff = atol(argv[2]), nested = argc > 3 ? atol(argv[3]) : 0,
+             ping_pong = argc > 4 ? atol(argv[4]) : 0;
   adprof_op_begin(adprof_name("solo"), 1);
   for (long i = 0; i < solo; ++i) {
     void *p = malloc(24 + static_cast<size_t>(i % 5) * 16);
@@ -103,5 +131,11 @@ int main(int argc, char **argv) {
   std::thread outer(nested_outer, &baton, nested);
   outer.join();
   inner.join();
+  PingPong game;
+  std::thread pong(ping_pong_side, &game, ping_pong, 1, "pong");
+  std::thread ping(ping_pong_side, &game, ping_pong, 0, "ping");
+  ping.join();
+  pong.join();
+  free(game.block);
   return 0;
 }
