@@ -132,6 +132,29 @@ struct FwdAlloc {
   bool transient = false;
   bool tensor = false;  // described (a tensor storage), else the tape's own bookkeeping
 };
+// The storages acquired in an open op scope, in order, each found by its id in constant time:
+// an op scope may acquire and release hundreds of thousands (a data loader, a whole step).
+class OpScope {
+ public:
+  void add(uint64_t storage, uint64_t size) {
+    at_.emplace(storage, allocs_.size());
+    allocs_.push_back({storage, size});
+  }
+  // The storage's entry (storage ids are unique), or null when the scope did not acquire it.
+  FwdAlloc *find(uint64_t storage) {
+    auto it = at_.find(storage);
+    return it == at_.end() ? nullptr : &allocs_[it->second];
+  }
+  // What the scope acquired so far, which it then forgets.
+  std::vector<FwdAlloc> take() {
+    at_.clear();
+    return std::exchange(allocs_, {});
+  }
+
+ private:
+  std::vector<FwdAlloc> allocs_;
+  absl::flat_hash_map<uint64_t, size_t> at_;  // storage -> index in allocs_
+};
 struct Save {
   uint64_t storage = 0, slot = 0, users = kNone, release = 0;
 };
@@ -207,10 +230,10 @@ struct ThreadState {
   std::vector<Rule> rules;
   Gen *deliver_gen = nullptr;
   uint64_t deliver_node = 0;
-  uint64_t pending_release_addr = 0;          // the last annotation was a release of this address
-  bool forward = false;                       // in the forward phase
-  std::vector<uint64_t> since_forward;        // storages described since the forward phase began
-  std::vector<std::vector<FwdAlloc>> scopes;  // per open op scope: storages acquired in it
+  uint64_t pending_release_addr = 0;    // the last annotation was a release of this address
+  bool forward = false;                 // in the forward phase
+  std::vector<uint64_t> since_forward;  // storages described since the forward phase began
+  std::vector<OpScope> scopes;          // per open op scope: storages acquired in it
 };
 
 }  // namespace adprof::whatif

@@ -26,7 +26,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
         g.born.emplace(c.storage, 0);
       }
     }
-    if (!ts.scopes.empty()) ts.scopes.back().push_back({c.storage, c.size, false});
+    if (!ts.scopes.empty()) ts.scopes.back().add(c.storage, c.size);
     if (!ts.rules.empty()) {
       ThreadState::Rule &r = ts.rules.back();
       r.gen->fact(c.storage, c.size).rule = static_cast<int64_t>(r.node);
@@ -38,8 +38,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
   } else if (c.type == Change::kRelease) {
     if (c.arena) gave.insert(c.storage);
     if (!ts.scopes.empty())
-      for (FwdAlloc &a : ts.scopes.back())
-        if (a.storage == c.storage) a.transient = true;
+      if (FwdAlloc *a = ts.scopes.back().find(c.storage)) a->transient = true;
     const bool killed = ts.pending_release_addr == c.addr;
     for (auto &g : open_) {
       if (!g->born.empty()) {
@@ -80,8 +79,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
     const uint64_t s = tracker_.storage_at(e.addr).first;
     if (s) {
       if (!ts.scopes.empty())
-        for (FwdAlloc &a : ts.scopes.back())
-          if (a.storage == s) a.tensor = true;
+        if (FwdAlloc *a = ts.scopes.back().find(s)) a->tensor = true;
       for (auto &gp : open_) {
         auto f = gp->facts.find(s);
         if (f != gp->facts.end()) f->second.tensor = true;
@@ -217,8 +215,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
         for (size_t i = 5; i < v.size() && i < 5 + v[4]; ++i)
           nd.in.push_back(v[i] == kNone ? -1 : static_cast<int64_t>(v[i]));
         if (!ts.scopes.empty()) {  // what its forward allocated (its op scope is open_)
-          nd.fwd = std::move(ts.scopes.back());
-          ts.scopes.back().clear();
+          nd.fwd = ts.scopes.back().take();
           for (const FwdAlloc &a : nd.fwd)
             if (!a.transient) g.fact(a.storage, a.size);
         }
