@@ -62,6 +62,22 @@ QSortFilterProxyModel *make_proxy(QAbstractItemModel *model, QObject *parent) {
   return proxy;
 }
 
+// The status line of a loaded trace: its peak, and its device peak by role where it used a
+// device (a GPU run's budget is the device's, not the host's).
+QString loaded_text(const QString &path, const Report &r) {
+  QString text = QObject::tr("%1: peak %2 at %3, %4 events")
+                     .arg(path, format_bytes_q(r.peak), format_seconds(r.peak_time))
+                     .arg(r.events);
+  if (!r.device_peak) return text;
+  QStringList roles;
+  for (int k : roles_most_first(r.device_peak_by_role))
+    roles << QStringLiteral("%1 %2").arg(role_name(k), format_bytes_q(r.device_peak_by_role[k]));
+  text += QObject::tr("; device peak %1 at %2")
+              .arg(format_bytes_q(r.device_peak), format_seconds(r.device_peak_time));
+  if (!roles.isEmpty()) text += QStringLiteral(" (%1)").arg(roles.join(QStringLiteral(", ")));
+  return text;
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget *parent) : QMainWindow(parent) {
@@ -486,10 +502,7 @@ void MainWindow::openTrace(const QString &path) {
     pending_ok_ &= ok;
     if (--pending_parts_ == 0) {
       if (pending_ok_) {
-        status_->setText(
-            tr("%1: peak %2 at %3, %4 events")
-                .arg(path, format_bytes_q(report_->peak), format_seconds(report_->peak_time))
-                .arg(report_->events));
+        status_->setText(loaded_text(path, *report_));
         addRecent(path);
         if (!lower_panel_chosen_) {
           raiseLowerPanel();
@@ -760,6 +773,7 @@ void MainWindow::setGrouping(TimelineWidget::Grouping g) {
 }
 
 QString MainWindow::selectionText() const { return selection_label_->text(); }
+QString MainWindow::statusText() const { return status_->text(); }
 
 bool MainWindow::exportPng(const QString &path) {
   QImage image(timeline_->size(), QImage::Format_RGB32);

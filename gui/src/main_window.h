@@ -64,6 +64,7 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<const Report> report() const { return report_; }
   TraceLoader &loader() { return loader_; }
   QString lastError() const { return last_error_; }
+  QString statusText() const;
   QString selectionText() const;
 
  public slots:

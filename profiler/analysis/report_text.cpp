@@ -78,7 +78,8 @@ void add_labels_of_role(std::string &o, const Report &r, const char *role) {
   }
 }
 
-// The roles with bytes in `bytes`, most first.
+}  // namespace
+
 std::vector<int> roles_most_first(const std::array<uint64_t, kRoleCount> &bytes) {
   std::vector<int> roles;
   for (int k = 0; k < kRoleCount; ++k)
@@ -86,8 +87,6 @@ std::vector<int> roles_most_first(const std::array<uint64_t, kRoleCount> &bytes)
   std::stable_sort(roles.begin(), roles.end(), [&](int a, int b) { return bytes[a] > bytes[b]; });
   return roles;
 }
-
-}  // namespace
 
 std::string format_bytes(uint64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

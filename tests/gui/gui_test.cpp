@@ -8,6 +8,7 @@
 #include <QPainter>
 #include <QPicture>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -83,6 +84,7 @@ class GuiTest : public QObject {
   void labelsShownWhereOpsAre();
   void whatIfPanel();
   void screenshotMode();
+  void devicePeakByRoleInTheStatus();
 
  private:
   QTemporaryDir dir_;
@@ -668,6 +670,32 @@ void GuiTest::screenshotMode() {
     QImage image(QDir(out).filePath(name));
     QVERIFY2(!image.isNull(), name);
   }
+}
+
+// A run that used a device: the status line gives its device peak and the roles in it, as the
+// text report does (the host's peak alone said nothing of a GPU's budget).
+void GuiTest::devicePeakByRoleInTheStatus() {
+  const QString trace = record(dir_.path(), "device.adtrace", {"--device"});
+  const Report cli = cli_report(trace);
+  QCOMPARE(cli.device_peak, 24 * kMiB);
+  MainWindow w;
+  QSignalSpy loaded(&w, &MainWindow::traceLoaded);
+  w.openTrace(trace);
+  QVERIFY(loaded.wait(60000));
+  QCOMPARE(loaded.first().first().toBool(), true);
+  w.loader().waitForIdle();
+  const QString status = w.statusText();
+  const QRegularExpression expected(
+      "device peak 24\\.0 MiB at [^(]+ \\(adjoint 16\\.0 MiB, forward_cache 8\\.0 MiB\\)$");
+  QVERIFY2(expected.match(status).hasMatch(), qPrintable(status));
+  // A trace without device memory says nothing of one.
+  MainWindow host;
+  QSignalSpy host_loaded(&host, &MainWindow::traceLoaded);
+  host.openTrace(trace_);
+  QVERIFY(host_loaded.wait(60000));
+  host.loader().waitForIdle();
+  QVERIFY2(host.statusText().contains("peak") && !host.statusText().contains("device"),
+           qPrintable(host.statusText()));
 }
 
 QTEST_MAIN(GuiTest)

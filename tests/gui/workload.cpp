@@ -27,7 +27,13 @@ void *make(size_t bytes, uint32_t label, adprof_dtype dtype, std::vector<int64_t
 
 int main(int argc, char **argv) {
   // --inplace: gradient contributions summed as they arrive (the base of the diff test).
-  const bool inplace = argc > 1 && strcmp(argv[1], "--inplace") == 0;
+  // --device: then a device's blocks, as a caching device allocator declares them: a forward
+  // cache of 8 MiB and an adjoint of 16 MiB, live together (the device peak, 24 MiB).
+  bool inplace = false, device = false;
+  for (int i = 1; i < argc; ++i) {
+    inplace |= strcmp(argv[i], "--inplace") == 0;
+    device |= strcmp(argv[i], "--device") == 0;
+  }
   const uint32_t matmul = adprof_name("matmul"), relu = adprof_name("relu"),
                  cast = adprof_name("cast"), add = adprof_name("add"),
                  matmul_bw = adprof_name("matmul_backward"), sgd = adprof_name("adam_step");
@@ -111,6 +117,22 @@ int main(int argc, char **argv) {
       }
       free(g1);
       free(g2);
+    }
+  }
+  if (device) {  // device addresses are never dereferenced: any distinct values do
+    const auto *cache = reinterpret_cast<const void *>(uintptr_t{0x7e0000000000});
+    const auto *adjoint = reinterpret_cast<const void *>(uintptr_t{0x7e0001000000});
+    {
+      adprof::PhaseScope phase(ADPROF_PHASE_FORWARD);
+      adprof::RoleScope role(ADPROF_ROLE_FORWARD_CACHE);
+      adprof_track_alloc(cache, 8 * kMiB, ADPROF_SPACE_DEVICE_BLOCK, 0);
+    }
+    {
+      adprof::PhaseScope phase(ADPROF_PHASE_BACKWARD);
+      adprof::RoleScope role(ADPROF_ROLE_ADJOINT);
+      adprof_track_alloc(adjoint, 16 * kMiB, ADPROF_SPACE_DEVICE_BLOCK, 0);
+      adprof_track_free(adjoint, ADPROF_SPACE_DEVICE_BLOCK, 0);
+      adprof_track_free(cache, ADPROF_SPACE_DEVICE_BLOCK, 0);
     }
   }
   free(m1);

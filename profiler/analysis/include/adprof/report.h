@@ -207,5 +207,7 @@ Report report_from_json(const nlohmann::json &j);  // throws std::runtime_error 
 
 std::string render_text(const Report &report, size_t top = 10);
 std::string format_bytes(uint64_t bytes);  // "48.0 MiB"
+// The roles with bytes in `bytes` (peak_by_role, device_peak_by_role), most first.
+std::vector<int> roles_most_first(const std::array<uint64_t, kRoleCount> &bytes);
 
 }  // namespace adprof
