@@ -187,7 +187,8 @@ ADPROF_HOT uint64_t now_ticks_ordered() {
 // event in it, and marks it shared, with a release CAS, before its event; another thread that
 // sees anything of this thread's later (a block to free) loads the word after that, with
 // acquire, so it finds the tick shared (or its own later one) and writes full-resolution
-// times, which come after the first thread's (rounded down) ones.
+// times, which come after the first thread's (rounded down) ones: a free's time is read after
+// the load that brought the block (now_ticks_ordered above).
 // 2^10 ticks: each tick a thread records alone in costs one escaped delta (most of a
 // single-threaded trace's time bytes after the rounding), a quarter of 2^8's, for heap times
 // still a hundred times finer than heaptrack's 10 ms; 2^12 saved no more on the Python run of
