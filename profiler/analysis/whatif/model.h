@@ -134,7 +134,7 @@ struct FwdAlloc {
 };
 // The storages acquired in an open op scope, in order, each found by its id in constant time:
 // an op scope may acquire and release hundreds of thousands (a data loader, a whole step).
-class OpScope {
+class ScopeStorages {
  public:
   void add(uint64_t storage, uint64_t size) {
     at_.emplace(storage, allocs_.size());
@@ -233,7 +233,7 @@ struct ThreadState {
   uint64_t pending_release_addr = 0;    // the last annotation was a release of this address
   bool forward = false;                 // in the forward phase
   std::vector<uint64_t> since_forward;  // storages described since the forward phase began
-  std::vector<OpScope> scopes;          // per open op scope: storages acquired in it
+  std::vector<ScopeStorages> scopes;    // per open op scope: storages acquired in it
 };
 
 }  // namespace adprof::whatif
