@@ -161,13 +161,15 @@ ADPROF_HOT uint64_t now_ticks() {
 // free and a false leak; a few times in a hundred runs of 300,000 hand-overs, hundreds of times
 // in one of 300,000 round trips). LFENCE waits for the loads, as Linux's rdtsc_ordered() does;
 // read first thing in the free hook, it waits for the program's loads only, and costs no
-// measurable time (docs/PERFORMANCE.md). Elsewhere clock_gettime's counter read is ordered
-// (arm64's vDSO: ISB).
+// measurable time (docs/PERFORMANCE.md). Elsewhere an acquire fence orders the program's
+// loads before clock_gettime's (its vDSO reads its data page, then an ISB before the counter on
+// arm64).
 ADPROF_HOT uint64_t now_ticks_ordered() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_lfence();
   return __rdtsc() >> kTickShift;
 #else
+  std::atomic_thread_fence(std::memory_order_acquire);
   return now_ns();
 #endif
 }
