@@ -314,7 +314,8 @@ int main(int argc, char **argv) {
   Tape &tape = Tape::thread_default();
   std::mt19937_64 rng(seed);
   const bool ckpt = c.opts.checkpointing;
-  if (!c.dump_grad.empty()) {         // the gradient at the initial point, on the first batch
+  // --dump-grad: the gradient at the initial point, on the first batch.
+  if (!c.dump_grad.empty()) {
     std::mt19937_64 first_rng = rng;  // a copy: training draws the same batches as without
     Tensor tokens, targets;
     make_batch(corpus, 0, split, cfg.batch, cfg.seq, first_rng, tokens, targets);

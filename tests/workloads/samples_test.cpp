@@ -200,12 +200,11 @@ uint64_t npy_length(const fs::path &file) {
 TEST_F(Workloads, TrainingSamplesDumpTheirGradient) {
   ADPROF_SKIP_IF_SANITIZED();
   NEED_FASHION();
-  const std::string charlm = CHARLM + std::string(
-                                          " --steps 2 --seq 16 --width 32 --layers 1"
-                                          " --heads 2 --batch 8 --generate 0");
-  const std::string cnn = CNN + std::string(
-                                    " --steps 2 --batch 16 --train-images 100"
-                                    " --test-images 0");
+  const std::string charlm = std::string(CHARLM) +
+                             " --steps 2 --seq 16 --width 32 --layers 1 --heads 2 --batch 8"
+                             " --generate 0";
+  const std::string cnn =
+      std::string(CNN) + " --steps 2 --batch 16 --train-images 100 --test-images 0";
   for (const std::string &program : {charlm, cnn}) {
     const fs::path npy = dir_ / "grad.npy";
     fs::remove(npy);
@@ -216,7 +215,9 @@ TEST_F(Workloads, TrainingSamplesDumpTheirGradient) {
     EXPECT_NE(dumped.out.find("gradient written to"), std::string::npos) << dumped.out;
     const uint64_t n = npy_length(npy);
     EXPECT_GT(n, 0u) << program << ": no 1-D .npy at " << npy;
+    // charlm prints its parameter count: the gradient has one value per parameter.
     const std::vector<double> params = numbers_after(dumped.out, "parameters:");
+    EXPECT_EQ(params.empty(), program == cnn) << dumped.out;
     if (!params.empty()) {
       EXPECT_EQ(n, static_cast<uint64_t>(params[0])) << dumped.out;
     }

@@ -85,7 +85,7 @@ void nested_inner(std::atomic<long> *baton, long rounds) {
 
 constexpr size_t kPingPongSize = 48;
 
-// One side of the ping-pong: `turn` holds the block in flight and whose turn it is (even: the
+// The ping-pong's shared state: the block in flight, and `turn`, whose turn it is (even: the
 // side that starts, odd: the other).
 struct PingPong {
   std::atomic<long> turn{0};
