@@ -11,7 +11,7 @@ packages=(
   libiberty-dev # call stacks: Rust symbol names
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack clang-format
-  python3-torch python3-numpy gcc
+  python3-torch python3-numpy python3-venv gcc
   dpkg-dev file # cpack -G DEB (dpkg-shlibdeps, file) and tests/install
 )
 

@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 preset=${1:-release}
 shift || true
 bash scripts/build.sh "$preset"
+bash scripts/setup-test-venv.sh
 export QT_QPA_PLATFORM=offscreen
 ctest --preset "$preset" -j2 --timeout 600 "$@"

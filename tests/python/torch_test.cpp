@@ -34,22 +34,31 @@ const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
 const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRIPTS);
 const std::string kPackage = env_or("ADPROF_TEST_TORCH_PACKAGE", TORCH_TEST_PACKAGE);
 
-bool python_has_torch() {
-  static const bool has = [] {
+// The PyTorch version of kPython ("" without torch), said once per test binary: the suite runs
+// on Debian's 1.13 and on the test venv's newest 2.x, and its log says which.
+const std::string &torch_version() {
+  static const std::string version = [] {
     SpawnOptions o;
-    o.argv = {kPython, "-c", "import torch"};
+    o.argv = {kPython, "-c", "import torch; print(torch.__version__)"};
     Result r = run(o);
-    return r.exited && r.exit_code == 0;
+    std::string v = r.exited && r.exit_code == 0 ? r.out : "";
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+    std::printf("[ torch    ] %s: %s\n", kPython.c_str(),
+                v.empty() ? "no torch" : ("PyTorch " + v).c_str());
+    return v;
   }();
-  return has;
+  return version;
 }
+
+bool python_has_torch() { return !torch_version().empty(); }
 
 #define SKIP_WITHOUT_TORCH()                                                 \
   do {                                                                       \
     ADPROF_SKIP_IF_SANITIZED();                                              \
     if (!python_has_torch())                                                 \
       GTEST_SKIP() << "no torch for " << kPython                             \
-                   << " (scripts/setup.sh installs Debian's python3-torch)"; \
+                   << " (scripts/setup.sh installs Debian's python3-torch,"  \
+                   << " scripts/setup-test-venv.sh the venv's PyTorch 2.x)"; \
   } while (0)
 
 // `adprof run --torch --no-report -o TRACE -- python3 ARGS...` in `dir`.
@@ -370,6 +379,28 @@ TEST(TorchRecording, CheckpointRecomputationAndPerParameterOptimizers) {
 }
 
 // A tape listener that raises never reaches the program: one line, and training goes on.
+// torch.utils.checkpoint reads and deletes attributes of the pack hook it pushed (2.x:
+// `_user_hooks`), walks autograd's stack of hooks for `_checkpoint_internal`, and nests; the
+// instrumentation stands in for the program's pack hooks to see what they keep. The program
+// must not notice: the same lines (gradients bit for bit) with and without adprof, on 1.13 and
+// on the newest 2.x. (PyTorch 2.15: AttributeError '_user_hooks' in checkpoint's __exit__.)
+TEST(TorchRecording, CheckpointingLeavesTheProgramAsItIs) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  SpawnOptions plain;
+  plain.argv = {kPython, kScripts + "/checkpoint_hooks.py"};
+  Result alone = run(plain);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ASSERT_EQ(lines_of(alone.out).size(), 6u) << alone.out;
+  for (const std::string &line : lines_of(alone.out))
+    EXPECT_NE(line.find(": same gradients"), std::string::npos) << line;
+  Result r = run_torch(tmp / "run.adtrace", {kScripts + "/checkpoint_hooks.py"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, alone.out) << r.err;
+  EXPECT_EQ(r.err.find("adprof.torch:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
+}
+
 TEST(TorchRecording, FailingListenerNeverRaisesIntoTheProgram) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;

@@ -96,6 +96,18 @@ _RAW_MODE = hasattr(_python_dispatch, "_TorchDispatchStackMode") and hasattr(
     torch._C, "_set_torch_dispatch_mode")
 
 
+def _compiled_wrapper_of(module):
+    """The module a torch.compile wrapper (OptimizedModule) runs, or None. The wrapper is not a
+    module of the user's model: it has no path of its own, and the module it wraps is called
+    inside it (its hooks fire there)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    wrapper = getattr(eval_frame, "OptimizedModule", None) if eval_frame is not None else None
+    if wrapper is not None and isinstance(module, wrapper):
+        inner = getattr(module, "_orig_mod", None)
+        return inner if isinstance(inner, torch.nn.Module) else None
+    return None
+
+
 def _guarded(fallback=None):
     """A hook method that never raises into the program: an error is reported once per hook
     (one line on stderr) and the hook returns `fallback`."""
@@ -123,6 +135,9 @@ class _ThreadState(threading.local):
         self.recompute = 0
         self.recompute_depth = None  # module stack depth of a module-started recomputation
         self.capture = None  # list: the tensors made while a recomputation's pack hook runs
+        # the saved_tensors_hooks scopes entered on this thread, innermost last:
+        # (id of the program's hooks object, whether it opened a recomputation)
+        self.hook_scopes = []
         self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
         # backward: the module path (name id) of the autograd node running on this thread, the
         # module whose forward made the node (0: none, or between nodes)
@@ -288,6 +303,47 @@ class _OptimizerState(collections.defaultdict):
         return (collections.defaultdict, (dict,), None, None, iter(self.items()))
 
 
+class _KeepingPack:
+    """Stands in for a program's pack hook on autograd's stack of saved-tensor hooks: calls it
+    and tells the instrumentation what it kept. Everything else is the program's hook's own:
+    attributes read, set and deleted on the stand-in reach the hook (torch.utils.checkpoint
+    sets `_user_hooks` on its hook while it is pushed and reads `_checkpoint_internal` off the
+    stack's top), so code that walks the stack sees what it put there."""
+
+    __slots__ = ("_adprof_owner", "_adprof_hook", "__weakref__")
+
+    def __init__(self, owner, hook):
+        object.__setattr__(self, "_adprof_owner", owner)
+        object.__setattr__(self, "_adprof_hook", hook)
+
+    @staticmethod
+    def can_wrap(hook):
+        # A module (compile's GraphModule hooks, recognised by type) is pushed as it is.
+        return callable(hook) and not isinstance(hook, (torch.nn.Module, _KeepingPack))
+
+    def __call__(self, t):
+        return self._adprof_owner._kept_by_pack(self._adprof_hook, t)
+
+    def __getattr__(self, name):
+        return getattr(object.__getattribute__(self, "_adprof_hook"), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._adprof_hook, name, value)
+
+    def __delattr__(self, name):
+        delattr(self._adprof_hook, name)
+
+    def __eq__(self, other):
+        return self._adprof_hook == (other._adprof_hook if isinstance(other, _KeepingPack)
+                                     else other)
+
+    def __hash__(self):
+        return hash(self._adprof_hook)
+
+    def __repr__(self):
+        return repr(self._adprof_hook)
+
+
 class Instrumentation:
     def __init__(self, ctx, listener=None):
         self.ctx = ctx
@@ -359,6 +415,11 @@ class Instrumentation:
         handles = [mod.register_module_forward_pre_hook(self._module_pre),
                    mod.register_module_forward_hook(self._module_post, **post_options)]
         self._undo.append(lambda: [h.remove() for h in handles])
+        if hasattr(mod, "_has_any_global_hook"):
+            # torch.compile(module) warns when global module hooks exist (they would fire for
+            # its wrapper too): ours skip the wrapper, so only the program's own hooks count.
+            self._patch(mod, "_has_any_global_hook",
+                        self._wrap_has_any_global_hook(mod._has_any_global_hook, handles))
         self._patch(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
         self._patch(torch.autograd, "grad", self._wrap_backward(torch.autograd.grad))
         self._patch(Tensor, "backward", self._wrap_backward(Tensor.backward, method=True))
@@ -381,6 +442,21 @@ class Instrumentation:
                         self._wrap_push_mode(_python_dispatch._push_mode))
             self._patch(_python_dispatch, "_pop_mode",
                         self._wrap_pop_mode(_python_dispatch._pop_mode))
+
+    @staticmethod
+    def _wrap_has_any_global_hook(original, handles):
+        ours = {h.id for h in handles}  # hook ids are unique across all hook dicts
+        names = ("_global_backward_pre_hooks", "_global_backward_hooks",
+                 "_global_forward_pre_hooks", "_global_forward_hooks",
+                 "_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs")
+
+        @functools.wraps(original)
+        def _has_any_global_hook():
+            if not original():
+                return False
+            mod = torch.nn.modules.module
+            return any(k not in ours for name in names for k in getattr(mod, name, None) or ())
+        return _has_any_global_hook
 
     def uninstall(self):
         if not self.installed:
@@ -466,16 +542,28 @@ class Instrumentation:
         @functools.wraps(original)
         def __enter__(hooks):
             th = self.thread
+            recompute = False
+            pack = hooks.pack_hook
             try:
                 if th.backward or (th.native and self.backward_active):
-                    hooks.pack_hook = self._keeping_pack(hooks.pack_hook)
-                    hooks.__adprof_recompute__ = True
+                    recompute = True
                     th.recompute += 1
-                elif hooks.pack_hook != self._pack:  # not ours (a thread's own, entered here)
-                    hooks.pack_hook = self._keeping_pack(hooks.pack_hook)
+                if pack is not self._pack and _KeepingPack.can_wrap(pack):
+                    # Pushed in place of the program's hook for the push alone: the program's
+                    # object keeps its own pack_hook (checkpoint reads and deletes attributes
+                    # on it; compile inlines GraphModule hooks by type, never wrapped).
+                    hooks.pack_hook = _KeepingPack(self, pack)
             except Exception as e:
                 self._internal_error("saved_tensors_hooks", e)
-            return original(hooks)
+            th.hook_scopes.append((id(hooks), recompute))
+            try:
+                return original(hooks)
+            except BaseException:
+                self._hooks_scope_closed(hooks)
+                raise
+            finally:
+                if hooks.pack_hook is not pack:
+                    hooks.pack_hook = pack
         return __enter__
 
     def _wrap_hooks_exit(self, original):
@@ -484,36 +572,44 @@ class Instrumentation:
             try:
                 return original(hooks, *exc)
             finally:
-                if hooks.__dict__.pop("__adprof_recompute__", False):
-                    th = self.thread
-                    th.recompute = max(0, th.recompute - 1)
-                    self._leave_scope(th)
+                self._hooks_scope_closed(hooks)
         return __exit__
 
-    def _keeping_pack(self, pack_hook):
-        """A pack hook of the program's (or checkpoint's recomputation's, innermost): what it
-        keeps is forward cache until that dies (autograd dropped it: the backward that needed it
-        ran). What it keeps: the tensors it returns (alone, or in a tuple or list: save_on_cpu's
-        (device, copy)), or else the last tensor it made (a handle to a stored tensor)."""
-        def pack(t):
-            th = self.thread
-            outer = th.capture
-            th.capture = []
-            try:
-                packed = pack_hook(t)
-            finally:
-                made, th.capture = th.capture, outer
-            try:
-                kept = [packed] if isinstance(packed, Tensor) else (
-                    _tensors_in(packed) if type(packed) in (tuple, list) else [])
-                if not kept and made:
-                    kept = made[-1:]
-                for k in kept:
-                    self._kept_saved(k)
-            except Exception as e:
-                self._internal_error("_keeping_pack", e)
-            return packed
-        return pack
+    def _hooks_scope_closed(self, hooks):
+        """The innermost saved_tensors_hooks scope this thread opened ends (scopes close in
+        order: autograd's stack of hooks is a stack)."""
+        th = self.thread
+        scopes = th.hook_scopes
+        if not scopes or scopes[-1][0] != id(hooks):
+            return  # entered before install(), or not through __enter__
+        _, recompute = scopes.pop()
+        if recompute:
+            th.recompute = max(0, th.recompute - 1)
+            self._leave_scope(th)
+
+    def _kept_by_pack(self, pack_hook, t):
+        """Runs a pack hook of the program's (or checkpoint's recomputation's, innermost): what
+        it keeps is forward cache until that dies (autograd dropped it: the backward that needed
+        it ran). What it keeps: the tensors it returns (alone, or in a tuple or list:
+        save_on_cpu's (device, copy)), or else the last tensor it made (a handle to a stored
+        tensor)."""
+        th = self.thread
+        outer = th.capture
+        th.capture = []
+        try:
+            packed = pack_hook(t)
+        finally:
+            made, th.capture = th.capture, outer
+        try:
+            kept = [packed] if isinstance(packed, Tensor) else (
+                _tensors_in(packed) if type(packed) in (tuple, list) else [])
+            if not kept and made:
+                kept = made[-1:]
+            for k in kept:
+                self._kept_saved(k)
+        except Exception as e:
+            self._internal_error("_keeping_pack", e)
+        return packed
 
     def _kept_saved(self, kept):
         ptr = self._addr(kept)
@@ -798,6 +894,11 @@ class Instrumentation:
 
     # ---------------------------------------------------------------- modules
     def _register_root(self, module):
+        inner = _compiled_wrapper_of(module)
+        if inner is not None:  # torch.compile(model): the paths are the model's own
+            self._path_of(inner)
+            self.paths[module] = self.paths[inner]
+            return
         name = None
         main = sys.modules.get("__main__")
         if main is not None:
@@ -903,6 +1004,8 @@ class Instrumentation:
 
     @_guarded()
     def _module_pre(self, module, inputs):
+        if _compiled_wrapper_of(module) is not None:
+            return  # the compiled model's own module is called inside, with its hooks
         th = self.thread
         path, path_id = self._path_of(module)
         if th.backward and not th.recompute and torch.is_grad_enabled():
@@ -947,6 +1050,8 @@ class Instrumentation:
 
     @_guarded()
     def _module_post(self, module, inputs, output):
+        if _compiled_wrapper_of(module) is not None:
+            return
         th = self.thread
         stack = th.modules
         # Pop to this module: a child whose forward raised (and was caught) left its entry.
