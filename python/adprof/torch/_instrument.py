@@ -96,16 +96,40 @@ _RAW_MODE = hasattr(_python_dispatch, "_TorchDispatchStackMode") and hasattr(
     torch._C, "_set_torch_dispatch_mode")
 
 
+# torch.compile traces the global module hooks into its graphs: there ours do nothing (a call
+# into adprof would break the graph, and a graph broken in two computes differently). The
+# compiled model's wrapper is called eagerly: its hooks stand for the model's call (its path,
+# parameters, batch, forward phase); the modules inside run as one compiled graph.
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+
 def _compiled_wrapper_of(module):
     """The module a torch.compile wrapper (OptimizedModule) runs, or None. The wrapper is not a
-    module of the user's model: it has no path of its own, and the module it wraps is called
-    inside it (its hooks fire there)."""
+    module of the user's model: it takes the path of the module it wraps."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     wrapper = getattr(eval_frame, "OptimizedModule", None) if eval_frame is not None else None
     if wrapper is not None and isinstance(module, wrapper):
         inner = getattr(module, "_orig_mod", None)
         return inner if isinstance(inner, torch.nn.Module) else None
     return None
+
+
+def _call_kwargs(module):
+    """The keyword arguments of the call of `module` whose global forward pre-hook is running.
+    Global pre-hooks get the positional arguments alone, and Hugging Face models take their
+    batch by keyword (model(input_ids=..., labels=...)): found in nn.Module's call frame (its
+    `_call_impl`, or the `inner` closure 2.x runs the hooks in), never changed."""
+    frame = sys._getframe(1)
+    for _ in range(8):
+        frame = frame.f_back
+        if frame is None:
+            break
+        if frame.f_code.co_name in ("_call_impl", "inner"):
+            local = frame.f_locals
+            if local.get("self") is module:
+                kwargs = local.get("kwargs")
+                return kwargs if isinstance(kwargs, dict) else {}
+    return {}
 
 
 def _guarded(fallback=None):
@@ -256,6 +280,13 @@ class _Mode(TorchDispatchMode):
     def __init__(self, owner):
         super().__init__()
         self.owner = owner
+
+    @classmethod
+    def ignore_compile_internals(cls):
+        # torch.compile compiles as it does without adprof (a mode that does not say this
+        # makes it skip compiling: the program would run eagerly), and the mode sees what the
+        # compiled code runs.
+        return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.owner._dispatch(func, args, kwargs)
@@ -1004,9 +1035,11 @@ class Instrumentation:
 
     @_guarded()
     def _module_pre(self, module, inputs):
-        if _compiled_wrapper_of(module) is not None:
-            return  # the compiled model's own module is called inside, with its hooks
+        if _compiling():
+            return
         th = self.thread
+        if th.modules and _compiled_wrapper_of(th.modules[-1][0]) is module:
+            return  # the compiled model inside its wrapper: the wrapper's call is its call
         path, path_id = self._path_of(module)
         if th.backward and not th.recompute and torch.is_grad_enabled():
             th.recompute += 1  # a forward inside backward: reentrant checkpointing's
@@ -1021,7 +1054,8 @@ class Instrumentation:
     def _top_level_enter(self, module, path, inputs, th):
         ctx = self.ctx
         self._adopt_params(module, path)  # parameters replaced since (p.data = ...)
-        for t in _tensors_in(inputs):
+        kwargs = _call_kwargs(module)
+        for t in itertools.chain(_tensors_in(inputs), _tensors_in(list(kwargs.values()))):
             if t.grad_fn is None and not t.requires_grad:
                 ptr = self._addr(t)
                 if ptr and ptr not in self.params:
@@ -1050,9 +1084,11 @@ class Instrumentation:
 
     @_guarded()
     def _module_post(self, module, inputs, output):
-        if _compiled_wrapper_of(module) is not None:
+        if _compiling():
             return
         th = self.thread
+        if th.modules and _compiled_wrapper_of(th.modules[-1][0]) is module:
+            return
         stack = th.modules
         # Pop to this module: a child whose forward raised (and was caught) left its entry.
         label, since = 0, -1
