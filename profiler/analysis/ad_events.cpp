@@ -54,8 +54,8 @@ constexpr std::array<PolicyName, ADPROF_AD_POLICY_COUNT> kPolicyNames = {{
     {ADPROF_AD_POLICY_FREE_GRADIENTS, "free_gradients", "gradients freed, not zeroed", 2},
 }};
 
-constexpr const char *kPlaceholders[] = {"{first}", "{last}",     "{parent}",
-                                         "{count}", "{segments}", "{checkpointed}"};
+constexpr const char *kPlaceholders[] = {"{first}",    "{last}",         "{parent}",    "{count}",
+                                         "{segments}", "{checkpointed}", "{container}", "{root}"};
 
 }  // namespace
 
@@ -168,6 +168,7 @@ void Decoder::describe(Kind kind, std::span<const uint64_t> v) {
   p.on = v[1] != 0;
   p.switch_on = text(2);
   p.switch_off = text(3);
+  p.schedule = v.size() > 4 ? v[4] : 0;
 }
 
 EngineDescription Decoder::engine() const {

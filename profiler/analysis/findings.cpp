@@ -156,7 +156,10 @@ void forward_caches(const Report &r, std::vector<Finding> &out) {
   const std::string checkpoint =
       r.engine.fix(ADPROF_AD_POLICY_CHECKPOINTING,
                    "checkpoint the longest chain (recompute its caches in backward)");
-  f.fix = r.peak_phase == "backward"
+  // Early release only where the engine has it (an engine's undescribed policy is no advice).
+  const bool early_release =
+      !r.engine.described() || r.engine.policy(ADPROF_AD_POLICY_EARLY_RELEASE).described;
+  f.fix = r.peak_phase == "backward" && early_release
               ? "release each cache at its last backward use (" +
                     r.engine.fix(ADPROF_AD_POLICY_EARLY_RELEASE, "early release") + "), or " +
                     checkpoint

@@ -173,7 +173,13 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
       p.explanation =
           explain(d.id, s.plan, replay, tape.widened.size(), tape.widened_bytes, p.chain);
       if (bit == kCheckpoint && p.chain.layered) {  // the engine's words name the chain
+        const std::string &first = p.chain.first;
+        const size_t dot = first.rfind('.');
+        const std::string container = dot == std::string::npos ? first : first.substr(0, dot);
+        const std::string root = first.substr(0, first.find('.'));
         const std::vector<std::pair<std::string, std::string>> values = {
+            {"container", container},
+            {"root", root},
             {"first", p.chain.first},
             {"last", p.chain.last},
             {"parent", p.chain.parent},

@@ -69,5 +69,4 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
   return {};
 }
 
-
 }  // namespace ptest

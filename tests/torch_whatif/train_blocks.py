@@ -3,8 +3,8 @@ identical MLP blocks (Linear, ReLU, Linear) and a head, trained with Adam on CPU
 steps. Run as is, it is the "unmodified script" that adprof records; --technique applies one of
 the memory techniques the what-if predicts, the way a PyTorch user writes it:
 
-  checkpoint    torch.utils.checkpoint.checkpoint_sequential(model.layers, segments, h)
-                (segments: round(sqrt(blocks)) unless --segments)
+  checkpoint    each block of model.layers checkpointed on its own, as adprof's fix prints
+                it (its forward wrapped in torch.utils.checkpoint.checkpoint, non-reentrant)
   fused         the optimizer step fused into backward: one Adam per parameter, stepped and
                 zero_grad(set_to_none=True) in a hook when the parameter's gradient is ready
                 (register_post_accumulate_grad_hook on 2.1+, else a hook on the parameter's
@@ -13,11 +13,11 @@ the memory techniques the what-if predicts, the way a PyTorch user writes it:
                 zeroes the gradients in place and keeps them)
 """
 import argparse
-import math
+import functools
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint_sequential
+import torch.utils.checkpoint
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--technique", choices=["none", "checkpoint", "fused", "set_to_none"],
@@ -26,7 +26,6 @@ parser.add_argument("--blocks", type=int, default=9)
 parser.add_argument("--width", type=int, default=256)
 parser.add_argument("--batch", type=int, default=512)
 parser.add_argument("--steps", type=int, default=3)
-parser.add_argument("--segments", type=int, default=0)
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -46,16 +45,14 @@ class Model(nn.Module):
         self.head = nn.Linear(d, 1)
 
     def forward(self, x):
-        h = self.stem(x)
-        if args.technique == "checkpoint":
-            segments = args.segments or round(math.sqrt(len(self.layers)))
-            h = checkpoint_sequential(self.layers, segments, h)
-        else:
-            h = self.layers(h)
-        return self.head(h)
+        return self.head(self.layers(self.stem(x)))
 
 
 model = Model(args.width, args.blocks)
+if args.technique == "checkpoint":
+    for block in model.layers:
+        block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward,
+                                          use_reentrant=False)
 x = torch.randn(args.batch, args.width)
 y = torch.randn(args.batch, 1)
 

@@ -1,9 +1,13 @@
 // Checkpointing for a generation made of layers (version 2, docs/WHATIF.md, "Engines with
-// layers"): the longest chain of sibling layers, each taking the previous one's output, run in
-// lround(sqrt(n)) segments of n / segments layers, every segment but the last checkpointed. A
-// checkpointed segment's forward keeps nothing for the backward (its values die where the code
-// drops them); when the gradient of its last layer's output arrives, its recorded forward is
-// made again (the same allocations, in order), and what it saved dies where the recording's
+// layers"), in the schedule the engine's wording performs (ad_protocol.h, "Schedule"):
+// - 0: the longest chain of sibling layers, each taking the previous one's output, run in
+//   lround(sqrt(n)) segments of n / segments layers, every segment but the last checkpointed;
+// - 1 (blocks): the items of one container called in a row ("model.h.0", "model.h.1", ...),
+//   each its own segment, every one checkpointed; of several such runs the one whose
+//   checkpointing drops the most forward-cache bytes (where the forward caches are).
+// A checkpointed segment's forward keeps nothing for the backward (its values die where the
+// code drops them); when the gradient of its last layer's output arrives, its recorded forward
+// is made again (the same allocations, in order), and what it saved dies where the recording's
 // backward released it.
 #include <algorithm>
 #include <cmath>
@@ -18,11 +22,10 @@ struct Chain {
   std::vector<size_t> layers;
 };
 
-// The longest run of consecutive sibling layers (same parent, in call order) each taking the
-// previous one's output as its input.
-Chain longest_chain(const Gen &g, std::vector<int64_t> &next_sibling) {
+// Each layer's next sibling (the next layer begun with the same parent; -1: none).
+std::vector<int64_t> next_siblings(const Gen &g) {
   const size_t n = g.layers.size();
-  next_sibling.assign(n, -1);
+  std::vector<int64_t> next_sibling(n, -1);
   std::unordered_map<uint64_t, size_t> last_child;
   for (size_t i = 0; i < n; ++i) {
     if (!g.layers[i].begin) continue;
@@ -32,6 +35,13 @@ Chain longest_chain(const Gen &g, std::vector<int64_t> &next_sibling) {
       it->second = i;
     }
   }
+  return next_sibling;
+}
+
+// The longest run of consecutive sibling layers (same parent, in call order) each taking the
+// previous one's output as its input.
+Chain longest_chain(const Gen &g, const std::vector<int64_t> &next_sibling) {
+  const size_t n = g.layers.size();
   std::vector<uint32_t> len(n, 0);
   size_t best = 0, start = 0;
   for (size_t i = n; i-- > 0;) {
@@ -54,20 +64,40 @@ Chain longest_chain(const Gen &g, std::vector<int64_t> &next_sibling) {
   return c;
 }
 
+// Runs of at least two sibling layers called in a row that are consecutive items of one
+// container; the one for which `held(first, last)` (the forward-cache bytes born inside the
+// run) is largest (ties: the first).
+template <class Held>
+Chain best_block_run(const Gen &g, const std::vector<int64_t> &next_sibling, Held held) {
+  const size_t n = g.layers.size();
+  std::vector<char> inside(n, 0);  // already counted as a later item of some run
+  Chain best;
+  uint64_t best_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Layer &l = g.layers[i];
+    if (inside[i] || !l.container || !l.begin || !l.end) continue;
+    Chain run{{i}};
+    for (int64_t nx = next_sibling[i]; nx >= 0; nx = next_sibling[static_cast<size_t>(nx)]) {
+      const Layer &a = g.layers[run.layers.back()], &b = g.layers[static_cast<size_t>(nx)];
+      if (b.container != a.container || b.item != a.item + 1 || !b.end) break;
+      run.layers.push_back(static_cast<size_t>(nx));
+      inside[static_cast<size_t>(nx)] = 1;
+    }
+    if (run.layers.size() < 2) continue;
+    const uint64_t bytes =
+        held(g.layers[run.layers.front()].begin, g.layers[run.layers.back()].end);
+    if (best.layers.empty() || bytes > best_bytes) {
+      best = std::move(run);
+      best_bytes = bytes;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 void Planner::checkpoint_layers() {
-  std::vector<int64_t> next_sibling;
-  const Chain chain = longest_chain(g, next_sibling);
-  const size_t L = chain.layers.size();
-  const size_t S = static_cast<size_t>(std::lround(std::sqrt(static_cast<double>(L))));
-  if (L < 2 || S < 2) return;
-  const size_t per = L / S;
-  auto layer = [&](size_t k) -> const Layer & { return g.layers[chain.layers[k]]; };
-  // The outermost layer whose output a storage is (the first begun).
-  std::unordered_map<uint64_t, size_t> output_of;
-  for (size_t i = 0; i < g.layers.size(); ++i)
-    if (g.layers[i].out && g.layers[i].begin) output_of.try_emplace(g.layers[i].out, i);
+  const std::vector<int64_t> next_sibling = next_siblings(g);
   auto release_of = [&](uint64_t s) {
     auto it = g.loose_saves.find(s);
     return it != g.loose_saves.end() ? it->second : 0;
@@ -81,20 +111,48 @@ void Planner::checkpoint_layers() {
     const uint64_t r = release_of(s), d = death_of(s);
     return r && d && d >= r;
   };
+  const bool blocks = g.checkpoint_schedule == 1;
+  Chain chain;
+  if (blocks) {
+    // The forward-cache bytes born in [w0, w1] and alive past it.
+    auto held = [&](uint64_t w0, uint64_t w1) {
+      auto lo = std::lower_bound(g.births.begin(), g.births.end(), w0,
+                                 [](const Birth &x, uint64_t i) { return x.index < i; });
+      uint64_t bytes = 0;
+      for (auto it = lo; it != g.births.end() && it->index <= w1; ++it)
+        if (tape_held(it->storage) && death_of(it->storage) > w1) bytes += it->size;
+      return bytes;
+    };
+    chain = best_block_run(g, next_sibling, held);
+  } else {
+    chain = longest_chain(g, next_sibling);
+  }
+  const size_t L = chain.layers.size();
+  const size_t S = blocks ? L : static_cast<size_t>(std::lround(std::sqrt(static_cast<double>(L))));
+  if (L < 2 || S < 2) return;
+  const size_t per = L / S;
+  // Segments checkpointed: all but the last (0), every one (blocks).
+  const size_t checkpointed_segments = blocks ? S : S - 1;
+  auto layer = [&](size_t k) -> const Layer & { return g.layers[chain.layers[k]]; };
+  // The outermost layer whose output a storage is (the first begun).
+  std::unordered_map<uint64_t, size_t> output_of;
+  for (size_t i = 0; i < g.layers.size(); ++i)
+    if (g.layers[i].out && g.layers[i].begin) output_of.try_emplace(g.layers[i].out, i);
 
   ChainStats st;
   st.layered = true;
+  st.blocks = blocks;
   st.nodes = L;
   st.layers = L;
   st.ops_per_layer = 1;
   st.segments = S;
   st.generations = 1;
-  st.checkpointed = per * (S - 1);
+  st.checkpointed = per * checkpointed_segments;
   st.first_label = layer(0).label;
   st.last_label = layer(L - 1).label;
   st.parent_label = layer(0).parent < g.layers.size() ? g.layers[layer(0).parent].label : 0;
 
-  for (size_t k = 0; k + 1 < S; ++k) {
+  for (size_t k = 0; k < checkpointed_segments; ++k) {
     const size_t b = k * per, e = (k + 1) * per;  // chain positions [b, e)
     const uint64_t w0 = layer(b).begin, w1 = layer(e - 1).end;
     const uint64_t seg_out = layer(e - 1).out;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -182,7 +183,14 @@ struct Layer {
   uint64_t parent = kNone;
   uint64_t begin = 0, end = 0, backward = 0;
   uint64_t in = 0, out = 0;
+  // An item of a container: its label is "<container>.<item>" (a decimal index); `container`
+  // tells containers apart (a hash of the prefix; 0: the label is not an item).
+  uint64_t container = 0, item = 0;
 };
+// "<container>.<item>" (item a decimal index of at most 9 digits): the container's hash (never
+// 0) and the item; 0 and 0 for any other label.
+void container_item(std::string_view label, uint64_t &container, uint64_t &item);
+
 struct Birth {
   uint64_t storage = 0, size = 0, index = 0;
 };
@@ -192,6 +200,7 @@ struct Gen {
   bool backward = false, have_flags = false;
   uint64_t backward_bits = 0, flags = 0, backward_index = 0, end_index = 0;
   int64_t root = -1;
+  uint64_t checkpoint_schedule = 0;  // the engine's (ad_protocol.h, "Schedule") when planned
   std::vector<NodeInfo> nodes;
   std::unordered_map<uint64_t, Fact> facts;
   // Tensor storages made while the generation was in flight (for the arena model of a tape

@@ -30,6 +30,7 @@ struct ChainStats {
   // A chain of layers (version 2): its labels (name ids) and the layers the schedule
   // checkpoints (the last segment is not).
   bool layered = false;
+  bool blocks = false;  // schedule "blocks": every layer its own checkpointed segment
   uint32_t first_label = 0, last_label = 0, parent_label = 0;
   uint64_t checkpointed = 0;
 };

@@ -73,16 +73,27 @@ std::string explain(int id, const Plan &pl, const Replay &replay, uint64_t widen
         out.first = replay.name(c.first_label);
         out.last = replay.name(c.last_label);
         out.parent = c.parent_label ? replay.name(c.parent_label) : std::string();
-        std::snprintf(line, sizeof line,
-                      "the longest chain of layers, %llu (%s .. %s), in %llu segments of %llu, "
-                      "the last one not checkpointed: the forward drops %llu saved tensors "
-                      "(%s), backward recomputes each checkpointed segment (%s allocated again)",
-                      static_cast<unsigned long long>(c.layers), out.first.c_str(),
-                      out.last.c_str(), static_cast<unsigned long long>(c.segments),
-                      static_cast<unsigned long long>(c.segments ? c.layers / c.segments : 0),
-                      static_cast<unsigned long long>(c.dropped),
-                      mib(static_cast<double>(c.dropped_bytes)).c_str(),
-                      mib(static_cast<double>(c.recomputed_bytes)).c_str());
+        if (c.blocks)
+          std::snprintf(line, sizeof line,
+                        "the %llu blocks %s .. %s, each checkpointed on its own: the forward "
+                        "drops %llu saved tensors (%s), backward recomputes each block (%s "
+                        "allocated again)",
+                        static_cast<unsigned long long>(c.layers), out.first.c_str(),
+                        out.last.c_str(), static_cast<unsigned long long>(c.dropped),
+                        mib(static_cast<double>(c.dropped_bytes)).c_str(),
+                        mib(static_cast<double>(c.recomputed_bytes)).c_str());
+        else
+          std::snprintf(line, sizeof line,
+                        "the longest chain of layers, %llu (%s .. %s), in %llu segments of %llu, "
+                        "the last one not checkpointed: the forward drops %llu saved tensors "
+                        "(%s), backward recomputes each checkpointed segment (%s allocated "
+                        "again)",
+                        static_cast<unsigned long long>(c.layers), out.first.c_str(),
+                        out.last.c_str(), static_cast<unsigned long long>(c.segments),
+                        static_cast<unsigned long long>(c.segments ? c.layers / c.segments : 0),
+                        static_cast<unsigned long long>(c.dropped),
+                        mib(static_cast<double>(c.dropped_bytes)).c_str(),
+                        mib(static_cast<double>(c.recomputed_bytes)).c_str());
         if (c.generations > 1)
           std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
                         " (in each of %llu tape generations)",

@@ -7,6 +7,21 @@ namespace adprof::whatif {
 
 using ad::Kind;
 
+void container_item(std::string_view label, uint64_t &container, uint64_t &item) {
+  container = item = 0;
+  const size_t dot = label.rfind('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == label.size() ||
+      label.size() - dot > 10)
+    return;
+  uint64_t n = 0;
+  for (size_t i = dot + 1; i < label.size(); ++i) {
+    if (label[i] < '0' || label[i] > '9') return;
+    n = n * 10 + static_cast<uint64_t>(label[i] - '0');
+  }
+  item = n;
+  container = std::hash<std::string_view>{}(label.substr(0, dot)) | 1;  // never 0
+}
+
 void TapeCollector::activate(uint64_t index) {
   active_ = true;
   activated_at_ = index;
@@ -174,6 +189,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
       Layer &l = g.layer(v[0]);
       l.label = static_cast<uint32_t>(v[1]);
       l.parent = v[2];
+      container_item(replay_.name(l.label), l.container, l.item);
       l.begin = index;
       l.in = val(3) == kNone ? 0 : tracker_.storage_at(v[3]).first;
       break;
@@ -321,6 +337,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
       gp->end_index = index;
       for (auto it = ts.rules.begin(); it != ts.rules.end();)
         it = it->gen == gp ? ts.rules.erase(it) : it + 1;
+      gp->checkpoint_schedule = decoder_.engine().policy(ADPROF_AD_POLICY_CHECKPOINTING).schedule;
       plan_(*gp, available_policies(decoder_.engine()));
       for (auto it = open_.begin(); it != open_.end(); ++it)
         if (it->get() == gp) {
@@ -353,6 +370,7 @@ void TapeCollector::finish(uint64_t index) {
   const uint64_t available = available_policies(decoder_.engine());
   for (auto &g : open_) {
     g->end_index = index;
+    g->checkpoint_schedule = decoder_.engine().policy(ADPROF_AD_POLICY_CHECKPOINTING).schedule;
     plan_(*g, available);
   }
   open_.clear();

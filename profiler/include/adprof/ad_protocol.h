@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 2
+#define ADPROF_AD_PROTOCOL_VERSION 3
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -59,8 +59,23 @@ extern "C" {
  *     {count}          the number of layers in the chain
  *     {segments}       the number of segments of the predicted schedule
  *     {checkpointed}   the number of layers the schedule checkpoints
+ *     {container}      (version 3) the label the chain's layers are items of: their labels
+ *                      less the last ".<index>" ("model.transformer.h" for
+ *                      "model.transformer.h.0" .. "model.transformer.h.3")
+ *     {root}           (version 3) the first component of the first layer's label (the model)
  *   e.g. "checkpoint {first} .. {last} of {parent} in {segments} segments". A wording with a
  *   placeholder the analysis cannot fill (no chain) is not quoted.
+ *
+ *   Schedule (version 3, an optional fifth value of the checkpointing policy's description):
+ *   what the engine's wording does, and so what the what-if predicts for it.
+ *     0 (absent)  the longest chain of sibling layers, each taking the previous one's output,
+ *                 in round(sqrt(n)) segments, every segment but the last checkpointed (as
+ *                 checkpoint_sequential does)
+ *     1           blocks: the layers that are items of one container (labels "<container>.<i>",
+ *                 siblings called in a row), every one checkpointed on its own (as a
+ *                 checkpoint around each block's forward, or a library's switch for its
+ *                 blocks, does); of several such runs, the one whose checkpointing drops the
+ *                 most forward-cache bytes
  */
 #define ADPROF_AD_ENGINE "ad.engine"
 #define ADPROF_AD_POLICY "ad.policy"

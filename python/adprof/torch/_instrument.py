@@ -676,7 +676,8 @@ class Instrumentation:
         if self._listener_failed:
             return None
         try:
-            return getattr(self._listener, method)(*args)
+            fn = getattr(self._listener, method, None)  # (a listener of an older interface)
+            return fn(*args) if fn is not None else None
         except Exception as e:  # the listener must never break the program
             self._listener_failed = True
             sys.stderr.write(f"adprof.torch: the tape listener failed in {method} ({e!r}); "
@@ -937,9 +938,12 @@ class Instrumentation:
                 if value is module and not key.startswith("_"):
                     name = key
                     break
+        is_variable = name is not None
         if name is None:
             name = type(module).__name__.lower()
         self._register_tree(module, name)
+        if not self._listener_failed:
+            self._tell("on_root", module, name, is_variable)
 
     def _register_tree(self, module, prefix):
         ctx = self.ctx

@@ -35,7 +35,7 @@ import threading
 from .. import _protocol as P
 
 _NONE = (1 << 64) - 1
-_VERSION = 2  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION that these events follow
+_VERSION = 3  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION that these events follow
 
 # ad_protocol.h: kinds
 _TAPE_BEGIN = "ad.tape.begin"
@@ -57,6 +57,7 @@ _BACKWARD_TO_LEAF_GRADS = 1
 _POLICY_FUSED_OPTIMIZER = 3
 _POLICY_CHECKPOINTING = 4
 _POLICY_FREE_GRADIENTS = 7
+_SCHEDULE_BLOCKS = 1  # ad_protocol.h, "Schedule": every block of a container, each on its own
 
 # What a PyTorch user writes to switch each policy on, and what the recorded script does.
 _WORDS = {
@@ -67,10 +68,15 @@ _WORDS = {
         "AccumulateGrad node, param.expand_as(param).grad_fn.next_functions[0][0]"
         ".register_hook), no optimizer.step() after loss.backward()",
         "optimizer.step() after loss.backward()"),
+    # Checkpointing, schedule "blocks" (ad_protocol.h): each block of the container the
+    # what-if picks checkpointed on its own. Code that runs on any model, without editing its
+    # forward: each block's forward wrapped in torch.utils.checkpoint.
     _POLICY_CHECKPOINTING: (
-        "torch.utils.checkpoint.checkpoint_sequential({parent}, {segments}, x) in place of "
-        "{parent}(x): {first} .. {last}, {segments} segments, all but the last checkpointed",
-        "{parent}(x) without torch.utils.checkpoint"),
+        "import functools, torch.utils.checkpoint\n"
+        "for block in {container}:\n"
+        "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, "
+        "block.forward, use_reentrant=False)",
+        "{container} without torch.utils.checkpoint"),
     _POLICY_FREE_GRADIENTS: (
         "optimizer.zero_grad(set_to_none=True) (or model.zero_grad(set_to_none=True))",
         "zero_grad(set_to_none=False)"),
@@ -125,10 +131,32 @@ class TapeListener:
         import torch
         ctx = self.ctx
         ctx.annotate(P.AD_ENGINE, [_VERSION, ctx.name("pytorch"), ctx.name(torch.__version__)])
-        for policy in (_POLICY_FUSED_OPTIMIZER, _POLICY_CHECKPOINTING):
-            on_words, off_words = _WORDS[policy]
-            ctx.annotate(P.AD_POLICY, [policy, 0, ctx.name(on_words), ctx.name(off_words)])
+        on_words, off_words = _WORDS[_POLICY_FUSED_OPTIMIZER]
+        ctx.annotate(P.AD_POLICY, [_POLICY_FUSED_OPTIMIZER, 0, ctx.name(on_words),
+                                   ctx.name(off_words)])
+        self._describe_checkpointing(_WORDS[_POLICY_CHECKPOINTING])
         self._describe_free_gradients(False)
+
+    def _describe_checkpointing(self, words, note=""):
+        on_words, off_words = words
+        self.ctx.annotate(P.AD_POLICY, [_POLICY_CHECKPOINTING, 0, self.ctx.name(note + on_words),
+                                        self.ctx.name(off_words), _SCHEDULE_BLOCKS])
+
+    def on_root(self, module, name, is_variable):
+        """A model's root module was first seen, named `name` (the program's variable, when
+        is_variable): the checkpointing wording in its library's terms."""
+        if not self._active:
+            return
+        words = _WORDS[_POLICY_CHECKPOINTING]
+        if getattr(module, "supports_gradient_checkpointing", False):
+            # transformers 5.x renames the switch (the old name warns it is deprecated)
+            for switch in ("activation_checkpointing_enable", "gradient_checkpointing_enable"):
+                if callable(getattr(module, switch, None)):
+                    words = (f"{{root}}.{switch}()", f"{{root}} without {switch}()")
+                    break
+        note = "" if is_variable else \
+            f"(with {name} your {type(module).__name__}, as this program holds it) "
+        self._describe_checkpointing(words, note)
 
     def _describe_free_gradients(self, on):
         on_words, off_words = _WORDS[_POLICY_FREE_GRADIENTS]

@@ -1,6 +1,7 @@
 """Models that were not written here, trained as their users train them (tests/python/models_test.cpp).
 
 Usage: model_zoo.py MODEL FEATURE [--steps N] [--oracle SIDE_FILE] [--figures FILE]
+                    [--large] [--apply FILE]
 
 MODEL    gpt2 (a decoder), bert (an encoder), vit (an image transformer): Hugging Face
          transformers models built from small configs (random weights, nothing downloaded);
@@ -19,7 +20,11 @@ The program prints each step's loss (float.hex: bit-exact) and a checksum of the
 after training: the same with and without adprof, or adprof changed the program. --figures
 writes PyTorch's own figures (parameter and optimizer-state bytes: unique storages).
 --oracle (under adprof only) records PyTorch's account of every role before each op of the
-backward pass and the step (tests/python/scripts/roles_oracle.py)."""
+backward pass and the step (tests/python/scripts/roles_oracle.py).
+--large: wider and deeper models with a larger batch, whose activations outweigh the process's
+start-up memory (the what-if checks). --apply FILE: runs the code in FILE right after the model
+is built, as if pasted into the script there (the model is the global `model`): a fix adprof
+printed."""
 import argparse
 import contextlib
 import json
@@ -32,7 +37,12 @@ import torch.utils.checkpoint
 MODELS = ("gpt2", "bert", "vit", "resnet")
 FEATURES = ("plain", "hf_checkpointing", "checkpoint", "checkpoint_reentrant", "compile",
             "autocast_bf16", "fused_adamw", "foreach_adamw", "accumulation")
-BATCH, SEQ, VOCAB, IMAGE = 4, 32, 256, 32
+BATCH, SEQ, VOCAB, IMAGE, WIDTH, DEPTH = 4, 32, 256, 32, 64, 2
+
+
+def scale_up():
+    global BATCH, SEQ, WIDTH, DEPTH, IMAGE
+    BATCH, SEQ, WIDTH, DEPTH, IMAGE = 16, 128, 128, 4, 64
 
 
 def repeated_blocks(model):
@@ -67,7 +77,7 @@ def build(name):
     transformers.logging.set_verbosity_error()
     common = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     if name == "gpt2":
-        config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB,
+        config = transformers.GPT2Config(n_layer=DEPTH, n_embd=WIDTH, n_head=4, vocab_size=VOCAB,
                                          n_positions=SEQ, resid_pdrop=0.0, embd_pdrop=0.0,
                                          attn_pdrop=0.0)
         model = transformers.GPT2LMHeadModel(config)
@@ -80,8 +90,8 @@ def build(name):
         def loss_of(m, batch):
             return m(input_ids=batch[0], labels=batch[0]).loss
     elif name == "bert":
-        config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, intermediate_size=128,
+        config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=DEPTH,
+                                         num_attention_heads=4, intermediate_size=2 * WIDTH,
                                          max_position_embeddings=SEQ, num_labels=3, **common)
         model = transformers.BertForSequenceClassification(config)
         blocks = repeated_blocks(model)
@@ -93,9 +103,9 @@ def build(name):
         def loss_of(m, batch):
             return m(input_ids=batch[0], labels=batch[1]).loss
     elif name == "vit":
-        config = transformers.ViTConfig(image_size=IMAGE, patch_size=8, hidden_size=64,
-                                        num_hidden_layers=2, num_attention_heads=4,
-                                        intermediate_size=128, num_labels=10, **common)
+        config = transformers.ViTConfig(image_size=IMAGE, patch_size=8, hidden_size=WIDTH,
+                                        num_hidden_layers=DEPTH, num_attention_heads=4,
+                                        intermediate_size=2 * WIDTH, num_labels=10, **common)
         model = transformers.ViTForImageClassification(config)
         blocks = repeated_blocks(model)
 
@@ -137,12 +147,20 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--oracle")
     ap.add_argument("--figures")
+    ap.add_argument("--large", action="store_true")
+    ap.add_argument("--apply")
     a = ap.parse_args()
+    if a.large:
+        scale_up()
 
+    global model
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model, blocks, make_batch, loss_of = build(a.model)
     model.train()
+    if a.apply:
+        with open(a.apply) as f:
+            exec(compile(f.read(), a.apply, "exec"), globals())
     if a.feature == "hf_checkpointing":
         if not hasattr(model, "gradient_checkpointing_enable"):
             sys.exit(f"model_zoo: {a.model} has no gradient_checkpointing_enable")

@@ -79,6 +79,7 @@ struct EnginePolicy {
   bool on = false;
   std::string switch_on;   // how its users switch it on (a finding's fix quotes it)
   std::string switch_off;  // how they switch it off
+  uint64_t schedule = 0;   // checkpointing: what the wording does (ad_protocol.h, "Schedule")
 };
 
 // The engine's description of itself (ad.engine, ad.policy).
