@@ -31,16 +31,21 @@ std::string largest_labels(const Report &r, const char *role) {
   return out;
 }
 
+// Every copy live at the peak: role duplicate, or a copy that took another role since (a
+// widened index the backward keeps is a forward cache, and still a copy of its source).
 void duplicates(const Report &r, std::vector<Finding> &out) {
   for (const LiveBuffer &b : r.live_at_peak) {
-    if (b.role != "duplicate") continue;
+    if (b.role != "duplicate" && !b.source) continue;
     Finding f;
     f.kind = "duplicate";
     f.bytes = b.size;
     std::string what = b.dtype.empty() ? "copy" : b.dtype + " copy";
     std::string of = b.source_label.empty() ? "a buffer no longer live" : b.source_label;
     f.message = share(b.size, r.peak) + ": duplicate - " + what + " of " + of + " made by " + b.op;
-    if (!b.label.empty() && b.label != b.source_label) f.message += " in " + b.label;
+    // (a label of the protocol's own, such as ad.index_widened, says what the dtype says)
+    if (!b.label.empty() && b.label != b.source_label && !b.label.starts_with("ad."))
+      f.message += " in " + b.label;
+    if (b.role == "forward_cache") f.message += ", kept for the backward pass (a forward cache)";
     f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
                  std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
     if (b.dtype == "i64")

@@ -256,7 +256,9 @@ bool Replay::apply(const Event &e) {
       last_.old_role = b->role;
       add<false>(*b);
       b->role = e.operand;
-      b->source = e.b;
+      // A copy stays a copy of its source whatever role it takes later (a widened index that
+      // the backward then keeps is a forward cache and still a duplicate).
+      if (e.b) b->source = e.b;
       add<true>(*b);
       last_.retag = true;
       last_.block = b;

@@ -351,6 +351,31 @@ TEST(TorchRecording, CheckpointingLeavesTheProgramAsItIs) {
   EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
 }
 
+// An int32 index widened by .long() and saved by the embedding for its backward: at the peak
+// it is a forward cache, and still an i64 copy of its int32 source, which the report names as
+// a duplicate with PyTorch's own fix (before, only "forward cache labelled ad.index_widened").
+TEST(TorchRecording, WidenedIndexSavedForBackwardIsADuplicate) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/widened_index.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = report_of(trace);
+  ASSERT_FALSE(report.is_discarded());
+  bool named = false;
+  for (const json &f : report["findings"]) {
+    if (f["kind"] != "duplicate") continue;
+    const std::string message = f["message"], fix = f["fix"];
+    named = message.find("i64 copy of model.input") != std::string::npos;
+    EXPECT_NE(message.find("kept for the backward pass"), std::string::npos) << message;
+    EXPECT_EQ(f["bytes"].get<uint64_t>(), 4096u * 8 * 8) << message;
+    EXPECT_EQ(fix.rfind("pytorch: pass the int32 index as it is", 0), 0u) << fix;
+  }
+  EXPECT_TRUE(named) << "no finding names the widened index: " << report["findings"];
+  Result text = run_cli({"report", trace}, 300);
+  EXPECT_NE(text.out.find("duplicate - i64 copy of model.input"), std::string::npos) << text.out;
+}
+
 TEST(TorchRecording, FailingListenerNeverRaisesIntoTheProgram) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;

@@ -69,8 +69,8 @@ extern "C" {
  *   Schedule (version 3, an optional fifth value of the checkpointing policy's description):
  *   what the engine's wording does, and so what the what-if predicts for it.
  *     0 (absent)  the longest chain of sibling layers, each taking the previous one's output,
- *                 in round(sqrt(n)) segments, every segment but the last checkpointed (as
- *                 checkpoint_sequential does)
+ *                 in round(sqrt(n)) segments, every segment but the last checkpointed (the
+ *                 sqrt(n) schedule)
  *     1           blocks: the layers that are items of one container (labels "<container>.<i>",
  *                 siblings called in a row), every one checkpointed on its own (as a
  *                 checkpoint around each block's forward, or a library's switch for its

@@ -56,6 +56,7 @@ _BACKWARD_TO_LEAF_GRADS = 1
 # ad_protocol.h: policy ids
 _POLICY_FUSED_OPTIMIZER = 3
 _POLICY_CHECKPOINTING = 4
+_POLICY_NO_INDEX_WIDENING = 6
 _POLICY_FREE_GRADIENTS = 7
 _SCHEDULE_BLOCKS = 1  # ad_protocol.h, "Schedule": every block of a container, each on its own
 
@@ -77,6 +78,12 @@ _WORDS = {
         "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, "
         "block.forward, use_reentrant=False)",
         "{container} without torch.utils.checkpoint"),
+    # The instrumentation labels an int64 copy of a narrower index tensor (ad.index_widened).
+    _POLICY_NO_INDEX_WIDENING: (
+        "pass the int32 index as it is, without .long() / .to(torch.int64): nn.Embedding, "
+        "F.embedding, index_select and index_add take int32 indices (gather and scatter take "
+        "int64 only)",
+        "int32 indices widened with .long()"),
     _POLICY_FREE_GRADIENTS: (
         "optimizer.zero_grad(set_to_none=True) (or model.zero_grad(set_to_none=True))",
         "zero_grad(set_to_none=False)"),
@@ -131,9 +138,9 @@ class TapeListener:
         import torch
         ctx = self.ctx
         ctx.annotate(P.AD_ENGINE, [_VERSION, ctx.name("pytorch"), ctx.name(torch.__version__)])
-        on_words, off_words = _WORDS[_POLICY_FUSED_OPTIMIZER]
-        ctx.annotate(P.AD_POLICY, [_POLICY_FUSED_OPTIMIZER, 0, ctx.name(on_words),
-                                   ctx.name(off_words)])
+        for policy in (_POLICY_FUSED_OPTIMIZER, _POLICY_NO_INDEX_WIDENING):
+            on_words, off_words = _WORDS[policy]
+            ctx.annotate(P.AD_POLICY, [policy, 0, ctx.name(on_words), ctx.name(off_words)])
         self._describe_checkpointing(_WORDS[_POLICY_CHECKPOINTING])
         self._describe_free_gradients(False)
 
