@@ -6,7 +6,7 @@
 //   - The process whose pid is ADPROF_ROOT_PID (or any process when it is unset) writes
 //     ADPROF_OUTPUT; other processes that inherit the environment through exec write
 //     ADPROF_OUTPUT.<pid>. The file is created exclusively (never over an existing file, never
-//     through a symlink) with the user's umask.
+//     through a symlink), mode 0600; the root process takes over `adprof run`'s claim of it.
 //   - fork: the child is not traced (it runs on jemalloc, records nothing, writes nothing);
 //     a child that execs is traced into its own file as above.
 //   - exec: the trace is ended with an "exec" footer before the image is replaced; the new
@@ -913,19 +913,38 @@ bool read_settings(char *path, size_t path_size, bool &want_stacks) {
   return true;
 }
 
-// Creates the trace exclusively. When the name is taken by an earlier image of this same
-// process (it exec'd), the first free of NAME.1, NAME.2, ... is used.
+// Creates the trace exclusively, readable and writable by its owner only (0600: a trace holds
+// the process's addresses, libraries and call sites). When the name is taken by an earlier
+// image of this same process (it exec'd), the first free of NAME.1, NAME.2, ... is used. When
+// it holds this run's claim (`adprof run` creates the root process's file before it starts
+// the program, so that a second run of the same name is refused before its program runs:
+// trace_format.h, "Claim"), the file is taken over.
 int create_trace_file(char *path, size_t path_size) {
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND;
-  int fd = open(path, kFlags, 0666);
+  constexpr mode_t kMode = 0600;
+  int fd = open(path, kFlags, kMode);
   if (fd >= 0 || errno != EEXIST) return fd;
   int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   uint8_t h[fmt::kFileHeaderSize];
-  bool same_process = in >= 0 && pread(in, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-                      memcmp(h, fmt::kFileMagic, 8) == 0 &&
-                      fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid()) &&
-                      fmt::get_u32(h + 56) == g_run_id;
+  struct stat in_st;
+  const bool header = in >= 0 && fstat(in, &in_st) == 0 && S_ISREG(in_st.st_mode) &&
+                      pread(in, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                      memcmp(h, fmt::kFileMagic, 8) == 0;
+  const bool same_process = header && fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid()) &&
+                            fmt::get_u32(h + 56) == g_run_id;
+  const bool this_runs_claim = header && g_run_id != 0 && fmt::is_claim(h, g_run_id) &&
+                               in_st.st_size == static_cast<off_t>(sizeof h);
   if (in >= 0) close(in);
+  if (this_runs_claim) {
+    fd = open(path, (kFlags & ~(O_CREAT | O_EXCL)), kMode);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == in_st.st_ino && st.st_dev == in_st.st_dev &&
+        ftruncate(fd, 0) == 0)
+      return fd;
+    if (fd >= 0) close(fd);
+    errno = EEXIST;
+    return -1;
+  }
   if (!same_process) {
     errno = EEXIST;
     return -1;
@@ -934,7 +953,7 @@ int create_trace_file(char *path, size_t path_size) {
   for (int image = 1; image < 1000; ++image) {
     if (snprintf(path + base, path_size - base, ".%d", image) >= static_cast<int>(path_size - base))
       break;
-    fd = open(path, kFlags, 0666);
+    fd = open(path, kFlags, kMode);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
   path[base] = 0;
