@@ -48,6 +48,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "chunk_columns.h"
 #include "own_fds.h"
@@ -120,17 +121,37 @@ struct PooledCoder {
 };
 PooledCoder *g_free_coders = nullptr;
 
-// Threads with a buffer, for the writer's snapshots of idle threads: a slot each, holding what
-// the thread publishes (recorder.h, PublishedSlot). A thread leaves its slot at exit, under the
-// mutex; one that ends unheard (no destructor ran) keeps it, and its last buffer with it.
-constexpr uint32_t kMaxRegistered = 4096;
+// Threads with a buffer, for the writer's snapshots of idle threads and the final ones: a slot
+// each, holding what the thread publishes (recorder.h, PublishedSlot). A thread leaves its slot
+// at exit, under the mutex; one that ends unheard (no destructor ran) keeps it, and its last
+// buffer with it. The slots come in pages mapped as threads arrive (the registry holds as many
+// threads alive at once as kRegistryPages pages do: 262,144), so that a program of a few
+// threads maps one page and one of 8,000 threads alive at once still has every thread's
+// events written at the end (a fixed table of 4,096 left the others' last events out).
+constexpr uint32_t kSlotsPerPage = 1024;
+constexpr uint32_t kRegistryPages = 256;
 pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-PublishedSlot g_published[kMaxRegistered];
 struct SnapshotMark {
   uint64_t published;  // what the last snapshot of this slot covered
   uint32_t seen_seq;   // the buffer seq seen at the previous flush tick
 };
-SnapshotMark g_snapshot_marks[kMaxRegistered];
+struct RegistryPage {
+  PublishedSlot slots[kSlotsPerPage];
+  SnapshotMark marks[kSlotsPerPage];  // the writer's, under the mutex
+};
+// Pages are added under the mutex and never removed; g_registry_slots (a multiple of
+// kSlotsPerPage) says how many slots they hold.
+RegistryPage *g_registry[kRegistryPages];
+uint32_t g_registry_slots = 0;
+PublishedSlot &slot_at(uint32_t i) {
+  return g_registry[i / kSlotsPerPage]->slots[i % kSlotsPerPage];
+}
+SnapshotMark &mark_at(uint32_t i) {
+  return g_registry[i / kSlotsPerPage]->marks[i % kSlotsPerPage];
+}
+
+// The writer thread's own: it never waits for room in the queue it empties (refill).
+thread_local bool t_is_writer __attribute__((tls_model("initial-exec"))) = false;
 
 std::atomic<uint64_t> g_events_written{0};
 std::atomic<uint64_t> g_chunks_written{0};
@@ -432,15 +453,16 @@ struct Copied {
   uint32_t events, bytes;
 };
 bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
-  const PublishedSlot &pub = g_published[slot];
+  const PublishedSlot &pub = slot_at(slot);
   if (!pub.registered || slot == t_state.registry_slot) return false;
   Buffer *b = pub.buf.load(std::memory_order_acquire);
   uint64_t word = pub.word.load(std::memory_order_acquire);
-  if (!b || word == g_snapshot_marks[slot].published) return false;
+  SnapshotMark &mark = mark_at(slot);
+  if (!b || word == mark.published) return false;
   const auto [seq, events, used] = published_fields(word);
   if (idle_only) {
-    const bool idle = g_snapshot_marks[slot].seen_seq == seq;
-    g_snapshot_marks[slot].seen_seq = seq;
+    const bool idle = mark.seen_seq == seq;
+    mark.seen_seq = seq;
     if (!idle) return false;
   }
   if (events == 0 || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes || events > kTagBytes)
@@ -452,7 +474,7 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
   if (pub.buf.load(std::memory_order_acquire) != b ||
       published_fields(pub.word.load(std::memory_order_acquire)).seq != seq)
     return false;
-  g_snapshot_marks[slot].published = word;
+  mark.published = word;
   *out = {b, events, events + used};
   return true;
 }
@@ -463,7 +485,7 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
 void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_lock(&g_registry_mutex);
   Copied c;
-  for (uint32_t i = 0; i < kMaxRegistered && g_state.load() == kRecording; ++i) {
+  for (uint32_t i = 0; i < g_registry_slots && g_state.load() == kRecording; ++i) {
     if (!copy_published(i, copy, /*idle_only=*/true, &c)) continue;
     Buffer *b = c.buffer;
     uint32_t flags = 0, raw = 0;
@@ -570,19 +592,35 @@ void record_thread_name(ThreadState &ts) {
   end_event(ts, p + n);
 }
 
+// A slot for the calling thread: the first free one (from where the last one was found), on a
+// new page when every page is full. None when the registry is full or no page can be mapped:
+// the thread then records into its buffers as before, snapshots of it aside.
 void register_thread(ThreadState &ts) {
+  static uint32_t next_free = 0;  // under the mutex; slots below it were taken when it moved
   pthread_mutex_lock(&g_registry_mutex);
-  for (uint32_t i = 0; i < kMaxRegistered; ++i)
-    if (!g_published[i].registered) {
-      PublishedSlot &pub = g_published[i];
-      pub.registered = true;
-      pub.buf.store(nullptr);  // the thread has no buffer yet (refill), whoever held the slot
-      pub.word.store(0);
-      g_snapshot_marks[i] = {0, ~0u};
-      ts.published = &pub;
-      ts.registry_slot = i;
-      break;
+  uint32_t found = ~0u;
+  for (uint32_t i = 0; i < g_registry_slots && found == ~0u; ++i) {
+    const uint32_t at = (next_free + i) % g_registry_slots;
+    if (!slot_at(at).registered) found = at;
+  }
+  if (found == ~0u && g_registry_slots / kSlotsPerPage < kRegistryPages) {
+    if (auto *page = static_cast<RegistryPage *>(profiler_mmap(sizeof(RegistryPage)))) {
+      new (page) RegistryPage();
+      g_registry[g_registry_slots / kSlotsPerPage] = page;
+      found = g_registry_slots;
+      g_registry_slots += kSlotsPerPage;
     }
+  }
+  if (found != ~0u) {
+    PublishedSlot &pub = slot_at(found);
+    pub.registered = true;
+    pub.buf.store(nullptr);  // the thread has no buffer yet (refill), whoever held the slot
+    pub.word.store(0);
+    mark_at(found) = {0, ~0u};
+    ts.published = &pub;
+    ts.registry_slot = found;
+    next_free = found + 1;
+  }
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
@@ -714,6 +752,7 @@ void *end_the_process(void *name) {
 
 void *writer_main(void *) {
   ThreadState &ts = t_state;
+  t_is_writer = true;
   ts.guard = 1;  // what the writer allocates is the profiler's, not the program's
   prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
   if (g_writer_identity.has_tid) {
@@ -834,7 +873,7 @@ void write_final_snapshots(bool in_handler) {
     pthread_mutex_lock(&g_registry_mutex);
   }
   Copied c;
-  for (uint32_t i = 0; i < kMaxRegistered; ++i)
+  for (uint32_t i = 0; i < g_registry_slots; ++i)
     if (copy_published(i, g_final_copy, /*idle_only=*/false, &c))
       write_chunk(c.buffer->tid, c.buffer->seq, c.buffer->base_ts, c.events,
                   fmt::kChunkFlagSnapshot, g_final_copy, c.bytes, c.bytes, in_handler);
@@ -1273,7 +1312,11 @@ bool refill(ThreadState &ts, size_t bytes) {
   Buffer *b = nullptr;
   {
     pthread_mutex_lock(&g_queue_mutex);
-    while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording)
+    // A program thread waits while the writer lags; the writer never does: it is the one that
+    // makes room, and a writer waiting for room (its counter samples fill a buffer too) waited
+    // for good once the program's threads had filled the queue (2,000 threads alive at once
+    // hung the program: Lifecycle.ThousandsOfThreadsAliveAtOnce).
+    while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording && !t_is_writer)
       pthread_cond_wait(&g_space_cond, &g_queue_mutex);
     b = take_free_buffer_locked();
     if (!ts.coder) ts.coder = take_coder_locked();

@@ -127,6 +127,27 @@ TEST(Lifecycle, ProgramEndsWhenItsLastThreadDoes) {
   EXPECT_EQ(s.ops["atexit_handler"].allocations, 10u);
 }
 
+// 8,000 threads alive at once, each allocating between two barriers (issue 28, item 1). The
+// writer waited for room in its own queue (its counter samples need a buffer too) once the
+// program's threads had filled it, and the program hung for good (1 of 1 runs at 4,000 threads
+// alive, 2 of 4 at 2,000). Then the process ends with all of them still alive: their last
+// events are in their buffers only, which the registry must hold (it held 4,096 threads).
+// Label `heavy`: about 10 s on two cores.
+TEST(LifecycleHeavy, ThousandsOfThreadsAliveAtOnce) {
+  constexpr unsigned kThreads = 8000;
+  for (const char *ending : {"join", "exit"}) {
+    SCOPED_TRACE(ending);
+    const CleanRun run =
+        a_clean_run({"threads_alive", std::to_string(kThreads), ending}, /*timeout_s=*/120);
+    ASSERT_FALSE(run.result.timed_out) << "the program hung under the profiler";
+    EXPECT_NE(run.result.out.find("threads 8000"), std::string::npos) << run.result.err;
+    EXPECT_EQ(run.summary.ops.at("alive").allocations, 4u * kThreads);
+    EXPECT_EQ(run.summary.ops.at("alive").frees, 4u * kThreads);
+    EXPECT_EQ(run.summary.ops.at("main").allocations, 10u);
+    EXPECT_GE(run.report.threads, kThreads);
+  }
+}
+
 TEST(Lifecycle, RunExitsWithTheProgramsStatus) {
   TempDir dir;
   Result r = run_lifecycle(dir / "t", {"exit", "3"});
