@@ -301,6 +301,7 @@ struct Compressor {
 enum Pass { kFirstPass = 0, kSecondPass = 1 };
 constexpr int kFirstPassLevel = 1, kSecondPassLevel = 5;
 constexpr size_t kSecondPassRatio = 16;  // a first frame under 1/16 of the part's bytes
+constexpr int kSecondPassHashLog = 17, kSecondPassChainLog = 16;  // ZSTD_getCParams(5, 128 KiB)
 
 int pass_level(Pass pass) {
   if (g_zstd_level != kDefaultZstdLevel) return g_zstd_level;
@@ -313,8 +314,11 @@ int pass_level(Pass pass) {
 bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
   k.columns_cap = fmt::columns_scratch_bytes(kTagBytes, kBodyBytes);
   k.columns = static_cast<uint8_t *>(profiler_mmap(k.columns_cap));
-  // Frames of at most 2 + kColumnCount parts, each within its compress bound.
-  k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
+  // The frames of a chunk's 2 + kColumnCount parts: a chunk whose frames would take more than
+  // its plain bytes (kTagBytes + kBodyBytes at most) is written plain, so that is all the room
+  // they need (a part that does not fit fails to compress: the chunk goes plain). Sized for
+  // every part's compress bound, this took 8 MiB of the program's address space (RLIMIT_AS).
+  k.z_cap = kTagBytes + kBodyBytes;
   k.z = static_cast<uint8_t *>(profiler_mmap(k.z_cap));
   *snapshot_copy = static_cast<uint8_t *>(profiler_mmap(kTagBytes + kBodyBytes));
   // A chunk has at most as many allocations as tags.
@@ -329,8 +333,18 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
       if (pass == kSecondPass && g_zstd_level != kDefaultZstdLevel) break;  // one level: one pass
       ZSTD_CCtx *&c = k.cctx[pass];
       c = ZSTD_createCCtx();
-      if (c && ZSTD_isError(ZSTD_compressCCtx(c, k.z, k.z_cap, *snapshot_copy,
-                                              kTagBytes + kBodyBytes, pass_level(pass)))) {
+      if (c) {
+        ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, pass_level(pass));
+        if (pass == kSecondPass) {
+          // Level 5's tables sized for a 128 KiB input (its own for a 1 MiB one take 3.6 MiB
+          // of the program's address space, these 1.3 MiB): the parts it is tried on repeat
+          // within a few KiB.
+          ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, kSecondPassHashLog);
+          ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog, kSecondPassChainLog);
+        }
+      }
+      if (c &&
+          ZSTD_isError(ZSTD_compress2(c, k.z, k.z_cap, *snapshot_copy, kTagBytes + kBodyBytes))) {
         ZSTD_freeCCtx(c);
         c = nullptr;
       }
@@ -364,15 +378,12 @@ size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const
     const uint8_t *part = k.columns + cuts[i];
     const size_t length = cuts[i + 1] - cuts[i];
     if (length == 0) continue;
-    size_t m = ZSTD_compressCCtx(k.cctx[kFirstPass], k.z + out, k.z_cap - out, part, length,
-                                 pass_level(kFirstPass));
+    size_t m = ZSTD_compress2(k.cctx[kFirstPass], k.z + out, k.z_cap - out, part, length);
     if (ZSTD_isError(m)) return 0;
-    // The second frame goes after the first, where there is room for it, and replaces it
-    // when it is smaller.
-    if (second_pass && m * kSecondPassRatio < length &&
-        k.z_cap - out - m >= ZSTD_compressBound(length)) {
-      const size_t m2 = ZSTD_compressCCtx(k.cctx[kSecondPass], k.z + out + m, k.z_cap - out - m,
-                                          part, length, pass_level(kSecondPass));
+    // The second frame goes after the first, given as much room as the first took (a frame
+    // that does not fit there is no smaller: zstd fails it), and replaces it when smaller.
+    if (second_pass && m * kSecondPassRatio < length && k.z_cap - out - m >= m) {
+      const size_t m2 = ZSTD_compress2(k.cctx[kSecondPass], k.z + out + m, m, part, length);
       if (!ZSTD_isError(m2) && m2 < m) {
         memmove(k.z + out, k.z + out + m, m2);
         m = m2;

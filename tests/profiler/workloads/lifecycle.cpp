@@ -7,7 +7,7 @@
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
 //                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
 //                  execve_syscall | exit_group_syscall | late_thread_destructors |
-//                  threads_alive N join|exit
+//                  threads_alive N join|exit | vmsize
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -243,6 +243,16 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "abort")) {
     allocate("before_abort", 500, 4242);
     abort();
+  }
+  if (!strcmp(mode, "vmsize")) {  // the address space the process holds once it runs
+    struct timespec settle = {0, 200 * 1000 * 1000};  // the profiler's writer has started
+    nanosleep(&settle, nullptr);
+    char line[256];
+    FILE *status = fopen("/proc/self/status", "r");
+    while (status && fgets(line, sizeof line, status))
+      if (!strncmp(line, "VmSize:", 7)) printf("vmsize_kib %ld\n", atol(line + 7));
+    if (status) fclose(status);
+    return 0;
   }
   if (!strcmp(mode, "until_out_of_memory")) {  // run it under an RLIMIT_AS
     size_t total = 0;
