@@ -185,6 +185,7 @@ int end_as_the_program(int wait_status, int exit_code) {
 struct TracedImage {
   std::string path;
   uint64_t pid = 0;
+  uint64_t untraced_fork_children = 0;  // its footer's count
   uint64_t start_wall_ns = 0;
   std::string ending;  // how it ended, in words
   bool exec = false;
@@ -209,6 +210,7 @@ std::vector<TracedImage> traced_images(const std::string &trace, uint32_t run_id
       image.pid = reader.header().pid;
       image.start_wall_ns = reader.header().start_wall_ns;
       image.exec = reader.end().exec;
+      image.untraced_fork_children = reader.end().untraced_fork_children;
       image.ending = reader.end().complete ? "exited"
                      : reader.end().exec   ? "exec'd"
                                            : reader.end().reason;
@@ -323,8 +325,9 @@ int command_run(const std::vector<std::string> &args) {
       "dies of N too (SIGINT, SIGTERM, ...: a shell loop stops at Ctrl-C), or exits 128+N when N\n"
       "dumps core (SIGSEGV, SIGABRT, SIGQUIT, ...).\n"
       "Processes PROGRAM starts with exec are traced into TRACE.<pid>; forked children that do\n"
-      "not exec are not traced; an image that replaces itself with exec continues in\n"
-      "TRACE.1, TRACE.2, ... Every file of one run carries the run's id, and adprof lists them.\n"
+      "not exec are not traced (adprof says how many after the run); an image that replaces\n"
+      "itself with exec continues in TRACE.1, TRACE.2, ... Every file of one run carries the\n"
+      "run's id, and adprof lists them.\n"
       "While PROGRAM runs, adprof ignores SIGINT and SIGQUIT (the terminal sends them to\n"
       "PROGRAM too) and forwards other terminating signals sent to it.\n"
       "--torch: PROGRAM is a Python interpreter running a PyTorch script (adprof run --torch\n"
@@ -479,6 +482,17 @@ int command_run(const std::vector<std::string> &args) {
       std::cerr << "adprof: " << program[0]
                 << " replaced itself with exec; reporting its last image: " << reported << "\n";
   }
+  // Fork children that never exec'd are not traced (yet): said once, plainly, so that a
+  // report of a program with worker processes (multiprocessing, a DataLoader's workers) is
+  // not taken for the whole job's.
+  uint64_t untraced = 0;
+  for (const TracedImage &image : images) untraced += image.untraced_fork_children;
+  if (untraced > 0)
+    std::cerr << "adprof: " << untraced << (untraced == 1 ? " process" : " processes")
+              << " forked by " << program[0] << " did not exec and "
+              << (untraced == 1 ? "was" : "were") << " not traced: what "
+              << (untraced == 1 ? "it" : "they")
+              << " allocated is in no trace (adprof traces a forked child once it execs)\n";
   if (vm.count("no-report")) return end_as_the_program(status, exit_code);
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };

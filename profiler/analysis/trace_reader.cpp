@@ -940,6 +940,11 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
         end_.footer_dropped = cur.varint();
         uint64_t reason = cur.varint();
         uint64_t sig = cur.varint();
+        if (!cur.bad && !cur.done()) {  // a later field, written since issue 28
+          fmt::Cursor more = cur;
+          const uint64_t untraced = more.varint();
+          if (!more.bad) end_.untraced_fork_children = untraced;
+        }
         if (!cur.bad) {
           footer = true;
           if (reason == static_cast<uint64_t>(fmt::EndReason::kExit)) {

@@ -150,7 +150,10 @@
 // A frame resolves against the mappings as they were at the stack's definition.
 //
 // The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
-// dropped_events:varint end_reason:varint end_signal:varint. A trace without it was cut.
+// dropped_events:varint end_reason:varint end_signal:varint [untraced_fork_children:varint].
+// A trace without it was cut. untraced_fork_children (written since issue 28; readers ignore
+// what follows end_signal, and one that lacks it reads 0): the children the process forked
+// that had no trace of their own when it ended (a fork child is traced only once it execs).
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,8 @@
 //     ADPROF_OUTPUT.<pid>. The file is created exclusively (never over an existing file, never
 //     through a symlink), mode 0600; the root process takes over `adprof run`'s claim of it.
 //   - fork: the child is not traced (it runs on jemalloc, records nothing, writes nothing);
-//     a child that execs is traced into its own file as above.
+//     a child that execs is traced into its own file as above. The parent's footer counts the
+//     children that had no trace of their own when it ended (`adprof run` says so).
 //   - exec: the trace is ended with an "exec" footer before the image is replaced; the new
 //     image (same pid) writes the first free name of <its file>.1, .2, ... so that
 //     `adprof run` can follow a wrapper script to the program it execs. An exec that fails
@@ -91,6 +92,14 @@ std::atomic<int> g_state{kInert};
 // The trace file: its absolute path and identity, so that a descriptor the program closed or
 // replaced behind the hooks' back is noticed before a write (own_fds.h).
 char g_trace_path[4096];
+// ADPROF_OUTPUT, absolute: a process started by fork+exec writes ADPROF_OUTPUT.<pid>.
+char g_output_base[4096];
+// The children this process forked, for the footer's count of those never traced (a fork
+// child is traced only once it execs: it then writes g_output_base.<pid>). The first
+// kForkedSlots are kept; later forks are counted, not checked.
+constexpr uint32_t kForkedSlots = 4096;
+std::atomic<uint32_t> g_forked_count{0};
+std::atomic<int> g_forked[kForkedSlots];
 dev_t g_trace_dev = 0;
 ino_t g_trace_ino = 0;
 // ADPROF_ZSTD_LEVEL, one level for every part of a chunk; kDefaultZstdLevel: each part its own
@@ -511,6 +520,22 @@ void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
+// The children this process forked that have no trace of their own (they did not exec, or not
+// yet): a stat of each one's file name. Async-signal-safe (snprintf of integers, access).
+uint64_t untraced_fork_children() {
+  const uint32_t forks = g_forked_count.load(std::memory_order_acquire);
+  uint64_t untraced = 0;
+  for (uint32_t i = 0; i < forks && i < kForkedSlots; ++i) {
+    const int pid = g_forked[i].load(std::memory_order_relaxed);
+    char name[sizeof g_output_base + 16];
+    if (pid <= 0 ||
+        snprintf(name, sizeof name, "%s.%d", g_output_base, pid) >= static_cast<int>(sizeof name))
+      continue;
+    if (access(name, F_OK) != 0) ++untraced;
+  }
+  return untraced;
+}
+
 bool write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   uint8_t body[64];
   uint8_t *p = body;
@@ -519,6 +544,7 @@ bool write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   p = fmt::put_varint(p, g_events_dropped.load());
   p = fmt::put_varint(p, static_cast<uint64_t>(reason));
   p = fmt::put_varint(p, static_cast<uint64_t>(sig));
+  p = fmt::put_varint(p, untraced_fork_children());
   uint32_t n = static_cast<uint32_t>(p - body);
   return write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n, in_handler);
 }
@@ -913,6 +939,8 @@ bool parse_int(const char *text, long lo, long hi, long *out) {
   return true;
 }
 
+bool absolute_path(const char *path, char *out, size_t out_size);
+
 bool read_settings(char *path, size_t path_size, bool &want_stacks) {
   const char *output = getenv("ADPROF_OUTPUT");
   if (!output || !*output) return false;
@@ -950,6 +978,10 @@ bool read_settings(char *path, size_t path_size, bool &want_stacks) {
       return false;
     }
     g_run_id = static_cast<uint32_t>(v);
+  }
+  if (!absolute_path(output, g_output_base, sizeof g_output_base)) {
+    say("ADPROF_OUTPUT is too long; not recording");
+    return false;
   }
   int n;
   if (root_text && root != getpid())
@@ -1232,6 +1264,12 @@ void resume_after_failed_exec() {
 }
 
 void finish_before_exit() { finish(fmt::EndReason::kExit); }
+
+void note_forked_child(int child) {
+  if (g_state.load(std::memory_order_relaxed) != kRecording || getpid() != g_recording_pid) return;
+  const uint32_t i = g_forked_count.fetch_add(1, std::memory_order_acq_rel);
+  if (i < kForkedSlots) g_forked[i].store(child, std::memory_order_release);
+}
 
 // Only async-signal-safe calls. Other threads go on running meanwhile: the flush epoch makes
 // them stop appending; the writer finishes what it holds (waited for, at most 2 s); then this

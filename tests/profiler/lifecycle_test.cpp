@@ -174,6 +174,32 @@ TEST(Lifecycle, ForkedChildIsNotTraced) {
   EXPECT_EQ(s.corrupt_chunks, 0u);
 }
 
+// A fork child that does not exec is not traced (another issue will trace whole jobs): adprof
+// run says so once, after the program, with how many (issue 28, item 9: multiprocessing's and
+// a DataLoader's workers were missing from the trace and nothing said so). A child that execs
+// has its own trace and is not counted. The program's own output is unchanged.
+TEST(Lifecycle, UntracedForkChildrenAreSaidOnce) {
+  TempDir dir;
+  Result r = run_lifecycle(dir / "t", {"fork"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t said = 0;
+  for (const std::string &line : lines_of(r.err))
+    if (line.find("did not exec and was not traced") != std::string::npos) {
+      ++said;
+      EXPECT_EQ(line.rfind("adprof: 1 process forked by ", 0), 0u) << line;
+    }
+  EXPECT_EQ(said, 1u) << r.err;
+  EXPECT_EQ(adprof::TraceReader(dir / "t").end().untraced_fork_children, 1u);
+  SpawnOptions plain;
+  plain.argv = {ADPROF_TEST_LIFECYCLE, "fork"};
+  EXPECT_EQ(child_pid(run(plain).out) > 0, child_pid(r.out) > 0);
+
+  Result exec = run_lifecycle(dir / "e", {"forkexec"});
+  ASSERT_EQ(exec.exit_code, 0) << exec.err;
+  EXPECT_EQ(exec.err.find("not traced"), std::string::npos) << exec.err;
+  EXPECT_EQ(adprof::TraceReader(dir / "e").end().untraced_fork_children, 0u);
+}
+
 // execl (through glibc's execve), execveat, which reaches the kernel without it, and the system
 // call made through glibc's syscall().
 class ExecForms : public ::testing::TestWithParam<const char *> {};
