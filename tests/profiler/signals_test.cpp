@@ -172,7 +172,7 @@ TEST(Signals, FailedFinalWriteIsSaid) {
 // recording process holds beyond the same process with the interposer inert (jemalloc and the
 // libraries loaded either way). It was 28.0 MiB (two 8 MiB compression scratch areas, level
 // 5's 3.6 MiB tables, ...), so that under a 40 MB RLIMIT_AS the writer could not start and the
-// program got nothing (0 of 1,000 malloc(16)); now 18.8 MiB (docs/ARCHITECTURE.md, "Memory").
+// program got nothing (0 of 1,000 malloc(16)); now 13.2 MiB (docs/ARCHITECTURE.md, "Memory").
 TEST(Signals, ProfilersOwnAddressSpaceIsSmall) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the limit is set in this process, whose sanitizer runtime reserves terabytes "
@@ -192,7 +192,7 @@ TEST(Signals, ProfilersOwnAddressSpaceIsSmall) {
                           std::stod(key_values(inert.out)["vmsize_kib"])) /
                          1024;
   RecordProperty("profiler_address_space_mib", std::to_string(own_mib));
-  EXPECT_LE(own_mib, 20.0) << "the profiler's own address space grew";
+  EXPECT_LE(own_mib, 16.0) << "the profiler's own address space grew";
   // Under a 40 MiB limit the program still gets memory, and is recorded.
   o.argv = {ADPROF_TEST_LIFECYCLE, "until_out_of_memory"};
   o.trace = dir / "limited";
