@@ -1,11 +1,13 @@
 #include "cli_common.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -81,10 +83,115 @@ double number_option(const po::variables_map &vm, const std::string &option, dou
   return v;
 }
 
-OutputFile::OutputFile(const std::string &path) : path_(path) {
+namespace {
+
+// A stream buffer over a descriptor: an output written in place (a device, a FIFO, a pipe
+// named through /dev/stdout), where no temporary file can stand for it.
+class DescriptorBuf : public std::streambuf {
+ public:
+  explicit DescriptorBuf(int fd) : fd_(fd) { setp(buffer_, buffer_ + sizeof buffer_); }
+  ~DescriptorBuf() override { close(fd_); }
+  DescriptorBuf(const DescriptorBuf &) = delete;
+  DescriptorBuf &operator=(const DescriptorBuf &) = delete;
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    const char *p = pbase();
+    while (p < pptr()) {
+      const ssize_t n = write(fd_, p, static_cast<size_t>(pptr() - p));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error_ = n < 0 ? errno : EIO;
+        return false;
+      }
+      p += n;
+    }
+    setp(buffer_, buffer_ + sizeof buffer_);
+    return true;
+  }
+  int fd_;
+  int error_ = 0;
+  char buffer_[1 << 16];
+};
+
+// Where an output path leads. A symbolic link is followed to its target, which is what gets
+// written (the link stays); a link through /proc (/dev/stdout, /proc/self/fd/N) names a
+// descriptor's file, written in place like a device.
+struct OutputTarget {
+  enum Kind { kNew, kRegular, kInPlace } kind = kNew;
+  std::string path;  // the file to replace (kRegular) or create (kNew)
+};
+
+std::string directory_of(const std::string &path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+OutputTarget resolve_output(const std::string &path) {
+  OutputTarget target{OutputTarget::kNew, path};
+  std::string at = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (lstat(at.c_str(), &st) != 0) {
+      if (errno != ENOENT) throw UsageError("cannot write '" + path + "': " + strerror(errno));
+      if (at != path)
+        throw UsageError("cannot write '" + path + "': it is a symbolic link to '" + at +
+                         "', which does not exist");
+      return target;
+    }
+    if (S_ISDIR(st.st_mode)) throw UsageError("cannot write '" + path + "': it is a directory");
+    if (!S_ISLNK(st.st_mode)) {
+      target.kind = S_ISREG(st.st_mode) ? OutputTarget::kRegular : OutputTarget::kInPlace;
+      target.path = at;
+      return target;
+    }
+    char dir_real[PATH_MAX];
+    if (realpath(directory_of(at).c_str(), dir_real) &&
+        (strcmp(dir_real, "/proc") == 0 || strncmp(dir_real, "/proc/", 6) == 0))
+      return {OutputTarget::kInPlace, path};  // a descriptor's file: opened through the link
+    char link[PATH_MAX];
+    const ssize_t n = readlink(at.c_str(), link, sizeof link - 1);
+    if (n < 0) throw UsageError("cannot write '" + path + "': " + strerror(errno));
+    link[n] = 0;
+    at = link[0] == '/' ? std::string(link) : directory_of(at) + "/" + link;
+  }
+  throw UsageError("cannot write '" + path + "': too many levels of symbolic links");
+}
+
+}  // namespace
+
+OutputFile::OutputFile(const std::string &path) : path_(path) {
+  const OutputTarget target = resolve_output(path);
+  if (target.kind == OutputTarget::kInPlace) {
+    // A device, a FIFO, a socket or a descriptor's file: written in place, never replaced. A
+    // FIFO nobody reads would block the open: refused instead. Appending: a regular file
+    // behind /dev/stdout is the shell's redirection, written after what is already there.
+    int fd = open(target.path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+      const std::string why = errno == ENXIO ? "nothing reads from it" : strerror(errno);
+      throw UsageError("cannot write '" + path + "': " + why);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    in_place_ = std::make_unique<DescriptorBuf>(fd);
+    out_ = std::make_unique<std::ostream>(in_place_.get());
+    return;
+  }
+  target_ = target.path;  // a link's target is replaced, the link stays
+  const size_t slash = target_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : target_.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
   // A name of our own beside the output: created exclusively (0666 less the umask, as the
   // output would be), then written through a stream.
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -93,8 +200,11 @@ OutputFile::OutputFile(const std::string &path) : path_(path) {
     int fd = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       close(fd);
-      out_ = std::make_unique<std::ofstream>(temp_, std::ios::binary | std::ios::trunc);
-      if (*out_) return;
+      auto file = std::make_unique<std::ofstream>(temp_, std::ios::binary | std::ios::trunc);
+      if (*file) {
+        out_ = std::move(file);
+        return;
+      }
       break;
     }
     if (errno != EEXIST) break;
@@ -105,10 +215,9 @@ OutputFile::OutputFile(const std::string &path) : path_(path) {
 }
 
 OutputFile::~OutputFile() {
-  if (!committed_ && !temp_.empty()) {
-    out_.reset();
-    unlink(temp_.c_str());
-  }
+  out_.reset();
+  in_place_.reset();
+  if (!committed_ && !temp_.empty()) unlink(temp_.c_str());
 }
 
 std::ostream &OutputFile::stream() { return *out_; }
@@ -116,9 +225,18 @@ std::ostream &OutputFile::stream() { return *out_; }
 void OutputFile::commit() {
   out_->flush();
   const bool written = static_cast<bool>(*out_);
-  out_->close();
-  if (!written || out_->fail()) throw UsageError("cannot write '" + path_ + "' (disk full?)");
-  if (rename(temp_.c_str(), path_.c_str()) != 0)
+  if (in_place_) {
+    if (!written) {
+      const int err = static_cast<DescriptorBuf &>(*in_place_).error();
+      throw UsageError("cannot write '" + path_ + "': " + (err ? strerror(err) : "write failed"));
+    }
+    committed_ = true;
+    return;
+  }
+  auto &file = static_cast<std::ofstream &>(*out_);
+  file.close();
+  if (!written || file.fail()) throw UsageError("cannot write '" + path_ + "' (disk full?)");
+  if (rename(temp_.c_str(), target_.c_str()) != 0)
     throw UsageError("cannot write '" + path_ + "': " + strerror(errno));
   committed_ = true;
 }

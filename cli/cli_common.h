@@ -50,6 +50,10 @@ double number_option(const po::variables_map &vm, const std::string &option, dou
 // (same directory, so the rename is atomic), renamed over `path` by commit(). Until then
 // `path` is untouched; a writer that fails or throws leaves it as it was (the destructor
 // removes the temporary file). Open it only after the input has been read, or at least opened.
+// What is at `path` keeps its kind: a symbolic link is followed (its target replaced, the link
+// kept); a device, a FIFO, a socket or a descriptor's file named through /proc (/dev/stdout)
+// is written in place, never replaced (a FIFO with no reader is refused, not waited on); a
+// directory or a dangling link is refused.
 class OutputFile {
  public:
   explicit OutputFile(const std::string &path);  // UsageError when it cannot be created
@@ -60,8 +64,9 @@ class OutputFile {
   void commit();  // flushes, checks every write, renames; a failure is a UsageError
 
  private:
-  std::string path_, temp_;
-  std::unique_ptr<std::ofstream> out_;
+  std::string path_, target_, temp_;
+  std::unique_ptr<std::streambuf> in_place_;  // a DescriptorBuf (cli_common.cpp)
+  std::unique_ptr<std::ostream> out_;
   bool committed_ = false;
 };
 

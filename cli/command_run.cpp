@@ -1,14 +1,16 @@
 // adprof run [-o TRACE] [--stacks] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]
 //
-// --torch: PROGRAM is a Python interpreter; `-m adprof.torch` goes after it (and its own
-// options), and the package's directory (installed, or the source tree's python/ in a build
-// tree) first on PYTHONPATH, so that PyTorch's ops, phases and roles are recorded.
+// --torch: PROGRAM is a Python interpreter; adprof's hook (adprof/torch/__main__.py, by its
+// path, which imports adprof from its own directory) goes after it (and its own options), and
+// the package's directory (installed, or the source tree's python/ in a build tree) first on
+// PYTHONPATH, so that PyTorch's ops, phases and roles are recorded.
 //
 // Starts PROGRAM with libadprof_preload.so preloaded and ADPROF_OUTPUT (absolute),
 // ADPROF_ROOT_PID and ADPROF_RUN_ID set, waits for it, then says which processes and images
 // were traced where (the files whose header carries this run's id) and prints the report of
-// the program's last image. Exits with the program's status, or 128+N when a signal N ended
-// it.
+// the program's last image. Exits with the program's status; when a signal N ended it, dies
+// of the same signal if N ends a process without a core dump (SIGINT, SIGTERM, ...), else
+// exits 128+N.
 //
 // Signals: SIGINT and SIGQUIT come from the terminal to the whole process group, so the
 // program has them already: adprof ignores them while it waits (as time(1) does). Other
@@ -90,9 +92,100 @@ uint32_t new_run_id() {
   return id;
 }
 
+// The root process's trace, created before the program starts (exclusively, never through a
+// link, mode 0600) and holding this run's claim (trace_format.h, "Claim"), which the program's
+// preloaded interposer takes over. Removed again when the program never took it.
+class TraceClaim {
+ public:
+  TraceClaim(const std::string &path, uint32_t run_id) : path_(path), run_id_(run_id) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST)
+      throw UsageError("'" + path + "' already exists; adprof never overwrites a trace");
+    if (fd < 0) throw UsageError("cannot create '" + path + "': " + strerror(errno));
+    uint8_t header[format::kFileHeaderSize];
+    format::make_claim(header, run_id);
+    const bool written = write(fd, header, sizeof header) == static_cast<ssize_t>(sizeof header);
+    const int err = errno;
+    close(fd);
+    if (!written) {
+      unlink(path.c_str());
+      throw UsageError("cannot write '" + path + "': " + strerror(err));
+    }
+  }
+  ~TraceClaim() {
+    if (unused()) unlink(path_.c_str());
+  }
+  TraceClaim(const TraceClaim &) = delete;
+  TraceClaim &operator=(const TraceClaim &) = delete;
+  // The file still holds the claim alone: no process of the run took it.
+  bool unused() const {
+    uint8_t header[format::kFileHeaderSize];
+    const int fd = open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    const bool claim = fstat(fd, &st) == 0 && st.st_size == static_cast<off_t>(sizeof header) &&
+                       pread(fd, header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+                       format::is_claim(header, run_id_);
+    close(fd);
+    return claim;
+  }
+
+ private:
+  std::string path_;
+  uint32_t run_id_;
+};
+
+// Signals whose default action ends a process without a core dump: `adprof run` dies of the
+// same signal the program died of (after its report), so that a shell sees what it would have
+// seen without adprof (bash ends a loop whose command died of SIGINT; 130 is only a number).
+// A signal that dumps core (SIGSEGV, SIGABRT, SIGQUIT, ...) is exit status 128+N instead: a
+// core of adprof's would mislead.
+bool ends_without_core(int sig) {
+  switch (sig) {
+    case SIGHUP:
+    case SIGINT:
+    case SIGKILL:
+    case SIGPIPE:
+    case SIGALRM:
+    case SIGTERM:
+    case SIGUSR1:
+    case SIGUSR2:
+    case SIGIO:
+    case SIGPROF:
+    case SIGVTALRM:
+#ifdef SIGSTKFLT
+    case SIGSTKFLT:
+#endif
+#ifdef SIGPWR
+    case SIGPWR:
+#endif
+      return true;
+    default:
+      return sig >= SIGRTMIN && sig <= SIGRTMAX;
+  }
+}
+
+// The end of `adprof run`: its status `exit_code`, or, when the program died of a signal that
+// ends a process without a core, that signal (standard output flushed first).
+int end_as_the_program(int wait_status, int exit_code) {
+  if (!WIFSIGNALED(wait_status) || !ends_without_core(WTERMSIG(wait_status))) return exit_code;
+  const int sig = WTERMSIG(wait_status);
+  const int flushed = finish_stdout(exit_code);
+  if (flushed != exit_code) return flushed;  // the output failed: that is the status to give
+  fflush(nullptr);
+  signal(sig, SIG_DFL);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  raise(sig);
+  return exit_code;  // not reached: the signal ends the process
+}
+
 struct TracedImage {
   std::string path;
   uint64_t pid = 0;
+  uint64_t untraced_fork_children = 0;  // its footer's count
   uint64_t start_wall_ns = 0;
   std::string ending;  // how it ended, in words
   bool exec = false;
@@ -117,6 +210,7 @@ std::vector<TracedImage> traced_images(const std::string &trace, uint32_t run_id
       image.pid = reader.header().pid;
       image.start_wall_ns = reader.header().start_wall_ns;
       image.exec = reader.end().exec;
+      image.untraced_fork_children = reader.end().untraced_fork_children;
       image.ending = reader.end().complete ? "exited"
                      : reader.end().exec   ? "exec'd"
                                            : reader.end().reason;
@@ -163,10 +257,13 @@ bool python_option_takes_value(const std::string &a) {
   return a == "-W" || a == "-X" || a == "--check-hash-based-pycs";
 }
 
-// PROGRAM with `-m adprof.torch` after the interpreter and its options: `python3 -u train.py`
-// becomes `python3 -u -m adprof.torch train.py`; `python3 -m pkg.train` becomes
-// `python3 -m adprof.torch -m pkg.train`.
-std::vector<std::string> with_torch_instrumentation(const std::vector<std::string> &program) {
+// PROGRAM with adprof's hook (`hook`: python/adprof/torch/__main__.py, by its path) after the
+// interpreter and its options: `python3 -u train.py` becomes `python3 -u HOOK train.py`;
+// `python3 -m pkg.train` becomes `python3 HOOK -m pkg.train`. By path, not `-m adprof.torch`:
+// -m searches the working directory first, where a user's adprof.py or package adprof/ was
+// imported instead of adprof's (the hook puts its own directory first).
+std::vector<std::string> with_torch_instrumentation(const std::vector<std::string> &program,
+                                                    const std::string &hook) {
   const std::string interpreter = fs::path(program[0]).filename().string();
   if (interpreter.rfind("python", 0) != 0)
     throw UsageError(
@@ -193,8 +290,7 @@ std::vector<std::string> with_torch_instrumentation(const std::vector<std::strin
   if (rest == program.size())
     throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
   std::vector<std::string> out(program.begin(), program.begin() + static_cast<std::ptrdiff_t>(at));
-  out.push_back("-m");
-  out.push_back("adprof.torch");
+  out.push_back(hook);
   out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(rest), program.end());
   return out;
 }
@@ -225,10 +321,13 @@ int command_run(const std::vector<std::string> &args) {
       "                  [ARGS...]\n\n"
       "Runs PROGRAM under the adprof interposer (every allocation is served by jemalloc and\n"
       "recorded with the op, phase and role the program declares), writes the trace and prints\n"
-      "the memory report. Exits with PROGRAM's exit status (128+N if signal N ended it).\n"
+      "the memory report. Exits with PROGRAM's exit status; when signal N ended PROGRAM, adprof\n"
+      "dies of N too (SIGINT, SIGTERM, ...: a shell loop stops at Ctrl-C), or exits 128+N when N\n"
+      "dumps core (SIGSEGV, SIGABRT, SIGQUIT, ...).\n"
       "Processes PROGRAM starts with exec are traced into TRACE.<pid>; forked children that do\n"
-      "not exec are not traced; an image that replaces itself with exec continues in\n"
-      "TRACE.1, TRACE.2, ... Every file of one run carries the run's id, and adprof lists them.\n"
+      "not exec are not traced (adprof says how many after the run); an image that replaces\n"
+      "itself with exec continues in TRACE.1, TRACE.2, ... Every file of one run carries the\n"
+      "run's id, and adprof lists them.\n"
       "While PROGRAM runs, adprof ignores SIGINT and SIGQUIT (the terminal sends them to\n"
       "PROGRAM too) and forwards other terminating signals sent to it.\n"
       "--torch: PROGRAM is a Python interpreter running a PyTorch script (adprof run --torch\n"
@@ -270,8 +369,9 @@ int command_run(const std::vector<std::string> &args) {
   if (program.empty()) throw UsageError("run needs a PROGRAM to profile (see adprof run --help)");
   std::string python_path;
   if (vm.count("torch")) {
-    program = with_torch_instrumentation(program);
     python_path = find_python_package();
+    program = with_torch_instrumentation(
+        program, (fs::path(python_path) / "adprof" / "torch" / "__main__.py").string());
   }
 
   const uint64_t top = whole_number_option(vm, "top", 1, 100000);
@@ -284,19 +384,20 @@ int command_run(const std::vector<std::string> &args) {
                           .lexically_normal()
                           .string();
   struct stat st;
-  if (lstat(trace.c_str(), &st) == 0)
-    throw UsageError("'" + trace + "' already exists; adprof never overwrites a trace");
   {
     fs::path parent = fs::path(trace).parent_path();
     std::error_code ec;
     if (!parent.empty() && !fs::is_directory(parent, ec))
       throw UsageError("cannot create '" + trace + "': no directory '" + parent.string() + "'");
   }
+  const uint32_t run_id = new_run_id();
+  // The trace is claimed before the program starts: a second run naming the same file (at the
+  // same time, or later) is refused here, before its program runs.
+  TraceClaim claim(trace, run_id);
 
   // A close-on-exec pipe tells the parent whether exec failed, and why.
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) throw std::runtime_error(strerror(errno));
-  const uint32_t run_id = new_run_id();
   fflush(nullptr);
   pid_t child = fork();
   if (child < 0) throw std::runtime_error(std::string("fork failed: ") + strerror(errno));
@@ -342,7 +443,7 @@ int command_run(const std::vector<std::string> &args) {
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  if (n == static_cast<ssize_t>(sizeof exec_errno))
+  if (n == static_cast<ssize_t>(sizeof exec_errno))  // the claim is removed on the way out
     throw UsageError("cannot run '" + program[0] + "': " + strerror(exec_errno));
 
   int exit_code;
@@ -356,9 +457,9 @@ int command_run(const std::vector<std::string> &args) {
     how = "exited with status " + std::to_string(exit_code);
   }
   std::cerr << "adprof: " << program[0] << " " << how << "; trace: " << trace << "\n";
-  if (lstat(trace.c_str(), &st) != 0) {
+  if (lstat(trace.c_str(), &st) != 0 || claim.unused()) {
     std::cerr << "adprof: error: no trace was written (see the messages above)\n";
-    return exit_code != 0 ? exit_code : kExitUsage;
+    return end_as_the_program(status, exit_code != 0 ? exit_code : kExitUsage);
   }
   // The program's images: the root process's files of this run, in the order they started (a
   // wrapper script that execs the real program closes each with an "exec" footer). Reported:
@@ -381,7 +482,18 @@ int command_run(const std::vector<std::string> &args) {
       std::cerr << "adprof: " << program[0]
                 << " replaced itself with exec; reporting its last image: " << reported << "\n";
   }
-  if (vm.count("no-report")) return exit_code;
+  // Fork children that never exec'd are not traced (yet): said once, plainly, so that a
+  // report of a program with worker processes (multiprocessing, a DataLoader's workers) is
+  // not taken for the whole job's.
+  uint64_t untraced = 0;
+  for (const TracedImage &image : images) untraced += image.untraced_fork_children;
+  if (untraced > 0)
+    std::cerr << "adprof: " << untraced << (untraced == 1 ? " process" : " processes")
+              << " forked by " << program[0] << " did not exec and "
+              << (untraced == 1 ? "was" : "were") << " not traced: what "
+              << (untraced == 1 ? "it" : "they")
+              << " allocated is in no trace (adprof traces a forked child once it execs)\n";
+  if (vm.count("no-report")) return end_as_the_program(status, exit_code);
   AnalyzeOptions analyze_options;
   analyze_options.progress = [](double f) { show_progress("analysing", f); };
   Report report = analyze_all(reported, analyze_options).report;  // both layers
@@ -390,7 +502,7 @@ int command_run(const std::vector<std::string> &args) {
     std::cout << to_json(report).dump(2) << '\n';
   else
     std::cout << render_text(report, static_cast<size_t>(top));
-  return exit_code;
+  return end_as_the_program(status, exit_code);
 }
 
 }  // namespace adprof::cli

@@ -29,8 +29,8 @@ Run `adprof COMMAND --help` for a command's options; `adprof --version` names th
 the trace format and the interposer `run` preloads.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error (a trace that is cut, damaged or
 incomplete is an input error for diff and check unless --allow-incomplete; output that cannot
-be written is one too); `run` exits with the program's status (128+N when it was ended by
-signal N). The other commands read what is left of a cut or damaged trace and say on stderr
+be written is one too); `run` exits with the program's status (when signal N ended it: dies of N
+too, or exits 128+N for a signal that dumps core). The other commands read what is left of a cut or damaged trace and say on stderr
 what is missing.
 )";
 

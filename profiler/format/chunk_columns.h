@@ -189,9 +189,142 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c, bool sta
   return !c.bad;
 }
 
-// Room `to_columns` needs.
+// Room `to_columns` needs for a chunk of `events` tags and `body_len` body bytes, whatever they
+// hold: the tags, the directory and the columns. Every body byte goes to one column, or none,
+// as it is, but for three codings that grow: version 5's free by address re-codes its address
+// (at least one body byte, with its class at least two) as a varint of at most ten bytes (9
+// bytes more per event, at most body_len / 2 such events: 4.5 bytes per body byte), version
+// 6's free by slot writes its rank (at most 3 bytes) or a 0 and the slot's two bytes for a
+// field of at least one byte (2 more), an older one the slot's two bytes (1 more); and version
+// 5's kHeap delta fields take a byte per four events in each of two columns. So the columns
+// hold at most 5.5 bytes per body byte, and to_columns places each at the length a counting
+// pass found (a rank counted as 3). Sized for each column's own worst case instead, this was
+// 6 * events + 10 * body_len: 8 MiB of a program's address space for the writer's scratch.
 inline size_t columns_scratch_bytes(size_t events, size_t body_len) {
-  return 6 * events + 4 + kColumnCount * kMaxVarintBytes + 10 * body_len;
+  return events + kColumnCount * kMaxVarintBytes + body_len + body_len / 2 * 9 +
+         2 * (events / 4 + 1);
+}
+
+inline size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+// One pass of to_columns over a chunk's events. kCount: adds each column's length to `length`
+// (a rank as 3 bytes, its most; the live order untouched); else writes the tags to `tag_out`
+// and each column at `pos`, checking and following the live order. False if the bodies are
+// malformed.
+template <bool kCount>
+inline bool columns_pass(const uint8_t *tags, uint32_t events, const uint8_t *body, size_t body_len,
+                         uint8_t *tag_out, uint8_t **pos, size_t *length, bool stacks,
+                         LiveOrder &order, uint32_t version) {
+  const bool v5 = version >= 5, v6 = version >= 6;
+  Cursor c{body, body + body_len};
+  auto put_byte = [&](Column k, uint8_t b) {
+    if constexpr (kCount)
+      ++length[k];
+    else
+      *pos[k]++ = b;
+  };
+  auto put_value = [&](Column k, uint64_t v) {
+    if constexpr (kCount)
+      length[k] += varint_size(v);
+    else
+      pos[k] = put_varint(pos[k], v);
+  };
+  auto copy_varint = [&](Column k) {
+    const uint8_t *from = c.p;
+    uint64_t v = c.varint();
+    size_t n = static_cast<size_t>(c.p - from);
+    if constexpr (kCount)
+      length[k] += n;
+    else
+      for (size_t i = 0; i < n; ++i) *pos[k]++ = from[i];
+    return v;
+  };
+  uint64_t last_addr = 0;                                // the chunk's previous address
+  uint64_t class_last_free[kAddressedFreeClasses] = {};  // version 5
+  uint32_t field_count[2] = {};  // version 5: delta fields in kColHeapDelta, kColAllocDelta
+  for (uint32_t i = 0; i < events && !c.bad; ++i) {
+    const uint8_t type = tags[i] & 0x0F, operand = tags[i] >> 4;
+    if constexpr (!kCount) tag_out[i] = tags[i];
+    if (type == static_cast<uint8_t>(EventType::kHeap)) {
+      const uint8_t delta_field = (operand >> kHeapDeltaShift) & 3;
+      if (v5) {
+        if constexpr (!kCount)
+          tag_out[i] = static_cast<uint8_t>(tags[i] & ~(3u << (4 + kHeapDeltaShift)));
+        const bool apart = stacks && !(operand & kHeapFree);
+        const Column k = apart ? kColAllocDelta : kColHeapDelta;
+        uint32_t &n = field_count[apart];
+        if ((n & 3) == 0) put_byte(k, 0);
+        if constexpr (!kCount) pos[k][-1] |= static_cast<uint8_t>(delta_field << (2 * (n & 3)));
+        ++n;
+      }
+      if (delta_field == kHeapDeltaEscape) copy_varint(kColDelta);
+      if (operand & kHeapFree) {
+        if (operand & kHeapAddressed) {
+          if (v5) {
+            const uint64_t addr = last_addr + static_cast<uint64_t>(unzigzag(c.varint()));
+            const uint64_t cls = copy_varint(kColOther);
+            if (cls >= kAddressedFreeClasses) return false;
+            put_value(kColHeapAddr, zigzag(static_cast<int64_t>(addr - class_last_free[cls])));
+            class_last_free[cls] = addr;
+            last_addr = addr;
+          } else {
+            copy_varint(kColHeapAddr);
+            copy_varint(kColOther);
+          }
+        } else if (v6) {  // 2 * age: rank + 1; 2 * slot + 1: 0, and the slot's two bytes
+          const uint64_t field = c.varint();
+          if (!(field & 1)) {
+            if constexpr (kCount) {
+              length[kColRank] += 3;
+            } else {
+              const uint64_t age = field >> 1;
+              if (age == 0 || age > order.size()) return false;
+              const uint32_t ordinal = order.size() - static_cast<uint32_t>(age);
+              if (!order.live(ordinal)) return false;
+              put_value(kColRank, uint64_t{order.rank_of(ordinal)} + 1);
+              order.remove(ordinal);
+            }
+          } else {
+            const uint64_t slot = field >> 1;
+            if (slot >> 16) return false;
+            put_byte(kColRank, 0);
+            put_byte(kColSlotLow, static_cast<uint8_t>(slot));
+            put_byte(kColSlotHigh, static_cast<uint8_t>(slot >> 8));
+          }
+        } else {
+          uint64_t slot = c.varint();
+          if (slot >> 16) return false;
+          put_byte(kColSlotLow, static_cast<uint8_t>(slot));
+          put_byte(kColSlotHigh, static_cast<uint8_t>(slot >> 8));
+        }
+      } else {
+        if (!(operand & kHeapPredicted)) copy_varint(kColHeapAddr);
+        copy_varint(kColSize);
+        if (stacks) copy_varint(kColStack);
+        if (!kCount && v6 && !order.push()) return false;
+      }
+    } else {
+      if (!kCount && v6 && type == static_cast<uint8_t>(EventType::kAlloc) &&
+          operand == kSpaceHeap && !order.push())
+        return false;
+      copy_varint(kColDelta);
+      const uint8_t *from = c.p;
+      if (body_has_address(type)) {
+        Cursor a{c.p, c.end};
+        last_addr += static_cast<uint64_t>(unzigzag(a.varint()));
+      }
+      if (!skip_general_body(type, operand, c, stacks)) return false;
+      if constexpr (kCount)
+        length[kColOther] += static_cast<size_t>(c.p - from);
+      else
+        for (const uint8_t *q = from; q < c.p; ++q) *pos[kColOther]++ = *q;
+    }
+  }
+  return !c.bad && c.p == c.end;
 }
 
 // Rewrites a plain chunk (tags, then bodies) as a columnar one of trace format `version` (4 to
@@ -202,111 +335,27 @@ inline size_t columns_scratch_bytes(size_t events, size_t body_len) {
 inline size_t to_columns(const uint8_t *tags, uint32_t events, const uint8_t *body, size_t body_len,
                          uint8_t *out, size_t cap, size_t *columns_at, bool stacks,
                          LiveOrder &order, uint32_t version = kVersion) {
-  // Columns are built after a directory of worst-case size, then packed behind it.
+  // Columns are built after a directory of worst-case size, each where a counting pass placed
+  // it, then packed behind the directory.
   const size_t dir_max = kColumnCount * kMaxVarintBytes;
   if (cap < columns_scratch_bytes(events, body_len)) return 0;
-  const bool v5 = version >= 5, v6 = version >= 6;
-  if (v6 && !order.restart(events)) return 0;
   const int count = columns_in(version);
-  uint8_t *col_base = out + events + dir_max;
-  // Column k may take at most `bound[k]` bytes: the slot planes at most one byte per event
-  // (version 6's ranks, < 2^21, three),
-  // the heap deltas a quarter, the others at most the body's length, the heap addresses
-  // five times it (version 5 re-codes an addressed free's address, of at least two body bytes
-  // with its class, as a varint of at most ten).
+  size_t length[kColumnCount] = {};
   uint8_t *start[kColumnCount], *pos[kColumnCount];
-  const size_t bound[kColumnCount] = {body_len,       events,    events,   body_len,
-                                      5 * body_len,   body_len,  body_len, events / 4 + 1,
-                                      events / 4 + 1, 3 * events};
-  uint8_t *next = col_base;
+  if (!columns_pass<true>(tags, events, body, body_len, nullptr, pos, length, stacks, order,
+                          version))
+    return 0;
+  uint8_t *next = out + events + dir_max;
   for (int k = 0; k < kColumnCount; ++k) {
     start[k] = pos[k] = next;
-    next += bound[k];
+    next += length[k];
   }
-  Cursor c{body, body + body_len};
-  auto copy_varint = [&](Column k) {
-    const uint8_t *from = c.p;
-    uint64_t v = c.varint();
-    size_t n = static_cast<size_t>(c.p - from);
-    for (size_t i = 0; i < n; ++i) *pos[k]++ = from[i];
-    return v;
-  };
-  uint64_t last_addr = 0;                                // the chunk's previous address
-  uint64_t class_last_free[kAddressedFreeClasses] = {};  // version 5
-  uint32_t field_count[2] = {};  // version 5: delta fields in kColHeapDelta, kColAllocDelta
-  uint8_t *tag_out = out;
-  for (uint32_t i = 0; i < events && !c.bad; ++i) {
-    const uint8_t type = tags[i] & 0x0F, operand = tags[i] >> 4;
-    tag_out[i] = tags[i];
-    if (type == static_cast<uint8_t>(EventType::kHeap)) {
-      const uint8_t delta_field = (operand >> kHeapDeltaShift) & 3;
-      if (v5) {
-        tag_out[i] = static_cast<uint8_t>(tags[i] & ~(3u << (4 + kHeapDeltaShift)));
-        const bool apart = stacks && !(operand & kHeapFree);
-        const Column k = apart ? kColAllocDelta : kColHeapDelta;
-        uint32_t &n = field_count[apart];
-        if ((n & 3) == 0) *pos[k]++ = 0;
-        pos[k][-1] |= static_cast<uint8_t>(delta_field << (2 * (n & 3)));
-        ++n;
-      }
-      if (delta_field == kHeapDeltaEscape) copy_varint(kColDelta);
-      if (operand & kHeapFree) {
-        if (operand & kHeapAddressed) {
-          if (v5) {
-            const uint64_t addr = last_addr + static_cast<uint64_t>(unzigzag(c.varint()));
-            const uint64_t cls = copy_varint(kColOther);
-            if (cls >= kAddressedFreeClasses) return 0;
-            pos[kColHeapAddr] = put_varint(
-                pos[kColHeapAddr], zigzag(static_cast<int64_t>(addr - class_last_free[cls])));
-            class_last_free[cls] = addr;
-            last_addr = addr;
-          } else {
-            copy_varint(kColHeapAddr);
-            copy_varint(kColOther);
-          }
-        } else if (v6) {  // 2 * age: rank + 1; 2 * slot + 1: 0, and the slot's two bytes
-          const uint64_t field = c.varint();
-          if (!(field & 1)) {
-            const uint64_t age = field >> 1;
-            if (age == 0 || age > order.size()) return 0;
-            const uint32_t ordinal = order.size() - static_cast<uint32_t>(age);
-            if (!order.live(ordinal)) return 0;
-            pos[kColRank] = put_varint(pos[kColRank], uint64_t{order.rank_of(ordinal)} + 1);
-            order.remove(ordinal);
-          } else {
-            const uint64_t slot = field >> 1;
-            if (slot >> 16) return 0;
-            *pos[kColRank]++ = 0;
-            *pos[kColSlotLow]++ = static_cast<uint8_t>(slot);
-            *pos[kColSlotHigh]++ = static_cast<uint8_t>(slot >> 8);
-          }
-        } else {
-          uint64_t slot = c.varint();
-          if (slot >> 16) return 0;
-          *pos[kColSlotLow]++ = static_cast<uint8_t>(slot);
-          *pos[kColSlotHigh]++ = static_cast<uint8_t>(slot >> 8);
-        }
-      } else {
-        if (!(operand & kHeapPredicted)) copy_varint(kColHeapAddr);
-        copy_varint(kColSize);
-        if (stacks) copy_varint(kColStack);
-        if (v6 && !order.push()) return 0;
-      }
-    } else {
-      if (v6 && type == static_cast<uint8_t>(EventType::kAlloc) && operand == kSpaceHeap &&
-          !order.push())
-        return 0;
-      copy_varint(kColDelta);
-      const uint8_t *from = c.p;
-      if (body_has_address(type)) {
-        Cursor a{c.p, c.end};
-        last_addr += static_cast<uint64_t>(unzigzag(a.varint()));
-      }
-      if (!skip_general_body(type, operand, c, stacks)) return 0;
-      for (const uint8_t *q = from; q < c.p; ++q) *pos[kColOther]++ = *q;
-    }
-  }
-  if (c.bad || c.p != c.end) return 0;
+  if (next > out + cap) return 0;  // beyond columns_scratch_bytes' bound: not a chunk we wrote
+  if (version >= 6 && !order.restart(events)) return 0;
+  if (!columns_pass<false>(tags, events, body, body_len, out, pos, length, stacks, order, version))
+    return 0;
+  for (int k = 0; k < kColumnCount; ++k)
+    if (pos[k] > start[k] + length[k]) return 0;  // never: the counting pass bounds each column
   // Tags (written above), directory, then the columns packed one after another.
   uint8_t *w = out + events;
   for (int k = 0; k < count; ++k) w = put_varint(w, static_cast<uint64_t>(pos[k] - start[k]));

@@ -219,7 +219,11 @@ class HeapCoder : public ClassStacks {
   uint32_t free_count_ = 0;
   uint32_t next_slot_ = 0;
   bool index_used_ = false;
-  uint64_t index_[kIndexSize] = {};  // the writer's: 0, or address | (slot + 1) << 48
+  // The writer's: 0, or address | (slot + 1) << 48. No initialiser: the writer's coders are
+  // zeroed pages (mapped, never constructed), the reader's never use it and are made
+  // default-initialised so that their untouched pages stay unmapped; a value-initialised coder
+  // (make_unique) is zeroed whole.
+  uint64_t index_[kIndexSize];
 };
 
 // Version 6: the chunk's heap allocations in stream order (their ordinals 0, 1, ..., one per

@@ -150,7 +150,10 @@
 // A frame resolves against the mappings as they were at the stack's definition.
 //
 // The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
-// dropped_events:varint end_reason:varint end_signal:varint. A trace without it was cut.
+// dropped_events:varint end_reason:varint end_signal:varint [untraced_fork_children:varint].
+// A trace without it was cut. untraced_fork_children (written since issue 28; readers ignore
+// what follows end_signal, and one that lacks it reads 0): the children the process forked
+// that had no trace of their own when it ended (a fork child is traced only once it execs).
 #pragma once
 
 #include <cstddef>
@@ -163,6 +166,7 @@ inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
 inline constexpr uint32_t kVersion = 7;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
+
 inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
 inline constexpr uint32_t kChunkHeaderSize = 40;
 inline constexpr uint32_t kMaxChunkBytes = 4u << 20;
@@ -234,6 +238,24 @@ inline uint32_t get_u32(const uint8_t *p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
+}
+
+// Claim: `adprof run` creates the root process's trace before it starts the program (exclusively,
+// mode 0600), so that a second run naming the same file is refused before its program runs. The
+// claim is a file header alone (64 bytes): the magic, version 0, header size, pid 0, the run id
+// at 56, every other byte 0. The root process of that run (same run id) truncates it and writes
+// its own header (recorder.cpp, create_trace_file). A file still a claim after the run holds no
+// trace (the program was never recorded); readers refuse version 0.
+inline void make_claim(uint8_t *header, uint32_t run_id) {
+  std::memset(header, 0, kFileHeaderSize);
+  std::memcpy(header, kFileMagic, 8);
+  put_u32(header + 12, kFileHeaderSize);
+  put_u32(header + 56, run_id);
+}
+inline bool is_claim(const uint8_t *header, uint32_t run_id) {
+  uint8_t claim[kFileHeaderSize];
+  make_claim(claim, run_id);
+  return std::memcmp(header, claim, kFileHeaderSize) == 0;
 }
 inline uint64_t get_u64(const uint8_t *p) {
   uint64_t v;

@@ -3,11 +3,14 @@
 // The C++ operators are in new_hooks.cpp (jemalloc exports its own: they must be hooked too).
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 
 #include "hook_paths.h"
@@ -70,10 +73,12 @@ void *realloc_impl(void *old, size_t size) {
     else
       p = size ? rallocx(old, size, 0) : (dallocx(old, 0), nullptr);
   }
-  if (p)
+  if (p) {
     note_alloc(ts, p, size);
-  else if (size != 0)
+  } else if (size != 0) {
     note_alloc(ts, old, sallocx(old, 0));  // failed: the old block is still live
+    errno = ENOMEM;                        // as glibc's realloc (jemalloc's may not set it)
+  }
   return p;
 }
 
@@ -113,32 +118,78 @@ ADPROF_EXPORT void *reallocarray(void *old, size_t count, size_t size) noexcept 
   return realloc(old, total);
 }
 
+// The aligned family follows glibc's rules (malloc.c, _mid_memalign), not jemalloc's, so that a
+// program gets under the profiler what it gets without it: an alignment that is no power of
+// two is rounded up to the next one (jemalloc alone fails it with EINVAL; memalign(48, 64) is
+// a 64-aligned block under glibc), one of 0 is malloc's own, one above SIZE_MAX / 2 + 1 is
+// EINVAL; a failure for want of memory sets errno to ENOMEM, as every glibc allocation function
+// does (jemalloc's memalign, which the family forwards to, leaves errno as it was: a program
+// printing strerror(errno) after valloc(SIZE_MAX) said "Success"). Cold paths only: a valid
+// request takes aligned_path as before.
+namespace {
+
+constexpr size_t kMallocAlignment = alignof(max_align_t);  // glibc's MALLOC_ALIGNMENT
+
+// glibc's alignment for `alignment`; 0 when glibc fails it with EINVAL.
+size_t glibc_alignment(size_t alignment) {
+  if (power_of_two(alignment)) return alignment;
+  if (alignment <= kMallocAlignment) return kMallocAlignment;  // 0, 3, 12: malloc's
+  if (alignment > SIZE_MAX / 2 + 1) return 0;
+  return size_t{1} << (64 - __builtin_clzl(alignment));  // the next power of two
+}
+
+void *memalign_impl(size_t alignment, size_t size) {
+  const size_t effective = glibc_alignment(alignment);
+  if (effective == 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void *p = aligned_path(effective, size);
+  if (!p) errno = ENOMEM;
+  return p;
+}
+
+// glibc 2.38 made aligned_alloc follow C17: an alignment of 0 or one that is no power of two is
+// EINVAL (memalign still rounds). Which rule a program gets is its glibc's.
+bool aligned_alloc_is_strict() {
+  static const bool strict = [] {  // "2.36": parsed by hand (a hook calls nothing that allocates)
+    const char *v = gnu_get_libc_version();
+    unsigned major = 0, minor = 0;
+    for (; *v >= '0' && *v <= '9'; ++v) major = major * 10 + static_cast<unsigned>(*v - '0');
+    if (*v++ != '.') return false;
+    for (; *v >= '0' && *v <= '9'; ++v) minor = minor * 10 + static_cast<unsigned>(*v - '0');
+    return major > 2 || (major == 2 && minor >= 38);
+  }();
+  return strict;
+}
+
+}  // namespace
+
 ADPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) noexcept {
-  if (!power_of_two(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
+  if (alignment == 0 || !power_of_two(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
   void *p = aligned_path(alignment, size);
-  if (!p) return ENOMEM;
+  if (!p) {
+    errno = ENOMEM;  // glibc's memalign sets it on the way, and programs read it
+    return ENOMEM;
+  }
   *out = p;
   return 0;
 }
 
 ADPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size) noexcept {
-  if (!power_of_two(alignment)) {
+  if (aligned_alloc_is_strict() && !power_of_two(alignment)) {
     errno = EINVAL;
     return nullptr;
   }
-  return aligned_path(alignment, size);
+  return memalign_impl(alignment, size);
 }
 
 ADPROF_EXPORT void *memalign(size_t alignment, size_t size) noexcept {
-  if (!power_of_two(alignment)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return aligned_path(alignment, size);
+  return memalign_impl(alignment, size);
 }
 
 ADPROF_EXPORT void *valloc(size_t size) noexcept {
-  return aligned_path(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
+  return memalign_impl(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
 }
 
 ADPROF_EXPORT void *pvalloc(size_t size) noexcept {
@@ -148,7 +199,7 @@ ADPROF_EXPORT void *pvalloc(size_t size) noexcept {
     errno = ENOMEM;
     return nullptr;
   }
-  return aligned_path(page, rounded);
+  return memalign_impl(page, rounded);
 }
 
 ADPROF_EXPORT size_t malloc_usable_size(void *p) noexcept { return p ? sallocx(p, 0) : 0; }

@@ -1,4 +1,5 @@
-// The profiler's own file descriptors (the trace, /proc/self/statm and stat), kept out of the
+// The profiler's own file descriptors (the trace, /proc/self/statm and stat, libunwind's pipe),
+// kept out of the
 // program's reach. A program is entitled to every descriptor number it did not open: it may close
 // "all inherited descriptors", or a shell may `exec 3>file` over whatever number 3 is. So the
 // profiler's descriptors live high (near the top of RLIMIT_NOFILE, where no lowest-free
@@ -13,8 +14,11 @@
 
 namespace adprof::preload {
 
-enum class OwnFd { kTrace = 0, kStatm = 1, kStat = 2 };
-inline constexpr int kOwnFdCount = 3;
+// kUnwindPipeRead/Write: libunwind's (--stacks), which it opens on its first unwind to probe
+// addresses through and keeps for good; taken high by the pipe hooks (own_fds.cpp), so that
+// --stacks takes none of the numbers the program would get (it took 3 and 4).
+enum class OwnFd { kTrace = 0, kStatm = 1, kStat = 2, kUnwindPipeRead = 3, kUnwindPipeWrite = 4 };
+inline constexpr int kOwnFdCount = 5;
 
 // Moves `fd` to a high number (close-on-exec) and registers it; returns the new number, or -1
 // (errno set; `fd` is closed either way).

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "recorder.h"
@@ -162,6 +163,29 @@ ADPROF_EXPORT long syscall(long number, ...) noexcept {
   return result;
 }
 #endif
+
+// fork: the child is not traced unless it execs (recorder.cpp, on_fork_child); the parent
+// notes the child's pid, so that the trace can say how many children were never traced
+// (note_forked_child). glibc's fork is resolved before the program runs: a dlsym here would
+// allocate, inside the program's call.
+using Fork = pid_t (*)();
+Fork g_real_fork = nullptr;
+__attribute__((constructor(102))) void resolve_fork() {
+  adprof::preload::ThreadState &ts = adprof::preload::t_state;
+  ++ts.guard;
+  g_real_fork = next_symbol<Fork>("fork");
+  --ts.guard;
+}
+
+ADPROF_EXPORT pid_t fork() {
+  const pid_t child = g_real_fork ? g_real_fork() : static_cast<pid_t>(syscall(SYS_fork));
+  if (child > 0) {
+    const int error = errno;
+    adprof::preload::note_forked_child(child);
+    errno = error;
+  }
+  return child;
+}
 
 ADPROF_EXPORT [[noreturn]] void _exit(int status) {
   adprof::preload::finish_before_exit();

@@ -6,9 +6,10 @@
 //   - The process whose pid is ADPROF_ROOT_PID (or any process when it is unset) writes
 //     ADPROF_OUTPUT; other processes that inherit the environment through exec write
 //     ADPROF_OUTPUT.<pid>. The file is created exclusively (never over an existing file, never
-//     through a symlink) with the user's umask.
+//     through a symlink), mode 0600; the root process takes over `adprof run`'s claim of it.
 //   - fork: the child is not traced (it runs on jemalloc, records nothing, writes nothing);
-//     a child that execs is traced into its own file as above.
+//     a child that execs is traced into its own file as above. The parent's footer counts the
+//     children that had no trace of their own when it ended (`adprof run` says so).
 //   - exec: the trace is ended with an "exec" footer before the image is replaced; the new
 //     image (same pid) writes the first free name of <its file>.1, .2, ... so that
 //     `adprof run` can follow a wrapper script to the program it execs. An exec that fails
@@ -48,6 +49,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "chunk_columns.h"
 #include "own_fds.h"
@@ -90,6 +92,14 @@ std::atomic<int> g_state{kInert};
 // The trace file: its absolute path and identity, so that a descriptor the program closed or
 // replaced behind the hooks' back is noticed before a write (own_fds.h).
 char g_trace_path[4096];
+// ADPROF_OUTPUT, absolute: a process started by fork+exec writes ADPROF_OUTPUT.<pid>.
+char g_output_base[4096];
+// The children this process forked, for the footer's count of those never traced (a fork
+// child is traced only once it execs: it then writes g_output_base.<pid>). The first
+// kForkedSlots are kept; later forks are counted, not checked.
+constexpr uint32_t kForkedSlots = 4096;
+std::atomic<uint32_t> g_forked_count{0};
+std::atomic<int> g_forked[kForkedSlots];
 dev_t g_trace_dev = 0;
 ino_t g_trace_ino = 0;
 // ADPROF_ZSTD_LEVEL, one level for every part of a chunk; kDefaultZstdLevel: each part its own
@@ -120,17 +130,37 @@ struct PooledCoder {
 };
 PooledCoder *g_free_coders = nullptr;
 
-// Threads with a buffer, for the writer's snapshots of idle threads: a slot each, holding what
-// the thread publishes (recorder.h, PublishedSlot). A thread leaves its slot at exit, under the
-// mutex; one that ends unheard (no destructor ran) keeps it, and its last buffer with it.
-constexpr uint32_t kMaxRegistered = 4096;
+// Threads with a buffer, for the writer's snapshots of idle threads and the final ones: a slot
+// each, holding what the thread publishes (recorder.h, PublishedSlot). A thread leaves its slot
+// at exit, under the mutex; one that ends unheard (no destructor ran) keeps it, and its last
+// buffer with it. The slots come in pages mapped as threads arrive (the registry holds as many
+// threads alive at once as kRegistryPages pages do: 262,144), so that a program of a few
+// threads maps one page and one of 8,000 threads alive at once still has every thread's
+// events written at the end (a fixed table of 4,096 left the others' last events out).
+constexpr uint32_t kSlotsPerPage = 1024;
+constexpr uint32_t kRegistryPages = 256;
 pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-PublishedSlot g_published[kMaxRegistered];
 struct SnapshotMark {
   uint64_t published;  // what the last snapshot of this slot covered
   uint32_t seen_seq;   // the buffer seq seen at the previous flush tick
 };
-SnapshotMark g_snapshot_marks[kMaxRegistered];
+struct RegistryPage {
+  PublishedSlot slots[kSlotsPerPage];
+  SnapshotMark marks[kSlotsPerPage];  // the writer's, under the mutex
+};
+// Pages are added under the mutex and never removed; g_registry_slots (a multiple of
+// kSlotsPerPage) says how many slots they hold.
+RegistryPage *g_registry[kRegistryPages];
+uint32_t g_registry_slots = 0;
+PublishedSlot &slot_at(uint32_t i) {
+  return g_registry[i / kSlotsPerPage]->slots[i % kSlotsPerPage];
+}
+SnapshotMark &mark_at(uint32_t i) {
+  return g_registry[i / kSlotsPerPage]->marks[i % kSlotsPerPage];
+}
+
+// The writer thread's own: it never waits for room in the queue it empties (refill).
+thread_local bool t_is_writer __attribute__((tls_model("initial-exec"))) = false;
 
 std::atomic<uint64_t> g_events_written{0};
 std::atomic<uint64_t> g_chunks_written{0};
@@ -280,6 +310,7 @@ struct Compressor {
 enum Pass { kFirstPass = 0, kSecondPass = 1 };
 constexpr int kFirstPassLevel = 1, kSecondPassLevel = 5;
 constexpr size_t kSecondPassRatio = 16;  // a first frame under 1/16 of the part's bytes
+constexpr int kSecondPassHashLog = 17, kSecondPassChainLog = 16;  // ZSTD_getCParams(5, 128 KiB)
 
 int pass_level(Pass pass) {
   if (g_zstd_level != kDefaultZstdLevel) return g_zstd_level;
@@ -292,8 +323,11 @@ int pass_level(Pass pass) {
 bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
   k.columns_cap = fmt::columns_scratch_bytes(kTagBytes, kBodyBytes);
   k.columns = static_cast<uint8_t *>(profiler_mmap(k.columns_cap));
-  // Frames of at most 2 + kColumnCount parts, each within its compress bound.
-  k.z_cap = ZSTD_compressBound(k.columns_cap) + 64 * (2 + fmt::kColumnCount);
+  // The frames of a chunk's 2 + kColumnCount parts: a chunk whose frames would take more than
+  // its plain bytes (kTagBytes + kBodyBytes at most) is written plain, so that is all the room
+  // they need (a part that does not fit fails to compress: the chunk goes plain). Sized for
+  // every part's compress bound, this took 8 MiB of the program's address space (RLIMIT_AS).
+  k.z_cap = kTagBytes + kBodyBytes;
   k.z = static_cast<uint8_t *>(profiler_mmap(k.z_cap));
   *snapshot_copy = static_cast<uint8_t *>(profiler_mmap(kTagBytes + kBodyBytes));
   // A chunk has at most as many allocations as tags.
@@ -308,8 +342,18 @@ bool prepare_compressor(Compressor &k, uint8_t **snapshot_copy) {
       if (pass == kSecondPass && g_zstd_level != kDefaultZstdLevel) break;  // one level: one pass
       ZSTD_CCtx *&c = k.cctx[pass];
       c = ZSTD_createCCtx();
-      if (c && ZSTD_isError(ZSTD_compressCCtx(c, k.z, k.z_cap, *snapshot_copy,
-                                              kTagBytes + kBodyBytes, pass_level(pass)))) {
+      if (c) {
+        ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, pass_level(pass));
+        if (pass == kSecondPass) {
+          // Level 5's tables sized for a 128 KiB input (its own for a 1 MiB one take 3.6 MiB
+          // of the program's address space, these 1.3 MiB): the parts it is tried on repeat
+          // within a few KiB.
+          ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, kSecondPassHashLog);
+          ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog, kSecondPassChainLog);
+        }
+      }
+      if (c &&
+          ZSTD_isError(ZSTD_compress2(c, k.z, k.z_cap, *snapshot_copy, kTagBytes + kBodyBytes))) {
         ZSTD_freeCCtx(c);
         c = nullptr;
       }
@@ -343,15 +387,12 @@ size_t compress_chunk(Compressor &k, const uint8_t *tags, uint32_t events, const
     const uint8_t *part = k.columns + cuts[i];
     const size_t length = cuts[i + 1] - cuts[i];
     if (length == 0) continue;
-    size_t m = ZSTD_compressCCtx(k.cctx[kFirstPass], k.z + out, k.z_cap - out, part, length,
-                                 pass_level(kFirstPass));
+    size_t m = ZSTD_compress2(k.cctx[kFirstPass], k.z + out, k.z_cap - out, part, length);
     if (ZSTD_isError(m)) return 0;
-    // The second frame goes after the first, where there is room for it, and replaces it
-    // when it is smaller.
-    if (second_pass && m * kSecondPassRatio < length &&
-        k.z_cap - out - m >= ZSTD_compressBound(length)) {
-      const size_t m2 = ZSTD_compressCCtx(k.cctx[kSecondPass], k.z + out + m, k.z_cap - out - m,
-                                          part, length, pass_level(kSecondPass));
+    // The second frame goes after the first, given as much room as the first took (a frame
+    // that does not fit there is no smaller: zstd fails it), and replaces it when smaller.
+    if (second_pass && m * kSecondPassRatio < length && k.z_cap - out - m >= m) {
+      const size_t m2 = ZSTD_compress2(k.cctx[kSecondPass], k.z + out + m, m, part, length);
       if (!ZSTD_isError(m2) && m2 < m) {
         memmove(k.z + out, k.z + out + m, m2);
         m = m2;
@@ -432,15 +473,16 @@ struct Copied {
   uint32_t events, bytes;
 };
 bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
-  const PublishedSlot &pub = g_published[slot];
+  const PublishedSlot &pub = slot_at(slot);
   if (!pub.registered || slot == t_state.registry_slot) return false;
   Buffer *b = pub.buf.load(std::memory_order_acquire);
   uint64_t word = pub.word.load(std::memory_order_acquire);
-  if (!b || word == g_snapshot_marks[slot].published) return false;
+  SnapshotMark &mark = mark_at(slot);
+  if (!b || word == mark.published) return false;
   const auto [seq, events, used] = published_fields(word);
   if (idle_only) {
-    const bool idle = g_snapshot_marks[slot].seen_seq == seq;
-    g_snapshot_marks[slot].seen_seq = seq;
+    const bool idle = mark.seen_seq == seq;
+    mark.seen_seq = seq;
     if (!idle) return false;
   }
   if (events == 0 || seq != (b->seq & kPublishedSeqMask) || used > kBodyBytes || events > kTagBytes)
@@ -452,7 +494,7 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
   if (pub.buf.load(std::memory_order_acquire) != b ||
       published_fields(pub.word.load(std::memory_order_acquire)).seq != seq)
     return false;
-  g_snapshot_marks[slot].published = word;
+  mark.published = word;
   *out = {b, events, events + used};
   return true;
 }
@@ -463,7 +505,7 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
 void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_lock(&g_registry_mutex);
   Copied c;
-  for (uint32_t i = 0; i < kMaxRegistered && g_state.load() == kRecording; ++i) {
+  for (uint32_t i = 0; i < g_registry_slots && g_state.load() == kRecording; ++i) {
     if (!copy_published(i, copy, /*idle_only=*/true, &c)) continue;
     Buffer *b = c.buffer;
     uint32_t flags = 0, raw = 0;
@@ -478,6 +520,22 @@ void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
+// The children this process forked that have no trace of their own (they did not exec, or not
+// yet): a stat of each one's file name. Async-signal-safe (snprintf of integers, access).
+uint64_t untraced_fork_children() {
+  const uint32_t forks = g_forked_count.load(std::memory_order_acquire);
+  uint64_t untraced = 0;
+  for (uint32_t i = 0; i < forks && i < kForkedSlots; ++i) {
+    const int pid = g_forked[i].load(std::memory_order_relaxed);
+    char name[sizeof g_output_base + 16];
+    if (pid <= 0 ||
+        snprintf(name, sizeof name, "%s.%d", g_output_base, pid) >= static_cast<int>(sizeof name))
+      continue;
+    if (access(name, F_OK) != 0) ++untraced;
+  }
+  return untraced;
+}
+
 bool write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   uint8_t body[64];
   uint8_t *p = body;
@@ -486,6 +544,7 @@ bool write_footer(fmt::EndReason reason, int sig, bool in_handler = false) {
   p = fmt::put_varint(p, g_events_dropped.load());
   p = fmt::put_varint(p, static_cast<uint64_t>(reason));
   p = fmt::put_varint(p, static_cast<uint64_t>(sig));
+  p = fmt::put_varint(p, untraced_fork_children());
   uint32_t n = static_cast<uint32_t>(p - body);
   return write_chunk(fmt::kFooterThread, 0, now_ticks(), 0, 0, body, n, n, in_handler);
 }
@@ -570,19 +629,35 @@ void record_thread_name(ThreadState &ts) {
   end_event(ts, p + n);
 }
 
+// A slot for the calling thread: the first free one (from where the last one was found), on a
+// new page when every page is full. None when the registry is full or no page can be mapped:
+// the thread then records into its buffers as before, snapshots of it aside.
 void register_thread(ThreadState &ts) {
+  static uint32_t next_free = 0;  // under the mutex; slots below it were taken when it moved
   pthread_mutex_lock(&g_registry_mutex);
-  for (uint32_t i = 0; i < kMaxRegistered; ++i)
-    if (!g_published[i].registered) {
-      PublishedSlot &pub = g_published[i];
-      pub.registered = true;
-      pub.buf.store(nullptr);  // the thread has no buffer yet (refill), whoever held the slot
-      pub.word.store(0);
-      g_snapshot_marks[i] = {0, ~0u};
-      ts.published = &pub;
-      ts.registry_slot = i;
-      break;
+  uint32_t found = ~0u;
+  for (uint32_t i = 0; i < g_registry_slots && found == ~0u; ++i) {
+    const uint32_t at = (next_free + i) % g_registry_slots;
+    if (!slot_at(at).registered) found = at;
+  }
+  if (found == ~0u && g_registry_slots / kSlotsPerPage < kRegistryPages) {
+    if (auto *page = static_cast<RegistryPage *>(profiler_mmap(sizeof(RegistryPage)))) {
+      new (page) RegistryPage();
+      g_registry[g_registry_slots / kSlotsPerPage] = page;
+      found = g_registry_slots;
+      g_registry_slots += kSlotsPerPage;
     }
+  }
+  if (found != ~0u) {
+    PublishedSlot &pub = slot_at(found);
+    pub.registered = true;
+    pub.buf.store(nullptr);  // the thread has no buffer yet (refill), whoever held the slot
+    pub.word.store(0);
+    mark_at(found) = {0, ~0u};
+    ts.published = &pub;
+    ts.registry_slot = found;
+    next_free = found + 1;
+  }
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
@@ -714,6 +789,7 @@ void *end_the_process(void *name) {
 
 void *writer_main(void *) {
   ThreadState &ts = t_state;
+  t_is_writer = true;
   ts.guard = 1;  // what the writer allocates is the profiler's, not the program's
   prctl(PR_SET_NAME, "adprof-writer", 0, 0, 0);
   if (g_writer_identity.has_tid) {
@@ -834,7 +910,7 @@ void write_final_snapshots(bool in_handler) {
     pthread_mutex_lock(&g_registry_mutex);
   }
   Copied c;
-  for (uint32_t i = 0; i < kMaxRegistered; ++i)
+  for (uint32_t i = 0; i < g_registry_slots; ++i)
     if (copy_published(i, g_final_copy, /*idle_only=*/false, &c))
       write_chunk(c.buffer->tid, c.buffer->seq, c.buffer->base_ts, c.events,
                   fmt::kChunkFlagSnapshot, g_final_copy, c.bytes, c.bytes, in_handler);
@@ -862,6 +938,8 @@ bool parse_int(const char *text, long lo, long hi, long *out) {
   *out = v;
   return true;
 }
+
+bool absolute_path(const char *path, char *out, size_t out_size);
 
 bool read_settings(char *path, size_t path_size, bool &want_stacks) {
   const char *output = getenv("ADPROF_OUTPUT");
@@ -901,6 +979,10 @@ bool read_settings(char *path, size_t path_size, bool &want_stacks) {
     }
     g_run_id = static_cast<uint32_t>(v);
   }
+  if (!absolute_path(output, g_output_base, sizeof g_output_base)) {
+    say("ADPROF_OUTPUT is too long; not recording");
+    return false;
+  }
   int n;
   if (root_text && root != getpid())
     n = snprintf(path, path_size, "%s.%ld", output, static_cast<long>(getpid()));
@@ -913,19 +995,38 @@ bool read_settings(char *path, size_t path_size, bool &want_stacks) {
   return true;
 }
 
-// Creates the trace exclusively. When the name is taken by an earlier image of this same
-// process (it exec'd), the first free of NAME.1, NAME.2, ... is used.
+// Creates the trace exclusively, readable and writable by its owner only (0600: a trace holds
+// the process's addresses, libraries and call sites). When the name is taken by an earlier
+// image of this same process (it exec'd), the first free of NAME.1, NAME.2, ... is used. When
+// it holds this run's claim (`adprof run` creates the root process's file before it starts
+// the program, so that a second run of the same name is refused before its program runs:
+// trace_format.h, "Claim"), the file is taken over.
 int create_trace_file(char *path, size_t path_size) {
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND;
-  int fd = open(path, kFlags, 0666);
+  constexpr mode_t kMode = 0600;
+  int fd = open(path, kFlags, kMode);
   if (fd >= 0 || errno != EEXIST) return fd;
   int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   uint8_t h[fmt::kFileHeaderSize];
-  bool same_process = in >= 0 && pread(in, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-                      memcmp(h, fmt::kFileMagic, 8) == 0 &&
-                      fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid()) &&
-                      fmt::get_u32(h + 56) == g_run_id;
+  struct stat in_st;
+  const bool header = in >= 0 && fstat(in, &in_st) == 0 && S_ISREG(in_st.st_mode) &&
+                      pread(in, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                      memcmp(h, fmt::kFileMagic, 8) == 0;
+  const bool same_process = header && fmt::get_u64(h + 16) == static_cast<uint64_t>(getpid()) &&
+                            fmt::get_u32(h + 56) == g_run_id;
+  const bool this_runs_claim = header && g_run_id != 0 && fmt::is_claim(h, g_run_id) &&
+                               in_st.st_size == static_cast<off_t>(sizeof h);
   if (in >= 0) close(in);
+  if (this_runs_claim) {
+    fd = open(path, (kFlags & ~(O_CREAT | O_EXCL)), kMode);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == in_st.st_ino && st.st_dev == in_st.st_dev &&
+        ftruncate(fd, 0) == 0)
+      return fd;
+    if (fd >= 0) close(fd);
+    errno = EEXIST;
+    return -1;
+  }
   if (!same_process) {
     errno = EEXIST;
     return -1;
@@ -934,7 +1035,7 @@ int create_trace_file(char *path, size_t path_size) {
   for (int image = 1; image < 1000; ++image) {
     if (snprintf(path + base, path_size - base, ".%d", image) >= static_cast<int>(path_size - base))
       break;
-    fd = open(path, kFlags, 0666);
+    fd = open(path, kFlags, kMode);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
   path[base] = 0;
@@ -1164,6 +1265,12 @@ void resume_after_failed_exec() {
 
 void finish_before_exit() { finish(fmt::EndReason::kExit); }
 
+void note_forked_child(int child) {
+  if (g_state.load(std::memory_order_relaxed) != kRecording || getpid() != g_recording_pid) return;
+  const uint32_t i = g_forked_count.fetch_add(1, std::memory_order_acq_rel);
+  if (i < kForkedSlots) g_forked[i].store(child, std::memory_order_release);
+}
+
 // Only async-signal-safe calls. Other threads go on running meanwhile: the flush epoch makes
 // them stop appending; the writer finishes what it holds (waited for, at most 2 s); then this
 // thread's buffer, the chunks still queued and every other thread's complete events are
@@ -1254,7 +1361,11 @@ bool refill(ThreadState &ts, size_t bytes) {
   Buffer *b = nullptr;
   {
     pthread_mutex_lock(&g_queue_mutex);
-    while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording)
+    // A program thread waits while the writer lags; the writer never does: it is the one that
+    // makes room, and a writer waiting for room (its counter samples fill a buffer too) waited
+    // for good once the program's threads had filled the queue (2,000 threads alive at once
+    // hung the program: Lifecycle.ThousandsOfThreadsAliveAtOnce).
+    while (g_full_count >= kMaxQueuedBuffers && g_state.load() == kRecording && !t_is_writer)
       pthread_cond_wait(&g_space_cond, &g_queue_mutex);
     b = take_free_buffer_locked();
     if (!ts.coder) ts.coder = take_coder_locked();

@@ -407,6 +407,9 @@ bool end_before_exec();
 void resume_after_failed_exec();
 // Closes the trace before _exit (footer "exit"): no destructor runs then.
 void finish_before_exit();
+// The parent of a fork (the fork hook): `child` is not traced unless it execs; the footer
+// counts those that had not when the trace ended.
+void note_forked_child(int child);
 // From the handler of a terminating signal: writes every thread's complete events and a
 // footer naming the signal, with async-signal-safe calls only.
 void finish_in_handler(int sig);

@@ -774,13 +774,15 @@ bool init_stacks() {
     say("--stacks: libunwind.so.8 lacks unw_backtrace; recording without call stacks");
     return false;
   }
-  set_policy(*space, UNW_CACHE_PER_THREAD);
-  if (set_size) set_size(*space, 1024, 0);
+  // libunwind's code range first: its first call (set_policy) opens its pipe, which the pipe
+  // hooks move out of the program's descriptor numbers when it comes from there (own_fds.cpp).
   if (!range_of(reinterpret_cast<const void *>(&capture_stack), &g_own) ||
       !range_of(reinterpret_cast<const void *>(g_backtrace), &g_unwind)) {
     say("--stacks: cannot find the profiler's own code; recording without call stacks");
     return false;
   }
+  set_policy(*space, UNW_CACHE_PER_THREAD);
+  if (set_size) set_size(*space, 1024, 0);
   ssize_t n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
   g_exe_path[n > 0 ? n : 0] = 0;
   const char *check = getenv("ADPROF_STACKS_CHECK");
@@ -789,6 +791,10 @@ bool init_stacks() {
   g_backtrace(warm, 8);  // libunwind's first use (allocations, its caches) happens now
   g_stacks = true;
   return true;
+}
+
+bool called_from_unwinder(const void *code) {
+  return g_unwind.holds(reinterpret_cast<uintptr_t>(code));
 }
 
 void record_initial_mappings(ThreadState &ts) {

@@ -16,5 +16,7 @@ void record_initial_mappings(ThreadState &ts);
 void release_stack_table(ThreadState &ts);
 // After a dlclose: records the unload and renews every thread's table.
 void note_unload();
+// Whether `code` lies in libunwind (loaded by init_stacks): its pipe is the profiler's.
+bool called_from_unwinder(const void *code);
 
 }  // namespace adprof::preload

@@ -4,9 +4,14 @@
 // hand (tests/profiler/trace_builder.h).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
+#include <memory>
+#include <thread>
 
 #include "test_util.h"
 #include "trace_builder.h"
@@ -177,6 +182,146 @@ TEST(CliInput, ExportLeavesTheOutputAloneUntilItSucceeds) {
   Result r = run_cli({"timeline", whole, "--csv", dir / "no/such/dir/x.csv"});
   EXPECT_EQ(r.exit_code, 2);
   expect_one_line(r.err, "cannot write");
+}
+
+// What is at an output's path keeps its kind (issue 28, item 2): before, the temporary file
+// was renamed over it, so `--perfetto /dev/full` replaced the machine's /dev/full with a plain
+// file, a symbolic link became a file and `--folded /dev/stdout` sent nothing down the pipe.
+TEST(CliInput, OutputsThatAreNotRegularFilesKeepTheirKind) {
+  TempDir dir;
+  TwoChunks t;
+  const std::string whole = save(dir, "whole", t.whole);
+  auto kind_of = [](const std::string &path) {
+    struct stat st;
+    return lstat(path.c_str(), &st) == 0 ? st.st_mode & S_IFMT : 0u;
+  };
+  // A symbolic link: its target is written, the link stays a link.
+  const std::string real = dir / "real.json", link = dir / "link.json";
+  write_file(real, "precious");
+  ASSERT_EQ(symlink("real.json", link.c_str()), 0);
+  Result r = run_cli({"export", whole, "--perfetto", link});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(kind_of(link), static_cast<unsigned>(S_IFLNK));
+  EXPECT_NE(read_file(real).find("traceEvents"), std::string::npos);
+  // A dangling link is refused, and stays.
+  const std::string dangling = dir / "dangling";
+  ASSERT_EQ(symlink("nowhere/x", dangling.c_str()), 0);
+  r = run_cli({"timeline", whole, "--csv", dangling});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_line(r.err, "does not exist");
+  EXPECT_EQ(kind_of(dangling), static_cast<unsigned>(S_IFLNK));
+  // A link to /proc/self/fd/1 (as /dev/stdout is; a link of our own, so that a failing run
+  // replaces nothing of the machine's): the output goes down the pipe, the link stays.
+  const std::string piped = dir / "piped", to_stdout = dir / "stdout";
+  ASSERT_EQ(symlink("/proc/self/fd/1", to_stdout.c_str()), 0);
+  const std::string command = std::string(cli_path()) + " export " + whole + " --folded '" +
+                              to_stdout + "' | cat > '" + piped + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_FALSE(read_file(piped).empty());
+  EXPECT_EQ(kind_of(to_stdout), static_cast<unsigned>(S_IFLNK));
+  // A FIFO with a reader is written in place; one with none is refused, not waited on.
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  r = run_cli({"export", whole, "--folded", fifo}, 20);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_line(r.err, "nothing reads from it");
+  EXPECT_EQ(kind_of(fifo), static_cast<unsigned>(S_IFIFO));
+  std::string from_fifo;
+  std::thread reader([&] { from_fifo = read_file(fifo); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the reader opens first
+  r = run_cli({"timeline", whole, "--svg", fifo}, 20);
+  reader.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(from_fifo.find("<svg"), std::string::npos);
+  EXPECT_EQ(kind_of(fifo), static_cast<unsigned>(S_IFIFO));
+  // Character devices of our own (root only): a full device is a one-line error, a null one
+  // takes the output, and both stay devices.
+  if (geteuid() != 0) GTEST_SKIP() << "mknod needs root";
+  const std::string full = dir / "full", null = dir / "null";
+  ASSERT_EQ(mknod(full.c_str(), S_IFCHR | 0600, makedev(1, 7)), 0);
+  ASSERT_EQ(mknod(null.c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
+  r = run_cli({"export", whole, "--perfetto", full});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_line(r.err, "No space left on device");
+  EXPECT_EQ(kind_of(full), static_cast<unsigned>(S_IFCHR));
+  r = run_cli({"export", whole, "--folded", null});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(kind_of(null), static_cast<unsigned>(S_IFCHR));
+  // A directory is refused.
+  r = run_cli({"timeline", whole, "--csv", dir.path()});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_line(r.err, "is a directory");
+}
+
+// Two runs naming the same trace, started together (issue 28, item 3): the one that loses the
+// race for the file is refused (exit 2) before its program starts. Before, it printed "cannot
+// create trace ...: file exists; not recording", ran its program unrecorded, exited 0 and
+// reported the winner's unfinished trace as its own (3 of 4 tries). The trace is created
+// owner-only (item 10).
+TEST(CliRun, ASecondRunOfTheSameTraceNeverStartsItsProgram) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    SCOPED_TRACE(attempt);
+    TempDir dir;
+    const std::string trace = dir / "t.adtrace";
+    auto start = [&](const std::string &marker) {
+      SpawnOptions o;
+      o.argv = {cli_path(), "run", "--no-report",
+                "-o",       trace, "--",
+                "/bin/sh",  "-c",  "echo $$ > '" + marker + "'; sleep 0.3"};
+      return std::make_unique<Child>(o);
+    };
+    auto a = start(dir / "a"), b = start(dir / "b");
+    const Result ra = a->wait(), rb = b->wait();
+    const bool a_ran = fs::exists(dir / "a"), b_ran = fs::exists(dir / "b");
+    ASSERT_NE(a_ran, b_ran) << "both programs ran:\n" << ra.err << "\n" << rb.err;
+    const Result &winner = a_ran ? ra : rb, &loser = a_ran ? rb : ra;
+    EXPECT_EQ(winner.exit_code, 0) << winner.err;
+    EXPECT_EQ(loser.exit_code, 2) << loser.err;
+    expect_one_line(loser.err, "already exists");
+    adprof::TraceReader reader(trace);
+    EXPECT_EQ(std::to_string(reader.header().pid) + "\n", read_file(dir / (a_ran ? "a" : "b")));
+    struct stat st;
+    ASSERT_EQ(stat(trace.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  // A program that is never recorded (it cannot be run) leaves no claim behind.
+  TempDir dir;
+  Result r = run_cli({"run", "-o", dir / "t.adtrace", "--", dir / "missing"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir / "t.adtrace"));
+}
+
+// A program ended by a signal that ends a process without a core (Ctrl-C's SIGINT, SIGTERM):
+// `adprof run` dies of the same signal after its report, so that a shell stops a loop at
+// Ctrl-C as it would without adprof (issue 28, item 5: it exited 130). A signal that dumps
+// core is status 128+N: adprof leaves no core of its own.
+TEST(CliRun, DiesOfTheSignalThatEndedTheProgram) {
+  TempDir dir;
+  const std::pair<int, const char *> ending[] = {{SIGINT, "INT"}, {SIGTERM, "TERM"}};
+  for (const auto &[sig, name] : ending) {
+    for (const bool report : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (report ? " with a report" : ""));
+      SpawnOptions o;
+      o.argv = {cli_path(), "run", "-o", dir / (std::string(name) + std::to_string(report))};
+      if (!report) o.argv.push_back("--no-report");
+      o.argv.insert(o.argv.end(), {"--", "/bin/sh", "-c", std::string("kill -") + name + " $$"});
+      o.own_process_group = true;  // default dispositions, as a shell's job
+      Result r = run(o);
+      EXPECT_FALSE(r.exited) << "exit status " << r.exit_code << "\n" << r.err;
+      EXPECT_EQ(r.signal, sig) << r.err;
+      if (report) {
+        EXPECT_NE(r.out.find("peak"), std::string::npos) << r.out;
+      }
+    }
+  }
+  SpawnOptions o;
+  o.argv = {cli_path(), "run",     "--no-report", "-o",           dir / "abrt",
+            "--",       "/bin/sh", "-c",          "kill -ABRT $$"};
+  o.own_process_group = true;
+  Result r = run(o);
+  EXPECT_TRUE(r.exited) << "signal " << r.signal;
+  EXPECT_EQ(r.exit_code, 128 + SIGABRT);
 }
 
 TEST(CliInput, NumericOptionsOutOfRangeAreUsageErrors) {

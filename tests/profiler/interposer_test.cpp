@@ -56,6 +56,28 @@ TEST(Interposer, StormCountsAreExact) {
   EXPECT_GE(report.threads, 9u) << "8 workers and the writer at least";
 }
 
+// Every allocation function gives under the profiler what the program's glibc gives it, errno
+// included (issue 28, item 6): odd alignments are rounded as glibc rounds them (jemalloc alone
+// fails them with EINVAL), and a request no allocator can meet sets ENOMEM (jemalloc's memalign
+// and realloc leave errno as it was).
+TEST(Interposer, AllocationResultsMatchGlibcs) {
+  TempDir dir;
+  SpawnOptions plain;
+  plain.argv = {ADPROF_TEST_ALLOC_RESULTS};
+  Result glibc = run(plain);
+  ASSERT_EQ(glibc.exit_code, 0) << glibc.err;
+  SpawnOptions profiled = plain;
+  profiled.trace = dir / "t.adtrace";
+  Result under = run(profiled);
+  ASSERT_EQ(under.exit_code, 0) << under.err;
+  EXPECT_TRUE(adprof_lines(under.err).empty()) << under.err;
+  const std::vector<std::string> want = lines_of(glibc.out), got = lines_of(under.out);
+  ASSERT_EQ(got.size(), want.size()) << under.out;
+  ASSERT_GT(want.size(), 30u);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]);
+  EXPECT_TRUE(summarize(dir / "t.adtrace").complete);
+}
+
 // A C program has no libstdc++ of its own: libjemalloc (the interposer's dependency) comes
 // before libstdc++ in the lookup order and exports operator new too. The blocks a dlopen'd C++
 // library makes with new[] must still be recorded, every one, and matched by their delete[].

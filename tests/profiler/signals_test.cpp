@@ -38,8 +38,14 @@ TEST_P(TerminatingSignal, ToTheProcessGroupLeavesAFinishedTrace) {
   std::string trace = dir / "t", marker = dir / "marker";
   Result r = run_and_signal_group(trace, marker, {ADPROF_TEST_LIFECYCLE, "sleep", marker}, sig);
   ASSERT_FALSE(r.timed_out) << strsignal(sig) << ": the program or adprof did not end";
-  ASSERT_TRUE(r.exited) << strsignal(sig) << ": adprof itself was ended by signal " << r.signal;
-  EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  // adprof run ends as the program did: of the same signal, or 128+N for one that dumps core.
+  if (sig == SIGQUIT) {
+    ASSERT_TRUE(r.exited) << strsignal(sig) << ": adprof itself was ended by signal " << r.signal;
+    EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  } else {
+    EXPECT_FALSE(r.exited) << strsignal(sig) << ": adprof exited " << r.exit_code;
+    EXPECT_EQ(r.signal, sig) << r.err;
+  }
   adprof::TraceReader reader(trace);
   const char *abbrev = sigabbrev_np(sig);
   const std::string named = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
@@ -69,8 +75,8 @@ TEST(Signals, PythonSeesSigintAsDefaultAndDiesOfIt) {
                        marker + "', 'w').close()\ntime.sleep(60)\n";
   Result r = run_and_signal_group(trace, marker, {"/usr/bin/python3", "-c", script}, SIGINT);
   ASSERT_FALSE(r.timed_out);
-  ASSERT_TRUE(r.exited) << r.signal;
-  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_FALSE(r.exited) << r.exit_code;
+  EXPECT_EQ(r.signal, SIGINT) << r.err;
   EXPECT_NE(r.err.find("KeyboardInterrupt"), std::string::npos)
       << "Python did not install its SIGINT handler:\n"
       << r.err;
@@ -162,6 +168,47 @@ TEST(Signals, FailedFinalWriteIsSaid) {
 // A program near its RLIMIT_AS that handles malloc failure cleanly does so under the profiler
 // too (the writer crashed allocating its compressor there, in 4 to 10 runs of 10), gets about
 // as much memory, and its trace is whole.
+// The address space the profiler takes from a recording program (issue 28, item 7): what a
+// recording process holds beyond the same process with the interposer inert (jemalloc and the
+// libraries loaded either way). It was 28.0 MiB (two 8 MiB compression scratch areas, level
+// 5's 3.6 MiB tables, ...), so that under a 40 MB RLIMIT_AS the writer could not start and the
+// program got nothing (0 of 1,000 malloc(16)); now 13.2 MiB (docs/ARCHITECTURE.md, "Memory").
+TEST(Signals, ProfilersOwnAddressSpaceIsSmall) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the limit is set in this process, whose sanitizer runtime reserves terabytes "
+                  "of address space; covered by the release build";
+#endif
+  TempDir dir;
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_LIFECYCLE, "vmsize"};
+  o.env = {{"LD_PRELOAD", preload_path()}};
+  Result inert = run(o);
+  o.env.clear();
+  o.trace = dir / "t";
+  Result recording = run(o);
+  ASSERT_EQ(inert.exit_code, 0) << inert.err;
+  ASSERT_EQ(recording.exit_code, 0) << recording.err;
+  const double own_mib = (std::stod(key_values(recording.out)["vmsize_kib"]) -
+                          std::stod(key_values(inert.out)["vmsize_kib"])) /
+                         1024;
+  RecordProperty("profiler_address_space_mib", std::to_string(own_mib));
+  EXPECT_LE(own_mib, 16.0) << "the profiler's own address space grew";
+  // Under a 40 MiB limit the program still gets memory, and is recorded.
+  o.argv = {ADPROF_TEST_LIFECYCLE, "until_out_of_memory"};
+  o.trace = dir / "limited";
+  Result limited;
+  {
+    ScopedLimit limit(RLIMIT_AS, 40u << 20);
+    ASSERT_TRUE(limit.ok());
+    limited = run(o);
+  }
+  ASSERT_TRUE(limited.exited) << "signal " << limited.signal;
+  EXPECT_EQ(limited.exit_code, 3) << limited.err;
+  EXPECT_TRUE(adprof_lines(limited.err).empty()) << limited.err;
+  EXPECT_GE(std::stod(key_values(limited.out)["allocated"]), 2.0) << limited.out;
+  EXPECT_TRUE(summarize(dir / "limited").complete);
+}
+
 TEST(Signals, ProgramAtItsAddressSpaceLimitRunsAsWithout) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the limit is set in this process, whose sanitizer runtime reserves terabytes "

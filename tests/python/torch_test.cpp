@@ -543,6 +543,36 @@ TEST(TorchCli, InterpreterOptionsAndModules) {
   EXPECT_NE(r.out.find("instrumented True ['y']"), std::string::npos) << r.out << r.err;
 }
 
+// The hook is adprof's whatever the program's directory holds (issue 28, item 4): `-m
+// adprof.torch` searched the working directory first, so an adprof.py there made the run fail
+// ("Error while finding module specification for 'adprof.torch'", exit 1) and a package
+// adprof/ of the user's ran its own torch.py instead of the hook (exit 9).
+TEST(TorchCli, TheWorkingDirectoryCannotReplaceTheHook) {
+  SKIP_WITHOUT_TORCH();
+  for (const bool package : {false, true}) {
+    SCOPED_TRACE(package ? "a package adprof/" : "a module adprof.py");
+    TempDir work;
+    if (package) {
+      fs::create_directories(work / "adprof");
+      write_file(work / "adprof/__init__.py", "");
+      write_file(work / "adprof/torch.py", "raise SystemExit(9)\n");
+    } else {
+      write_file(work / "adprof.py", "raise SystemExit(9)\n");
+    }
+    write_file(work / "train.py",
+               "import sys, adprof.torch\n"
+               "print('instrumented', adprof.torch.instrumentation() is not None)\n");
+    const std::string command = "cd '" + work.path() + "' && PYTHONDONTWRITEBYTECODE=1 '" +
+                                cli_path() + "' run --torch --no-report -o t.adtrace -- " +
+                                kPython + " train.py > out 2> err";
+    const int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << read_file(work / "err");
+    EXPECT_NE(read_file(work / "out").find("instrumented True"), std::string::npos)
+        << read_file(work / "out") << read_file(work / "err");
+  }
+}
+
 // The ledger that makes CUDA storages device blocks (python/adprof/torch/_device.py) follows
 // each storage's life: CPU storages stand in for CUDA ones, so no GPU is needed. PyTorch 1.13
 // cannot tell when a storage dies (the ledger is off there): skipped with that message.

@@ -1,4 +1,5 @@
-"""python3 -m adprof.torch SCRIPT [ARGS...]: runs SCRIPT as `python3 SCRIPT ARGS...` would,
+"""python3 -m adprof.torch SCRIPT [ARGS...] (or python3 .../adprof/torch/__main__.py SCRIPT
+[ARGS...], as `adprof run --torch` starts it): runs SCRIPT as `python3 SCRIPT ARGS...` would,
 with the PyTorch instrumentation installed first (under adprof; plain otherwise).
 
 The script runs as __main__ (runpy), with sys.argv = [SCRIPT, ARGS...] and its directory first
@@ -9,6 +10,16 @@ traceback is printed by the interpreter and the status is 1; SystemExit passes t
 import os
 import runpy
 import sys
+
+if __name__ == "__main__" and not __package__:
+    # Run by its path (`adprof run --torch` does): adprof is imported from beside this file,
+    # whatever the program's sys.path holds. `python3 -m adprof.torch` put the working directory
+    # first, where an adprof.py or a package adprof/ of the user's was imported instead.
+    _own_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+        sys.path[0] = _own_root  # the script's slot, which main() gives the program's script
+    else:
+        sys.path.insert(0, _own_root)
 
 USAGE = "usage: python3 -m adprof.torch SCRIPT [ARGS...] | -m MODULE [ARGS...]"
 

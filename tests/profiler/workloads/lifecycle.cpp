@@ -6,7 +6,8 @@
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
 //                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
-//                  execve_syscall | exit_group_syscall | late_thread_destructors
+//                  execve_syscall | exit_group_syscall | late_thread_destructors |
+//                  threads_alive N join|exit | vmsize
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +76,24 @@ int handler_then_sigterm(Install install, BackToDefault back_to_default) {
   allocate("after_signal", 10, 3232);
   raise(SIGTERM);
   return 0;
+}
+
+// threads_alive: every thread is alive at once (the first barrier), then allocates and frees 4
+// blocks in op "alive" and waits for all the others (the second). Small stacks: 8,000 threads
+// take 1 GiB of address space, little of it touched.
+pthread_barrier_t g_all_alive, g_all_allocated;
+std::atomic<unsigned> g_allocated{0};
+void *alive_thread(void *) {
+  pthread_barrier_wait(&g_all_alive);
+  adprof_op_begin(adprof_name("alive"), 1);
+  for (int i = 0; i < 4; ++i) {
+    void *volatile p = malloc(100 + static_cast<size_t>(i));
+    free(p);
+  }
+  adprof_op_end();
+  g_allocated.fetch_add(1);
+  pthread_barrier_wait(&g_all_allocated);
+  return nullptr;
 }
 
 const char *self() {
@@ -189,9 +208,51 @@ int main(int argc, char **argv) {
     printf("child %d\n", static_cast<int>(child));
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
   }
+  if (!strcmp(mode, "threads_alive") && argc > 3) {
+    // threads_alive N join|exit: N threads alive at once; then joined, or the process exits
+    // while they still wait (their last events are only in their buffers).
+    const unsigned n = static_cast<unsigned>(atoi(argv[2]));
+    const bool join = !strcmp(argv[3], "join");
+    pthread_barrier_init(&g_all_alive, nullptr, n + 1);
+    pthread_barrier_init(&g_all_allocated, nullptr, n + 1);  // main's turn: join only
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+    std::vector<pthread_t> threads(n);
+    for (unsigned i = 0; i < n; ++i)
+      if (int err = pthread_create(&threads[i], &attr, alive_thread, nullptr); err != 0) {
+        fprintf(stderr, "thread %u of %u: %s\n", i, n, strerror(err));
+        _exit(2);
+      }
+    pthread_barrier_wait(&g_all_alive);
+    if (join) {
+      pthread_barrier_wait(&g_all_allocated);
+      for (pthread_t t : threads) pthread_join(t, nullptr);
+    } else {
+      // Once every thread has allocated, exit while they all wait at a barrier that main
+      // never reaches.
+      while (g_allocated.load() < n) {
+        struct timespec pause = {0, 1000 * 1000};
+        nanosleep(&pause, nullptr);
+      }
+    }
+    allocate("main", 10, 64);
+    printf("threads %u\n", n);
+    return 0;
+  }
   if (!strcmp(mode, "abort")) {
     allocate("before_abort", 500, 4242);
     abort();
+  }
+  if (!strcmp(mode, "vmsize")) {  // the address space the process holds once it runs
+    struct timespec settle = {0, 200 * 1000 * 1000};  // the profiler's writer has started
+    nanosleep(&settle, nullptr);
+    char line[256];
+    FILE *status = fopen("/proc/self/status", "r");
+    while (status && fgets(line, sizeof line, status))
+      if (!strncmp(line, "VmSize:", 7)) printf("vmsize_kib %ld\n", atol(line + 7));
+    if (status) fclose(status);
+    return 0;
   }
   if (!strcmp(mode, "until_out_of_memory")) {  // run it under an RLIMIT_AS
     size_t total = 0;

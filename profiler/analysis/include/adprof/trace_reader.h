@@ -126,6 +126,9 @@ struct TraceEnd {
   uint64_t footer_events = 0;
   uint64_t footer_chunks = 0;
   uint64_t footer_dropped = 0;
+  // Children the process forked that had no trace of their own when it ended (a fork child is
+  // traced only once it execs); 0 also in a footer that does not count them (written before).
+  uint64_t untraced_fork_children = 0;
   uint64_t cut_at_offset = 0;  // where reading stopped, for a cut or damaged file
 };
 
