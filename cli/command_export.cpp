@@ -146,7 +146,9 @@ void export_perfetto(const std::string &trace, const std::string &path) {
 }
 
 void export_folded(const std::string &trace, const std::string &path) {
-  Report r = analyze(trace);
+  AnalyzeOptions options;
+  options.folded_stacks = true;
+  Report r = analyze(trace, options);
   warn_if_incomplete(trace, r.complete, r.end_reason);
   if (r.stacks) {  // recorded with call stacks: the real frames, outermost first
     std::string text;

@@ -285,8 +285,11 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     for (const auto &p : at_peak) peak_blocks.push_back(p.second);
     for (const auto &[key, blk] : replay.blocks()) end_blocks.push_back(&blk);
     r.stacks = true;
-    r.sites = sites.summarize(peak_blocks, end_blocks);
-    r.peak_stacks = sites.folded(peak_blocks);
+    std::function<void(double)> symbolising;
+    if (options.stage_progress)
+      symbolising = [&](double f) { options.stage_progress("symbolising stacks", f); };
+    r.sites = sites.summarize(peak_blocks, end_blocks, symbolising);
+    if (options.folded_stacks) r.peak_stacks = sites.folded(peak_blocks);
   }
   std::vector<std::pair<uint64_t, const Block *>> mappings;
   for (const auto &p : at_peak)

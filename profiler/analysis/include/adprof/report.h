@@ -188,13 +188,17 @@ struct Report {
   bool stacks = false;
   std::vector<SiteSummary> sites;
   // Folded stacks (outermost first, ';'-separated) of the host bytes live at the peak (not in
-  // the JSON form).
+  // the JSON form; made when AnalyzeOptions::folded_stacks asks).
   std::vector<std::pair<std::string, uint64_t>> peak_stacks;
 };
 
 struct AnalyzeOptions {
-  std::function<void(double)> progress;  // fraction done, called now and then
-  size_t max_live_buffers = 100000;      // live_at_peak keeps the largest this many
+  std::function<void(double)> progress;  // fraction of the trace read, called now and then
+  // The work after the reading, when there is some (symbolising a trace's stacks): what it is
+  // ("symbolising stacks") and the fraction done, called now and then.
+  std::function<void(const char *what, double fraction)> stage_progress;
+  size_t max_live_buffers = 100000;  // live_at_peak keeps the largest this many
+  bool folded_stacks = false;        // fill Report::peak_stacks (traces with stacks)
 };
 
 // Throws TraceError for unreadable traces.
