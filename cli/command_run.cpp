@@ -382,8 +382,7 @@ int command_run(const std::vector<std::string> &args) {
                 << " replaced itself with exec; reporting its last image: " << reported << "\n";
   }
   if (vm.count("no-report")) return exit_code;
-  AnalyzeOptions analyze_options;
-  analyze_options.progress = [](double f) { show_progress("analysing", f); };
+  const AnalyzeOptions analyze_options = analyze_options_with_progress();
   Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))
