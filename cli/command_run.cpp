@@ -382,7 +382,8 @@ int command_run(const std::vector<std::string> &args) {
                 << " replaced itself with exec; reporting its last image: " << reported << "\n";
   }
   if (vm.count("no-report")) return exit_code;
-  const AnalyzeOptions analyze_options = analyze_options_with_progress();
+  AnalyzeOptions analyze_options = analyze_options_with_progress();
+  analyze_options.site_stacks = vm.count("json") > 0;             // the text shows no site's stack
   Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))

@@ -313,7 +313,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     std::function<void(double)> symbolising;
     if (options.stage_progress)
       symbolising = [&](double f) { options.stage_progress("symbolising stacks", f); };
-    r.sites = sites.summarize(peak_blocks, end_blocks, symbolising);
+    r.sites = sites.summarize(peak_blocks, end_blocks, symbolising, options.site_stacks);
     if (options.folded_stacks) r.peak_stacks = sites.folded(peak_blocks);
   }
   if (r.start_up_end >= 0)

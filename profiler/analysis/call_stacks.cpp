@@ -171,12 +171,16 @@ struct CallStacks::Impl {
   std::unordered_map<uint32_t, Path> last_path;
   size_t defined = 0;
 
-  // The leaf node of `frames` (innermost first), the stack defined now by `thread`.
-  uint32_t insert(uint32_t thread, std::span<const uint64_t> frames) {
+  // The leaf node of `frames` (innermost first), the stack defined now by `thread`, of which
+  // the writer said `shared` outer frames are those of the thread's previous stack (the reader
+  // read them from there: they need not be compared again, the frames being another thread's
+  // memory, read ahead; the boundary is checked).
+  uint32_t insert(uint32_t thread, std::span<const uint64_t> frames, uint64_t shared) {
     Path &path = last_path[thread];
     const size_t n = frames.size();
     const size_t most = std::min(n, path.addrs.size());
     size_t same = 0;
+    if (shared > 0 && shared <= most && path.addrs[shared - 1] == frames[n - shared]) same = shared;
     while (same < most && path.addrs[same] == frames[n - 1 - same]) ++same;
     path.nodes.resize(same);
     path.addrs.resize(same);
@@ -338,7 +342,7 @@ bool CallStacks::on_event(const Event &e) {
       Impl::Stack &s = m.define(id);
       if (!s.defined) ++m.defined;
       if (s.resolved) m.resolved.erase(id);  // an id defined again: resolved anew
-      s.leaf = m.insert(e.thread, frames);
+      s.leaf = m.insert(e.thread, frames, e.b);
       s.count = static_cast<uint32_t>(frames.size());
       s.defined = true;
       s.resolved = false;

@@ -20,7 +20,8 @@ SiteTotals::Totals &SiteTotals::grow(uint32_t id) {
 
 std::vector<SiteSummary> SiteTotals::summarize(const std::vector<const Block *> &at_peak,
                                                const std::vector<const Block *> &at_end,
-                                               const std::function<void(double)> &progress) {
+                                               const std::function<void(double)> &progress,
+                                               bool with_stacks) {
   std::vector<SiteSummary> sites;
   if (stacks_.empty()) return sites;
   // A stack's site is its innermost frame's text: only that frame is symbolised per stack, each
@@ -40,7 +41,8 @@ std::vector<SiteSummary> SiteTotals::summarize(const std::vector<const Block *> 
     if (new_name) {
       SiteSummary s;
       s.site = named->first;
-      for (const SourceFrame &f : stacks_.frames(id)) s.stack.push_back(f.text());
+      if (with_stacks)
+        for (const SourceFrame &f : stacks_.frames(id)) s.stack.push_back(f.text());
       sites.push_back(std::move(s));
     }
     return it->second = named->second;

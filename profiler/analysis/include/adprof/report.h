@@ -212,6 +212,9 @@ struct AnalyzeOptions {
   std::function<void(const char *what, double fraction)> stage_progress;
   size_t max_live_buffers = 100000;  // live_at_peak keeps the largest this many
   bool folded_stacks = false;        // fill Report::peak_stacks (traces with stacks)
+  // Fill each site's stack (SiteSummary::stack: the JSON and the GUI show it, the text report
+  // does not; symbolising every frame of one stack per site is most of a site's cost).
+  bool site_stacks = true;
 };
 
 // Throws TraceError for unreadable traces.
