@@ -151,9 +151,10 @@ struct CallStacks::Impl {
   // The stacks by id (dense from 1; an id past kDenseIds, from a damaged trace, in `sparse`),
   // their frames in a tree of return addresses, outermost at the root: a stack shares the outer
   // frames of its thread's previous stack (no lookup: a frame may have several nodes, one per
-  // run of stacks that kept it). `import torch` defines 609,000 stacks of 47 frames on
-  // average, 28.6 million frames, which are 2.3 million nodes (a vector of frames each cost
-  // 650 MB, and more time in the kernel's clearing of pages than the report's reading).
+  // run of stacks that kept it). A Python program importing a deep-learning framework defined
+  // 609,000 stacks of 47 frames on average, 28.6 million frames, which are 2.3 million nodes (a
+  // vector of frames each cost 650 MB, and more time in the kernel's clearing of pages than the
+  // report's reading; docs/PERFORMANCE.md, "Symbols at libtorch's scale").
   static constexpr uint32_t kDenseIds = 1u << 26;
   std::vector<Stack> dense;
   std::unordered_map<uint32_t, Stack> sparse;

@@ -1,11 +1,11 @@
 // One object's symbol table, read once and sorted, searched by address in O(log n).
-// libdw's dwfl_module_addrname walks the module's whole symbol table on every call: on
-// libtorch_cpu (hundreds of thousands of symbols) a report of `import torch` with stacks ran
-// for more than 18 minutes. The choice of a symbol is libdw's (dwfl_module_addrsym.c): the
-// sized symbol that holds the address with the highest start (then the stronger binding, then
-// the smaller size); else the nearest sizeless symbol (an assembly label) below the address in
-// the address's section, if no sized symbol that starts at or below the address extends past
-// the label.
+// libdw's dwfl_module_addrname walks the module's whole symbol table on every call: on a
+// deep-learning framework's library (hundreds of thousands of symbols) a report of a Python
+// program that only imported it, with stacks, ran for more than 18 minutes. The choice of a symbol
+// is libdw's (dwfl_module_addrsym.c): the sized symbol that holds the address with the highest
+// start (then the stronger binding, then the smaller size); else the nearest sizeless symbol (an
+// assembly label) below the address in the address's section, if no sized symbol that starts at or
+// below the address extends past the label.
 #pragma once
 
 #include <elfutils/libdwfl.h>
