@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -267,17 +268,44 @@ int finish_stdout(int status) {
 
 namespace {
 bool g_progress_shown = false;
-}
+bool g_progress_started = false;
+std::chrono::steady_clock::time_point g_progress_start, g_progress_last;
+std::string g_progress_what;
+}  // namespace
 
 void show_progress(const char *what, double fraction) {
-  if (!isatty(2)) return;
-  fprintf(stderr, "\r  %s %3.0f%%", what, fraction * 100.0);
+  if (!isatty(2)) return;  // quiet when piped or redirected
+  const auto now = std::chrono::steady_clock::now();
+  if (!g_progress_started) {
+    g_progress_started = true;
+    g_progress_start = now;
+  }
+  // Only long work says how far it is: nothing in its first second (ADPROF_PROGRESS_DELAY_MS,
+  // for tests), then ten lines a second at most (and each new stage at once).
+  static const long delay_ms = [] {
+    const char *text = getenv("ADPROF_PROGRESS_DELAY_MS");
+    return text && *text ? strtol(text, nullptr, 10) : 1000L;
+  }();
+  if (now - g_progress_start < std::chrono::milliseconds(delay_ms)) return;
+  if (g_progress_shown && g_progress_what == what &&
+      now - g_progress_last < std::chrono::milliseconds(100))
+    return;
+  g_progress_last = now;
+  g_progress_what = what;
+  fprintf(stderr, "\r  %s %3.0f%%%-12s", what, std::clamp(fraction, 0.0, 1.0) * 100.0, "");
   fflush(stderr);
   g_progress_shown = true;
 }
 
+AnalyzeOptions analyze_options_with_progress() {
+  AnalyzeOptions options;
+  options.progress = [](double f) { show_progress("reading the trace", f); };
+  options.stage_progress = [](const char *what, double f) { show_progress(what, f); };
+  return options;
+}
+
 void end_progress() {
-  if (g_progress_shown) fprintf(stderr, "\r%40s\r", "");
+  if (g_progress_shown) fprintf(stderr, "\r%60s\r", "");
   g_progress_shown = false;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "adprof/report.h"
+
 namespace adprof::cli {
 
 inline constexpr int kExitOk = 0;
@@ -82,8 +84,12 @@ void warn_if_incomplete(const std::string &trace, bool complete, const std::stri
 // non-zero).
 int finish_stdout(int status);
 
+// Progress of long work on stderr, one line rewritten in place ("  symbolising stacks  42%"):
+// on a terminal only, and only after the first second. end_progress() clears the line.
 void show_progress(const char *what, double fraction);
 void end_progress();
+// Options for analyze() that show its progress so: reading the trace, then the stage after it.
+AnalyzeOptions analyze_options_with_progress();
 
 // The interposer `adprof run` preloads: $ADPROF_PRELOAD, else the one beside this executable
 // (build tree, or installed under any prefix). Throws a UsageError when there is none.

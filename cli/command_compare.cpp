@@ -15,8 +15,7 @@ namespace {
 // read: a cut, damaged or incomplete run is an input error (exit 2), unless the user allowed
 // it (--allow-incomplete), which turns it into a warning on stderr.
 Report load(const std::string &path, bool allow_incomplete) {
-  AnalyzeOptions options;
-  options.progress = [](double f) { show_progress("analysing", f); };
+  const AnalyzeOptions options = analyze_options_with_progress();
   Report r = load_report(path, options);
   end_progress();
   if (!r.complete && !allow_incomplete)

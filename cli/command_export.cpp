@@ -108,7 +108,8 @@ void export_perfetto(const std::string &trace, const std::string &path) {
   // Recorded with call stacks: the largest buffers live at the peak, each an instant event at
   // its allocation on a track of its own, with its site and call stack in its arguments.
   if (reader.header().stacks()) {
-    const Report r = analyze(trace);
+    const Report r = analyze(trace, analyze_options_with_progress());
+    end_progress();
     std::map<std::string, const SiteSummary *> sites;
     for (const SiteSummary &s : r.sites) sites[s.site] = &s;
     constexpr size_t kMaxBuffers = 1000;
@@ -146,7 +147,10 @@ void export_perfetto(const std::string &trace, const std::string &path) {
 }
 
 void export_folded(const std::string &trace, const std::string &path) {
-  Report r = analyze(trace);
+  AnalyzeOptions options = analyze_options_with_progress();
+  options.folded_stacks = true;
+  Report r = analyze(trace, options);
+  end_progress();
   warn_if_incomplete(trace, r.complete, r.end_reason);
   if (r.stacks) {  // recorded with call stacks: the real frames, outermost first
     std::string text;

@@ -23,8 +23,8 @@ int command_report(const std::vector<std::string> &args) {
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
   const uint64_t top = whole_number_option(vm, "top", 1, 100000);
-  AnalyzeOptions analyze_options;
-  analyze_options.progress = [](double f) { show_progress("analysing", f); };
+  AnalyzeOptions analyze_options = analyze_options_with_progress();
+  analyze_options.site_stacks = vm.count("json") > 0;  // the text shows no site's stack
   const std::string trace = vm["trace"].as<std::string>();
   // The memory report, and the AD layer when the trace has a tape (ad_analysis.h).
   Report report = analyze_all(trace, analyze_options).report;

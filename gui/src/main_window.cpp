@@ -62,12 +62,18 @@ QSortFilterProxyModel *make_proxy(QAbstractItemModel *model, QObject *parent) {
   return proxy;
 }
 
-// The status line of a loaded trace: its peak, and its device peak by role where it used a
-// device (a GPU run's budget is the device's, not the host's).
+// The status line of a loaded trace: its peak, the foreign bytes in it by when they were made
+// (start-up or after, when the trace has ops or steps), and its device peak by role where it
+// used a device (a GPU run's budget is the device's, not the host's).
 QString loaded_text(const QString &path, const Report &r) {
   QString text = QObject::tr("%1: peak %2 at %3, %4 events")
                      .arg(path, format_bytes_q(r.peak), format_seconds(r.peak_time))
                      .arg(r.events);
+  if (r.start_up_end >= 0 && r.peak_by_role[ADPROF_ROLE_FOREIGN])
+    text += QObject::tr("; foreign %1 (%2 from start-up, %3 made after it)")
+                .arg(format_bytes_q(r.peak_by_role[ADPROF_ROLE_FOREIGN]),
+                     format_bytes_q(r.peak_foreign_start_up),
+                     format_bytes_q(r.peak_foreign_after_start_up));
   if (!r.device_peak) return text;
   QStringList roles;
   for (int k : roles_most_first(r.device_peak_by_role))

@@ -91,6 +91,11 @@ void TraceLoader::load(int slot, const QString &path,
           job.progress->store(f);
           if (job.cancel->load()) throw Cancelled{};
         };
+        // Symbolising a trace's stacks after the reading: the bar runs again for it.
+        options.stage_progress = [&job](const char *, double f) {
+          job.progress->store(f);
+          if (job.cancel->load()) throw Cancelled{};
+        };
         if (with_prediction) return analyze_first(file, options);
         FirstPass report_alone;
         report_alone.report = analyze(file, options);

@@ -178,11 +178,36 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     }
     track_host_peak(e, thread_phase);
   };
+  uint64_t start_up_serial = UINT64_MAX;  // blocks of a serial at most this: start-up
   auto on_event = [&](const Event &e, bool changed) {
     index = driver.index();
     ad_pass->on_event(e, index);
     last_ticks = e.ticks;
     sites.on_event(e);
+    switch (e.type) {
+      case format::EventType::kOpBegin:
+      case format::EventType::kStep:
+        if (r.start_up_end < 0) {
+          r.start_up_end = reader.seconds(e.ticks);
+          start_up_serial = replay.serial();
+        }
+        [[fallthrough]];
+      case format::EventType::kAnnotate:
+      case format::EventType::kLabel:
+      case format::EventType::kDescribe:
+      case format::EventType::kRetag:
+      case format::EventType::kContentHash:
+        ++r.ad_events;
+        break;
+      case format::EventType::kRole:  // a thread's buffer restates its role and phase
+        r.ad_events += e.operand != ADPROF_ROLE_FOREIGN;
+        break;
+      case format::EventType::kPhase:
+        r.ad_events += e.operand != ADPROF_PHASE_OTHER;
+        break;
+      default:
+        break;
+    }
     if (e.type == format::EventType::kOpBegin) {
       ++ops[static_cast<uint32_t>(e.a)].calls;
     } else if (e.type == format::EventType::kStep) {
@@ -285,9 +310,17 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     for (const auto &p : at_peak) peak_blocks.push_back(p.second);
     for (const auto &[key, blk] : replay.blocks()) end_blocks.push_back(&blk);
     r.stacks = true;
-    r.sites = sites.summarize(peak_blocks, end_blocks);
-    r.peak_stacks = sites.folded(peak_blocks);
+    std::function<void(double)> symbolising;
+    if (options.stage_progress)
+      symbolising = [&](double f) { options.stage_progress("symbolising stacks", f); };
+    r.sites = sites.summarize(peak_blocks, end_blocks, symbolising, options.site_stacks);
+    if (options.folded_stacks) r.peak_stacks = sites.folded(peak_blocks);
   }
+  if (r.start_up_end >= 0)
+    for (const auto &[addr, b] : at_peak)
+      if (is_host_space(b->space) && b->role == ADPROF_ROLE_FOREIGN)
+        (b->serial <= start_up_serial ? r.peak_foreign_start_up : r.peak_foreign_after_start_up) +=
+            b->size;
   std::vector<std::pair<uint64_t, const Block *>> mappings;
   for (const auto &p : at_peak)
     if (p.second->space == ADPROF_SPACE_MMAP) mappings.push_back(p);

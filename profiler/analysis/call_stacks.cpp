@@ -1,5 +1,6 @@
 #include "adprof/call_stacks.h"
 
+#include <absl/container/flat_hash_map.h>
 #include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -18,6 +19,8 @@
 #include <filesystem>
 #include <string_view>
 #include <unordered_map>
+
+#include "symbol_table.h"
 
 namespace adprof {
 
@@ -122,8 +125,11 @@ struct CallStacks::Impl {
     Dwfl *dwfl = nullptr;
     Dwfl_Module *module = nullptr;
     bool opened = false;
+    // Its symbol table, read once when a frame first needs it (symbol_table.h): libdw's own
+    // lookup walks every symbol on each call.
+    std::unique_ptr<SymbolTable> symbols;
     // The symbols' cache: a return address's frames, [first, first + count) in `table`.
-    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> by_offset;
+    absl::flat_hash_map<uint64_t, std::pair<uint32_t, uint32_t>> by_offset;
   };
   struct Mapping {
     uint64_t bias, start, end;
@@ -131,25 +137,95 @@ struct CallStacks::Impl {
     uint64_t loaded_at, unloaded_at;  // in mapping events (an ordinal), [loaded, unloaded)
   };
   struct Stack {
-    std::vector<uint64_t> frames;
-    uint64_t defined_at;  // mapping events seen before its definition
+    uint32_t leaf = 0;  // its innermost frame's node (0: no frames)
+    uint32_t count = 0;
+    bool defined = false;
+    bool resolved = false;    // in `resolved`
+    uint64_t defined_at = 0;  // mapping events seen before its definition
   };
 
   std::vector<Module> modules;
   std::unordered_map<std::string, uint32_t> module_by_key;  // path '\0' build-id
   std::vector<Mapping> mappings;
   uint64_t mapping_events = 0;
-  std::unordered_map<uint32_t, Stack> stacks;
+  // The stacks by id (dense from 1; an id past kDenseIds, from a damaged trace, in `sparse`),
+  // their frames in a tree of return addresses, outermost at the root: a stack shares the outer
+  // frames of its thread's previous stack (no lookup: a frame may have several nodes, one per
+  // run of stacks that kept it). A Python program importing a deep-learning framework defined
+  // 609,000 stacks of 47 frames on average, 28.6 million frames, which are 2.3 million nodes (a
+  // vector of frames each cost 650 MB, and more time in the kernel's clearing of pages than the
+  // report's reading; docs/PERFORMANCE.md, "Symbols at libtorch's scale").
+  static constexpr uint32_t kDenseIds = 1u << 26;
+  std::vector<Stack> dense;
+  std::unordered_map<uint32_t, Stack> sparse;
+  struct Node {
+    uint64_t addr;
+    uint32_t parent;  // the next outer frame's node; 0 (the root): none
+  };
+  std::vector<Node> nodes{Node{0, 0}};
+  // Each thread's previous stack (its nodes, outermost first): a new stack's outer frames that
+  // are the same need no lookup.
+  struct Path {
+    std::vector<uint32_t> nodes;
+    std::vector<uint64_t> addrs;  // the nodes' addresses: compared in a row, not by node
+  };
+  std::unordered_map<uint32_t, Path> last_path;
+  size_t defined = 0;
+
+  // The leaf node of `frames` (innermost first), the stack defined now by `thread`, of which
+  // the writer said `shared` outer frames are those of the thread's previous stack (the reader
+  // read them from there: they need not be compared again, the frames being another thread's
+  // memory, read ahead; the boundary is checked).
+  uint32_t insert(uint32_t thread, std::span<const uint64_t> frames, uint64_t shared) {
+    Path &path = last_path[thread];
+    const size_t n = frames.size();
+    const size_t most = std::min(n, path.addrs.size());
+    size_t same = 0;
+    if (shared > 0 && shared <= most && path.addrs[shared - 1] == frames[n - shared]) same = shared;
+    while (same < most && path.addrs[same] == frames[n - 1 - same]) ++same;
+    path.nodes.resize(same);
+    path.addrs.resize(same);
+    uint32_t parent = same ? path.nodes.back() : 0;
+    for (size_t i = n - same; i-- > 0;) {
+      nodes.push_back({frames[i], parent});
+      parent = static_cast<uint32_t>(nodes.size() - 1);
+      path.nodes.push_back(parent);
+      path.addrs.push_back(frames[i]);
+    }
+    return parent;
+  }
+  Stack *stack(uint32_t id) {
+    if (id < dense.size()) return dense[id].defined ? &dense[id] : nullptr;
+    auto it = sparse.find(id);
+    return it == sparse.end() ? nullptr : &it->second;
+  }
+  Stack &define(uint32_t id) {
+    if (id >= kDenseIds) return sparse[id];
+    if (id >= dense.size()) dense.resize(std::max<size_t>(id + 1, 2 * dense.size()));
+    return dense[id];
+  }
   // Every frame symbolised, once (a deque: references stay valid as it grows). A resolved stack
   // is a list of indices into it: a Python program's 12,500 stacks, 50 or more frames deep,
   // held 80 MB as copies of their frames' strings, and hold 2.5 MB as indices.
   std::deque<SourceFrame> table;
   std::unordered_map<uint64_t, uint32_t> unmapped;  // an address no object held -> its frame
+  // Each address's frames once found, [first, first + count) in `table`, with the mapping that
+  // held it (kUnmapped: none did): a stack's frames are looked up here before the mappings are
+  // searched. Cleared by a mapping event (an address may then be held by another object).
+  struct AddressFrames {
+    uint32_t mapping, first, count;
+  };
+  static constexpr uint32_t kUnmapped = UINT32_MAX;
+  absl::flat_hash_map<uint64_t, AddressFrames> by_address;
   std::unordered_map<uint32_t, std::vector<uint32_t>> resolved;  // stack id -> frames (indices)
   std::vector<SourceFrame> scratch;                              // frames()' result
 
   // Stack `id` as indices into `table`, symbolised on first use (empty: an id never defined).
   const std::vector<uint32_t> &resolve(uint32_t id);
+  // Its innermost frame alone (kNoFrame: none): a site needs no more.
+  uint32_t innermost(uint32_t id);
+  // The frames of the return address `addr` of a stack defined after `at` mapping events.
+  AddressFrames frames_at(uint64_t addr, uint64_t at);
 
   ~Impl() {
     for (Module &m : modules)
@@ -243,7 +319,8 @@ struct CallStacks::Impl {
     }
     if (!have_function) {  // no debug information: the symbol table's name
       SourceFrame f = plain;
-      if (const char *name = dwfl_module_addrname(m.module, pc)) f.function = demangle_symbol(name);
+      if (!m.symbols) m.symbols = std::make_unique<SymbolTable>(m.module);
+      if (const char *name = m.symbols->name_at(pc)) f.function = demangle_symbol(name);
       f.file = file;
       f.line = static_cast<uint32_t>(line);
       out.push_back(std::move(f));
@@ -255,16 +332,22 @@ struct CallStacks::Impl {
 CallStacks::CallStacks() : impl_(std::make_unique<Impl>()) {}
 CallStacks::~CallStacks() = default;
 
-bool CallStacks::empty() const { return impl_->stacks.empty(); }
+bool CallStacks::empty() const { return impl_->defined == 0; }
 
 bool CallStacks::on_event(const Event &e) {
   Impl &m = *impl_;
   switch (e.type) {
     case format::EventType::kStack: {
       const auto frames = e.values();
-      m.stacks[static_cast<uint32_t>(e.a)] = {std::vector<uint64_t>(frames.begin(), frames.end()),
-                                              m.mapping_events};
-      m.resolved.erase(static_cast<uint32_t>(e.a));  // an id defined again: resolved anew
+      const auto id = static_cast<uint32_t>(e.a);
+      Impl::Stack &s = m.define(id);
+      if (!s.defined) ++m.defined;
+      if (s.resolved) m.resolved.erase(id);  // an id defined again: resolved anew
+      s.leaf = m.insert(e.thread, frames, e.b);
+      s.count = static_cast<uint32_t>(frames.size());
+      s.defined = true;
+      s.resolved = false;
+      s.defined_at = m.mapping_events;
       return true;
     }
     case format::EventType::kMapping: {
@@ -278,6 +361,7 @@ bool CallStacks::on_event(const Event &e) {
         module.build_id = std::move(build_id);
       }
       m.mappings.push_back({e.addr, e.a, e.b, it->second, m.mapping_events++, UINT64_MAX});
+      m.by_address.clear();
       return true;
     }
     case format::EventType::kUnmapping:
@@ -285,39 +369,61 @@ bool CallStacks::on_event(const Event &e) {
         if (map.bias == e.addr && map.start == e.a && map.unloaded_at == UINT64_MAX)
           map.unloaded_at = m.mapping_events;
       ++m.mapping_events;
+      m.by_address.clear();
       return true;
     default:
       return false;
   }
 }
 
+CallStacks::Impl::AddressFrames CallStacks::Impl::frames_at(uint64_t addr, uint64_t at) {
+  // Most frames were seen in an earlier stack: one probe, when the mapping that held the
+  // address then also held it when this stack was defined (no search of the mappings).
+  if (auto hit = by_address.find(addr);
+      hit != by_address.end() &&
+      (hit->second.mapping == kUnmapped || (mappings[hit->second.mapping].loaded_at <= at &&
+                                            at < mappings[hit->second.mapping].unloaded_at)))
+    return hit->second;
+  const Mapping *map = mapping_for(addr, at);
+  if (!map) {
+    auto [it, inserted] = unmapped.try_emplace(addr, static_cast<uint32_t>(table.size()));
+    if (inserted) table.emplace_back().offset = addr;
+    return by_address[addr] = {kUnmapped, it->second, 1};
+  }
+  Module &module = modules[map->module];
+  const uint64_t offset = addr - map->bias;
+  auto cached = module.by_offset.find(offset);
+  if (cached == module.by_offset.end()) {
+    std::vector<SourceFrame> frames = symbolise(module, offset);
+    const auto first = static_cast<uint32_t>(table.size());
+    for (SourceFrame &f : frames) table.push_back(std::move(f));
+    cached = module.by_offset.emplace(offset, std::pair{first, uint32_t(frames.size())}).first;
+  }
+  const AddressFrames found{static_cast<uint32_t>(map - mappings.data()), cached->second.first,
+                            cached->second.second};
+  if (map->loaded_at <= at && at < map->unloaded_at) by_address[addr] = found;
+  return found;
+}
+
 const std::vector<uint32_t> &CallStacks::Impl::resolve(uint32_t id) {
   static const std::vector<uint32_t> kNone;
-  if (auto it = resolved.find(id); it != resolved.end()) return it->second;
-  auto stack = stacks.find(id);
-  if (stack == stacks.end()) return kNone;
+  Stack *s = stack(id);
+  if (!s) return kNone;
+  if (s->resolved) return resolved[id];
   std::vector<uint32_t> out;
-  out.reserve(stack->second.frames.size());
-  for (uint64_t addr : stack->second.frames) {
-    const Mapping *map = mapping_for(addr, stack->second.defined_at);
-    if (!map) {
-      auto [it, inserted] = unmapped.try_emplace(addr, static_cast<uint32_t>(table.size()));
-      if (inserted) table.emplace_back().offset = addr;
-      out.push_back(it->second);
-      continue;
-    }
-    Module &module = modules[map->module];
-    const uint64_t offset = addr - map->bias;
-    auto cached = module.by_offset.find(offset);
-    if (cached == module.by_offset.end()) {
-      std::vector<SourceFrame> frames = symbolise(module, offset);
-      const auto first = static_cast<uint32_t>(table.size());
-      for (SourceFrame &f : frames) table.push_back(std::move(f));
-      cached = module.by_offset.emplace(offset, std::pair{first, uint32_t(frames.size())}).first;
-    }
-    for (uint32_t i = 0; i < cached->second.second; ++i) out.push_back(cached->second.first + i);
+  out.reserve(s->count);
+  for (uint32_t node = s->leaf; node != 0; node = nodes[node].parent) {
+    const AddressFrames f = frames_at(nodes[node].addr, s->defined_at);
+    for (uint32_t i = 0; i < f.count; ++i) out.push_back(f.first + i);
   }
-  return resolved.emplace(id, std::move(out)).first->second;
+  s->resolved = true;
+  return resolved[id] = std::move(out);
+}
+
+uint32_t CallStacks::Impl::innermost(uint32_t id) {
+  const Stack *s = stack(id);
+  if (!s || s->count == 0) return kNoFrame;
+  return frames_at(nodes[s->leaf].addr, s->defined_at).first;
 }
 
 std::span<const uint32_t> CallStacks::frame_indices(uint32_t id) { return impl_->resolve(id); }
@@ -331,9 +437,11 @@ const std::vector<SourceFrame> &CallStacks::frames(uint32_t id) {
   return m.scratch;
 }
 
+uint32_t CallStacks::site_frame(uint32_t id) { return impl_->innermost(id); }
+
 std::string CallStacks::site(uint32_t id) {
-  const std::vector<uint32_t> &f = impl_->resolve(id);
-  return f.empty() ? std::string("(unknown stack)") : impl_->table[f.front()].text();
+  const uint32_t f = impl_->innermost(id);
+  return f == kNoFrame ? std::string("(unknown stack)") : impl_->table[f].text();
 }
 
 }  // namespace adprof

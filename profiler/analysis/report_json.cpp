@@ -33,7 +33,8 @@ json to_json(const Report &r) {
                 {"complete", r.complete},
                 {"end", r.end_reason},
                 {"corrupt_chunks", r.corrupt_chunks},
-                {"missing_chunks", r.missing_chunks}};
+                {"missing_chunks", r.missing_chunks},
+                {"ad_events", r.ad_events}};
   j["totals"] = {{"allocations", r.allocations},         {"frees", r.frees},
                  {"bytes_allocated", r.bytes_allocated}, {"unmatched_frees", r.unmatched_frees},
                  {"live_at_end", r.live_at_end},         {"temporaries", r.temporaries},
@@ -64,6 +65,10 @@ json to_json(const Report &r) {
                {"by_label", by_label},
                {"by_role_op", by_role_op},
                {"slack_bytes", r.peak_slack}};
+  if (r.start_up_end >= 0)
+    j["peak"]["foreign_split"] = {{"start_up_end_s", r.start_up_end},
+                                  {"start_up", r.peak_foreign_start_up},
+                                  {"after_start_up", r.peak_foreign_after_start_up}};
   j["allocator"] = {{"available", r.have_allocator_stats},
                     {"jemalloc_allocated_at_peak", r.jemalloc_allocated_at_peak},
                     {"jemalloc_active_at_peak", r.jemalloc_active_at_peak},
@@ -207,6 +212,8 @@ Report report_from_json(const json &j) {
       r.end_reason = t.value("end", std::string());
       r.corrupt_chunks = t.value("corrupt_chunks", uint64_t{0});
       r.missing_chunks = t.value("missing_chunks", uint64_t{0});
+      r.ad_events_known = t.contains("ad_events");
+      r.ad_events = t.value("ad_events", uint64_t{0});
     }
     const json &tot = at(j, "totals");
     if (tot.is_object()) {
@@ -241,6 +248,11 @@ Report report_from_json(const json &j) {
           group.labels.push_back({l.value("name", std::string()), l.value("bytes", uint64_t{0})});
       }
       r.peak_slack = p.value("slack_bytes", uint64_t{0});
+      if (const json &split = at(p, "foreign_split"); split.is_object()) {
+        r.start_up_end = split.value("start_up_end_s", 0.0);
+        r.peak_foreign_start_up = split.value("start_up", uint64_t{0});
+        r.peak_foreign_after_start_up = split.value("after_start_up", uint64_t{0});
+      }
     }
     const json &a = at(j, "allocator");
     if (a.is_object()) {

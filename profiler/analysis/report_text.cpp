@@ -119,21 +119,40 @@ std::string render_text(const Report &r, size_t top) {
 
   add(o, "\nPeak: %s of host memory live at %.3f s (%s phase)\n", format_bytes(r.peak).c_str(),
       r.peak_time, r.peak_phase.c_str());
-  add(o, "  What AD added at the peak:\n");
   const int ad_roles[] = {ADPROF_ROLE_FORWARD_CACHE, ADPROF_ROLE_ADJOINT, ADPROF_ROLE_DUPLICATE,
                           ADPROF_ROLE_ACCUMULATION};
   const char *ad_titles[] = {"forward caches", "adjoint buffers", "duplicated intermediates",
                              "pending gradient sums"};
-  for (int i = 0; i < 4; ++i) {
-    uint64_t b = r.peak_by_role[ad_roles[i]];
-    add(o, "    %-26s %12s  %5.1f%%\n", ad_titles[i], format_bytes(b).c_str(), pct(b, r.peak));
-    add_labels_of_role(o, r, role_name(ad_roles[i]));
+  bool ad_bytes = false;
+  for (int role : ad_roles) ad_bytes |= r.peak_by_role[role] != 0;
+  if (r.ad_events_known && r.ad_events == 0 && !ad_bytes) {
+    // A program nobody described (no context API, no AD engine): no table of zeros.
+    add(o,
+        "  No AD events in this trace (no op, step, role or label): nothing to attribute to AD.\n");
+    add(o, "  By role at the peak:\n");
+  } else {
+    add(o, "  What AD added at the peak:\n");
+    for (int i = 0; i < 4; ++i) {
+      uint64_t b = r.peak_by_role[ad_roles[i]];
+      add(o, "    %-26s %12s  %5.1f%%\n", ad_titles[i], format_bytes(b).c_str(), pct(b, r.peak));
+      add_labels_of_role(o, r, role_name(ad_roles[i]));
+    }
+    add(o, "  Other roles at the peak:\n");
   }
-  add(o, "  Other roles at the peak:\n");
   for (int role : roles_most_first(r.peak_by_role))
     if (std::find(std::begin(ad_roles), std::end(ad_roles), role) == std::end(ad_roles)) {
       add(o, "    %-26s %12s  %5.1f%%\n", role_name(role),
           format_bytes(r.peak_by_role[role]).c_str(), pct(r.peak_by_role[role], r.peak));
+      if (role == ADPROF_ROLE_FOREIGN && r.start_up_end >= 0) {
+        // Foreign memory explained by when it was made: start-up, or the steps.
+        char start_up[64];
+        snprintf(start_up, sizeof start_up, "start-up (< %.3f s)", r.start_up_end);
+        add(o, "      %-24s %12s  %5.1f%%  before the first op or step\n", start_up,
+            format_bytes(r.peak_foreign_start_up).c_str(), pct(r.peak_foreign_start_up, r.peak));
+        add(o, "      %-24s %12s  %5.1f%%  made after it\n", "after start-up",
+            format_bytes(r.peak_foreign_after_start_up).c_str(),
+            pct(r.peak_foreign_after_start_up, r.peak));
+      }
       add_labels_of_role(o, r, role_name(role));
     }
   add(o, "  Allocator overhead: size-class rounding %s", format_bytes(r.peak_slack).c_str());
@@ -187,17 +206,28 @@ std::string render_text(const Report &r, size_t top) {
   }
 
   add(o, "\nLive at the peak by phase of allocation:");
+  bool any_phase = false;
   for (int p = 0; p < kPhaseCount; ++p)
-    if (r.peak_by_phase[p])
+    if (r.peak_by_phase[p]) {
       add(o, "  %s %s", phase_name(p), format_bytes(r.peak_by_phase[p]).c_str());
-  add(o, "\nLive at the peak by op (top %zu):\n", top);
+      any_phase = true;
+    }
+  if (!any_phase) add(o, " none");
+  if (r.peak_by_op.empty())
+    add(o, "\nLive at the peak by op: none\n");
+  else
+    add(o, "\nLive at the peak by op (top %zu):\n", top);
   for (size_t i = 0; i < r.peak_by_op.size() && i < top; ++i)
     add(o, "    %-28s %12s  %5.1f%%\n", r.peak_by_op[i].name.c_str(),
         format_bytes(r.peak_by_op[i].bytes).c_str(), pct(r.peak_by_op[i].bytes, r.peak));
   render_sites_text(o, r, top);
-  add(o, "Largest buffers live at the peak (top %zu of %s):\n", top,
-      count(buffer_count(r.peak_by_label, r.live_at_peak.size())).c_str());
-  add(o, "    %12s  %-15s %-24s %-20s %s\n", "size", "role", "op", "label", "type");
+  if (r.live_at_peak.empty()) {
+    add(o, "Largest buffers live at the peak: none\n");
+  } else {
+    add(o, "Largest buffers live at the peak (top %zu of %s):\n", top,
+        count(buffer_count(r.peak_by_label, r.live_at_peak.size())).c_str());
+    add(o, "    %12s  %-15s %-24s %-20s %s\n", "size", "role", "op", "label", "type");
+  }
   for (size_t i = 0; i < r.live_at_peak.size() && i < top; ++i) {
     const LiveBuffer &b = r.live_at_peak[i];
     std::string type = b.dtype.empty() ? "" : b.dtype + shape_text(b.shape);
@@ -215,9 +245,13 @@ std::string render_text(const Report &r, size_t top) {
     if (p.allocations || p.frees || p.peak)
       add(o, "    %-12s %14s %14s %12s %12s\n", p.name.c_str(), count(p.allocations).c_str(),
           count(p.frees).c_str(), format_bytes(p.bytes).c_str(), format_bytes(p.peak).c_str());
-  add(o, "\nOps that allocate most (top %zu):\n", top);
-  add(o, "    %-24s %10s %12s %12s %12s %12s  %s\n", "op", "calls", "allocations", "bytes",
-      "temporaries", "at peak", "labels at peak");
+  if (r.ops.empty()) {
+    add(o, "\nOps that allocate most: none\n");
+  } else {
+    add(o, "\nOps that allocate most (top %zu):\n", top);
+    add(o, "    %-24s %10s %12s %12s %12s %12s  %s\n", "op", "calls", "allocations", "bytes",
+        "temporaries", "at peak", "labels at peak");
+  }
   for (size_t i = 0; i < r.ops.size() && i < top; ++i) {
     const OpSummary &s = r.ops[i];
     std::string labels;  // the label with most bytes at the peak, and how many others

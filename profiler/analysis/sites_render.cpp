@@ -43,10 +43,11 @@ std::vector<const SiteSummary *> top_sites(const std::vector<SiteSummary> &sites
 void render_sites_text(std::string &o, const Report &r, size_t top) {
   if (!r.stacks) return;
   // What is live at the peak, by role, foreign first: where memory nobody described came from.
-  add(o, "\nAllocation sites live at the peak, by role (call stacks):\n");
   std::vector<int> roles;
   for (int role = 0; role < kRoleCount; ++role)
     if (r.peak_by_role[role]) roles.push_back(role);
+  add(o, "\nAllocation sites live at the peak, by role (call stacks):%s\n",
+      roles.empty() ? " none" : "");
   std::sort(roles.begin(), roles.end(), [&](int a, int b) {
     if ((a == ADPROF_ROLE_FOREIGN) != (b == ADPROF_ROLE_FOREIGN)) return a == ADPROF_ROLE_FOREIGN;
     return r.peak_by_role[a] > r.peak_by_role[b];
@@ -57,15 +58,24 @@ void render_sites_text(std::string &o, const Report &r, size_t top) {
          top_sites(r.sites, top, [role](const SiteSummary &x) { return x.peak_by_role[role]; }))
       add(o, "    %12s  %s\n", format_bytes(s->peak_by_role[role]).c_str(), s->site.c_str());
   }
-  add(o, "Allocation sites by bytes allocated (top %zu):\n", top);
-  add(o, "    %12s %12s  %s\n", "bytes", "allocations", "site");
-  for (const SiteSummary *s : top_sites(r.sites, top, [](const SiteSummary &x) { return x.bytes; }))
+  const auto by_bytes = top_sites(r.sites, top, [](const SiteSummary &x) { return x.bytes; });
+  if (by_bytes.empty()) {
+    add(o, "Allocation sites by bytes allocated: none\n");
+  } else {
+    add(o, "Allocation sites by bytes allocated (top %zu):\n", top);
+    add(o, "    %12s %12s  %s\n", "bytes", "allocations", "site");
+  }
+  for (const SiteSummary *s : by_bytes)
     add(o, "    %12s %12llu  %s\n", format_bytes(s->bytes).c_str(),
         static_cast<unsigned long long>(s->allocations), s->site.c_str());
-  add(o, "Allocation sites by allocations (top %zu):\n", top);
-  add(o, "    %12s %12s  %s\n", "allocations", "bytes", "site");
-  for (const SiteSummary *s :
-       top_sites(r.sites, top, [](const SiteSummary &x) { return x.allocations; }))
+  const auto by_count = top_sites(r.sites, top, [](const SiteSummary &x) { return x.allocations; });
+  if (by_count.empty()) {
+    add(o, "Allocation sites by allocations: none\n");
+  } else {
+    add(o, "Allocation sites by allocations (top %zu):\n", top);
+    add(o, "    %12s %12s  %s\n", "allocations", "bytes", "site");
+  }
+  for (const SiteSummary *s : by_count)
     add(o, "    %12llu %12s  %s\n", static_cast<unsigned long long>(s->allocations),
         format_bytes(s->bytes).c_str(), s->site.c_str());
   const auto temporaries =
@@ -76,9 +86,12 @@ void render_sites_text(std::string &o, const Report &r, size_t top) {
       add(o, "    %12llu %12s  %s\n", static_cast<unsigned long long>(s->temporaries),
           format_bytes(s->temporary_bytes).c_str(), s->site.c_str());
   }
-  add(o, "Live at exit by allocation site (top %zu):\n", top);
-  for (const SiteSummary *s :
-       top_sites(r.sites, top, [](const SiteSummary &x) { return x.exit_bytes; }))
+  const auto at_exit = top_sites(r.sites, top, [](const SiteSummary &x) { return x.exit_bytes; });
+  if (at_exit.empty())
+    add(o, "Live at exit by allocation site: none\n");
+  else
+    add(o, "Live at exit by allocation site (top %zu):\n", top);
+  for (const SiteSummary *s : at_exit)
     add(o, "    %12s %8llu blocks  %s\n", format_bytes(s->exit_bytes).c_str(),
         static_cast<unsigned long long>(s->exit_blocks), s->site.c_str());
 }

@@ -557,6 +557,7 @@ struct TraceReader::Impl {
       case fmt::kStackOperand: {
         e.type = fmt::EventType::kStack;
         e.a = c.varint();
+        e.b = 0;
         const uint64_t n = c.varint();
         if (!against_previous(t.last_defined_id, e.a) || e.a == 0 || n == 0 ||
             n > fmt::kMaxStackFrames)
@@ -585,6 +586,7 @@ struct TraceReader::Impl {
                   t.values.begin() + static_cast<ptrdiff_t>(inner));
         t.last_stack = t.values;
         e.set_values(t.values);
+        e.b = shared;
         break;
       }
       case fmt::kMappingOperand: {

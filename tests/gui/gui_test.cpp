@@ -85,6 +85,7 @@ class GuiTest : public QObject {
   void whatIfPanel();
   void screenshotMode();
   void devicePeakByRoleInTheStatus();
+  void foreignSplitInTheStatus();
 
  private:
   QTemporaryDir dir_;
@@ -670,6 +671,26 @@ void GuiTest::screenshotMode() {
     QImage image(QDir(out).filePath(name));
     QVERIFY2(!image.isNull(), name);
   }
+}
+
+// The status line splits the foreign bytes at the peak by when they were made, as the report
+// does (start-up: before the first op or step; tests/profiler/workloads/start_up.cpp).
+void GuiTest::foreignSplitInTheStatus() {
+  const QString trace = record(dir_.path(), "start_up.adtrace", {}, GUI_TEST_START_UP_WORKLOAD);
+  const Report cli = cli_report(trace);
+  QVERIFY(cli.start_up_end >= 0);
+  QCOMPARE(cli.peak_foreign_after_start_up, 256u << 10);
+  MainWindow w;
+  QSignalSpy loaded(&w, &MainWindow::traceLoaded);
+  w.openTrace(trace);
+  QVERIFY(loaded.wait(60000));
+  w.loader().waitForIdle();
+  const QString expected =
+      QStringLiteral("; foreign %1 (%2 from start-up, %3 made after it)")
+          .arg(QString::fromStdString(format_bytes(cli.peak_by_role[ADPROF_ROLE_FOREIGN])),
+               QString::fromStdString(format_bytes(cli.peak_foreign_start_up)),
+               QString::fromStdString(format_bytes(cli.peak_foreign_after_start_up)));
+  QVERIFY2(w.statusText().contains(expected), qPrintable(w.statusText() + " / " + expected));
 }
 
 // A run that used a device: the status line gives its device peak and the roles in it, as the

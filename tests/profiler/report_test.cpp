@@ -204,6 +204,95 @@ TEST(ReportText, LargestBuffersCountEveryBufferLiveAtThePeak) {
   EXPECT_NE(adprof::render_text(all).find(line), std::string::npos);
 }
 
+// A program nobody described (a plain C program: no op, step, role or label): one line says
+// there were no AD events instead of four lines of 0 B, and the roles follow. A trace with AD
+// events keeps the block.
+TEST(ReportText, NoAdBlockForATraceWithoutAdEvents) {
+  TempDir dir;
+  const std::string plain = dir / "plain.adtrace";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_CNEW, ADPROF_TEST_CXX_NEW_LIB, "3", "4096"};
+  o.trace = plain;
+  ASSERT_EQ(run(o).exit_code, 0);
+  Result text = run_cli({"report", plain});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.find("What AD added at the peak"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("forward caches"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  No AD events in this trace"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  By role at the peak:\n    foreign"), std::string::npos) << text.out;
+  Result json = run_cli({"report", "--json", plain});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["trace"]["ad_events"].get<uint64_t>(), 0u);
+
+  const std::string described = small_trace(dir);
+  Result ad = run_cli({"report", described});
+  ASSERT_EQ(ad.exit_code, 0) << ad.err;
+  EXPECT_NE(ad.out.find("  What AD added at the peak:\n    forward caches"), std::string::npos)
+      << ad.out;
+  EXPECT_EQ(ad.out.find("No AD events"), std::string::npos) << ad.out;
+  // A report JSON from before the count (no "ad_events"): shown as before.
+  nlohmann::json old = nlohmann::json::parse(json.out);
+  old["trace"].erase("ad_events");
+  EXPECT_NE(adprof::render_text(adprof::report_from_json(old)).find("What AD added at the peak"),
+            std::string::npos);
+}
+
+// A section with nothing in it says "none" on its heading's line, not a heading over nothing.
+TEST(ReportText, EmptySectionsSayNone) {
+  adprof::Report r;
+  r.stacks = true;
+  adprof::SiteSummary freed;  // a site whose blocks were all freed before the end
+  freed.site = "f (f.c:1)";
+  freed.allocations = 1;
+  freed.bytes = 64;
+  r.sites.push_back(freed);
+  const std::string text = adprof::render_text(r);
+  for (const char *line :
+       {"Live at exit by allocation site: none\n", "Live at the peak by op: none\n",
+        "Largest buffers live at the peak: none\n", "Ops that allocate most: none\n",
+        "Allocation sites live at the peak, by role (call stacks): none\n",
+        "Live at the peak by phase of allocation: none\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  EXPECT_EQ(text.find("(top 10):\nAllocation"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Live at exit by allocation site (top"), std::string::npos) << text;
+}
+
+// Foreign memory at the peak split by when it was made: before the first op or step (start-up)
+// and after it (workloads/start_up.cpp: 1 MiB at start-up, 2 x 128 KiB by the steps).
+TEST(ReportText, ForeignAtThePeakSplitIntoStartUpAndSteps) {
+  TempDir dir;
+  const std::string trace = dir / "start_up.adtrace";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_START_UP};
+  o.trace = trace;
+  ASSERT_EQ(run(o).exit_code, 0);
+  Result json = run_cli({"report", "--json", trace});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  const nlohmann::json &split = j["peak"]["foreign_split"];
+  ASSERT_TRUE(split.is_object()) << j["peak"].dump(1);
+  const uint64_t start_up = split["start_up"], after = split["after_start_up"];
+  EXPECT_EQ(after, 2u * (128u << 10));
+  // The program's 1 MiB and what the C and C++ runtimes allocated before main (a few KiB).
+  EXPECT_GE(start_up, 1u << 20);
+  EXPECT_LT(start_up, (1u << 20) + (64u << 10));
+  EXPECT_EQ(start_up + after, j["peak"]["by_role"]["foreign"].get<uint64_t>());
+  EXPECT_EQ(j["peak"]["by_role"]["activation"].get<uint64_t>(), 2u * (64u << 10));
+  EXPECT_GT(split["start_up_end_s"].get<double>(), 0.0);
+  EXPECT_EQ(adprof::to_json(adprof::report_from_json(j)), j);
+  Result text = run_cli({"report", trace});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("256.0 KiB"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("before the first op or step"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("      after start-up"), std::string::npos) << text.out;
+  // No op or step: no split.
+  const std::string plain = dir / "plain.adtrace";
+  o.argv = {ADPROF_TEST_CNEW, ADPROF_TEST_CXX_NEW_LIB, "3", "4096"};
+  o.trace = plain;
+  ASSERT_EQ(run(o).exit_code, 0);
+  EXPECT_FALSE(adprof::to_json(adprof::analyze(plain))["peak"].contains("foreign_split"));
+}
+
 // Every file of the fuzz corpus: the reader and analyze() never crash, and the CLI gives an
 // error line or a report.
 TEST(ReportCli, Corpus) {

@@ -58,7 +58,11 @@ class CallStacks {
   std::span<const uint32_t> frame_indices(uint32_t id);
   const SourceFrame &frame(uint32_t index) const;
   // The allocation site: the innermost frame's text ("(unknown stack)" for id 0 or undefined).
+  // Only that frame is symbolised (a site needs no more).
   std::string site(uint32_t id);
+  // The innermost frame's index for frame(), or kNoFrame (id 0 or undefined).
+  static constexpr uint32_t kNoFrame = UINT32_MAX;
+  uint32_t site_frame(uint32_t id);
 
  private:
   struct Impl;

@@ -150,6 +150,12 @@ struct Report {
   std::vector<RoleOpBytes> peak_by_role_op;  // every (role, op kind) live at the peak, descending
   std::vector<LiveBuffer> live_at_peak;      // descending by size
   uint64_t peak_slack = 0;                   // usable - requested of the blocks live at the peak
+  // Foreign host bytes at the peak split by when they were allocated: before the program's
+  // first op or step (start-up: imports, libraries, the model's construction outside ops) and
+  // after it (made while the steps ran). start_up_end < 0: the trace has no op or step (all
+  // foreign memory is unexplained by any AD event, and there is no split).
+  double start_up_end = -1;  // seconds: the first op or step
+  uint64_t peak_foreign_start_up = 0, peak_foreign_after_start_up = 0;
   // jemalloc statistics sampled nearest before the peak and at the end
   bool have_allocator_stats = false;
   uint64_t jemalloc_allocated_at_peak = 0, jemalloc_resident_at_peak = 0;
@@ -181,6 +187,13 @@ struct Report {
   // what each policy would save (filled by the AD layer, ad_analysis.h).
   ad::EngineDescription engine;
   bool ad_tape = false;
+  // Events of the context API or the AD protocol: ops, steps, labels, annotations, retags,
+  // descriptions, and roles or phases other than the defaults (foreign, other). 0: nobody
+  // described this program's memory (a plain C program, a launcher), and the report says so in
+  // one line instead of a table of zeros. ad_events_known is false for a report JSON written
+  // before the count (shown as before).
+  uint64_t ad_events = 0;
+  bool ad_events_known = true;
   std::vector<PolicySaving> policy_savings;
   std::vector<Finding> findings;
   // Traces recorded with call stacks (`adprof run --stacks`): the allocation sites, by bytes
@@ -188,13 +201,20 @@ struct Report {
   bool stacks = false;
   std::vector<SiteSummary> sites;
   // Folded stacks (outermost first, ';'-separated) of the host bytes live at the peak (not in
-  // the JSON form).
+  // the JSON form; made when AnalyzeOptions::folded_stacks asks).
   std::vector<std::pair<std::string, uint64_t>> peak_stacks;
 };
 
 struct AnalyzeOptions {
-  std::function<void(double)> progress;  // fraction done, called now and then
-  size_t max_live_buffers = 100000;      // live_at_peak keeps the largest this many
+  std::function<void(double)> progress;  // fraction of the trace read, called now and then
+  // The work after the reading, when there is some (symbolising a trace's stacks): what it is
+  // ("symbolising stacks") and the fraction done, called now and then.
+  std::function<void(const char *what, double fraction)> stage_progress;
+  size_t max_live_buffers = 100000;  // live_at_peak keeps the largest this many
+  bool folded_stacks = false;        // fill Report::peak_stacks (traces with stacks)
+  // Fill each site's stack (SiteSummary::stack: the JSON and the GUI show it, the text report
+  // does not; symbolising every frame of one stack per site is most of a site's cost).
+  bool site_stacks = true;
 };
 
 // Throws TraceError for unreadable traces.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,8 +56,12 @@ class SiteTotals {
 
   // The sites, by bytes allocated (descending), from the totals, the blocks live at the peak
   // and those live at the end; empty when the trace has no stacks.
+  // `progress` (optional) is told the fraction done now and then; `with_stacks` false leaves
+  // each site's `stack` empty (only the innermost frames are symbolised).
   std::vector<SiteSummary> summarize(const std::vector<const Block *> &at_peak,
-                                     const std::vector<const Block *> &at_end);
+                                     const std::vector<const Block *> &at_end,
+                                     const std::function<void(double)> &progress = {},
+                                     bool with_stacks = true);
   // Folded stacks ("outermost;...;innermost", function names) of `blocks`' host bytes, by
   // stack: the input of flame graphs (adprof export --folded).
   std::vector<std::pair<std::string, uint64_t>> folded(const std::vector<const Block *> &blocks);

@@ -70,7 +70,8 @@ class Event {
                        // name: id; label: name id; describe: dtype; hash; annotate: kind id;
                        // stack: id; mapping and unmapping: start
   uint64_t b = 0;      // alloc: slack (usable - size); op_begin: instance; retag: source;
-                       // mapping: end
+                       // mapping: end; stack: how many of its outer frames are those of the
+                       // thread's previous stack, as the writer said (0: not said)
   uint32_t device = 0;
   uint32_t stack = 0;  // alloc in a trace with stacks: the stack's id (0: none)
 
