@@ -209,7 +209,8 @@ def main():
                 tell.end_phase()
             print(f"step {step} loss " + " ".join(float(v).hex() for v in losses))
     with torch.no_grad():
-        checksum = sum(float(p.double().sum()) for p in model.parameters())
+        # (summed in float64 without a float64 copy: the check must not top the training peak)
+        checksum = sum(float(p.sum(dtype=torch.float64)) for p in model.parameters())
     print(f"parameters {checksum.hex()}")
     if a.oracle:
         oracle.write()
