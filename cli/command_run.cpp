@@ -495,7 +495,7 @@ int command_run(const std::vector<std::string> &args) {
               << " allocated is in no trace (adprof traces a forked child once it execs)\n";
   if (vm.count("no-report")) return end_as_the_program(status, exit_code);
   AnalyzeOptions analyze_options = analyze_options_with_progress();
-  analyze_options.site_stacks = vm.count("json") > 0;  // the text shows no site's stack
+  analyze_options.site_stacks = vm.count("json") > 0;             // the text shows no site's stack
   Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))

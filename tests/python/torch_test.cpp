@@ -376,6 +376,35 @@ TEST(TorchRecording, WidenedIndexSavedForBackwardIsADuplicate) {
   EXPECT_NE(text.out.find("duplicate - i64 copy of model.input"), std::string::npos) << text.out;
 }
 
+// torch.compile under adprof compiles as it does alone (a dispatch mode that does not ignore
+// compile internals made dynamo skip compiling: eager losses), its module hooks break no graph,
+// PyTorch does not warn about adprof's global hooks, and the labels are the model's own paths
+// ("model.0.up", not the wrapper's "cmodel._orig_mod.0.up"). PyTorch 2.x only.
+TEST(TorchRecording, CompiledModelIsCompiledAndLabelledWithItsOwnPaths) {
+  SKIP_WITHOUT_TORCH();
+  SpawnOptions plain;
+  plain.argv = {kPython, kScripts + "/compiled.py"};
+  plain.timeout_s = 600;
+  Result alone = run(plain);
+  if (alone.exited && alone.exit_code == 3) GTEST_SKIP() << "no torch.compile in this PyTorch";
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/compiled.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, alone.out) << "the compiled program computed differently under adprof";
+  EXPECT_EQ(r.err.find("global hooks"), std::string::npos) << r.err;
+  Result dump = run_cli({"dump", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0);
+  EXPECT_NE(dump.out.find("\"model.0.up.weight\""), std::string::npos)
+      << "the parameters are not labelled with the model's paths";
+  EXPECT_EQ(dump.out.find("_orig_mod"), std::string::npos) << "the wrapper's path in a label";
+  const json report = report_of(trace);
+  EXPECT_EQ(report["peak"]["by_role"]["parameter"].get<uint64_t>(),
+            2u * 4 * (32 * 128 + 128 + 128 * 32 + 32))
+      << "every parameter adopted";
+}
+
 TEST(TorchRecording, FailingListenerNeverRaisesIntoTheProgram) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;

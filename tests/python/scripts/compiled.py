@@ -1,0 +1,33 @@
+"""A model trained through torch.compile (tests/python/torch_test.cpp,
+TorchRecording.CompiledModelIsCompiledAndLabelledWithItsOwnPaths). Prints each step's loss
+bit for bit: inductor's fused kernels compute differently from eager ops, so a run that fell back
+to eager under adprof would print other losses. Exits 3 where this PyTorch has no compile."""
+import sys
+
+import torch
+
+if not hasattr(torch, "compile"):
+    sys.exit(3)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+
+class Up(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(32, 128)
+        self.down = torch.nn.Linear(128, 32)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+model = torch.nn.Sequential(Up(), Up())
+cmodel = torch.compile(model)
+optimizer = torch.optim.AdamW(model.parameters())
+for step in range(3):
+    optimizer.zero_grad(set_to_none=True)
+    loss = cmodel(torch.randn(64, 32)).square().mean()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step} loss {loss.item().hex()}")
