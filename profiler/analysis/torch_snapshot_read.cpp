@@ -204,6 +204,7 @@ class Converter {
     }
     for (const auto &[addr, size] : early_segments) segment_alloc(start, addr, size);
     for (Value seg : segments) {
+      if (seg.get("adprof_run_of_blocks").as_int(0)) continue;  // adprof's export: no reserve
       const uint64_t addr = static_cast<uint64_t>(seg.get("address").as_int(0));
       const uint64_t total =
           static_cast<uint64_t>(std::max<int64_t>(0, seg.get("total_size").as_int(0)));
@@ -452,6 +453,7 @@ SnapshotEvents read_torch_snapshot(const std::string &path) {
   out.header.ticks_per_second = 1000000;  // time_us
   out.header.start_ticks = start;
   out.header.memory = "allocated device memory (PyTorch snapshot)";
+  out.header.heap_is_device = true;
   return out;
 }
 

@@ -6,7 +6,8 @@
 //    index seen, plus one), with its reserved segments as segment_alloc / segment_free;
 //    device_traces[N]: the host heap (malloc & co. and pinned host memory). A trace without
 //    device memory has the host heap as device 0. (PyTorch's own conversion of a profile,
-//    `_memory_viz._profile_to_snapshot`, puts the CPU after the GPUs too.)
+//    `_memory_viz._profile_to_snapshot`, puts the CPU after the GPUs too.) A PyTorch snapshot
+//    read as a trace (TraceHeader::heap_is_device) goes back to its own devices.
 //  - each block's allocation is an `alloc` entry, its free a `free_requested` and a
 //    `free_completed` at the same time (the viewer joins them into one `free`); `addr`, `size`
 //    (the requested bytes), `stream` 0, `time_us` since the start of the recording, and
@@ -16,8 +17,10 @@
 //  - `category`: the block's adprof role (the legend of the viewer's timeline): its role at
 //    the host peak (the device peak, for device blocks) if it was live there, else its last;
 //  - segments: the state at the end of the trace: a device's live segments with its live
-//    blocks and the gaps between them ("inactive"); a block outside every segment (every host
-//    block) is a segment of its own, so that reserved equals allocated there;
+//    blocks and the gaps between them ("inactive"); blocks outside every segment (every host
+//    block) are grouped in runs, a run's blocks less than 64 MiB apart, each run a segment
+//    marked `adprof_run_of_blocks` (its gaps are no memory anyone reserved: `stats`'s
+//    total_reserved counts them, its total_allocated is exact);
 //  - a top-level "adprof" dict says that the categories are adprof's roles, which the reader
 //    (torch_snapshot_read.cpp) takes as they are.
 // Pickle protocol 4 without framing (pickle.h); the viewer's reader refuses protocol 5.
@@ -68,15 +71,17 @@ class Exporter {
 
   std::string run(SnapshotExportStats *stats) {
     first_pass();
-    host_ = devices_;  // after the GPUs; 0 without them
-    traces_.resize(devices_ + 1);
+    host_ = reader_.header().heap_is_device ? kNoTrace : devices_;  // after the GPUs
+    traces_.resize(devices_ + (host_ == kNoTrace ? 0 : 1));
     second_pass();
     std::string bytes = write();
     if (stats) {
-      stats->devices = devices_ + 1;
+      stats->devices = static_cast<uint32_t>(traces_.size());
       for (const auto &t : traces_) {
-        stats->entries += t.size();
-        for (const Entry &e : t) stats->allocations += e.action == kAllocEntry;
+        for (const Entry &e : t) {
+          stats->allocations += e.action == kAllocEntry;
+          stats->entries += e.action == kFreeEntry ? 2 : 1;  // free_requested, free_completed
+        }
       }
       stats->bytes = bytes.size();
     }
@@ -99,18 +104,31 @@ class Exporter {
         device_peak_event_ = driver.index();
       }
     };
-    auto obs = observe([&](const Event &, const Replay::HeapChange &) { after(); },
-                       [&](const Event &e, bool changed) {
-                         if (e.type == fmt::EventType::kAlloc && e.operand != ADPROF_SPACE_HEAP &&
-                             e.operand != ADPROF_SPACE_MMAP &&
-                             e.operand != ADPROF_SPACE_HOST_PINNED && e.device < 65536)
-                           devices_ = std::max(devices_, e.device + 1);
-                         if (changed) after();
-                       });
+    const bool heap_is_device = reader_.header().heap_is_device;
+    auto device = [&](const Event &e) {
+      if (e.type == fmt::EventType::kAlloc && e.device < 65536 &&
+          (e.operand == ADPROF_SPACE_HEAP
+               ? heap_is_device
+               : e.operand != ADPROF_SPACE_MMAP && e.operand != ADPROF_SPACE_HOST_PINNED))
+        devices_ = std::max(devices_, e.device + 1);
+    };
+    auto obs = observe(
+        [&](const Event &e, const Replay::HeapChange &) {
+          device(e);
+          after();
+        },
+        [&](const Event &e, bool changed) {
+          device(e);
+          if (changed) after();
+        });
     driver.run(obs);
   }
 
-  uint32_t trace_of(const Block &b) const { return is_host_space(b.space) ? host_ : b.device; }
+  // The device trace of a block allocated by `e`.
+  uint32_t trace_of(const Block &b, const Event &e) const {
+    if (b.space == ADPROF_SPACE_HEAP && host_ == kNoTrace) return e.device;
+    return is_host_space(b.space) ? host_ : b.device;
+  }
 
   void second_pass() {
     reader_.rewind();
@@ -130,10 +148,11 @@ class Exporter {
       f.time_us = t;
       traces_[trace].push_back(f);
     };
-    auto allocated = [&](uint64_t key, const Block &b, uint64_t t, CallStacks &stacks) {
+    auto allocated = [&](const Event &ev, uint64_t key, const Block &b, CallStacks &stacks) {
+      const uint64_t t = time_us(ev);
       const bool segment = b.space == ADPROF_SPACE_DEVICE_SEGMENT;
       if (!segment && !exported_space(b.space)) return;
-      const uint32_t trace = segment ? b.device : trace_of(b);
+      const uint32_t trace = segment ? b.device : trace_of(b, ev);
       if (trace >= traces_.size()) return;
       Entry e;
       e.action = segment ? kSegmentAlloc : kAllocEntry;
@@ -150,7 +169,9 @@ class Exporter {
     auto freeze = [&](bool host) {
       for (auto &[key, where] : live_) {
         Entry &e = traces_[where.first][where.second];
-        if ((where.first == host_) == host) e.frozen = true;
+        // A snapshot's heap is its devices' memory, whose peak is the heap's.
+        const bool heap = host_ == kNoTrace || where.first == host_;
+        if (heap == host) e.frozen = true;
       }
     };
     auto peaks = [&] {
@@ -161,7 +182,7 @@ class Exporter {
         [&](const Event &e, const Replay::HeapChange &c) {
           const uint64_t t = time_us(e);
           if (c.removed) freed(e.addr, *c.removed, t);
-          if (e.type == fmt::EventType::kAlloc && c.block) allocated(e.addr, *c.block, t, stacks_);
+          if (e.type == fmt::EventType::kAlloc && c.block) allocated(e, e.addr, *c.block, stacks_);
           peaks();
         },
         [&](const Event &e, bool changed) {
@@ -171,7 +192,7 @@ class Exporter {
           const Replay::LastChange &last = replay.last();
           const uint64_t t = time_us(e);
           for (const auto &[key, b] : last.removed) freed(key, *b, t);
-          if (last.alloc && last.block) allocated(last.key, *last.block, t, stacks_);
+          if (last.alloc && last.block) allocated(e, last.key, *last.block, stacks_);
           if (last.retag && last.block) {
             auto it = live_.find(last.key);
             if (it != live_.end()) {
@@ -219,7 +240,10 @@ class Exporter {
     uint32_t device;
     uint64_t addr, size;
     std::vector<EndBlock> blocks;
+    bool run = false;  // a run of blocks outside the allocator's segments, not reserved memory
   };
+  static constexpr uint64_t kRunGap = uint64_t{64} << 20;
+  std::vector<uint32_t> runs_;  // per device trace: the run being grown
   std::vector<EndSegment> end_segments(const Replay &replay) {
     std::vector<EndSegment> out;
     std::map<std::pair<uint32_t, uint64_t>, size_t> by_start;  // (device, address) -> segment
@@ -257,9 +281,23 @@ class Exporter {
       }
       if (seg) {
         seg->blocks.push_back(block);
-      } else {
-        out.push_back({where.first, block.addr, block.size, {block}});
+        continue;
       }
+      // Outside the allocator's segments (every host block): a run of blocks less than
+      // kRunGap apart is one segment of its own, so that PyTorch's tools, which look an
+      // address up segment by segment, find each among few.
+      if (runs_.size() > where.first && runs_[where.first] != kNoTrace) {
+        EndSegment &run = out[runs_[where.first]];
+        const uint64_t end = run.addr + run.size;
+        if (block.addr >= end && block.addr - end < kRunGap) {
+          run.size = block.addr + block.size - run.addr;
+          run.blocks.push_back(block);
+          continue;
+        }
+      }
+      if (runs_.size() <= where.first) runs_.resize(where.first + 1, kNoTrace);
+      runs_[where.first] = static_cast<uint32_t>(out.size());
+      out.push_back({where.first, block.addr, block.size, {block}, true});
     }
     return out;
   }
@@ -354,6 +392,10 @@ class Exporter {
       w.tuple2();
       w.shared_string("is_expandable");
       w.boolean(false);
+      if (s.run) {  // the reader reserves nothing for it
+        w.shared_string("adprof_run_of_blocks");
+        w.boolean(true);
+      }
       w.shared_string("frames");
       w.begin_list();
       w.end_list();
@@ -434,7 +476,7 @@ class Exporter {
     w.shared_string("devices");
     w.begin_list();
     for (uint32_t d = 0; d < devices_; ++d) w.string("device " + std::to_string(d));
-    w.string("host");
+    if (host_ != kNoTrace) w.string("host");
     w.end_list();
     w.end_dict();
     w.end_dict();
@@ -444,7 +486,8 @@ class Exporter {
   TraceReader &reader_;
   Replay replay_;  // the second pass's: the names of labels and ops, the blocks at the end
   uint64_t host_peak_event_ = 0, device_peak_event_ = 0;
-  uint32_t devices_ = 0, host_ = 0;
+  static constexpr uint32_t kNoTrace = UINT32_MAX;
+  uint32_t devices_ = 0, host_ = 0;  // host_: the host heap's trace (kNoTrace: none)
   std::vector<std::vector<Entry>> traces_;
   absl::flat_hash_map<uint64_t, std::pair<uint32_t, uint32_t>> live_;  // key -> (trace, entry)
   CallStacks stacks_;

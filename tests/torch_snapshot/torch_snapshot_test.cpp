@@ -368,7 +368,8 @@ TEST(TorchSnapshotExport, ARunReadsBackAsItself) {
   EXPECT_EQ(b.peak_by_role, a.peak_by_role);
   EXPECT_EQ(b.allocations, a.allocations);
   EXPECT_EQ(b.live_at_end, a.live_at_end);
-  EXPECT_EQ(b.threads, 1u);  // device 0: the host heap (no device memory in this run)
+  EXPECT_EQ(b.threads, 1u);               // device 0: the host heap (no device memory in this run)
+  EXPECT_EQ(b.device_reserved_peak, 0u);  // its runs of blocks are no reserve
   // Ops and labels come back from the frames and user_metadata.
   EXPECT_EQ(flat(b.peak_by_op), flat(a.peak_by_op));
   EXPECT_EQ(flat(b.peak_by_label), flat(a.peak_by_label));

@@ -48,6 +48,9 @@ struct TraceHeader {
   // What the heap events are, in the report's words: the program's host memory, or, for a
   // PyTorch memory snapshot read as a trace (torch_snapshot.h), its allocated device memory.
   std::string memory = "host memory";
+  // The heap events are a device's memory (each event's `device` says which): a PyTorch
+  // snapshot read as a trace.
+  bool heap_is_device = false;
   // Call stacks were recorded (version 4 on, kFileFlagStacks): allocations carry stack ids,
   // and the trace has kStack and kMapping events.
   bool stacks() const { return version >= 4 && (flags & format::kFileFlagStacks); }
