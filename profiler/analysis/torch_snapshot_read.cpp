@@ -452,8 +452,12 @@ SnapshotEvents read_torch_snapshot(const std::string &path) {
   out.header.version = 0;
   out.header.ticks_per_second = 1000000;  // time_us
   out.header.start_ticks = start;
-  out.header.memory = "allocated device memory (PyTorch snapshot)";
-  out.header.heap_is_device = true;
+  // adprof's export names its devices: one that is the host heap is host memory again.
+  Value device_names = root.get("adprof").get("devices");
+  bool host = !devices.empty();
+  for (uint32_t d : devices) host &= device_names.at(d).as_string() == "host";
+  out.header.memory = host ? "host memory" : "allocated device memory (PyTorch snapshot)";
+  out.header.heap_is_device = !host;
   return out;
 }
 

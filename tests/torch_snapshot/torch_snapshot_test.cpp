@@ -370,6 +370,7 @@ TEST(TorchSnapshotExport, ARunReadsBackAsItself) {
   EXPECT_EQ(b.live_at_end, a.live_at_end);
   EXPECT_EQ(b.threads, 1u);               // device 0: the host heap (no device memory in this run)
   EXPECT_EQ(b.device_reserved_peak, 0u);  // its runs of blocks are no reserve
+  EXPECT_EQ(b.memory, "host memory");     // the export named its device 0 "host"
   // Ops and labels come back from the frames and user_metadata.
   EXPECT_EQ(flat(b.peak_by_op), flat(a.peak_by_op));
   EXPECT_EQ(flat(b.peak_by_label), flat(a.peak_by_label));
