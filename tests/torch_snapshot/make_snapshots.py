@@ -129,6 +129,39 @@ def segments_only():
                                       "frames": [user(2, "b")]}]}]}]
 
 
+def annotate():
+    """X 1 MiB then annotated "parameter" (a role: retagged); Y 2 MiB annotated "decoder.out"
+    (a label)."""
+    trace = [entry("alloc", BASE, MiB, 1),
+             {"action": "annotate", "addr": BASE, "size": MiB, "stream": 0, "time_us": 2,
+              "user_metadata": "parameter"},
+             entry("alloc", BASE + MiB, 2 * MiB, 3),
+             {"action": "annotate", "addr": BASE + MiB, "size": 2 * MiB, "stream": 0,
+              "time_us": 4, "user_metadata": "decoder.out"}]
+    return {"segments": [], "device_traces": [trace]}
+
+
+def expandable():
+    """Expandable segments: map 8 MiB, unmap 2 MiB from its middle, map 4 MiB more: reserved
+    8, 6, then 10 MiB (12 if the partial unmap freed nothing)."""
+    trace = [entry("segment_map", BASE, 8 * MiB, 1),
+             entry("segment_unmap", BASE + 2 * MiB, 2 * MiB, 2),
+             entry("segment_map", BASE + 8 * MiB, 4 * MiB, 3),
+             entry("segment_unmap", BASE, 2 * MiB, 4)]
+    return {"segments": [], "device_traces": [trace]}
+
+
+def categories():
+    """One live block per category, sizes powers of two MiB: parameter 1, input 2, activation
+    4, gradient 8, autograd_detail 16, temporary 32, optimizer_state 64, unknown 128, and a
+    category PyTorch does not have, 256."""
+    names = ["parameter", "input", "activation", "gradient", "autograd_detail", "temporary",
+             "optimizer_state", "unknown", "weird"]
+    trace = [entry("alloc", BASE + (i << 30), (1 << i) * MiB, i, category=n)
+             for i, n in enumerate(names)]
+    return {"segments": [], "device_traces": [trace]}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
 
@@ -145,6 +178,9 @@ def main():
     dump("no_frames.pickle", no_frames())
     dump("unknown_action.pickle", unknown_action())
     dump("two_devices.pickle", two_devices())
+    dump("annotate.pickle", annotate())
+    dump("expandable.pickle", expandable())
+    dump("categories.pickle", categories())
     dump("segments_only.pickle", segments_only())
     dump("before.pickle", scaled(1.0))
     dump("after.pickle", scaled(1.1))

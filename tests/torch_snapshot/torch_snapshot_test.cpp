@@ -289,6 +289,34 @@ TEST(TorchSnapshot, DevicesAreThreadsMergedByTime) {
   EXPECT_EQ(r.thread_names[1], "device 1");
 }
 
+TEST(TorchSnapshot, CategoriesMapToRolesWhereTheyMeanTheSame) {
+  adprof::Report r = report_of(data("categories.pickle"));
+  EXPECT_EQ(r.peak, 511 * MiB);
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_PARAMETER), 1 * MiB);
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_INPUT), 2 * MiB);
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_FORWARD_CACHE), 4 * MiB);  // activation
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_ADJOINT), 24 * MiB);       // gradient, autograd_detail
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_WORKSPACE), 32 * MiB);     // temporary
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_OPTIMIZER_STATE), 64 * MiB);
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_FOREIGN), 384 * MiB);  // unknown, and one PyTorch lacks
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_ACTIVATION), 0u);
+}
+
+TEST(TorchSnapshot, AnnotateEntriesRetagOrLabel) {
+  adprof::Report r = report_of(data("annotate.pickle"));
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_PARAMETER), 1 * MiB);
+  EXPECT_EQ(role_at_peak(r, ADPROF_ROLE_FOREIGN), 2 * MiB);
+  bool labelled = false;
+  for (const adprof::LabelBytes &l : r.peak_by_label)
+    labelled |= l.label == "decoder.out" && l.bytes == 2 * MiB;
+  EXPECT_TRUE(labelled);
+}
+
+TEST(TorchSnapshot, PartialUnmapsOfExpandableSegments) {
+  adprof::Report r = report_of(data("expandable.pickle"));
+  EXPECT_EQ(r.device_reserved_peak, 10 * MiB);  // 8, 6 after the hole, 10
+}
+
 TEST(TorchSnapshot, SegmentsAloneAreTheStateAtTheDump) {
   adprof::Report r = report_of(data("segments_only.pickle"));  // PyTorch 1.13's layout
   EXPECT_EQ(r.peak, 3 * MiB - 100);                            // the histories' real sizes
