@@ -155,8 +155,12 @@ class Converter {
   }
 
   // One device: its trace entries (maybe none) and its segments at the dump.
-  void device(uint32_t device, uint32_t thread, Value entries, const std::vector<Value> &segments) {
+  // `device_blocks`: its allocations are device blocks beside the host heap (adprof's export of
+  // a run with both), not the run's primary memory.
+  void device(uint32_t device, uint32_t thread, Value entries, const std::vector<Value> &segments,
+              bool device_blocks) {
     device_ = device;
+    space_ = device_blocks ? ADPROF_SPACE_DEVICE_BLOCK : ADPROF_SPACE_HEAP;
     thread_ = thread;
     role_ = ADPROF_ROLE_FOREIGN;
     live_.clear();
@@ -319,7 +323,7 @@ class Converter {
     live_[addr] = {size, static_cast<uint8_t>(role)};
     live_bytes_ += size;
     live_by_role_[role] += size;
-    emit(t, fmt::EventType::kAlloc, addr, size, ADPROF_SPACE_HEAP);
+    emit(t, fmt::EventType::kAlloc, addr, size, space_);
     if (!site.empty()) emit(t, fmt::EventType::kOpEnd, 0, 0, 0);
     if (!meta.empty() && meta_role < 0)
       emit(t, fmt::EventType::kLabel, addr, name(std::string(meta)), 0);
@@ -329,7 +333,7 @@ class Converter {
     if (it == live_.end()) return;  // a second free of one block: nothing was live
     forget(it->second);
     live_.erase(it);
-    emit(t, fmt::EventType::kFree, addr, 0, ADPROF_SPACE_HEAP);
+    emit(t, fmt::EventType::kFree, addr, 0, space_);
   }
   struct Live {
     uint64_t size;
@@ -371,6 +375,7 @@ class Converter {
   std::map<std::string, uint32_t> names_;
   std::vector<Event> name_events_;
   uint32_t device_ = 0, thread_ = 0;
+  uint8_t space_ = ADPROF_SPACE_HEAP;
   uint8_t role_ = ADPROF_ROLE_FOREIGN;
   absl::flat_hash_map<uint64_t, Live> live_;
   Ranges reserved_;
@@ -422,6 +427,12 @@ SnapshotEvents read_torch_snapshot(const std::string &path) {
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
 
+  // adprof's export names its devices: the one that is the host heap is host memory again,
+  // and the others device blocks beside it (torch_snapshot_write.cpp).
+  Value device_names = root.get("adprof").get("devices");
+  bool host = false;  // whether it has a host heap, with or without entries
+  for (size_t d = 0; d < device_names.size(); ++d) host |= device_names.at(d).as_string() == "host";
+
   SnapshotEvents out;
   Converter convert(out, adprof_roles);
   static const std::vector<Value> kNone;
@@ -430,7 +441,8 @@ SnapshotEvents read_torch_snapshot(const std::string &path) {
     const size_t first = out.events.size();
     auto seg = segments_of.find(d);
     convert.device(d, thread, trace_of.count(d) ? trace_of[d] : Value(),
-                   seg == segments_of.end() ? kNone : seg->second);
+                   seg == segments_of.end() ? kNone : seg->second,
+                   host && device_names.at(d).as_string() != "host");
     Event name{};
     name.type = fmt::EventType::kThreadName;
     name.thread = thread;
@@ -452,10 +464,6 @@ SnapshotEvents read_torch_snapshot(const std::string &path) {
   out.header.version = 0;
   out.header.ticks_per_second = 1000000;  // time_us
   out.header.start_ticks = start;
-  // adprof's export names its devices: one that is the host heap is host memory again.
-  Value device_names = root.get("adprof").get("devices");
-  bool host = !devices.empty();
-  for (uint32_t d : devices) host &= device_names.at(d).as_string() == "host";
   out.header.memory = host ? "host memory" : "allocated device memory (PyTorch snapshot)";
   out.header.heap_is_device = !host;
   return out;

@@ -21,6 +21,8 @@
 //    block) are grouped in runs, a run's blocks less than 64 MiB apart, each run a segment
 //    marked `adprof_run_of_blocks` (its gaps are no memory anyone reserved: `stats`'s
 //    total_reserved counts them, its total_allocated is exact);
+//  - the AD protocol's ad.device.oom: an `oom` entry (size: the request; device_free: the
+//    limit less what was reserved);
 //  - a top-level "adprof" dict says that the categories are adprof's roles, which the reader
 //    (torch_snapshot_read.cpp) takes as they are.
 // Pickle protocol 4 without framing (pickle.h); the viewer's reader refuses protocol 5.
@@ -30,6 +32,7 @@
 #include <map>
 
 #include "../format/trace_format.h"
+#include "adprof/ad_events.h"
 #include "adprof/call_stacks.h"
 #include "adprof/replay_driver.h"
 #include "adprof/torch_snapshot.h"
@@ -41,10 +44,10 @@ namespace fmt = format;
 
 namespace {
 
-enum Action : uint8_t { kAllocEntry, kFreeEntry, kSegmentAlloc, kSegmentFree };
+enum Action : uint8_t { kAllocEntry, kFreeEntry, kSegmentAlloc, kSegmentFree, kOom };
 
 struct Entry {
-  uint64_t addr = 0;
+  uint64_t addr = 0;  // an OOM: the bytes the device had free (limit - reserved)
   uint64_t size = 0;
   uint64_t time_us = 0;
   uint32_t alloc = 0;  // a free: its allocation's entry
@@ -188,6 +191,7 @@ class Exporter {
         [&](const Event &e, bool changed) {
           stacks_.on_event(e);
           if (e.type == fmt::EventType::kLabel) label(e, replay);
+          if (e.type == fmt::EventType::kAnnotate) oom(e, time_us(e));
           if (!changed) return;
           const Replay::LastChange &last = replay.last();
           const uint64_t t = time_us(e);
@@ -205,6 +209,21 @@ class Exporter {
     driver.run(obs);
     for (const auto &[key, b] : replay.blocks()) end_blocks_.push_back({key, &b});
     segments_ = end_segments(replay);
+  }
+
+  // The AD protocol's ad.device.oom (or its legacy name): an `oom` entry of its device, with
+  // what the device had free beside what the allocator reserved.
+  void oom(const Event &e, uint64_t t) {
+    const ad::Decoder::Annotation a = decoder_.annotation(e);
+    if (a.kind != ad::Kind::kDeviceOom || a.values.size() < 5) return;
+    const uint64_t device = a.values[4];
+    if (device >= traces_.size() || device == host_) return;
+    Entry o;
+    o.action = kOom;
+    o.size = a.values[0];
+    o.addr = a.values[3] > a.values[1] ? a.values[3] - a.values[1] : 0;
+    o.time_us = t;
+    traces_[device].push_back(o);
   }
 
   void label(const Event &e, const Replay &replay) {
@@ -460,6 +479,23 @@ class Exporter {
           case kSegmentFree:
             write_entry(w, e, trace, "segment_free");
             break;
+          case kOom:
+            w.begin_dict();
+            w.shared_string("action");
+            w.shared_string("oom");
+            w.shared_string("size");
+            w.integer(static_cast<int64_t>(e.size));
+            w.shared_string("device_free");
+            w.integer(static_cast<int64_t>(e.addr));
+            w.shared_string("stream");
+            w.integer(0);
+            w.shared_string("time_us");
+            w.integer(static_cast<int64_t>(e.time_us));
+            w.shared_string("frames");
+            w.begin_list();
+            w.end_list();
+            w.end_dict();
+            break;
         }
       }
       w.end_list();
@@ -485,6 +521,7 @@ class Exporter {
 
   TraceReader &reader_;
   Replay replay_;  // the second pass's: the names of labels and ops, the blocks at the end
+  ad::Decoder decoder_{replay_};
   uint64_t host_peak_event_ = 0, device_peak_event_ = 0;
   static constexpr uint32_t kNoTrace = UINT32_MAX;
   uint32_t devices_ = 0, host_ = 0;  // host_: the host heap's trace (kNoTrace: none)

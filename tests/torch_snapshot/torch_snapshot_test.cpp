@@ -411,6 +411,74 @@ TEST(TorchSnapshotExport, ARunReadsBackAsItself) {
   EXPECT_EQ(c.allocations, a.allocations);
 }
 
+// A run with device memory (a segment, two blocks, an OOM; tests/cli/oom_workload.cpp): device
+// 0 is the device, device 1 the host heap; read back, the device's peak, roles, reserved and OOM
+// are the run's.
+TEST(TorchSnapshotExport, DeviceMemoryIsDeviceZeroAndTheHostFollows) {
+  TempDir dir;
+  const std::string trace = dir.path() + "/o.adtrace", pickle = dir.path() + "/o.pickle";
+  ASSERT_EQ(run_cli({"run", "--no-report", "-o", trace, "--", OOM_WORKLOAD}).exit_code, 0);
+  ASSERT_EQ(run_cli({"export", trace, "--torch-snapshot", pickle}).exit_code, 0);
+  auto doc = Document::parse_file(pickle);
+  auto traces = doc->root().get("device_traces");
+  ASSERT_EQ(traces.size(), 2u);
+  uint64_t allocs = 0, ooms = 0, segments = 0;
+  for (size_t i = 0; i < traces.at(0).size(); ++i) {
+    auto e = traces.at(0).at(i);
+    allocs += e.get("action").as_string() == "alloc";
+    segments += e.get("action").as_string() == "segment_alloc";
+    if (e.get("action").as_string() == "oom") {
+      ++ooms;
+      EXPECT_EQ(e.get("size").as_int(), int64_t{64} << 20);
+      EXPECT_EQ(e.get("device_free").as_int(), int64_t{4} << 20);  // limit 100 - reserved 96
+    }
+  }
+  EXPECT_EQ(allocs, 2u);
+  EXPECT_EQ(segments, 1u);
+  EXPECT_EQ(ooms, 1u);
+  const adprof::Report a = report_of(trace), b = report_of(pickle);
+  EXPECT_EQ(a.device_peak, 90 * MiB);
+  EXPECT_EQ(b.device_peak, a.device_peak);
+  EXPECT_EQ(b.device_peak_by_role, a.device_peak_by_role);
+  EXPECT_EQ(b.device_reserved_peak, 96 * MiB);
+  EXPECT_EQ(b.peak, a.peak);
+  EXPECT_EQ(b.memory, "host memory");
+  EXPECT_EQ(b.device_ooms, 1u);
+  EXPECT_EQ(b.oom_requested, a.oom_requested);
+  EXPECT_EQ(b.oom_limit, a.oom_limit);
+}
+
+// A run recorded with call stacks: each allocation's frames are its label and op, then its
+// stack, innermost first; the categories are adprof's roles.
+TEST(TorchSnapshotExport, FramesCarryOpAndCallStack) {
+  TempDir dir;
+  const std::string trace = dir.path() + "/s.adtrace", pickle = dir.path() + "/s.pickle";
+  ASSERT_EQ(run_cli({"run", "--stacks", "--no-report", "-o", trace, "--", DENSENET, "--quiet",
+                     "--size", "262144", "--n", "8"},
+                    300)
+                .exit_code,
+            0);
+  ASSERT_EQ(run_cli({"export", trace, "--torch-snapshot", pickle}, 300).exit_code, 0);
+  auto doc = Document::parse_file(pickle);
+  auto entries = doc->root().get("device_traces").at(0);
+  uint64_t with_stack = 0, with_main = 0, with_op = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto e = entries.at(i);
+    if (e.get("action").as_string() != "alloc") continue;
+    EXPECT_GE(adprof::role_from_name(std::string(e.get("category").as_string())), 0);
+    auto frames = e.get("frames");
+    if (frames.size() < 3) continue;
+    ++with_stack;
+    with_op += frames.at(0).get("line").as_int(-1) == 0 &&  // {label, 0, op}
+               !frames.at(0).get("name").as_string().empty();
+    for (size_t f = 1; f < frames.size(); ++f)
+      with_main += frames.at(f).get("name").as_string() == "main";
+  }
+  EXPECT_GT(with_stack, 0u);
+  EXPECT_GT(with_op, 0u);
+  EXPECT_GT(with_main, 0u);
+}
+
 TEST(TorchSnapshotExport, HandMadeSnapshotRoundTrips) {
   TempDir dir;
   const std::string out = dir.path() + "/basic.pickle";

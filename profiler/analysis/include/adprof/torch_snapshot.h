@@ -19,6 +19,8 @@
 //  - the allocation site is the op scope of each allocation: the innermost Python frame outside
 //    torch's own files ("function (file:line)"), else the innermost frame (in adprof's own
 //    export, the op its first frame names; its `user_metadata` is the label);
+//  - a snapshot adprof wrote of a run with a host heap (its `adprof` dict names that device
+//    "host"): that device is the heap again, the others device blocks (ADPROF_SPACE_DEVICE_BLOCK);
 //  - `oom` entries are the AD protocol's ad.device.oom annotation; `annotate` entries label (or,
 //    naming a role, retag) their block; other actions are counted and skipped.
 //  Times are the entries' `time_us`; where the snapshot has none, the entry's number (1 us each).
