@@ -283,7 +283,7 @@ Report load_report(const std::string &path, const AnalyzeOptions &options) {
   in.read(first, sizeof first);
   if ((in.gcount() == 8 && std::equal(first, first + 8, format::kFileMagic)) ||
       (in.gcount() >= 1 && static_cast<unsigned char>(first[0]) == pickle_proto))
-    return analyze(path, options);  // a trace, or a PyTorch memory snapshot (a pickle)
+    return analyze(path, options);  // a trace, or a memory snapshot (a pickle, torch_snapshot.h)
   in.clear();
   in.seekg(0);
   nlohmann::json j;
@@ -291,7 +291,7 @@ Report load_report(const std::string &path, const AnalyzeOptions &options) {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception &) {
     throw TraceError("'" + path +
-                     "' is neither an adprof trace, a PyTorch memory snapshot nor an adprof "
+                     "' is neither an adprof trace, a memory snapshot (pickle) nor an adprof "
                      "report JSON");
   }
   try {

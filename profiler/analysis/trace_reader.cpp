@@ -860,7 +860,7 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   m.file_size = static_cast<uint64_t>(st.st_size);
   stats_.bytes = m.file_size;
   if (m.file_size == 0) throw TraceError("'" + path + "' is empty: not an adprof trace");
-  if (is_pickle_file(path)) {  // a PyTorch memory snapshot: read whole, as events
+  if (is_pickle_file(path)) {  // a memory snapshot (torch_snapshot.h): read whole, as events
     snapshot_ = std::make_unique<SnapshotEvents>(read_torch_snapshot(path));
     header_ = snapshot_->header;
     end_.complete = true;

@@ -46,9 +46,9 @@ struct TraceHeader {
   uint32_t flags = 0;
   uint32_t run_id = 0;  // the `adprof run` that wrote it (0: none), trace_format.h
   // What the heap events are, in the report's words: the program's host memory, or, for a
-  // PyTorch memory snapshot read as a trace (torch_snapshot.h), its allocated device memory.
+  // memory snapshot read as a trace (torch_snapshot.h), its allocated device memory.
   std::string memory = "host memory";
-  // The heap events are a device's memory (each event's `device` says which): a PyTorch
+  // The heap events are a device's memory (each event's `device` says which): a
   // snapshot read as a trace.
   bool heap_is_device = false;
   // Call stacks were recorded (version 4 on, kFileFlagStacks): allocations carry stack ids,
@@ -148,7 +148,7 @@ struct ReadStats {
 
 class TraceReader {
  public:
-  // Throws TraceError for a missing, empty, foreign or damaged-header file. A PyTorch memory
+  // Throws TraceError for a missing, empty, foreign or damaged-header file. A memory
   // snapshot (a pickle: its first byte is 0x80) is read as the events it makes
   // (torch_snapshot.h).
   explicit TraceReader(const std::string &path);
@@ -184,7 +184,7 @@ class TraceReader {
   void judge(bool at_end);
 
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<SnapshotEvents> snapshot_;  // a PyTorch snapshot's events, when it is one
+  std::unique_ptr<SnapshotEvents> snapshot_;  // a memory snapshot's events, when it is one
   size_t snapshot_pos_ = 0;
   TraceHeader header_;
   TraceEnd end_;
