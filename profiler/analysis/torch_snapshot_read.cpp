@@ -140,7 +140,8 @@ class Ranges {
 
 class Converter {
  public:
-  Converter(SnapshotEvents &out, bool adprof_roles) : out_(out), adprof_roles_(adprof_roles) {}
+  Converter(SnapshotEvents &out, bool adprof_roles, const std::string &path)
+      : out_(out), adprof_roles_(adprof_roles), path_(path) {}
 
   uint32_t name(const std::string &text) {
     auto [it, inserted] = names_.try_emplace(text, static_cast<uint32_t>(names_.size() + 1));
@@ -290,8 +291,16 @@ class Converter {
     e.device = device_;
     return e;
   }
+  // The trace reader's bound (trace_reader.h): what every allocation adds up to fits, so that
+  // no total downstream overflows.
+  void count(uint64_t size) {
+    allocated_ += size;
+    if (allocated_ > kMaxTotalBytes)
+      throw TraceError("'" + path_ + "': damaged: its allocations add up to more than 2^62 bytes");
+  }
   void segment_alloc(uint64_t t, uint64_t addr, uint64_t size) {
     if (size == 0 || size > kMaxEventBytes) return;
+    count(size);
     reserved_.add(addr, size);
     emit(t, fmt::EventType::kAlloc, addr, size, ADPROF_SPACE_DEVICE_SEGMENT);
   }
@@ -302,6 +311,7 @@ class Converter {
   void alloc_block(uint64_t t, uint64_t addr, uint64_t size, Value frames, Value category,
                    Value metadata) {
     if (size > kMaxEventBytes) size = kMaxEventBytes;  // the reader's bound on an event
+    count(size);
     int role = role_of(category.as_string(), adprof_roles_);
     std::string_view meta = metadata.as_string();
     const int meta_role = role_of(meta, adprof_roles_);
@@ -372,6 +382,8 @@ class Converter {
 
   SnapshotEvents &out_;
   const bool adprof_roles_;
+  const std::string &path_;
+  uint64_t allocated_ = 0;
   std::map<std::string, uint32_t> names_;
   std::vector<Event> name_events_;
   uint32_t device_ = 0, thread_ = 0;
@@ -434,7 +446,7 @@ SnapshotEvents read_torch_snapshot(const std::string &path) {
   for (size_t d = 0; d < device_names.size(); ++d) host |= device_names.at(d).as_string() == "host";
 
   SnapshotEvents out;
-  Converter convert(out, adprof_roles);
+  Converter convert(out, adprof_roles, path);
   static const std::vector<Value> kNone;
   for (uint32_t thread = 0; thread < devices.size(); ++thread) {
     const uint32_t d = devices[thread];

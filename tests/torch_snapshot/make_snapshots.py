@@ -162,6 +162,12 @@ def categories():
     return {"segments": [], "device_traces": [trace]}
 
 
+def huge():
+    """65 blocks of 2^56 bytes: more than the 2^62 bytes adprof's totals are bounded by."""
+    trace = [entry("alloc", i << 57, 1 << 56, i) for i in range(65)]
+    return {"segments": [], "device_traces": [trace]}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
 
@@ -181,6 +187,7 @@ def main():
     dump("annotate.pickle", annotate())
     dump("expandable.pickle", expandable())
     dump("categories.pickle", categories())
+    dump("huge.pickle", huge())
     dump("segments_only.pickle", segments_only())
     dump("before.pickle", scaled(1.0))
     dump("after.pickle", scaled(1.1))

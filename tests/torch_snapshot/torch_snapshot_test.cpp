@@ -325,8 +325,8 @@ TEST(TorchSnapshot, SegmentsAloneAreTheStateAtTheDump) {
 }
 
 TEST(TorchSnapshot, BadInputIsOneLineAndExitTwo) {
-  for (const char *name :
-       {"damaged.pickle", "not_snapshot.pickle", "object.pickle", "protocol0.pickle"}) {
+  for (const char *name : {"damaged.pickle", "not_snapshot.pickle", "object.pickle",
+                           "protocol0.pickle", "huge.pickle"}) {
     for (std::vector<std::string> args : {std::vector<std::string>{"report"},
                                           {"check", "--max-peak", "1GiB"},
                                           {"timeline"},
@@ -343,6 +343,8 @@ TEST(TorchSnapshot, BadInputIsOneLineAndExitTwo) {
   }
   Result r = run_cli({"report", data("damaged.pickle")});
   EXPECT_NE(r.err.find("is not a readable PyTorch memory snapshot"), std::string::npos) << r.err;
+  r = run_cli({"report", data("huge.pickle")});
+  EXPECT_NE(r.err.find("add up to more than 2^62 bytes"), std::string::npos) << r.err;
   r = run_cli({"report", data("not_snapshot.pickle")});
   EXPECT_NE(r.err.find("not a PyTorch memory snapshot"), std::string::npos) << r.err;
 }
