@@ -375,6 +375,10 @@ TEST(TorchSnapshot, TimelineFollowsTheTrace) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(read_file(csv).find(std::to_string(17 * MiB + MiB / 2)), std::string::npos)
       << read_file(csv);
+  Result chart = run_cli({"timeline", data("basic.pickle"), "--no-color"});
+  EXPECT_NE(chart.out.find("live bytes of allocated device memory (PyTorch snapshot)"),
+            std::string::npos)
+      << chart.out;
 }
 
 // ---- out -----------------------------------------------------------------------------------
