@@ -1,4 +1,4 @@
-// adprof export TRACE --perfetto FILE | --folded FILE
+// adprof export TRACE --perfetto FILE | --folded FILE | --torch-snapshot FILE
 //   --perfetto: Chrome trace event JSON (opens in ui.perfetto.dev and chrome://tracing): a counter
 //               track of live bytes per role, op slices per thread, phase slices; for a trace
 //               recorded with --stacks, the largest buffers live at the peak as instant events
@@ -6,6 +6,9 @@
 //   --folded:   folded stacks of live bytes at the peak, "phase;op;role bytes" per line, the
 //               input of flamegraph.pl, inferno and speedscope; for a trace recorded with
 //               --stacks, the allocations' real frames, "main;f;g bytes".
+//   --torch-snapshot: a PyTorch memory snapshot (pickle, protocol 4) for pytorch.org/memory_viz
+//               and `python -m torch.cuda._memory_viz`, categories = adprof's roles
+//               (analysis/torch_snapshot_write.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +17,7 @@
 
 #include "adprof/report.h"
 #include "adprof/timeline.h"
+#include "adprof/torch_snapshot.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
@@ -173,28 +177,51 @@ void export_folded(const std::string &trace, const std::string &path) {
   write_file(path, text);
 }
 
+void export_torch_snapshot(const std::string &trace, const std::string &path) {
+  {
+    TraceReader reader(trace);  // first: an unreadable trace leaves the output untouched
+    warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
+  }
+  SnapshotExportStats stats;
+  const std::string bytes = write_torch_snapshot(trace, &stats);
+  write_file(path, bytes);
+  fprintf(stderr, "adprof: wrote %s: %llu allocations, %llu trace entries, %u device trace%s\n",
+          path.c_str(), static_cast<unsigned long long>(stats.allocations),
+          static_cast<unsigned long long>(stats.entries), stats.devices,
+          stats.devices == 1 ? "" : "s");
+}
+
 }  // namespace
 
 int command_export(const std::vector<std::string> &args) {
   po::options_description options(
-      "usage: adprof export TRACE [--perfetto FILE] [--folded FILE]\n\n"
+      "usage: adprof export TRACE [--perfetto FILE] [--folded FILE] [--torch-snapshot FILE]\n\n"
       "--perfetto writes Chrome trace event JSON (ui.perfetto.dev, chrome://tracing): live bytes\n"
       "by role as counters, op and phase slices per thread, step marks.\n"
       "--folded writes the live bytes at the peak as folded stacks (phase;op;role[;label] BYTES)\n"
       "for flamegraph.pl, inferno or speedscope; for a trace recorded with `run --stacks`, the\n"
-      "allocations' call stacks (outermost;...;innermost BYTES).\n\nOptions");
+      "allocations' call stacks (outermost;...;innermost BYTES).\n"
+      "--torch-snapshot writes a PyTorch memory snapshot (pickle, protocol 4) for\n"
+      "pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`: every allocation and free,\n"
+      "category = the buffer's adprof role, frames = its label (module path), op and call stack;\n"
+      "device 0 is the GPU when the trace has device memory (the host heap follows the GPUs),\n"
+      "the host heap otherwise (docs/PYTORCH.md, \"Snapshots\").\n"
+      "TRACE may be an adprof trace or a PyTorch snapshot.\n\nOptions");
   options.add_options()("help,h", "show this help")("perfetto", po::value<std::string>(),
                                                     "Chrome/Perfetto trace JSON output")(
-      "folded", po::value<std::string>(), "folded stacks output")("trace", po::value<std::string>(),
-                                                                  "trace");
+      "folded", po::value<std::string>(), "folded stacks output")(
+      "torch-snapshot", po::value<std::string>(), "PyTorch memory snapshot output (.pickle)")(
+      "trace", po::value<std::string>(), "trace");
   auto parsed = parse_command("export", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
-  if (!vm.count("perfetto") && !vm.count("folded"))
-    throw UsageError("export needs --perfetto FILE or --folded FILE");
+  if (!vm.count("perfetto") && !vm.count("folded") && !vm.count("torch-snapshot"))
+    throw UsageError("export needs --perfetto FILE, --folded FILE or --torch-snapshot FILE");
   std::string trace = vm["trace"].as<std::string>();
   if (vm.count("perfetto")) export_perfetto(trace, vm["perfetto"].as<std::string>());
   if (vm.count("folded")) export_folded(trace, vm["folded"].as<std::string>());
+  if (vm.count("torch-snapshot"))
+    export_torch_snapshot(trace, vm["torch-snapshot"].as<std::string>());
   return kExitOk;
 }
 

@@ -50,8 +50,8 @@ std::string render_chart(const Timeline &t, int width, int height, bool colour) 
   int peak_x =
       std::clamp(static_cast<int>((t.peak_time - t.start) / span * (width - 1)), 0, width - 1);
   char head[256];
-  snprintf(head, sizeof head, "live host bytes, stacked by role (peak %s at %.3f s)\n",
-           format_bytes(t.peak).c_str(), t.peak_time);
+  snprintf(head, sizeof head, "live bytes of %s, stacked by role (peak %s at %.3f s)\n",
+           t.memory.c_str(), format_bytes(t.peak).c_str(), t.peak_time);
   out += head;
   out += std::string(11, ' ') + std::string(peak_x, ' ') + "v peak\n";
   for (int row = height - 1; row >= 0; --row) {

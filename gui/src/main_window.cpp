@@ -312,15 +312,16 @@ void MainWindow::buildUi() {
 void MainWindow::buildActions() {
   QMenu *file = menuBar()->addMenu(tr("&File"));
   QAction *open = file->addAction(tr("&Open trace..."), this, [this] {
-    QString path = QFileDialog::getOpenFileName(this, tr("Open a trace"), QFileInfo(path_).path(),
-                                                tr("adprof traces (*.adtrace*);;All files (*)"));
+    QString path = QFileDialog::getOpenFileName(
+        this, tr("Open a trace"), QFileInfo(path_).path(),
+        tr("adprof traces (*.adtrace*);;PyTorch memory snapshots (*.pickle *.pkl);;All files (*)"));
     if (!path.isEmpty()) openFiles({path});
   });
   open->setShortcut(QKeySequence::Open);
   QAction *base = file->addAction(tr("Open &base trace to compare..."), this, [this] {
-    QString path =
-        QFileDialog::getOpenFileName(this, tr("Open a base trace"), QFileInfo(path_).path(),
-                                     tr("adprof traces (*.adtrace*);;All files (*)"));
+    QString path = QFileDialog::getOpenFileName(
+        this, tr("Open a base trace"), QFileInfo(path_).path(),
+        tr("adprof traces (*.adtrace*);;PyTorch memory snapshots (*.pickle *.pkl);;All files (*)"));
     if (!path.isEmpty()) openFiles({path}, true);
   });
   base->setShortcut(QKeySequence("Ctrl+Shift+O"));

@@ -86,6 +86,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   Report r;
   r.trace = trace_path;
   r.pid = reader.header().pid;
+  r.memory = reader.header().memory;
   for (int p = 0; p < kPhaseCount; ++p) r.phases[p].name = phase_name(p);
 
   ad::Decoder ad_events(replay);  // the AD protocol's events (ad_protocol.h)

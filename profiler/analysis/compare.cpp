@@ -270,6 +270,7 @@ std::string render_diff_markdown(const ReportDiff &d, const std::vector<GateResu
 }
 
 Report load_report(const std::string &path, const AnalyzeOptions &options) {
+  constexpr unsigned char pickle_proto = 0x80;  // pickle's PROTO opcode (torch_snapshot.h)
   // A FIFO, device or directory is refused before it is opened: opening a FIFO with no writer
   // would wait forever.
   struct stat st;
@@ -280,15 +281,18 @@ Report load_report(const std::string &path, const AnalyzeOptions &options) {
   if (!in) throw TraceError("cannot open '" + path + "'");
   char first[8] = {};
   in.read(first, sizeof first);
-  if (in.gcount() == 8 && std::equal(first, first + 8, format::kFileMagic))
-    return analyze(path, options);
+  if ((in.gcount() == 8 && std::equal(first, first + 8, format::kFileMagic)) ||
+      (in.gcount() >= 1 && static_cast<unsigned char>(first[0]) == pickle_proto))
+    return analyze(path, options);  // a trace, or a memory snapshot (a pickle, torch_snapshot.h)
   in.clear();
   in.seekg(0);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception &) {
-    throw TraceError("'" + path + "' is neither an adprof trace nor an adprof report JSON");
+    throw TraceError("'" + path +
+                     "' is neither an adprof trace, a memory snapshot (pickle) nor an adprof "
+                     "report JSON");
   }
   try {
     return report_from_json(j);

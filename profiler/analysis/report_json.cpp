@@ -26,6 +26,7 @@ json to_json(const Report &r) {
   j["schema_version"] = r.schema_version;
   j["trace"] = {{"path", r.trace},
                 {"pid", r.pid},
+                {"memory", r.memory},
                 {"duration_s", r.duration},
                 {"events", r.events},
                 {"threads", r.threads},
@@ -204,6 +205,7 @@ Report report_from_json(const json &j) {
     if (t.is_object()) {
       r.trace = t.value("path", std::string());
       r.pid = t.value("pid", uint64_t{0});
+      r.memory = t.value("memory", std::string("host memory"));
       r.duration = t.value("duration_s", 0.0);
       r.events = t.value("events", uint64_t{0});
       r.threads = t.value("threads", 0u);

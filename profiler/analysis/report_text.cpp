@@ -117,8 +117,8 @@ std::string render_text(const Report &r, size_t top) {
     add(o, "  WARNING: %llu chunk(s) missing from thread streams\n",
         static_cast<unsigned long long>(r.missing_chunks));
 
-  add(o, "\nPeak: %s of host memory live at %.3f s (%s phase)\n", format_bytes(r.peak).c_str(),
-      r.peak_time, r.peak_phase.c_str());
+  add(o, "\nPeak: %s of %s live at %.3f s (%s phase)\n", format_bytes(r.peak).c_str(),
+      r.memory.c_str(), r.peak_time, r.peak_phase.c_str());
   const int ad_roles[] = {ADPROF_ROLE_FORWARD_CACHE, ADPROF_ROLE_ADJOINT, ADPROF_ROLE_DUPLICATE,
                           ADPROF_ROLE_ACCUMULATION};
   const char *ad_titles[] = {"forward caches", "adjoint buffers", "duplicated intermediates",

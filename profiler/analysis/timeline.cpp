@@ -24,6 +24,7 @@ void thin(std::vector<TimelineSample> &s) {
 
 Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
   Timeline t;
+  t.memory = reader.header().memory;
   t.start = options.from;
   t.op_names = options.tracked_ops;
   t.op_names.push_back("other ops");

@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "adprof/torch_snapshot.h"
 #include "chunk_columns.h"
 #include "heap_coder.h"
 
@@ -877,6 +878,15 @@ TraceReader::TraceReader(const std::string &path) : impl_(std::make_unique<Impl>
   m.file_size = static_cast<uint64_t>(st.st_size);
   stats_.bytes = m.file_size;
   if (m.file_size == 0) throw TraceError("'" + path + "' is empty: not an adprof trace");
+  if (is_pickle_file(path)) {  // a memory snapshot (torch_snapshot.h): read whole, as events
+    snapshot_ = std::make_unique<SnapshotEvents>(read_torch_snapshot(path));
+    header_ = snapshot_->header;
+    end_.complete = true;
+    end_.cut = false;
+    end_.reason = "complete";
+    stats_.events = 0;
+    return;
+  }
   uint8_t h[fmt::kFileHeaderSize];
   if (m.file_size < sizeof h || !m.read_at(0, h, sizeof h) ||
       memcmp(h, fmt::kFileMagic, sizeof fmt::kFileMagic) != 0)
@@ -1080,9 +1090,17 @@ void TraceReader::judge(bool at_end) {
 
 TraceReader::~TraceReader() = default;
 
-uint32_t TraceReader::thread_count() const { return static_cast<uint32_t>(impl_->threads.size()); }
+uint32_t TraceReader::thread_count() const {
+  if (snapshot_) return snapshot_->threads;
+  return static_cast<uint32_t>(impl_->threads.size());
+}
 
 void TraceReader::rewind() {
+  if (snapshot_) {
+    snapshot_pos_ = 0;
+    stats_.events = 0;
+    return;
+  }
   Impl &m = *impl_;
   m.halt();
   m.reset();
@@ -1170,6 +1188,12 @@ size_t TraceReader::Impl::merge_run(Event *out, size_t max) {
 }
 
 bool TraceReader::next(Event &event) {
+  if (snapshot_) {
+    if (snapshot_pos_ == snapshot_->events.size()) return false;
+    event = snapshot_->events[snapshot_pos_++];
+    ++stats_.events;
+    return true;
+  }
   Impl &m = *impl_;
   while (!m.batch || m.batch_pos == m.batch->count) {
     if (!m.next_batch(stats_)) return false;
@@ -1180,6 +1204,13 @@ bool TraceReader::next(Event &event) {
 }
 
 std::span<const Event> TraceReader::next_events() {
+  if (snapshot_) {  // runs of at most a batch, as from a trace
+    const size_t n = std::min<size_t>(snapshot_->events.size() - snapshot_pos_, size_t{1} << 14);
+    std::span<const Event> run(snapshot_->events.data() + snapshot_pos_, n);
+    snapshot_pos_ += n;
+    stats_.events += n;
+    return run;
+  }
   Impl &m = *impl_;
   while (!m.batch || m.batch_pos == m.batch->count) {
     if (!m.next_batch(stats_)) return {};
@@ -1197,6 +1228,7 @@ double TraceReader::seconds(uint64_t ticks) const {
 }
 
 double TraceReader::duration_hint() const {
+  if (snapshot_) return snapshot_->events.empty() ? 0.0 : seconds(snapshot_->events.back().ticks);
   uint64_t last = header_.start_ticks;
   for (const auto &t : impl_->threads)
     if (!t.chunks.empty()) last = std::max(last, t.chunks.back().base_ts);
@@ -1204,6 +1236,10 @@ double TraceReader::duration_hint() const {
 }
 
 double TraceReader::progress() const {
+  if (snapshot_)
+    return snapshot_->events.empty()
+               ? 1.0
+               : static_cast<double>(snapshot_pos_) / static_cast<double>(snapshot_->events.size());
   const Impl &m = *impl_;
   uint64_t consumed = m.batch ? m.batch->chunks_consumed : 0;
   return m.chunks_total ? static_cast<double>(consumed) / static_cast<double>(m.chunks_total) : 1.0;

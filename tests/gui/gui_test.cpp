@@ -86,6 +86,7 @@ class GuiTest : public QObject {
   void screenshotMode();
   void devicePeakByRoleInTheStatus();
   void foreignSplitInTheStatus();
+  void pytorchSnapshotOpensAsATrace();
 
  private:
   QTemporaryDir dir_;
@@ -717,6 +718,18 @@ void GuiTest::devicePeakByRoleInTheStatus() {
   host.loader().waitForIdle();
   QVERIFY2(host.statusText().contains("peak") && !host.statusText().contains("device"),
            qPrintable(host.statusText()));
+}
+
+// A PyTorch memory snapshot opens as a trace does (TraceReader reads it; docs/PYTORCH.md,
+// "Snapshots"): the hand-made one's peak, 17.5 MiB, in the status line.
+void GuiTest::pytorchSnapshotOpensAsATrace() {
+  MainWindow w;
+  QSignalSpy loaded(&w, &MainWindow::traceLoaded);
+  w.openTrace(QStringLiteral(GUI_TEST_SNAPSHOT));
+  QVERIFY(loaded.wait(60000));
+  QCOMPARE(loaded.first().first().toBool(), true);
+  w.loader().waitForIdle();
+  QVERIFY2(w.statusText().contains("peak 17.5 MiB"), qPrintable(w.statusText()));
 }
 
 QTEST_MAIN(GuiTest)

@@ -124,6 +124,7 @@ struct Report {
   std::string trace;
   // trace
   uint64_t pid = 0;
+  std::string memory = "host memory";  // what the peak counts (TraceHeader::memory)
   double duration = 0;
   uint64_t events = 0;
   uint32_t threads = 0;

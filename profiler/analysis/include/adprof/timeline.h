@@ -42,6 +42,7 @@ struct Timeline {
   std::vector<StepMark> steps;
   std::vector<std::string> op_names;    // names of the by_op series (last: "other ops")
   std::vector<std::string> site_names;  // names of the by_site series (sites.h)
+  std::string memory = "host memory";   // what `host` counts (TraceHeader::memory)
   double start = 0;                     // the window, seconds since the start of the recording
   double end = 0;
   uint64_t peak = 0;

@@ -34,6 +34,8 @@ struct TraceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct SnapshotEvents;
+
 struct TraceHeader {
   uint32_t version = 0;
   uint64_t pid = 0;
@@ -43,6 +45,12 @@ struct TraceHeader {
   uint32_t page_size = 0;
   uint32_t flags = 0;
   uint32_t run_id = 0;  // the `adprof run` that wrote it (0: none), trace_format.h
+  // What the heap events are, in the report's words: the program's host memory, or, for a
+  // memory snapshot read as a trace (torch_snapshot.h), its allocated device memory.
+  std::string memory = "host memory";
+  // The heap events are a device's memory (each event's `device` says which): a
+  // snapshot read as a trace.
+  bool heap_is_device = false;
   // Call stacks were recorded (version 4 on, kFileFlagStacks): allocations carry stack ids,
   // and the trace has kStack and kMapping events.
   bool stacks() const { return version >= 4 && (flags & format::kFileFlagStacks); }
@@ -144,7 +152,9 @@ struct ReadStats {
 
 class TraceReader {
  public:
-  // Throws TraceError for a missing, empty, foreign or damaged-header file.
+  // Throws TraceError for a missing, empty, foreign or damaged-header file. A memory
+  // snapshot (a pickle: its first byte is 0x80) is read as the events it makes
+  // (torch_snapshot.h).
   explicit TraceReader(const std::string &path);
   ~TraceReader();
   TraceReader(const TraceReader &) = delete;
@@ -178,6 +188,8 @@ class TraceReader {
   void judge(bool at_end);
 
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<SnapshotEvents> snapshot_;  // a memory snapshot's events, when it is one
+  size_t snapshot_pos_ = 0;
   TraceHeader header_;
   TraceEnd end_;
   ReadStats stats_;
