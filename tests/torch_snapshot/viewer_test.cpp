@@ -1,8 +1,9 @@
 // PyTorch's own tools on adprof's snapshots, and on the hand-made ones adprof reads (label
-// torch): viewer_check.py runs `torch.cuda._memory_viz`'s `trace` and `segsum` (the `trace` and
-// `stats` commands) and the viewer's timeline rules on a snapshot; its figures must equal
-// adprof's own reading of the same run. The interpreter is ADPROF_TEST_PYTHON (default
-// /usr/bin/python3); a torch whose _memory_viz has no `trace` (1.13) skips, with a message.
+// torch2, run on the tests' venv): viewer_check.py runs `torch.cuda._memory_viz`'s `trace` and
+// `segsum` (the `trace` and `stats` commands) and the viewer's timeline rules on a snapshot; its
+// figures must equal adprof's own reading of the same run. The interpreter is ADPROF_TEST_PYTHON
+// (ctest sets the venv's; by hand default /usr/bin/python3); a torch whose _memory_viz has no
+// `trace` (1.13) skips.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -29,12 +30,12 @@ bool python_has_memory_viz() {
   return has;
 }
 
-#define SKIP_WITHOUT_MEMORY_VIZ()                                                  \
-  do {                                                                             \
-    ADPROF_SKIP_IF_SANITIZED();                                                    \
-    if (!python_has_memory_viz())                                                  \
-      GTEST_SKIP() << "no torch.cuda._memory_viz.trace for " << kPython            \
-                   << " (PyTorch 2.x; set ADPROF_TEST_PYTHON to a venv's python)"; \
+#define SKIP_WITHOUT_MEMORY_VIZ()                                                    \
+  do {                                                                               \
+    ADPROF_SKIP_IF_SANITIZED();                                                      \
+    if (!python_has_memory_viz())                                                    \
+      GTEST_SKIP() << "no torch.cuda._memory_viz.trace for " << kPython              \
+                   << " (PyTorch 2.x: the tests' venv, scripts/setup-test-venv.sh)"; \
   } while (0)
 
 json viewer(const std::string &snapshot) {
