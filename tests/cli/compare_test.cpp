@@ -72,6 +72,24 @@ TEST(Gates, RelativeAndAbsolute) {
   EXPECT_THROW(evaluate(parse_gate("peak > +5%"), nullptr, grown), std::invalid_argument);
 }
 
+// A gate's line reads as what was checked and whether the limit held, numbers as a person
+// writes them (it read "peak: 213.8 MiB  passes 'peak > 230MiB'", which looks like a breach,
+// and "allocations_per_step > 200000.000000").
+TEST(Gates, ExplanationSaysWhetherTheLimitHeld) {
+  auto base = report_metrics(make_report(100 << 20, 1000, 0));
+  auto grown = report_metrics(make_report(106 << 20, 250000, 4 << 20));
+  GateResult ok = evaluate(parse_gate("peak > 230MiB"), nullptr, grown);
+  EXPECT_EQ(ok.explanation, "peak: 106.0 MiB, limit held (fails when over 230.0 MiB)");
+  GateResult broken = evaluate(parse_gate("peak > 100MiB"), nullptr, grown);
+  EXPECT_EQ(broken.explanation, "peak: 106.0 MiB, LIMIT BROKEN (fails when over 100.0 MiB)");
+  GateResult count = evaluate(parse_gate("allocations > 200000"), nullptr, grown);
+  EXPECT_EQ(count.explanation, "allocations: 250,000, LIMIT BROKEN (fails when over 200,000)");
+  GateResult change = evaluate(parse_gate("peak > +5%"), &base, grown);
+  EXPECT_EQ(change.explanation,
+            "peak: 100.0 MiB -> 106.0 MiB (+6.0 MiB (+6.0%)), LIMIT BROKEN (fails when the change "
+            "is over +5%)");
+}
+
 TEST(Diff, RowsAndSites) {
   Report a = make_report(100, 10, 0), b = make_report(150, 10, 50);
   b.peak_by_op.push_back({"cast", 50});
