@@ -223,7 +223,11 @@ TEST_F(Cli, AllocationsPerStepFixFollowsTheEnginesPolicies) {
 
 TEST_F(Cli, UsageAndInputErrors) {
   EXPECT_EQ(adprof("").code, 2);
-  EXPECT_EQ(adprof("--help").code, 0);
+  Result help = adprof("--help");
+  EXPECT_EQ(help.code, 0);
+  // A PyTorch user reads the top help first: it names run --torch, and says where man is.
+  EXPECT_NE(help.out.find("run --torch"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("Once installed"), std::string::npos) << help.out;
   for (const char *cmd : {"run", "report", "diff", "check", "timeline", "export", "dump"})
     EXPECT_EQ(adprof(std::string(cmd) + " --help").code, 0) << cmd;
   Result unknown = adprof("frobnicate");
