@@ -231,8 +231,13 @@ ReportDiff diff_reports(const Report &base, const Report &current) {
   auto sites = [](const Report &r) {
     std::set<std::string> s;
     for (const NamedBytes &o : r.peak_by_op) s.insert("op " + o.name);
-    for (const LiveBuffer &b : r.live_at_peak)
-      if (!b.label.empty()) s.insert(b.role + " " + b.label);
+    // By label over every buffer live at the peak (peak_by_label), not the buffers a report
+    // kept: a compact report JSON keeps the largest only (report.h, JsonOptions).
+    for (const LabelBytes &l : r.peak_by_label)
+      if (!l.label.empty()) s.insert(l.role + " " + l.label);
+    if (r.peak_by_label.empty())  // a report JSON from before peak.by_label
+      for (const LiveBuffer &b : r.live_at_peak)
+        if (!b.label.empty()) s.insert(b.role + " " + b.label);
     for (const SiteSummary &site : r.sites)
       if (site.peak_bytes) s.insert("site " + site.site);
     return s;

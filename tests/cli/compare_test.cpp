@@ -130,5 +130,34 @@ TEST(Schema, RoundTrip) {
   EXPECT_THROW(report_from_json(bad), std::runtime_error);
 }
 
+// The report JSON is compact by default: the largest buffers live at the peak only (a Python
+// run's JSON was 38 MiB for 5 steps), every buffer with full; diff reads the labels at the peak
+// from peak.by_label, so a compact JSON diffs as the full one does.
+TEST(Schema, CompactByDefaultFullOnRequest) {
+  Report r = make_report(1 << 20, 500, 0);
+  for (int i = 0; i < 250; ++i) {
+    r.live_at_peak.push_back({});
+    r.live_at_peak.back().size = 4096 - static_cast<uint64_t>(i);
+    r.live_at_peak.back().role = "activation";
+    r.live_at_peak.back().label = "model.layer" + std::to_string(i);
+    r.peak_by_label.push_back({r.live_at_peak.back().label, "activation", 4096, 1});
+  }
+  const nlohmann::json compact = to_json(r);
+  EXPECT_EQ(compact["live_at_peak"].size(), 100u);
+  EXPECT_EQ(compact["live_at_peak_omitted"], 150);
+  EXPECT_EQ(compact["peak"]["by_label"].size(), 250u);
+  EXPECT_EQ(to_json(report_from_json(compact)), compact);  // a compact JSON round-trips
+  JsonOptions full;
+  full.full = true;
+  EXPECT_EQ(to_json(r, full)["live_at_peak"].size(), 250u);
+  EXPECT_FALSE(to_json(r, full).contains("live_at_peak_omitted"));
+  JsonOptions top;
+  top.top = 7;
+  EXPECT_EQ(to_json(r, top)["live_at_peak"].size(), 7u);
+  const ReportDiff d = diff_reports(report_from_json(to_json(r, full)), report_from_json(compact));
+  EXPECT_TRUE(d.appeared.empty()) << d.appeared.size();
+  EXPECT_TRUE(d.vanished.empty()) << d.vanished.size();
+}
+
 }  // namespace
 }  // namespace adprof
