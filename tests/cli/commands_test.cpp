@@ -14,6 +14,7 @@
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "adprof/report.h"
+#include "adprof/role_style.h"
 
 namespace fs = std::filesystem;
 
@@ -138,6 +139,21 @@ TEST_F(Cli, TimelineAndExports) {
   EXPECT_EQ(csv.rfind("time_s,host,role.foreign", 0), 0u);
   EXPECT_GT(std::count(csv.begin(), csv.end(), '\n'), 10);
   EXPECT_EQ(slurp(dir_ / "t.svg").rfind("<svg", 0), 0u);
+  {
+    // The GUI's colour per role and its stacking order (role_style.h): forward caches were
+    // orange in the SVG and green in the GUI, the roles stacked in opposite orders.
+    const std::string svg = slurp(dir_ / "t.svg");
+    const size_t parameter = svg.find("<title>parameter</title>");
+    const size_t cache = svg.find("<title>forward_cache</title>");
+    const size_t foreign = svg.find("<title>foreign</title>");
+    ASSERT_NE(cache, std::string::npos) << svg;
+    EXPECT_LT(parameter, cache);
+    EXPECT_LT(cache, foreign);
+    const size_t fill = svg.rfind("fill=\"", cache);
+    EXPECT_EQ(svg.substr(fill, 13), "fill=\"" + adprof::role_hex(ADPROF_ROLE_FORWARD_CACHE))
+        << svg.substr(fill, 40);
+    EXPECT_EQ(adprof::role_hex(ADPROF_ROLE_FORWARD_CACHE), "#117733");
+  }
 
   ASSERT_EQ(adprof("export " + trace + " --perfetto p.json --folded f.txt").code, 0);
   auto p = nlohmann::json::parse(slurp(dir_ / "p.json"));
