@@ -56,6 +56,14 @@ std::optional<po::variables_map> parse_command(const std::string &command,
   return vm;
 }
 
+JsonOptions json_options(const po::variables_map &vm) {
+  JsonOptions o;
+  o.full = vm.count("full") > 0;
+  if (vm.count("top") && !vm["top"].defaulted())
+    o.top = static_cast<size_t>(whole_number_option(vm, "top", 1, 100000));
+  return o;
+}
+
 uint64_t whole_number_option(const po::variables_map &vm, const std::string &option, uint64_t min,
                              uint64_t max) {
   const std::string text = vm[option].as<std::string>();

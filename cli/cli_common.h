@@ -44,6 +44,10 @@ std::optional<po::variables_map> parse_command(const std::string &command,
 // a value out of range is a UsageError naming the option and its range.
 uint64_t whole_number_option(const po::variables_map &vm, const std::string &option, uint64_t min,
                              uint64_t max);
+
+// --json's lists (report, run): --full keeps every buffer live at the peak; otherwise the --top
+// largest, 100 when --top was not given.
+JsonOptions json_options(const po::variables_map &vm);
 // A number option (declared as a string option), finite and in [min, max]; else a UsageError.
 double number_option(const po::variables_map &vm, const std::string &option, double min,
                      double max);

@@ -1,6 +1,7 @@
 // adprof diff BASE NEW [--fail-if GATE]... [--markdown|--json]
 // adprof check TRACE|REPORT [--max-peak SIZE] [--max-allocs-per-step N] [--max-role ROLE=SIZE]...
 //              [--max-device-peak SIZE] [--fail-if GATE]...
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -172,9 +173,12 @@ int command_check(const std::vector<std::string> &args) {
   if (vm.count("max-peak")) size_budget("peak", vm["max-peak"].as<std::string>());
   if (vm.count("max-device-peak"))
     size_budget("device.peak", vm["max-device-peak"].as<std::string>());
-  if (vm.count("max-allocs-per-step"))
-    budget("allocations_per_step",
-           std::to_string(number_option(vm, "max-allocs-per-step", 0, 1e18)));
+  if (vm.count("max-allocs-per-step")) {
+    // The gate's text as a person writes it ("200000", not std::to_string's "200000.000000").
+    char limit[32];
+    snprintf(limit, sizeof limit, "%.15g", number_option(vm, "max-allocs-per-step", 0, 1e18));
+    budget("allocations_per_step", limit);
+  }
   if (vm.count("max-role"))
     for (const auto &spec : vm["max-role"].as<std::vector<std::string>>()) {
       size_t eq = spec.find('=');

@@ -16,6 +16,7 @@
 #include <map>
 
 #include "adprof/report.h"
+#include "adprof/role_style.h"
 #include "adprof/timeline.h"
 #include "adprof/torch_snapshot.h"
 #include "cli_common.h"
@@ -100,10 +101,12 @@ void export_perfetto(const std::string &trace, const std::string &path) {
   topt.max_samples = 20000;
   Timeline tl = build_timeline(reader, topt);
   for (const TimelineSample &s : tl.samples) {
+    // Stacked in the order of the GUI and the SVG (role_style.h); the JSON trace format has no
+    // field for a colour of one's own (only cname's fixed names), so the viewer picks those.
     std::string args;
-    for (int r = 0; r < kRoleCount; ++r)
-      args +=
-          std::string(r ? "," : "") + "\"" + role_name(r) + "\":" + std::to_string(s.by_role[r]);
+    for (int r : role_stack_order())
+      args += std::string(args.empty() ? "" : ",") + "\"" + role_name(r) +
+              "\":" + std::to_string(s.by_role[r]);
     snprintf(buf, sizeof buf,
              "{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"name\":\"live bytes by role\",\"args\":{",
              s.time * 1e6);

@@ -18,7 +18,13 @@ int command_report(const std::vector<std::string> &args) {
   options.add_options()("help,h", "show this help")(
       "json", "print the report as JSON (schema: docs/REPORT_SCHEMA.md)")(
       "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)")(
-      "trace", po::value<std::string>(), "the trace file");
+      "full",
+      "with --json: every buffer live at the peak (default: the --top largest, 100 "
+      "unless --top is given)")(
+      "details",
+      "also what the program's author cannot act on: the allocator's overhead, anonymous "
+      "mappings, findings about the allocator or the engine")("trace", po::value<std::string>(),
+                                                              "the trace file");
   auto parsed = parse_command("report", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
@@ -31,9 +37,9 @@ int command_report(const std::vector<std::string> &args) {
   end_progress();
   warn_if_incomplete(trace, report.complete, report.end_reason);
   if (vm.count("json"))
-    std::cout << to_json(report).dump(2) << '\n';
+    std::cout << to_json(report, json_options(vm)).dump(2) << '\n';
   else
-    std::cout << render_text(report, static_cast<size_t>(top));
+    std::cout << render_text(report, static_cast<size_t>(top), vm.count("details") > 0);
   return kExitOk;
 }
 

@@ -289,10 +289,105 @@ std::vector<std::string> with_torch_instrumentation(const std::vector<std::strin
   const size_t rest = program[at] == "--" ? at + 1 : at;
   if (rest == program.size())
     throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
+  // A mistyped script path: one line before anything runs (python's error, then a full report
+  // of a 0.03 s run, read as a profile).
+  std::error_code ec;
+  if (program[rest] != "-m" && program[rest] != "-" && !fs::exists(program[rest], ec))
+    throw UsageError("--torch: no script '" + program[rest] + "' (" +
+                     (fs::path(program[rest]).is_absolute()
+                          ? std::string("no such file")
+                          : "no such file in " + fs::current_path(ec).string()) +
+                     ")");
   std::vector<std::string> out(program.begin(), program.begin() + static_cast<std::ptrdiff_t>(at));
   out.push_back(hook);
   out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(rest), program.end());
   return out;
+}
+
+// PROGRAM's file: as given when it names a path, else the first executable of that name on
+// PATH (as execvp finds it). Empty when there is none.
+std::string program_file(const std::string &name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char *path = getenv("PATH");
+  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+    std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate;
+    at = end + 1;
+  }
+  return "";
+}
+
+bool starts_with_shebang(const std::string &file) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char head[2] = {};
+  ssize_t n = read(fd, head, 2);
+  close(fd);
+  return n == 2 && head[0] == '#' && head[1] == '!';
+}
+
+// What `interpreter -c 'import sys; print(sys.executable)'` prints (its first line), run plain
+// (no interposer), with a time limit; empty when it fails.
+std::string ask_sys_executable(const std::string &interpreter) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return "";
+  fflush(nullptr);
+  pid_t child = fork();
+  if (child < 0) {
+    close(out[0]);
+    close(out[1]);
+    return "";
+  }
+  if (child == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    alarm(30);  // a shim that hangs does not hang the run
+    execlp(interpreter.c_str(), interpreter.c_str(), "-c",
+           "import sys; sys.stdout.write(sys.executable or '')", static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(out[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0 && text.size() < 65536) text.append(buffer, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+  return text.substr(0, text.find('\n'));
+}
+
+// pyenv's and conda's `python3` may be a shell script that execs the real interpreter (a
+// shim). Profiled as it is, the shim's shell, pyenv's own commands and the interpreter were all
+// traced (39 images), and the instrumentation may start in another interpreter than the one the
+// shim picks. The run takes the interpreter the shim runs (its sys.executable) and says so;
+// one that does not say is profiled as it is, with a word.
+std::string resolve_python_shim(const std::string &interpreter) {
+  const std::string file = program_file(interpreter);
+  if (file.empty() || !starts_with_shebang(file)) return interpreter;
+  const std::string real = ask_sys_executable(interpreter);
+  std::error_code ec;
+  if (!real.empty() && real[0] == '/' && access(real.c_str(), X_OK) == 0 &&
+      !starts_with_shebang(real) && !fs::equivalent(real, file, ec)) {
+    std::cerr << "adprof: --torch: " << interpreter << " is a script (" << file
+              << "), not an interpreter; profiling the interpreter it runs: " << real << "\n";
+    return real;
+  }
+  std::cerr << "adprof: --torch: " << interpreter << " is a script (" << file
+            << ") that did not name the interpreter it runs; profiling it as it is (name the "
+               "interpreter itself: adprof run --torch -- /path/to/python3 SCRIPT)\n";
+  return interpreter;
 }
 
 }  // namespace
@@ -342,7 +437,13 @@ int command_run(const std::vector<std::string> &args) {
       "the report then names the allocation sites")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
       "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
-      "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)");
+      "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)")(
+      "full",
+      "with --json: every buffer live at the peak (default: the --top largest, 100 "
+      "unless --top is given)")(
+      "details",
+      "also what the program's author cannot act on: the allocator's overhead, anonymous "
+      "mappings, findings about the allocator or the engine");
 
   // adprof's options end at the first argument that is not one (or at "--").
   size_t program_at = 0;
@@ -372,6 +473,7 @@ int command_run(const std::vector<std::string> &args) {
     python_path = find_python_package();
     program = with_torch_instrumentation(
         program, (fs::path(python_path) / "adprof" / "torch" / "__main__.py").string());
+    program[0] = resolve_python_shim(program[0]);  // checked above to be named python*
   }
 
   const uint64_t top = whole_number_option(vm, "top", 1, 100000);
@@ -499,9 +601,9 @@ int command_run(const std::vector<std::string> &args) {
   Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))
-    std::cout << to_json(report).dump(2) << '\n';
+    std::cout << to_json(report, json_options(vm)).dump(2) << '\n';
   else
-    std::cout << render_text(report, static_cast<size_t>(top));
+    std::cout << render_text(report, static_cast<size_t>(top), vm.count("details") > 0);
   return end_as_the_program(status, exit_code);
 }
 

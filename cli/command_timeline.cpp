@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "adprof/report.h"
+#include "adprof/role_style.h"
 #include "adprof/timeline.h"
 #include "cli_common.h"
 
@@ -15,14 +16,8 @@ namespace adprof::cli {
 
 namespace {
 
-// One glyph and colour per role; the AD roles get the loud ones.
-constexpr char kRoleGlyph[kRoleCount] = {'.', 'P', 'I', 'a', 'F', 'A', 'S', 'D', 'O', 'w'};
-constexpr const char *kRoleAnsi[kRoleCount] = {"90", "34", "36", "37", "33",
-                                               "32", "35", "31", "94", "90"};
-// Okabe-Ito based palette for SVG (colour-blind safe).
-constexpr const char *kRoleColour[kRoleCount] = {"#bbbbbb", "#0072b2", "#56b4e9", "#999999",
-                                                 "#e69f00", "#009e73", "#cc79a7", "#d55e00",
-                                                 "#000000", "#f0e442"};
+// Glyphs, colours and the stacking order are the analysis library's (role_style.h), the same
+// in the GUI and the Perfetto export.
 
 // For each column the sample with the highest host bytes (peaks stay visible).
 std::vector<const TimelineSample *> columns(const Timeline &t, int width) {
@@ -72,16 +67,17 @@ std::string render_chart(const Timeline &t, int width, int height, bool colour) 
       // Which role's band covers the middle of this cell (roles stacked in a fixed order).
       double mid = lo + static_cast<double>(t.peak) / height / 2, acc = 0;
       int role = -1;
-      for (int r = 0; r < kRoleCount && acc < mid; ++r) {
+      for (int r : role_stack_order()) {
+        if (acc >= mid) break;
         if (s->by_role[r] == 0) continue;
         acc += static_cast<double>(s->by_role[r]);
         role = r;
       }
       if (role < 0) role = 0;
       if (colour)
-        out += std::string("\033[") + kRoleAnsi[role] + "m" + kRoleGlyph[role] + "\033[0m";
+        out += "\033[" + role_ansi(role) + "m" + role_glyph(role) + "\033[0m";
       else
-        out += kRoleGlyph[role];
+        out += role_glyph(role);
     }
     out += '\n';
   }
@@ -101,8 +97,9 @@ std::string render_chart(const Timeline &t, int width, int height, bool colour) 
   snprintf(head, sizeof head, "%11s%-10.3f%*s%.3f s\n", "", t.start, width - 16, "", t.end);
   out += head;
   out += "roles: ";
-  for (int r = 0; r < kRoleCount; ++r)
-    out += std::string(1, kRoleGlyph[r]) + "=" + role_name(r) + (r + 1 < kRoleCount ? " " : "");
+  for (int r : role_stack_order())
+    out += std::string(1, role_glyph(r)) + "=" + role_name(r) +
+           (r != role_stack_order().back() ? " " : "");
   out += "\nphases: f=forward b=backward o=optimizer |=step\n";
   return out;
 }
@@ -132,11 +129,13 @@ std::string render_svg(const Timeline &t, int width, int height) {
     s += buf;
   }
   // Stacked areas: role r's band lies between cumulative sums up to r-1 and up to r.
-  for (int r = 0; r < kRoleCount; ++r) {
+  const auto &order = role_stack_order();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int r = order[i];
     std::string upper, lower;
     for (const TimelineSample &p : t.samples) {
       double below = 0;
-      for (int k = 0; k < r; ++k) below += static_cast<double>(p.by_role[k]);
+      for (size_t k = 0; k < i; ++k) below += static_cast<double>(p.by_role[order[k]]);
       double above = below + static_cast<double>(p.by_role[r]);
       snprintf(buf, sizeof buf, "%.1f,%.1f ", X(p.time), Y(above));
       upper += buf;
@@ -144,8 +143,8 @@ std::string render_svg(const Timeline &t, int width, int height) {
       lower = buf + lower;
     }
     if (t.samples.empty()) continue;
-    s += std::string("<polygon fill=\"") + kRoleColour[r] + "\" stroke=\"none\" points=\"" + upper +
-         lower + "\"><title>" + role_name(r) + "</title></polygon>\n";
+    s += "<polygon fill=\"" + role_hex(r) + "\" stroke=\"none\" points=\"" + upper + lower +
+         "\"><title>" + role_name(r) + "</title></polygon>\n";
   }
   snprintf(
       buf, sizeof buf,
@@ -161,11 +160,11 @@ std::string render_svg(const Timeline &t, int width, int height) {
            w - 70, h - bottom + 14, t.end);
   s += buf;
   int lx = left;
-  for (int r = 0; r < kRoleCount; ++r) {
+  for (int r : role_stack_order()) {
     snprintf(buf, sizeof buf,
              "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
              "<text x=\"%d\" y=\"%d\">%s</text>\n",
-             lx, h - 16, kRoleColour[r], lx + 13, h - 7, role_name(r));
+             lx, h - 16, role_hex(r).c_str(), lx + 13, h - 7, role_name(r));
     s += buf;
     lx += 13 + 7 * static_cast<int>(std::string(role_name(r)).size()) + 10;
   }

@@ -25,8 +25,12 @@ Commands:
   dump TRACE [--limit N]                  the raw events, one per line
   whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
+PyTorch: `adprof run --torch -- python3 SCRIPT [ARGS...]` profiles an unmodified training
+script, with roles, module paths and ops from autograd (`adprof run --help`).
+
 Run `adprof COMMAND --help` for a command's options; `adprof --version` names the version,
-the trace format and the interposer `run` preloads.
+the trace format and the interposer `run` preloads. Once installed (`cmake --install`, or the
+.deb), `man adprof` has all commands in one page.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error (a trace that is cut, damaged or
 incomplete is an input error for diff and check unless --allow-incomplete; output that cannot
 be written is one too); `run` exits with the program's status (when signal N ended it: dies of N

@@ -201,9 +201,13 @@ void MainWindow::buildUi() {
   findings_view_->setSortingEnabled(false);
   findings_view_->setWordWrap(true);
   findings_view_->setColumnWidth(FindingsModel::Bytes, 80);
-  findings_view_->setColumnWidth(FindingsModel::Message, 420);
-  findings_view_->setColumnWidth(FindingsModel::Evidence, 260);
-  findings_view_->setColumnWidth(FindingsModel::Fix, 300);
+  findings_view_->setColumnWidth(FindingsModel::Kind, 170);
+  findings_view_->setColumnWidth(FindingsModel::Message, 380);
+  findings_view_->setColumnWidth(FindingsModel::Evidence, 240);
+  // The fix is the last column and stretches to the view's edge; rows grow to show it whole.
+  findings_view_->horizontalHeader()->setSectionResizeMode(FindingsModel::Fix,
+                                                           QHeaderView::Stretch);
+  findings_view_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   connect(findings_view_, &QTableView::clicked, this,
           [this](const QModelIndex &i) { showFinding(i.row()); });
   auto *findings_dock = new QDockWidget(tr("Findings"), this);

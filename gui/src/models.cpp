@@ -315,7 +315,7 @@ uint64_t LiveBuffersModel::totalBytes() const {
 // ---- FindingsModel ----
 
 FindingsModel::FindingsModel(QObject *parent)
-    : ModelBase({tr("At peak"), tr("Finding"), tr("Evidence"), tr("Fix"), tr("Kind")}, parent) {}
+    : ModelBase({tr("At peak"), tr("Kind"), tr("Finding"), tr("Evidence"), tr("Fix")}, parent) {}
 
 void FindingsModel::setFindings(std::vector<Finding> findings) {
   reset([&] { findings_ = std::move(findings); });
@@ -333,7 +333,8 @@ QVariant FindingsModel::cell(int row, int column, int role) const {
       return text_cell(qs(f.evidence), role);
     case Fix:
       return text_cell(qs(f.fix), role);
-    case Kind:
+    case Kind:  // a plain title; the stable kind ("policy.fused_optimizer") as its tooltip
+      if (role == Qt::DisplayRole) return qs(finding_title(f.kind));
       return text_cell(qs(f.kind), role);
     default:
       return {};

@@ -68,7 +68,8 @@ class FindingsModel : public ModelBase {
   Q_OBJECT
 
  public:
-  enum Column { Bytes, Message, Evidence, Fix, Kind, ColumnCount };
+  // Fix last: the column a reader needs most takes the width that is left (it was cut off).
+  enum Column { Bytes, Kind, Message, Evidence, Fix, ColumnCount };
   explicit FindingsModel(QObject *parent = nullptr);
   void setFindings(std::vector<Finding> findings);
   const std::vector<Finding> &findings() const { return findings_; }

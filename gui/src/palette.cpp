@@ -4,6 +4,7 @@
 
 #include "adprof/context.h"
 #include "adprof/report.h"
+#include "adprof/role_style.h"
 
 namespace adprof::gui {
 
@@ -16,29 +17,12 @@ const QColor kTolMuted[] = {
     QColor(0xCC, 0x66, 0x77), QColor(0x88, 0x22, 0x55), QColor(0xAA, 0x44, 0x99)};
 }  // namespace
 
+// The analysis library's table (role_style.h): the same colour in the SVG, the text timeline
+// and the Perfetto export.
 QColor role_color(int role) {
-  switch (role) {
-    case ADPROF_ROLE_PARAMETER:
-      return kTolMuted[0];
-    case ADPROF_ROLE_INPUT:
-      return kTolMuted[1];
-    case ADPROF_ROLE_ACTIVATION:
-      return kTolMuted[2];
-    case ADPROF_ROLE_FORWARD_CACHE:
-      return kTolMuted[3];
-    case ADPROF_ROLE_ADJOINT:
-      return kTolMuted[5];
-    case ADPROF_ROLE_ACCUMULATION:
-      return kTolMuted[6];
-    case ADPROF_ROLE_DUPLICATE:
-      return kTolMuted[8];
-    case ADPROF_ROLE_OPTIMIZER_STATE:
-      return kTolMuted[7];
-    case ADPROF_ROLE_WORKSPACE:
-      return kTolMuted[4];
-    default:
-      return other_color();
-  }
+  if (role < 0 || role >= kRoleCount) return other_color();
+  const uint32_t rgb = role_rgb(role);
+  return QColor((rgb >> 16) & 0xFF, (rgb >> 8) & 0xFF, rgb & 0xFF);
 }
 
 // Okabe-Ito: blue, vermillion, bluish green; grey for "other".

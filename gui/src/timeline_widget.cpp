@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 
+#include "adprof/role_style.h"
 #include "palette.h"
 
 namespace adprof::gui {
@@ -18,12 +19,8 @@ namespace {
 
 constexpr double kLeft = 78, kRight = 14, kTop = 34, kBottom = 44;
 
-// Stacking order, bottom to top: what lives longest first.
-constexpr int kRoleOrder[] = {ADPROF_ROLE_PARAMETER,       ADPROF_ROLE_INPUT,
-                              ADPROF_ROLE_OPTIMIZER_STATE, ADPROF_ROLE_ACTIVATION,
-                              ADPROF_ROLE_FORWARD_CACHE,   ADPROF_ROLE_ADJOINT,
-                              ADPROF_ROLE_ACCUMULATION,    ADPROF_ROLE_DUPLICATE,
-                              ADPROF_ROLE_WORKSPACE,       ADPROF_ROLE_FOREIGN};
+// Stacking order, bottom to top: the analysis library's (role_style.h), as in the SVG.
+const std::array<int, kRoleCount> &kRoleOrder = role_stack_order();
 constexpr int kPhaseOrder[] = {ADPROF_PHASE_FORWARD, ADPROF_PHASE_BACKWARD, ADPROF_PHASE_OPTIMIZER,
                                ADPROF_PHASE_OTHER};
 
@@ -551,17 +548,31 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
 
   // ---- step markers ----
   QPen step_pen(QColor(0x55, 0x55, 0x55), 0, Qt::DotLine);
-  double last_label = -1e9;
+  // "step N" on every marker when the closest two leave room for it, else the number alone;
+  // a label that would run into the previous one is left out. (A fixed 48 px between labels
+  // skipped the label of close steps: "step 2" was missing.)
+  double closest = 1e9, previous_x = -1e9;
+  uint64_t last_step = 0;
+  for (const StepMark &m : overview_->steps) {
+    if (m.time < from_ || m.time > to_) continue;
+    closest = std::min(closest, timeToX(m.time) - previous_x);
+    previous_x = timeToX(m.time);
+    last_step = std::max<uint64_t>(last_step, m.step);
+  }
+  const bool long_labels =
+      closest >= fm.horizontalAdvance(QStringLiteral("step %1").arg(last_step)) + 8;
+  double last_label_end = -1e9;
   for (const StepMark &m : overview_->steps) {
     if (m.time < from_ || m.time > to_) continue;
     double x = timeToX(m.time);
     p.setPen(step_pen);
     p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
-    if (x - last_label > 48) {
+    const QString label =
+        long_labels ? QStringLiteral("step %1").arg(m.step) : QString::number(m.step);
+    if (x + 3 >= last_label_end + 4) {
       p.setPen(QColor(0x33, 0x33, 0x33));
-      p.drawText(QPointF(x + 3, plot.top() + fm.ascent() + 1),
-                 QStringLiteral("step %1").arg(m.step));
-      last_label = x;
+      p.drawText(QPointF(x + 3, plot.top() + fm.ascent() + 1), label);
+      last_label_end = x + 3 + fm.horizontalAdvance(label);
     }
   }
 

@@ -218,6 +218,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       step.step = e.a;
       step.start = reader.seconds(e.ticks);
       step.peak = replay.host_live();
+      step.live_by_role = replay.host_by_role();
     } else if (e.type == format::EventType::kAnnotate) {
       const ad::Decoder::Annotation a = ad_events.annotation(e);
       if (a.kind == ad::Kind::kTapeBegin) {

@@ -22,14 +22,40 @@ bool is_bytes_metric(const std::string &m) {
          m.rfind("site.", 0) == 0 || m.rfind("site_bytes.", 0) == 0;
 }
 
+// Digits in groups of three, as a person writes a count: 200,000.
+std::string group_digits(const std::string &digits) {
+  std::string out;
+  size_t first = digits.size() % 3 == 0 ? 3 : digits.size() % 3;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i >= first && (i - first) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 std::string show(double v, bool bytes) {
   if (bytes) return format_bytes(static_cast<uint64_t>(std::max(0.0, v)));
-  char text[32];
-  if (v == std::floor(v) && std::fabs(v) < 1e15)
-    snprintf(text, sizeof text, "%.0f", v);
+  if (!std::isfinite(v)) return v > 0 ? "infinite" : "-infinite";
+  char text[48];
+  bool whole = v == std::floor(v) && std::fabs(v) < 1e15;
+  snprintf(text, sizeof text, whole ? "%.0f" : "%.2f", std::fabs(v));
+  std::string s = text;
+  size_t dot = s.find('.');
+  return (v < 0 ? "-" : "") + group_digits(s.substr(0, dot)) +
+         (dot == std::string::npos ? "" : s.substr(dot));
+}
+
+// The limit of a gate as a person states it: the gate fails when METRIC OP VALUE holds.
+std::string show_limit(const Gate &g, bool bytes) {
+  std::string value;
+  if (g.relative)
+    value = show(g.value, false) + "%";
   else
-    snprintf(text, sizeof text, "%.2f", v);
-  return text;
+    value = show(std::fabs(g.value), bytes);
+  if (g.change) value = (g.value < 0 ? "-" : "+") + value;
+  static const std::map<std::string, std::string> words = {
+      {">", "over "}, {">=", "at or over "}, {"<", "under "}, {"<=", "at or under "}, {"==", ""}};
+  return words.at(g.op) + value;
 }
 
 std::string show_change(double base, double current, bool bytes) {
@@ -179,7 +205,10 @@ GateResult evaluate(const Gate &gate, const std::map<std::string, double> *base,
     r.failed = compare(r.current, gate.op, gate.value);
     r.explanation = gate.metric + ": " + show(r.current, bytes);
   }
-  r.explanation += r.failed ? "  FAILS '" + gate.text + "'" : "  passes '" + gate.text + "'";
+  // What was checked, whether the limit held, and the limit in words: "peak: 213.8 MiB, limit
+  // held (fails when over 230.0 MiB)" (it read "passes 'peak > 230MiB'", like a breach).
+  r.explanation += std::string(r.failed ? ", LIMIT BROKEN" : ", limit held") + " (fails when " +
+                   (gate.change ? "the change is " : "") + show_limit(gate, bytes) + ")";
   return r;
 }
 
@@ -202,8 +231,13 @@ ReportDiff diff_reports(const Report &base, const Report &current) {
   auto sites = [](const Report &r) {
     std::set<std::string> s;
     for (const NamedBytes &o : r.peak_by_op) s.insert("op " + o.name);
-    for (const LiveBuffer &b : r.live_at_peak)
-      if (!b.label.empty()) s.insert(b.role + " " + b.label);
+    // By label over every buffer live at the peak (peak_by_label), not the buffers a report
+    // kept: a compact report JSON keeps the largest only (report.h, JsonOptions).
+    for (const LabelBytes &l : r.peak_by_label)
+      if (!l.label.empty()) s.insert(l.role + " " + l.label);
+    if (r.peak_by_label.empty())  // a report JSON from before peak.by_label
+      for (const LiveBuffer &b : r.live_at_peak)
+        if (!b.label.empty()) s.insert(b.role + " " + b.label);
     for (const SiteSummary &site : r.sites)
       if (site.peak_bytes) s.insert("site " + site.site);
     return s;

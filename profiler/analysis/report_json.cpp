@@ -1,5 +1,6 @@
 // The report's JSON form. Schema documented in docs/REPORT_SCHEMA.md; version 1. Readers ignore
 // keys they do not know and default the ones that are missing, so later versions only add.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "adprof/report.h"
@@ -20,7 +21,7 @@ const json &at(const json &j, const char *key) {
 
 }  // namespace
 
-json to_json(const Report &r) {
+json to_json(const Report &r, const JsonOptions &options) {
   json j;
   j["schema"] = "adprof.report";
   j["schema_version"] = r.schema_version;
@@ -135,7 +136,12 @@ json to_json(const Report &r) {
   j["steady_allocations_per_step"] =
       r.steady_allocations_per_step < 0 ? json(nullptr) : json(r.steady_allocations_per_step);
   json live = json::array();
-  for (const auto &b : r.live_at_peak)
+  // Compact by default: the largest buffers only (every buffer live at the peak made a Python
+  // run's report 38 MiB); peak.by_label and peak.by_role_op keep every buffer's bytes.
+  const size_t kept =
+      options.full ? r.live_at_peak.size() : std::min(r.live_at_peak.size(), options.top);
+  for (size_t i = 0; i < kept; ++i) {
+    const LiveBuffer &b = r.live_at_peak[i];
     live.push_back({{"addr", b.addr},
                     {"size", b.size},
                     {"slack", b.slack},
@@ -152,8 +158,11 @@ json to_json(const Report &r) {
                     {"source", b.source},
                     {"source_label", b.source_label},
                     {"content_hash", b.content_hash}});
+  }
+  if (const uint64_t omitted = r.live_at_peak_omitted + (r.live_at_peak.size() - kept))
+    j["live_at_peak_omitted"] = omitted;  // --full keeps them
   if (r.stacks) {  // traces with call stacks: each buffer's site, and the sites
-    for (size_t i = 0; i < r.live_at_peak.size(); ++i)
+    for (size_t i = 0; i < kept; ++i)
       if (!r.live_at_peak[i].site.empty()) live[i]["site"] = r.live_at_peak[i].site;
     j["sites"] = sites_to_json(r);
   }
@@ -183,12 +192,14 @@ json to_json(const Report &r) {
                    {"policies", policies}};
   }
   json findings = json::array();
-  for (const auto &f : r.findings)
+  for (const auto &f : r.findings) {
     findings.push_back({{"kind", f.kind},
                         {"message", f.message},
                         {"evidence", f.evidence},
                         {"fix", f.fix},
                         {"bytes", f.bytes}});
+    if (f.detail) findings.back()["detail"] = true;
+  }
   j["findings"] = findings;
   return j;
 }
@@ -331,6 +342,7 @@ Report report_from_json(const json &j) {
                          s.value("bytes", uint64_t{0}), s.value("peak", uint64_t{0})});
     const json &steady = at(j, "steady_allocations_per_step");
     r.steady_allocations_per_step = steady.is_number() ? steady.get<double>() : -1;
+    r.live_at_peak_omitted = j.value("live_at_peak_omitted", uint64_t{0});
     for (const auto &b : at(j, "live_at_peak")) {
       LiveBuffer lb;
       lb.addr = b.value("addr", uint64_t{0});
@@ -376,7 +388,7 @@ Report report_from_json(const json &j) {
     for (const auto &f : at(j, "findings"))
       r.findings.push_back({f.value("kind", std::string()), f.value("message", std::string()),
                             f.value("evidence", std::string()), f.value("fix", std::string()),
-                            f.value("bytes", uint64_t{0})});
+                            f.value("bytes", uint64_t{0}), f.value("detail", false)});
     sites_from_json(j, r);
   } catch (const json::exception &e) {
     throw std::runtime_error(std::string("malformed adprof report: ") + e.what());

@@ -104,7 +104,15 @@ std::string format_bytes(uint64_t bytes) {
   return text;
 }
 
-std::string render_text(const Report &r, size_t top) {
+// The step whose span holds the peak (its number), or -1 when none does (the peak before the
+// first step, between two, or a run with no steps).
+static int64_t step_at(const Report &r, double time) {
+  for (const StepSummary &s : r.steps)
+    if (time >= s.start && time <= s.end) return static_cast<int64_t>(s.step);
+  return -1;
+}
+
+std::string render_text(const Report &r, size_t top, bool details) {
   std::string o;
   add(o, "adprof report: %s\n", r.trace.c_str());
   add(o, "  pid %llu, %.3f s, %s events, %u thread%s\n", static_cast<unsigned long long>(r.pid),
@@ -117,8 +125,12 @@ std::string render_text(const Report &r, size_t top) {
     add(o, "  WARNING: %llu chunk(s) missing from thread streams\n",
         static_cast<unsigned long long>(r.missing_chunks));
 
-  add(o, "\nPeak: %s of %s live at %.3f s (%s phase)\n", format_bytes(r.peak).c_str(),
+  add(o, "\nPeak: %s of %s live at %.3f s (%s phase", format_bytes(r.peak).c_str(),
       r.memory.c_str(), r.peak_time, r.peak_phase.c_str());
+  if (int64_t step = step_at(r, r.peak_time); step >= 0)
+    add(o, " of step %lld; %zu step%s recorded", static_cast<long long>(step), r.steps.size(),
+        r.steps.size() == 1 ? "" : "s");
+  add(o, ")\n");
   const int ad_roles[] = {ADPROF_ROLE_FORWARD_CACHE, ADPROF_ROLE_ADJOINT, ADPROF_ROLE_DUPLICATE,
                           ADPROF_ROLE_ACCUMULATION};
   const char *ad_titles[] = {"forward caches", "adjoint buffers", "duplicated intermediates",
@@ -155,8 +167,10 @@ std::string render_text(const Report &r, size_t top) {
       }
       add_labels_of_role(o, r, role_name(role));
     }
-  add(o, "  Allocator overhead: size-class rounding %s", format_bytes(r.peak_slack).c_str());
-  if (r.have_allocator_stats) {
+  if (details) {
+    add(o, "  Allocator overhead: size-class rounding %s", format_bytes(r.peak_slack).c_str());
+  }
+  if (details && r.have_allocator_stats) {
     uint64_t over = r.jemalloc_resident_at_peak > r.jemalloc_allocated_at_peak
                         ? r.jemalloc_resident_at_peak - r.jemalloc_allocated_at_peak
                         : 0;
@@ -165,11 +179,26 @@ std::string render_text(const Report &r, size_t top) {
         format_bytes(r.jemalloc_allocated_at_peak).c_str(), format_bytes(over).c_str(),
         format_bytes(r.jemalloc_retained_at_peak).c_str());
   }
-  add(o, "\n");
-  if (r.rss_at_peak || r.max_rss)
-    add(o, "  RSS at the peak %s, highest RSS %s\n", format_bytes(r.rss_at_peak).c_str(),
+  if (details) add(o, "\n");
+  if (r.rss_at_peak || r.max_rss) {
+    add(o, "  RSS at the peak %s, highest RSS %s", format_bytes(r.rss_at_peak).c_str(),
         format_bytes(r.max_rss).c_str());
-  if (r.mapped_peak) {
+    // The gap in words: RSS counts what the peak does not (a user read "Peak: 213.8 MiB" beside
+    // "RSS 446.3 MiB" with no word on the difference).
+    if (r.rss_at_peak > r.peak) {
+      add(o, ": %s more than the peak, memory the process holds that is not a live heap block",
+          format_bytes(r.rss_at_peak - r.peak).c_str());
+      if (r.have_allocator_stats && r.jemalloc_resident_at_peak > r.jemalloc_allocated_at_peak)
+        add(o,
+            " (%s of it freed memory the allocator keeps for reuse; the rest is code, "
+            "libraries, stacks and mappings)",
+            format_bytes(r.jemalloc_resident_at_peak - r.jemalloc_allocated_at_peak).c_str());
+      else
+        add(o, " (freed memory the allocator keeps, code, libraries, stacks and mappings)");
+    }
+    add(o, "\n");
+  }
+  if (details && r.mapped_peak) {
     add(o,
         "  Anonymous mappings (not in the peak: mostly reserved address space): %s mapped at the "
         "peak, at most %s",
@@ -196,11 +225,18 @@ std::string render_text(const Report &r, size_t top) {
   if (!r.findings.empty()) {
     add(o, "\nFindings:\n");
     int i = 0;
+    size_t folded = 0;
     for (const Finding &f : r.findings) {
+      if (f.detail && !details) {
+        ++folded;
+        continue;
+      }
       add(o, "  %d. %s\n", ++i, f.message.c_str());
       if (!f.evidence.empty()) add(o, "     evidence: %s\n", f.evidence.c_str());
       if (!f.fix.empty()) add(o, "     fix: %s\n", f.fix.c_str());
     }
+    if (i == 0) add(o, "  none to act on\n");
+    if (folded) add(o, "  (%zu more about the allocator or the engine: --details)\n", folded);
   } else {
     add(o, "\nFindings: none\n");
   }
@@ -224,8 +260,11 @@ std::string render_text(const Report &r, size_t top) {
   if (r.live_at_peak.empty()) {
     add(o, "Largest buffers live at the peak: none\n");
   } else {
-    add(o, "Largest buffers live at the peak (top %zu of %s):\n", top,
-        count(buffer_count(r.peak_by_label, r.live_at_peak.size())).c_str());
+    if (details)
+      add(o, "Largest buffers live at the peak (top %zu of %s):\n", top,
+          count(buffer_count(r.peak_by_label, r.live_at_peak.size())).c_str());
+    else
+      add(o, "Largest buffers live at the peak (top %zu):\n", top);
     add(o, "    %12s  %-15s %-24s %-20s %s\n", "size", "role", "op", "label", "type");
   }
   for (size_t i = 0; i < r.live_at_peak.size() && i < top; ++i) {

@@ -203,8 +203,11 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
     w.all.applicable = true;
     fill(w.all, sc[static_cast<size_t>(all_scenario)]);
     std::string on;
+    // Only the policies the "all" scenario switches: checkpointing is a program change with a
+    // row of its own (listing it here read "... checkpointing ...; checkpointing not included").
     for (const PolicyPrediction &p : w.policies)
-      if (p.applicable) on += (on.empty() ? "" : ", ") + p.title;
+      if (p.applicable && p.id >= 0 && ((1ULL << p.id) & kPredictable))
+        on += (on.empty() ? "" : ", ") + p.title;
     w.all.explanation = "switched on together: " + on;
     if (!(w.recorded_bits_and & kReuse) && (available & kReuse))
       w.all.explanation += ", and the reusable tape's arena (idle buffers kept by size)";

@@ -72,6 +72,24 @@ TEST(Gates, RelativeAndAbsolute) {
   EXPECT_THROW(evaluate(parse_gate("peak > +5%"), nullptr, grown), std::invalid_argument);
 }
 
+// A gate's line reads as what was checked and whether the limit held, numbers as a person
+// writes them (it read "peak: 213.8 MiB  passes 'peak > 230MiB'", which looks like a breach,
+// and "allocations_per_step > 200000.000000").
+TEST(Gates, ExplanationSaysWhetherTheLimitHeld) {
+  auto base = report_metrics(make_report(100 << 20, 1000, 0));
+  auto grown = report_metrics(make_report(106 << 20, 250000, 4 << 20));
+  GateResult ok = evaluate(parse_gate("peak > 230MiB"), nullptr, grown);
+  EXPECT_EQ(ok.explanation, "peak: 106.0 MiB, limit held (fails when over 230.0 MiB)");
+  GateResult broken = evaluate(parse_gate("peak > 100MiB"), nullptr, grown);
+  EXPECT_EQ(broken.explanation, "peak: 106.0 MiB, LIMIT BROKEN (fails when over 100.0 MiB)");
+  GateResult count = evaluate(parse_gate("allocations > 200000"), nullptr, grown);
+  EXPECT_EQ(count.explanation, "allocations: 250,000, LIMIT BROKEN (fails when over 200,000)");
+  GateResult change = evaluate(parse_gate("peak > +5%"), &base, grown);
+  EXPECT_EQ(change.explanation,
+            "peak: 100.0 MiB -> 106.0 MiB (+6.0 MiB (+6.0%)), LIMIT BROKEN (fails when the change "
+            "is over +5%)");
+}
+
 TEST(Diff, RowsAndSites) {
   Report a = make_report(100, 10, 0), b = make_report(150, 10, 50);
   b.peak_by_op.push_back({"cast", 50});
@@ -110,6 +128,35 @@ TEST(Schema, RoundTrip) {
   bad = to_json(r);
   bad["peak"]["bytes"] = "lots";
   EXPECT_THROW(report_from_json(bad), std::runtime_error);
+}
+
+// The report JSON is compact by default: the largest buffers live at the peak only (a Python
+// run's JSON was 38 MiB for 5 steps), every buffer with full; diff reads the labels at the peak
+// from peak.by_label, so a compact JSON diffs as the full one does.
+TEST(Schema, CompactByDefaultFullOnRequest) {
+  Report r = make_report(1 << 20, 500, 0);
+  for (int i = 0; i < 250; ++i) {
+    r.live_at_peak.push_back({});
+    r.live_at_peak.back().size = 4096 - static_cast<uint64_t>(i);
+    r.live_at_peak.back().role = "activation";
+    r.live_at_peak.back().label = "model.layer" + std::to_string(i);
+    r.peak_by_label.push_back({r.live_at_peak.back().label, "activation", 4096, 1});
+  }
+  const nlohmann::json compact = to_json(r);
+  EXPECT_EQ(compact["live_at_peak"].size(), 100u);
+  EXPECT_EQ(compact["live_at_peak_omitted"], 150);
+  EXPECT_EQ(compact["peak"]["by_label"].size(), 250u);
+  EXPECT_EQ(to_json(report_from_json(compact)), compact);  // a compact JSON round-trips
+  JsonOptions full;
+  full.full = true;
+  EXPECT_EQ(to_json(r, full)["live_at_peak"].size(), 250u);
+  EXPECT_FALSE(to_json(r, full).contains("live_at_peak_omitted"));
+  JsonOptions top;
+  top.top = 7;
+  EXPECT_EQ(to_json(r, top)["live_at_peak"].size(), 7u);
+  const ReportDiff d = diff_reports(report_from_json(to_json(r, full)), report_from_json(compact));
+  EXPECT_TRUE(d.appeared.empty()) << d.appeared.size();
+  EXPECT_TRUE(d.vanished.empty()) << d.vanished.size();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adprof/findings.h"
 #include "test_util.h"
 
 namespace {
@@ -200,8 +201,47 @@ TEST(ReportText, LargestBuffersCountEveryBufferLiveAtThePeak) {
   EXPECT_EQ(kept.live_at_peak.size(), 5u);
   const std::string line = "Largest buffers live at the peak (top 10 of " +
                            std::to_string(all.live_at_peak.size()) + "):";
-  EXPECT_NE(adprof::render_text(kept).find(line), std::string::npos) << adprof::render_text(kept);
-  EXPECT_NE(adprof::render_text(all).find(line), std::string::npos);
+  EXPECT_NE(adprof::render_text(kept, 10, true).find(line), std::string::npos)
+      << adprof::render_text(kept, 10, true);
+  EXPECT_NE(adprof::render_text(all, 10, true).find(line), std::string::npos);
+  // Without --details the count of every buffer is left out ("top 10 of 349,104" is noise).
+  EXPECT_NE(adprof::render_text(all).find("Largest buffers live at the peak (top 10):"),
+            std::string::npos)
+      << adprof::render_text(all);
+}
+
+// What a PyTorch user cannot act on is folded under --details (issue 35, item 6): the
+// allocator's overhead, anonymous mappings, findings about the allocator or the engine. The
+// gap between RSS and the peak is said in words, and the peak's step is named.
+TEST(ReportText, DetailsFoldWhatTheUserCannotActOn) {
+  adprof::Report r;
+  r.peak = 200 << 20;
+  r.peak_time = 2.5;
+  r.peak_phase = "backward";
+  r.peak_slack = 1 << 20;
+  r.have_allocator_stats = true;
+  r.jemalloc_allocated_at_peak = 201 << 20;
+  r.jemalloc_resident_at_peak = 231 << 20;
+  r.rss_at_peak = 400 << 20;
+  r.max_rss = 410 << 20;
+  r.mapped_peak = r.mapped_at_peak = 64 << 20;
+  for (uint64_t i = 0; i < 5; ++i) r.steps.push_back({i, 1.0 * i, 1.0 * i + 1, 10, 100, 0});
+  adprof::Finding act{"duplicate", "a duplicate to remove", "", "remove it", 1 << 20};
+  adprof::Finding noise{"allocator_overhead", "held by the allocator", "", "fewer buffers", 0};
+  noise.detail = true;
+  r.findings = {act, noise};
+  const std::string brief = adprof::render_text(r);
+  for (const char *folded : {"Allocator overhead", "Anonymous mappings", "held by the allocator"})
+    EXPECT_EQ(brief.find(folded), std::string::npos) << folded << " in\n" << brief;
+  for (const char *shown :
+       {"(backward phase of step 2; 5 steps recorded)", "1. a duplicate to remove",
+        "(1 more about the allocator or the engine: --details)",
+        "RSS at the peak 400.0 MiB, highest RSS 410.0 MiB: 200.0 MiB more than the peak",
+        "30.0 MiB of it freed memory the allocator keeps for reuse"})
+    EXPECT_NE(brief.find(shown), std::string::npos) << shown << " not in\n" << brief;
+  const std::string full = adprof::render_text(r, 10, true);
+  for (const char *shown : {"Allocator overhead", "Anonymous mappings", "held by the allocator"})
+    EXPECT_NE(full.find(shown), std::string::npos) << shown << " not in\n" << full;
 }
 
 // A program nobody described (a plain C program: no op, step, role or label): one line says
@@ -317,3 +357,52 @@ TEST(ReportCli, Corpus) {
 }
 
 }  // namespace
+
+// A role that grows from step to step is a finding naming the role and the label that grows
+// (issue 35, item 3: outputs kept in a list raised the peak with no finding at all).
+TEST(Findings, PerStepGrowthOfARoleNamesTheLabel) {
+  adprof::Report r;
+  r.peak = 300 << 20;
+  r.engine.name = "pytorch";
+  const uint64_t mib = 1 << 20;
+  for (uint64_t i = 0; i < 5; ++i) {
+    adprof::StepSummary s;
+    s.step = i;
+    s.start = 1.0 * i;
+    s.end = 1.0 * i + 1;
+    s.live_by_role[ADPROF_ROLE_PARAMETER] = 50 * mib;  // steady
+    s.live_by_role[ADPROF_ROLE_ACTIVATION] = i * 16 * mib;
+    r.steps.push_back(s);
+    adprof::LiveBuffer kept;  // each step's output, kept
+    kept.size = 16 * mib;
+    kept.role = "activation";
+    kept.label = "model.head";
+    kept.alloc_time = 1.0 * i + 0.5;
+    r.live_at_peak.push_back(kept);
+  }
+  adprof::LiveBuffer once;  // a large buffer of one step only
+  once.size = 40 * mib;
+  once.role = "activation";
+  once.label = "model.lstm";
+  once.alloc_time = 4.2;
+  r.live_at_peak.push_back(once);
+  const std::vector<adprof::Finding> found = adprof::find_findings(r);
+  auto it = std::find_if(found.begin(), found.end(),
+                         [](const adprof::Finding &f) { return f.kind == "growth"; });
+  ASSERT_NE(it, found.end());
+  EXPECT_EQ(it->bytes, 48 * mib);
+  EXPECT_NE(it->message.find("activation memory grows every step: +16.0 MiB a step"),
+            std::string::npos)
+      << it->message;
+  EXPECT_NE(it->message.find("in model.head"), std::string::npos) << it->message;
+  EXPECT_NE(it->evidence.find("model.head: 5 buffers (80.0 MiB) live at the peak, made in 5"),
+            std::string::npos)
+      << it->evidence;
+  EXPECT_NE(it->fix.find("loss.item()"), std::string::npos) << it->fix;
+  // Steady roles, and a role that grew once and then stayed, are no finding.
+  for (adprof::StepSummary &s : r.steps)
+    s.live_by_role[ADPROF_ROLE_ACTIVATION] = s.step ? 64 * mib : 0;
+  const std::vector<adprof::Finding> steady = adprof::find_findings(r);
+  EXPECT_TRUE(std::none_of(steady.begin(), steady.end(),
+                           [](const adprof::Finding &f) { return f.kind == "growth"; }));
+}

@@ -51,7 +51,7 @@ class StacksTest : public ::testing::Test {
     Result run = run_cli({"run", "--stacks", "--no-report", "-o", trace_, "--", ADPROF_TEST_SITES,
                           ADPROF_TEST_SITES_LIB});
     ASSERT_EQ(run.exit_code, 0) << run.err;
-    Result report = run_cli({"report", "--json", "--top", "1000", trace_});
+    Result report = run_cli({"report", "--json", "--full", trace_});
     ASSERT_EQ(report.exit_code, 0) << report.err;
     json_ = nlohmann::json::parse(report.out);
   }
@@ -131,7 +131,9 @@ TEST_F(StacksTest, ReportNamesExactlyTheProgramsSitesWithFileLineAndCounts) {
             40u * 64u);
 
   // The JSON round-trips, and the text report names the sites too.
-  EXPECT_EQ(adprof::to_json(adprof::report_from_json(json_)), json_);
+  adprof::JsonOptions full;  // json_ is the --full JSON
+  full.full = true;
+  EXPECT_EQ(adprof::to_json(adprof::report_from_json(json_), full), json_);
   Result text = run_cli({"report", trace_});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("Allocation sites by allocations"), std::string::npos) << text.out;

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -52,6 +53,13 @@ const std::string &torch_version() {
 }
 
 bool python_has_torch() { return !torch_version().empty(); }
+
+// kPython's sys.executable.
+std::string run_python_print_executable() {
+  SpawnOptions o;
+  o.argv = {kPython, "-c", "import sys; sys.stdout.write(sys.executable)"};
+  return run(o).out;
+}
 
 #define SKIP_WITHOUT_TORCH()                                                 \
   do {                                                                       \
@@ -550,6 +558,14 @@ TEST(TorchCli, UsageErrors) {
   r = run_cli({"run", "--torch", "-o", tmp / "b.adtrace", "--", kPython, "-c", "pass"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("not python3 -c"), std::string::npos) << r.err;
+  // A mistyped script path: one line, exit 2, nothing run and no report (it was python's
+  // error, then a full report of a 0.03 s run).
+  r = run_cli({"run", "--torch", "-o", tmp / "c.adtrace", "--", kPython, tmp / "trian.py"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "adprof: error: --torch: no script '" + (tmp / "trian.py") + "' (no such file)\n");
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(tmp / "c.adtrace"));
 }
 
 // --torch goes after the interpreter's own options; `python3 -- SCRIPT` and `python3 -m MODULE`
@@ -600,6 +616,119 @@ TEST(TorchCli, TheWorkingDirectoryCannotReplaceTheHook) {
     EXPECT_NE(read_file(work / "out").find("instrumented True"), std::string::npos)
         << read_file(work / "out") << read_file(work / "err");
   }
+}
+
+// A leak (each step's output kept in a list) is a finding that names the role and the module
+// that grows (issue 35, item 3: the peak rose 213.8 -> 281.0 MiB with the same findings).
+TEST(TorchRecording, OutputsKeptEveryStepAreAGrowthFinding) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  write_file(tmp / "leak.py",
+             "import torch\n"
+             "class Net(torch.nn.Module):\n"
+             "    def __init__(self):\n"
+             "        super().__init__()\n"
+             "        self.body = torch.nn.Linear(256, 256)\n"
+             "        self.head = torch.nn.Linear(256, 2048)\n"
+             "    def forward(self, x):\n"
+             "        return self.head(torch.relu(self.body(x)))\n"
+             "net = Net()\n"
+             "opt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
+             "kept = []\n"
+             "for step in range(6):\n"
+             "    out = net(torch.randn(512, 256))\n"
+             "    loss = out.square().mean()\n"
+             "    opt.zero_grad()\n"
+             "    loss.backward()\n"
+             "    opt.step()\n"
+             "    kept.append(out.detach())\n");
+  Result r = run_torch(tmp / "t.adtrace", {tmp / "leak.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = report_of(tmp / "t.adtrace");
+  std::string growth;
+  for (const json &f : report["findings"])
+    if (f["kind"] == "growth") growth = f["message"].get<std::string>();
+  EXPECT_NE(growth.find("memory grows every step"), std::string::npos)
+      << report["findings"].dump(1);
+  EXPECT_NE(growth.find("head"), std::string::npos) << growth;
+}
+
+// Labels are module paths from the model's root whatever the script does around the model:
+// wrapping it in DataParallel, or calling its layers on their own through checkpoint in the
+// loop (issue 35, item 2: `net.lstm` became `lstm`, and `diff` listed every parameter twice).
+TEST(TorchRecording, LabelsSurviveWrappingAndCheckpointing) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string model =
+      "import torch, torch.utils.checkpoint\n"
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.body = torch.nn.Linear(2048, 2048)\n"
+      "        self.head = torch.nn.Linear(2048, 2048)\n"
+      "    def forward(self, x):\n"
+      "        return self.head(torch.relu(self.body(x)))\n"
+      "net = Net()\n"
+      "opt = torch.optim.SGD(net.parameters(), lr=0.01)\n";
+  const std::map<std::string, std::string> forwards = {
+      {"plain", "out = net(x)"},
+      {"parallel", "out = wrapped(x)"},
+      {"checkpointed",
+       "out = net.head(torch.relu(torch.utils.checkpoint.checkpoint(net.body, x, "
+       "use_reentrant=False)))"}};
+  std::map<std::string, std::set<std::string>> labels;
+  for (const auto &[name, forward] : forwards) {
+    write_file(tmp / (name + ".py"), model + "wrapped = torch.nn.DataParallel(net)\n" +
+                                         "for step in range(3):\n"
+                                         "    x = torch.randn(32, 2048, requires_grad=True)\n"
+                                         "    " +
+                                         forward +
+                                         "\n"
+                                         "    out.square().mean().backward()\n"
+                                         "    opt.step()\n"
+                                         "    opt.zero_grad()\n");
+    Result r = run_torch(tmp / (name + ".adtrace"), {tmp / (name + ".py")});
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    const json report = report_of(tmp / (name + ".adtrace"));
+    for (const json &l : report["peak"]["by_label"])
+      if (l["role"] == "parameter") labels[name].insert(l["label"].get<std::string>());
+  }
+  const std::set<std::string> expected = {"net.body.bias", "net.body.weight", "net.head.bias",
+                                          "net.head.weight"};
+  for (const auto &[name, forward] : forwards) {
+    std::string got;
+    for (const std::string &l : labels[name]) got += l + " ";
+    EXPECT_EQ(labels[name], expected) << name << ": " << got;
+  }
+}
+
+// pyenv's and conda's python3 is a shell script that execs the real interpreter (a shim):
+// `adprof run --torch -- python3 train.py` profiles the interpreter the shim runs and says
+// which; the shim's shell is not traced (one image, no TRACE.1).
+TEST(TorchCli, PythonShimScriptIsResolvedToItsInterpreter) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  fs::create_directories(tmp / "shims");
+  write_file(tmp / "shims/python3", "#!/bin/sh\nexec '" + kPython + "' \"$@\"\n");
+  fs::permissions(tmp / "shims/python3", fs::perms::owner_all);
+  write_file(tmp / "train.py",
+             "import sys, torch, adprof.torch\n"
+             "print('instrumented', adprof.torch.instrumentation() is not None)\n");
+  const char *path = getenv("PATH");
+  SpawnOptions o;
+  o.argv = {cli_path(),        "run", "--torch", "--no-report",   "-o",
+            tmp / "t.adtrace", "--",  "python3", tmp / "train.py"};
+  o.env = {{"PATH", tmp / "shims" + std::string(":") + (path ? path : "/usr/bin:/bin")},
+           {"PYTHONDONTWRITEBYTECODE", "1"}};
+  Result r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("instrumented True"), std::string::npos) << r.out << r.err;
+  std::string real = run_python_print_executable();
+  EXPECT_NE(r.err.find("is a script (" + (tmp / "shims/python3") +
+                       "), not an interpreter; profiling the interpreter it runs: " + real),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "t.adtrace.1")) << "the shim's shell was traced: " << r.err;
 }
 
 // The ledger that makes CUDA storages device blocks (python/adprof/torch/_device.py) follows

@@ -254,3 +254,48 @@ TEST_F(WhatIf, NoTapeIsNotApplicable) {
 }
 
 }  // namespace
+
+// The table's columns are as wide as their widest cell: an engine's long switch (PyTorch's
+// wording) pushed the rest of its row out of line.
+TEST(WhatIfTable, ColumnsFitTheirWidestCell) {
+  adprof::WhatIf w;
+  w.trace = "t.adtrace";
+  w.ad_tape = true;
+  w.measured_peak = 100 << 20;
+  adprof::PolicyPrediction shortp, longp;
+  shortp.title = "activity";
+  shortp.switch_off = "--x";
+  shortp.id = 0;
+  shortp.applicable = true;
+  shortp.predicted_peak = 90 << 20;
+  shortp.saving = 10 << 20;
+  longp.title = "a policy whose title is longer than twenty-four characters";
+  longp.switch_off = "model.gradient_checkpointing_disable() and some more words";
+  longp.id = 1;
+  longp.applicable = true;
+  longp.predicted_peak = 5 << 20;
+  longp.saving = 95 << 20;
+  w.policies = {shortp, longp};
+  w.all = shortp;
+  w.all.title = "all policies on";
+  w.all.id = -1;
+  std::istringstream text(adprof::render_text(w));
+  std::string line;
+  std::vector<size_t> ends;
+  while (std::getline(text, line))
+    if (line.find("MiB (") != std::string::npos || line.find("saving") != std::string::npos)
+      ends.push_back(line.size());
+  ASSERT_EQ(ends.size(), 4u);  // the header and three rows
+  for (size_t end : ends) EXPECT_EQ(end, ends[0]) << adprof::render_text(w);
+}
+
+// "All policies" lists what it switches on: checkpointing is a row of its own (it read
+// "switched on together: ..., checkpointing, ...; checkpointing not included").
+TEST_F(WhatIf, AllPoliciesRowDoesNotListCheckpointing) {
+  const std::string trace =
+      record("chain", std::string(WORKLOAD) + " --chain 16 --size 100000 --no-checkpoint --naive");
+  const adprof::WhatIf w = adprof::predict_policies(trace);
+  ASSERT_TRUE(w.all.applicable) << w.all.reason;
+  const std::string &e = w.all.explanation;
+  EXPECT_EQ(e.find("checkpointing"), e.find("checkpointing not included")) << e;
+}

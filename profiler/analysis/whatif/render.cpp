@@ -1,10 +1,12 @@
 // What-if rendering: each policy's one-line explanation, JSON and the table (whatif.h).
 #include "render.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "adprof/replay.h"
 #include "adprof/whatif.h"
@@ -229,29 +231,40 @@ std::string render_text(const WhatIf &w) {
   std::snprintf(line, sizeof line, "Tape generations: %llu\n\n",
                 static_cast<unsigned long long>(w.tapes));
   out += line;
-  std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", "policy", "switch off with",
-                "recorded", "predicted peak", "saving");
-  out += line;
-  auto row = [&](const PolicyPrediction &p) {
+  // Each column as wide as its widest cell (fixed widths overflowed on an engine's longer
+  // titles and switches, and the rows no longer lined up).
+  using Row = std::vector<std::string>;
+  auto cells = [&](const PolicyPrediction &p) -> Row {
     std::string rec = p.id < 0 ? "" : p.recorded_on ? "on" : p.recorded_mixed ? "mixed" : "off";
-    if (p.applicable) {
-      char saving[64];
-      std::snprintf(saving, sizeof saving, "%s (%.1f%%)",
-                    mib(static_cast<double>(p.saving)).c_str(), 100.0 * p.saving_fraction);
-      std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
-                    p.switch_off.c_str(), rec.c_str(),
-                    mib(static_cast<double>(p.predicted_peak)).c_str(), saving);
-      out += line;
-      out += "      " + p.explanation + "\n";
-    } else {
-      std::snprintf(line, sizeof line, "  %-24s %-27s %-9s %14s %24s\n", p.title.c_str(),
-                    p.switch_off.c_str(), rec.c_str(), "-", "-");
-      out += line;
-      out += "      " + p.reason + "\n";
-    }
+    if (!p.applicable) return {p.title, p.switch_off, rec, "-", "-"};
+    char saving[64];
+    std::snprintf(saving, sizeof saving, "%s (%.1f%%)", mib(static_cast<double>(p.saving)).c_str(),
+                  100.0 * p.saving_fraction);
+    return {p.title, p.switch_off, rec, mib(static_cast<double>(p.predicted_peak)), saving};
   };
-  for (const PolicyPrediction &p : w.policies) row(p);
-  row(w.all);
+  std::vector<Row> rows = {{"policy", "switch off with", "recorded", "predicted peak", "saving"}};
+  std::vector<const PolicyPrediction *> of_row = {nullptr};
+  for (const PolicyPrediction &p : w.policies) {
+    rows.push_back(cells(p));
+    of_row.push_back(&p);
+  }
+  rows.push_back(cells(w.all));
+  of_row.push_back(&w.all);
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const Row &r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::string text = " ";
+    for (size_t c = 0; c < rows[i].size(); ++c) {
+      const std::string &cell = rows[i][c];
+      std::string pad(width[c] - cell.size(), ' ');
+      text += " " + (c >= 3 ? pad + cell : cell + pad);  // numbers right-aligned
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text + "\n";
+    if (const PolicyPrediction *p = of_row[i])
+      out += "      " + (p->applicable ? p->explanation : p->reason) + "\n";
+  }
   return out;
 }
 

@@ -114,6 +114,37 @@ def _compiled_wrapper_of(module):
     return None
 
 
+def _parallel_wrapper_of(module):
+    """The module DataParallel or DistributedDataParallel runs, or None: the wrapper takes the
+    path of the module it wraps, so labels do not change when a script wraps its model."""
+    parallel = getattr(torch.nn, "parallel", None)
+    kinds = tuple(k for k in (getattr(torch.nn, "DataParallel", None),
+                              getattr(parallel, "DistributedDataParallel", None)) if k)
+    if kinds and isinstance(module, kinds):
+        inner = getattr(module, "module", None)
+        return inner if isinstance(inner, torch.nn.Module) else None
+    return None
+
+
+def _model_holding(main, module):
+    """The largest model held by a variable of __main__ that has `module` among its submodules
+    (not as itself), unwrapped (compile, DDP); None if none."""
+    best, best_size = None, 0
+    for key, value in list(vars(main).items()):
+        if key.startswith("_") or not isinstance(value, torch.nn.Module):
+            continue
+        value = _compiled_wrapper_of(value) or _parallel_wrapper_of(value) or value
+        if value is module:
+            continue
+        try:
+            subs = [sub for _, sub in value.named_modules()]
+        except Exception:  # a model whose named_modules fails is not the program's concern here
+            continue
+        if len(subs) > best_size and any(sub is module for sub in subs):
+            best, best_size = value, len(subs)
+    return best
+
+
 def _call_kwargs(module):
     """The keyword arguments of the call of `module` whose global forward pre-hook is running.
     Global pre-hooks get the positional arguments alone, and Hugging Face models take their
@@ -926,13 +957,26 @@ class Instrumentation:
 
     # ---------------------------------------------------------------- modules
     def _register_root(self, module):
-        inner = _compiled_wrapper_of(module)
-        if inner is not None:  # torch.compile(model): the paths are the model's own
+        inner = _compiled_wrapper_of(module) or _parallel_wrapper_of(module)
+        if inner is not None:  # torch.compile(model), DDP(model): the paths are the model's own
             self._path_of(inner)
             self.paths[module] = self.paths[inner]
             return
-        name = None
         main = sys.modules.get("__main__")
+        holder = _model_holding(main, module) if main is not None else None
+        if holder is not None:
+            # A module of a model the program holds, called on its own (a script that wraps
+            # net.lstm in checkpoint in its loop): its path from that model's root, as when the
+            # model calls it (it was "lstm", and "net.lstm" before the edit).
+            holder_path = self._path_of(holder)[0]
+            if module not in self.paths:  # added to the model after it was first seen
+                for sub_name, sub in holder.named_modules():
+                    if sub is module:
+                        self._register_tree(module, holder_path + "." + sub_name)
+                        break
+            if module in self.paths:
+                return
+        name = None
         if main is not None:
             for key, value in list(vars(main).items()):
                 if value is module and not key.startswith("_"):

@@ -98,6 +98,9 @@ struct StepSummary {
   uint64_t allocations = 0;
   uint64_t bytes = 0;
   uint64_t peak = 0;
+  // Host bytes live by role when the step began (a role that grows from step to step is kept
+  // by the program: the "growth" finding). Not in the JSON.
+  std::array<uint64_t, kRoleCount> live_by_role{};
 };
 
 struct Finding {
@@ -106,7 +109,15 @@ struct Finding {
   std::string evidence;  // the numbers it rests on
   std::string fix;       // the switch or change that removes it
   uint64_t bytes = 0;    // bytes at the peak it explains
+  // About the allocator or the engine, not something the program's author can change (the
+  // allocator's overhead, an engine with no reusable tape): the text report shows it only with
+  // --details.
+  bool detail = false;
 };
+
+// A finding's kind as its user reads it: "policy.fused_optimizer" -> "fused optimizer step
+// (a policy the engine has)"; a kind this table does not know is shown with its words spaced.
+std::string finding_title(const std::string &kind);
 
 // A memory policy of the engine that was off in the recording, and the peak the what-if
 // analysis predicts with it on (adprof/whatif.h).
@@ -150,6 +161,7 @@ struct Report {
   std::vector<LabelBytes> peak_by_label;  // every (label, role) pair live at the peak, descending
   std::vector<RoleOpBytes> peak_by_role_op;  // every (role, op kind) live at the peak, descending
   std::vector<LiveBuffer> live_at_peak;      // descending by size
+  uint64_t live_at_peak_omitted = 0;         // read from a compact report JSON: buffers it left out
   uint64_t peak_slack = 0;                   // usable - requested of the blocks live at the peak
   // Foreign host bytes at the peak split by when they were allocated: before the program's
   // first op or step (start-up: imports, libraries, the model's construction outside ops) and
@@ -223,10 +235,18 @@ Report analyze(const std::string &trace_path, const AnalyzeOptions &options = {}
 Report analyze(TraceReader &reader, const std::string &trace_path,
                const AnalyzeOptions &options = {});
 
-nlohmann::json to_json(const Report &report);
+// The JSON's list of buffers live at the peak: the `top` largest unless `full` (every buffer the
+// report kept; a Python run's peak holds hundreds of thousands). The other lists are whole.
+struct JsonOptions {
+  bool full = false;
+  size_t top = 100;
+};
+nlohmann::json to_json(const Report &report, const JsonOptions &options = {});
 Report report_from_json(const nlohmann::json &j);  // throws std::runtime_error on bad input
 
-std::string render_text(const Report &report, size_t top = 10);
+// details: also what a user of the program cannot act on (the allocator's overhead, anonymous
+// mappings, detail findings, how many buffers the top list was taken from).
+std::string render_text(const Report &report, size_t top = 10, bool details = false);
 std::string format_bytes(uint64_t bytes);  // "48.0 MiB"
 // The roles with bytes in `bytes` (peak_by_role, device_peak_by_role), most first.
 std::vector<int> roles_most_first(const std::array<uint64_t, kRoleCount> &bytes);
