@@ -295,6 +295,34 @@ std::vector<std::string> with_torch_instrumentation(const std::vector<std::strin
   return out;
 }
 
+// PROGRAM, a Python interpreter running a script or a module, with adprof's Python-frames
+// hook (`hook`: python/adprof/stacks/__main__.py) after the interpreter and its options, as
+// with_torch_instrumentation() does; anything else (not python*, python3 -c, no script)
+// unchanged, its stacks then native only. `note`: what to say when a Python program is left so.
+std::vector<std::string> with_python_frames(const std::vector<std::string> &program,
+                                            const std::string &hook, std::string *note) {
+  const std::string interpreter = fs::path(program[0]).filename().string();
+  if (interpreter.rfind("python", 0) != 0) return program;
+  size_t at = 1;
+  while (at < program.size()) {
+    const std::string &a = program[at];
+    if (a == "-m" || a.empty() || a[0] != '-' || a == "-" || a == "--") break;
+    if (a.rfind("-c", 0) == 0) {
+      *note = "adprof: " + interpreter +
+              " -c: call stacks show native frames only (Python frames need a script or -m "
+              "MODULE)";
+      return program;
+    }
+    at += python_option_takes_value(a) ? 2 : 1;
+  }
+  const size_t rest = at < program.size() && program[at] == "--" ? at + 1 : at;
+  if (rest >= program.size() || program[rest] == "-") return program;  // the REPL, stdin
+  std::vector<std::string> out(program.begin(), program.begin() + static_cast<std::ptrdiff_t>(at));
+  out.push_back(hook);
+  out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(rest), program.end());
+  return out;
+}
+
 }  // namespace
 
 std::string find_preload() {
@@ -372,6 +400,21 @@ int command_run(const std::vector<std::string> &args) {
     python_path = find_python_package();
     program = with_torch_instrumentation(
         program, (fs::path(python_path) / "adprof" / "torch" / "__main__.py").string());
+  } else if (vm.count("stacks") &&
+             fs::path(program[0]).filename().string().rfind("python", 0) == 0) {
+    // Python frames in the stacks (docs/STACKS.md, "Python frames"); without the package,
+    // native frames only.
+    std::string note;
+    try {
+      // The hook finds the package beside itself: PYTHONPATH is left as it was (the program's
+      // children see the environment they would without adprof).
+      program = with_python_frames(
+          program, (fs::path(find_python_package()) / "adprof" / "stacks" / "__main__.py").string(),
+          &note);
+    } catch (const UsageError &) {
+      note = "adprof: call stacks show native frames only (cannot find the adprof Python package)";
+    }
+    if (!note.empty()) std::cerr << note << "\n";
   }
 
   const uint64_t top = whole_number_option(vm, "top", 1, 100000);
@@ -495,7 +538,7 @@ int command_run(const std::vector<std::string> &args) {
               << " allocated is in no trace (adprof traces a forked child once it execs)\n";
   if (vm.count("no-report")) return end_as_the_program(status, exit_code);
   AnalyzeOptions analyze_options = analyze_options_with_progress();
-  analyze_options.site_stacks = vm.count("json") > 0;  // the text shows no site's stack
+  analyze_options.site_stacks = vm.count("json") > 0;             // the text shows no site's stack
   Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))

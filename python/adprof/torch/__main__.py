@@ -56,10 +56,17 @@ def main():
         sys.stderr.write(f'  File "{os.path.abspath(script)}", line 1\n'
                          "SyntaxError: source code cannot contain null bytes\n")
         return 1
+    _python_frames()
     adprof_torch.install()
     sys.argv = args
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     return _run_as_main(lambda: runpy.run_path(script, run_name="__main__"))
+
+
+def _python_frames():
+    """Python frames in the call stacks under `adprof run --torch --stacks` (else nothing)."""
+    from adprof import _pystacks
+    _pystacks.start()
 
 
 def _run_module(args):
@@ -73,6 +80,7 @@ def _run_module(args):
     except adprof_torch.TorchUnavailable as e:
         sys.stderr.write(str(e) + "\n")
         return 1
+    _python_frames()
     adprof_torch.install()
     sys.argv = [args[0]] + args[1:]  # argv[0] becomes the module's file, as with -m
     sys.path[0] = os.getcwd()
