@@ -4,6 +4,9 @@
 // path, which imports adprof from its own directory) goes after it (and its own options), and
 // the package's directory (installed, or the source tree's python/ in a build tree) first on
 // PYTHONPATH, so that PyTorch's ops, phases and roles are recorded.
+// --stacks with a Python interpreter running a script or a module (not -c): the same with the
+// Python-frames hook (adprof/stacks/__main__.py; PYTHONPATH untouched), so that the stacks name
+// the Python functions and lines (docs/STACKS.md, "Python frames").
 //
 // Starts PROGRAM with libadprof_preload.so preloaded and ADPROF_OUTPUT (absolute),
 // ADPROF_ROOT_PID and ADPROF_RUN_ID set, waits for it, then says which processes and images
@@ -367,7 +370,8 @@ int command_run(const std::vector<std::string> &args) {
       "trace file to create (default: adprof.PROGRAM.DATE-TIME.adtrace); never overwritten")(
       "stacks",
       "record each allocation's call stack (libunwind), symbolised when the trace is read: "
-      "the report then names the allocation sites")("json", "print the report as JSON")(
+      "the report then names the allocation sites; a Python script's (CPython 3.11-3.13) "
+      "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
       "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
       "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)");

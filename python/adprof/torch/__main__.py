@@ -39,6 +39,7 @@ def main():
         sys.stderr.write(f"{sys.executable}: can't open file {os.path.abspath(script)!r}: "
                          "[Errno 2] No such file or directory\n")
         return 2
+    _python_frames()  # before `import torch`: its start-up is most of a short run's memory
     from adprof import torch as adprof_torch
     try:
         adprof_torch.check_torch()
@@ -56,7 +57,6 @@ def main():
         sys.stderr.write(f'  File "{os.path.abspath(script)}", line 1\n'
                          "SyntaxError: source code cannot contain null bytes\n")
         return 1
-    _python_frames()
     adprof_torch.install()
     sys.argv = args
     sys.path[0] = os.path.dirname(os.path.abspath(script))
@@ -74,13 +74,13 @@ def _run_module(args):
     if not args:
         sys.stderr.write("Argument expected for the -m option\n")
         return 2
+    _python_frames()  # before `import torch`: its start-up is most of a short run's memory
     from adprof import torch as adprof_torch
     try:
         adprof_torch.check_torch()
     except adprof_torch.TorchUnavailable as e:
         sys.stderr.write(str(e) + "\n")
         return 1
-    _python_frames()
     adprof_torch.install()
     sys.argv = [args[0]] + args[1:]  # argv[0] becomes the module's file, as with -m
     sys.path[0] = os.getcwd()
