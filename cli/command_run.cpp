@@ -4,6 +4,9 @@
 // path, which imports adprof from its own directory) goes after it (and its own options), and
 // the package's directory (installed, or the source tree's python/ in a build tree) first on
 // PYTHONPATH, so that PyTorch's ops, phases and roles are recorded.
+// --stacks with a Python interpreter running a script or a module (not -c): the same with the
+// Python-frames hook (adprof/stacks/__main__.py; PYTHONPATH untouched), so that the stacks name
+// the Python functions and lines (docs/STACKS.md, "Python frames").
 //
 // Starts PROGRAM with libadprof_preload.so preloaded and ADPROF_OUTPUT (absolute),
 // ADPROF_ROOT_PID and ADPROF_RUN_ID set, waits for it, then says which processes and images
@@ -390,6 +393,34 @@ std::string resolve_python_shim(const std::string &interpreter) {
   return interpreter;
 }
 
+// PROGRAM, a Python interpreter running a script or a module, with adprof's Python-frames
+// hook (`hook`: python/adprof/stacks/__main__.py) after the interpreter and its options, as
+// with_torch_instrumentation() does; anything else (not python*, python3 -c, no script)
+// unchanged, its stacks then native only. `note`: what to say when a Python program is left so.
+std::vector<std::string> with_python_frames(const std::vector<std::string> &program,
+                                            const std::string &hook, std::string *note) {
+  const std::string interpreter = fs::path(program[0]).filename().string();
+  if (interpreter.rfind("python", 0) != 0) return program;
+  size_t at = 1;
+  while (at < program.size()) {
+    const std::string &a = program[at];
+    if (a == "-m" || a.empty() || a[0] != '-' || a == "-" || a == "--") break;
+    if (a.rfind("-c", 0) == 0) {
+      *note = "adprof: " + interpreter +
+              " -c: call stacks show native frames only (Python frames need a script or -m "
+              "MODULE)";
+      return program;
+    }
+    at += python_option_takes_value(a) ? 2 : 1;
+  }
+  const size_t rest = at < program.size() && program[at] == "--" ? at + 1 : at;
+  if (rest >= program.size() || program[rest] == "-") return program;  // the REPL, stdin
+  std::vector<std::string> out(program.begin(), program.begin() + static_cast<std::ptrdiff_t>(at));
+  out.push_back(hook);
+  out.insert(out.end(), program.begin() + static_cast<std::ptrdiff_t>(rest), program.end());
+  return out;
+}
+
 }  // namespace
 
 std::string find_preload() {
@@ -434,7 +465,8 @@ int command_run(const std::vector<std::string> &args) {
       "trace file to create (default: adprof.PROGRAM.DATE-TIME.adtrace); never overwritten")(
       "stacks",
       "record each allocation's call stack (libunwind), symbolised when the trace is read: "
-      "the report then names the allocation sites")("json", "print the report as JSON")(
+      "the report then names the allocation sites; a Python script's (CPython 3.11-3.13) "
+      "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
       "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
       "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)")(
@@ -474,6 +506,21 @@ int command_run(const std::vector<std::string> &args) {
     program = with_torch_instrumentation(
         program, (fs::path(python_path) / "adprof" / "torch" / "__main__.py").string());
     program[0] = resolve_python_shim(program[0]);  // checked above to be named python*
+  } else if (vm.count("stacks") &&
+             fs::path(program[0]).filename().string().rfind("python", 0) == 0) {
+    // Python frames in the stacks (docs/STACKS.md, "Python frames"); without the package,
+    // native frames only.
+    std::string note;
+    try {
+      // The hook finds the package beside itself: PYTHONPATH is left as it was (the program's
+      // children see the environment they would without adprof).
+      program = with_python_frames(
+          program, (fs::path(find_python_package()) / "adprof" / "stacks" / "__main__.py").string(),
+          &note);
+    } catch (const UsageError &) {
+      note = "adprof: call stacks show native frames only (cannot find the adprof Python package)";
+    }
+    if (!note.empty()) std::cerr << note << "\n";
   }
 
   const uint64_t top = whole_number_option(vm, "top", 1, 100000);

@@ -138,6 +138,7 @@ struct CallStacks::Impl {
   };
   struct Stack {
     uint32_t leaf = 0;  // its innermost frame's node (0: no frames)
+    uint32_t site = 0;  // its site's node: the innermost Python frame's, else the leaf
     uint32_t count = 0;
     bool defined = false;
     bool resolved = false;    // in `resolved`
@@ -209,6 +210,27 @@ struct CallStacks::Impl {
   // held 80 MB as copies of their frames' strings, and hold 2.5 MB as indices.
   std::deque<SourceFrame> table;
   std::unordered_map<uint64_t, uint32_t> unmapped;  // an address no object held -> its frame
+  // Python frames (trace_format.h, "Python frames"): the code objects' names by name id
+  // (qualified name, file), and each frame value's entry in `table`.
+  std::unordered_map<uint64_t, std::pair<std::string, std::string>> python_codes;
+  absl::flat_hash_map<uint64_t, uint32_t> python_frames;
+  uint32_t python_frame(uint64_t value) {
+    auto [it, inserted] = python_frames.try_emplace(value, static_cast<uint32_t>(table.size()));
+    if (inserted) {
+      SourceFrame &f = table.emplace_back();
+      const uint64_t name = (value & ~format::kPythonFrameTag) >> format::kPythonLineBits;
+      if (auto code = python_codes.find(name); code != python_codes.end()) {
+        f.function = code->second.first;
+        f.file = code->second.second;
+      } else {
+        f.function = "(python code " + std::to_string(name) + ")";
+        f.file = "?";
+      }
+      f.line = static_cast<uint32_t>(value & format::kPythonLineMask);
+      f.module = "python";
+    }
+    return it->second;
+  }
   // Each address's frames once found, [first, first + count) in `table`, with the mapping that
   // held it (kUnmapped: none did): a stack's frames are looked up here before the mappings are
   // searched. Cleared by a mapping event (an address may then be held by another object).
@@ -344,6 +366,12 @@ bool CallStacks::on_event(const Event &e) {
       if (!s.defined) ++m.defined;
       if (s.resolved) m.resolved.erase(id);  // an id defined again: resolved anew
       s.leaf = m.insert(e.thread, frames, e.b);
+      s.site = s.leaf;
+      for (size_t i = 0; i < frames.size(); ++i)
+        if (frames[i] & format::kPythonFrameTag) {
+          for (size_t up = 0; up < i; ++up) s.site = m.nodes[s.site].parent;
+          break;
+        }
       s.count = static_cast<uint32_t>(frames.size());
       s.defined = true;
       s.resolved = false;
@@ -371,6 +399,20 @@ bool CallStacks::on_event(const Event &e) {
       ++m.mapping_events;
       m.by_address.clear();
       return true;
+    case format::EventType::kName: {
+      // A Python code object's name (trace_format.h, "Python frames"); other names are not
+      // the stacks' (false either way: the replay keeps every name).
+      const std::string_view text = e.text();
+      const std::string_view prefix = format::kPythonCodePrefix;
+      if (text.starts_with(prefix)) {
+        const std::string_view rest = text.substr(prefix.size());
+        const size_t split = rest.find('\x01');
+        m.python_codes[e.a] = {
+            std::string(rest.substr(0, split)),
+            split == std::string_view::npos ? std::string() : std::string(rest.substr(split + 1))};
+      }
+      return false;
+    }
     default:
       return false;
   }
@@ -384,6 +426,7 @@ CallStacks::Impl::AddressFrames CallStacks::Impl::frames_at(uint64_t addr, uint6
       (hit->second.mapping == kUnmapped || (mappings[hit->second.mapping].loaded_at <= at &&
                                             at < mappings[hit->second.mapping].unloaded_at)))
     return hit->second;
+  if (addr & format::kPythonFrameTag) return {kUnmapped, python_frame(addr), 1};
   const Mapping *map = mapping_for(addr, at);
   if (!map) {
     auto [it, inserted] = unmapped.try_emplace(addr, static_cast<uint32_t>(table.size()));
@@ -423,7 +466,7 @@ const std::vector<uint32_t> &CallStacks::Impl::resolve(uint32_t id) {
 uint32_t CallStacks::Impl::innermost(uint32_t id) {
   const Stack *s = stack(id);
   if (!s || s->count == 0) return kNoFrame;
-  return frames_at(nodes[s->leaf].addr, s->defined_at).first;
+  return frames_at(nodes[s->site].addr, s->defined_at).first;
 }
 
 std::span<const uint32_t> CallStacks::frame_indices(uint32_t id) { return impl_->resolve(id); }

@@ -149,6 +149,18 @@
 //      stacks: a few new ones each).
 // A frame resolves against the mappings as they were at the stack's definition.
 //
+// Python frames (issue 34; preload/python_stacks.cpp, the same format version: a reader that
+// does not know them shows them as unknown addresses). A stack's frame with bit 63 set
+// (kPythonFrameTag; no user-space address has it) is a Python frame:
+//   bit 63 | name_id << 24 | line       (line: 24 bits, 0xFFFFFF for any line past it)
+// name_id is a kName event's id (interned once per process, written before the first stack
+// that uses it) whose text is kPythonCodePrefix, the code object's qualified name, '\x01', its
+// file. The recorder puts a thread's Python frames, innermost first, in place of the native
+// frames from the innermost one in CPython's eval loop (_PyEval_EvalFrameDefault) outward (the
+// interpreter's own frames: the eval loop, run_mod, Py_RunMain, main), or after the native
+// frames when none is in the eval loop; count <= kMaxStackFrames still holds (the outermost
+// Python frames are left out of a deeper stack).
+//
 // The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
 // dropped_events:varint end_reason:varint end_signal:varint [untraced_fork_children:varint].
 // A trace without it was cut. untraced_fork_children (written since issue 28; readers ignore
@@ -182,6 +194,12 @@ inline constexpr uint8_t kMappingOperand = 2;
 inline constexpr uint8_t kUnmappingOperand = 3;
 inline constexpr uint8_t kSharedStackOperand = 4;  // version 6
 inline constexpr uint32_t kMaxStackFrames = 64;
+// Python frames in stacks ("Python frames" above).
+inline constexpr uint64_t kPythonFrameTag = uint64_t{1} << 63;
+inline constexpr int kPythonLineBits = 24;
+inline constexpr uint64_t kPythonLineMask = (uint64_t{1} << kPythonLineBits) - 1;
+inline constexpr uint64_t kPythonNameMask = (uint64_t{1} << (63 - kPythonLineBits)) - 1;
+inline constexpr char kPythonCodePrefix[] = "\x01py\x01";
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kMaxNameBytes = 4096;
 inline constexpr uint32_t kMaxAnnotateValues = 32;

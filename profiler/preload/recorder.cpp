@@ -54,6 +54,7 @@
 #include "chunk_columns.h"
 #include "own_fds.h"
 #include "preload_internal.h"
+#include "python_stacks.h"
 #include "signals.h"
 #include "stacks.h"
 
@@ -679,6 +680,7 @@ void on_thread_exit(void *arg) {
   }
   give_back_coder(*ts);
   release_stack_table(*ts);
+  release_python_shadow(*ts);
   --ts->guard;
 }
 

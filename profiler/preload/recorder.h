@@ -119,6 +119,9 @@ struct ThreadState {
   // With call stacks (stacks.h): the thread's table of the stacks it has defined, taken on its
   // first stack; null before.
   struct StackTable *stacks = nullptr;
+  // With Python frames (python_stacks.h): the thread's shadow stack of Python frames, set by
+  // adprof_python_stacks_thread() on a thread that runs Python; null on every other.
+  struct PyShadow *python = nullptr;
 };
 
 // initial-exec: the preload library is loaded at start-up, so its TLS sits in the static block

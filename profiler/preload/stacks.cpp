@@ -45,6 +45,7 @@
 #include <cstring>
 
 #include "preload_internal.h"
+#include "python_stacks.h"
 #include "unwind_rules.h"
 
 #define UNW_LOCAL_ONLY
@@ -356,6 +357,14 @@ __attribute__((noinline, cold)) uint32_t define_stack(ThreadState &ts, StackTabl
   if (!recording()) return 0;
   ++ts.guard;
   refresh_mappings(ts, false);
+  // A Python thread's frames (python_stacks.h): those of its shadow stack in place of the
+  // interpreter's; the hash already holds them.
+  uint64_t spliced[fmt::kMaxStackFrames];
+  if (ts.python) {
+    memcpy(spliced, frames, static_cast<size_t>(count) * sizeof *frames);
+    count = splice_python_frames(ts, spliced, count);
+    frames = spliced;
+  }
   if (t.used >= StackTable::kMaxUsed) {  // full: start over (stacks are then defined again)
     memset(t.hash, 0, sizeof t.hash);
     t.used = 0;
@@ -678,7 +687,9 @@ __attribute__((noinline)) uint32_t capture_with_libunwind(ThreadState &ts, Stack
   memcpy(values, frames + first, static_cast<size_t>(count) * sizeof values[0]);
   uint64_t h = kHashSeed;
   for (int i = count - 1; i >= 0; --i) h = hash_step(h, values[i]);
-  return stack_id(ts, t, hash_final(h, count), values, count);
+  uint64_t hash = hash_final(h, count);
+  if (ADPROF_UNLIKELY(ts.python != nullptr)) hash = python_stack_hash(ts, hash);
+  return stack_id(ts, t, hash, values, count);
 }
 
 // Marks the thread's memo in use for the rest of a capture.
@@ -719,6 +730,7 @@ uint32_t capture_stack(ThreadState &ts) {
     if (k < 0) return 0;
     if (ADPROF_LIKELY(k < static_cast<int>(fmt::kMaxStackFrames))) {
       hash = hash_final(m.hash[k], k + 1);
+      if (ADPROF_UNLIKELY(ts.python != nullptr)) hash = python_stack_hash(ts, hash);
       if (ADPROF_UNLIKELY(g_check)) {
         count = memo_values(m, values);
         check_walk(ts, values, count, how);
@@ -752,6 +764,7 @@ uint32_t capture_stack(ThreadState &ts) {
   uint64_t h = kHashSeed;
   for (int i = count - 1; i >= 0; --i) h = hash_step(h, values[first + i]);
   hash = hash_final(h, count);
+  if (ADPROF_UNLIKELY(ts.python != nullptr)) hash = python_stack_hash(ts, hash);
   return stack_id(ts, *t, hash, values + first, count);
 }
 

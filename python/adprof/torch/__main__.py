@@ -39,6 +39,7 @@ def main():
         sys.stderr.write(f"{sys.executable}: can't open file {os.path.abspath(script)!r}: "
                          "[Errno 2] No such file or directory\n")
         return 2
+    _python_frames()  # before `import torch`: its start-up is most of a short run's memory
     from adprof import torch as adprof_torch
     try:
         adprof_torch.check_torch()
@@ -62,11 +63,18 @@ def main():
     return _run_as_main(lambda: runpy.run_path(script, run_name="__main__"))
 
 
+def _python_frames():
+    """Python frames in the call stacks under `adprof run --torch --stacks` (else nothing)."""
+    from adprof import _pystacks
+    _pystacks.start()
+
+
 def _run_module(args):
     """python3 -m adprof.torch -m MODULE ARGS: as python3 -m MODULE ARGS."""
     if not args:
         sys.stderr.write("Argument expected for the -m option\n")
         return 2
+    _python_frames()  # before `import torch`: its start-up is most of a short run's memory
     from adprof import torch as adprof_torch
     try:
         adprof_torch.check_torch()

@@ -1,0 +1,1 @@
+"""`adprof run --stacks` on a Python program: python/adprof/stacks/__main__.py."""
