@@ -258,7 +258,7 @@ void allocator_overhead(const Report &r, std::vector<Finding> &out) {
 
 // A role whose live bytes grow from each step's start to the next, every step after the first:
 // the program keeps something of every step (a list of outputs or losses). A leak raised a
-// PyTorch run's peak 213.8 -> 281.0 MiB with the same findings as before; only a gate caught
+// training run's peak 213.8 -> 281.0 MiB with the same findings as before; only a gate caught
 // it. The first step is left out: it makes what later steps reuse (gradients, optimizer state).
 // The label that grows is the one whose buffers live at the peak were made in most steps.
 void growth(const Report &r, std::vector<Finding> &out) {
@@ -311,15 +311,11 @@ void growth(const Report &r, std::vector<Finding> &out) {
       f.evidence += "; " + label + ": " + std::to_string(label_buffers) + " buffers (" +
                     format_bytes(label_bytes) + ") live at the peak, made in " +
                     std::to_string(most) + " different steps";
-    if (r.engine.name == "pytorch")
-      f.fix = "the script keeps something of every step (a list of outputs or losses): keep " +
-              std::string("loss.item() (a number), or out.detach() when the values are needed ") +
-              "(without detach() each step's graph and its saved tensors are kept too), or drop " +
-              "the reference";
-    else
-      f.fix =
-          "the program keeps something of every step (a list of results): keep a copy of "
-          "what is needed, or drop the reference";
+    f.fix =
+        "the program keeps something of every step (a list of outputs or losses): keep a plain "
+        "number (a loss's value) or a copy detached from the computation graph when the values "
+        "are needed (a value kept with its graph keeps that step's saved tensors too), or drop "
+        "the reference";
     out.push_back(std::move(f));
   }
 }
