@@ -8,7 +8,6 @@ its exit status and uncaught exceptions are plain Python's.
 """
 
 import os
-import runpy
 import sys
 
 if __name__ == "__main__" and not __package__:
@@ -19,34 +18,19 @@ if __name__ == "__main__" and not __package__:
     else:
         sys.path.insert(0, _own_root)
 
+from adprof._run import run_program  # noqa: E402 (after the path above)
+
 USAGE = "usage: python3 -m adprof.stacks SCRIPT [ARGS...] | -m MODULE [ARGS...]"
 
 
 def main():
-    args = sys.argv[1:]
-    if args and args[0] == "--":
-        args = args[1:]
-    if not args:
-        sys.stderr.write(USAGE + "\n")
-        return 2
-    if args[0] == "-m" and len(args) < 2:
-        sys.stderr.write("Argument expected for the -m option\n")
-        return 2
-    if args[0] != "-m" and not os.path.exists(args[0]):
-        sys.stderr.write(f"{sys.executable}: can't open file {os.path.abspath(args[0])!r}: "
-                         "[Errno 2] No such file or directory\n")
-        return 2
+    return run_program(sys.argv[1:], USAGE, _prepare)
+
+
+def _prepare():
     from adprof import _pystacks
     _pystacks.start()
-    if args[0] == "-m":
-        sys.argv = args[1:]
-        sys.path[0] = os.getcwd()
-        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
-    else:
-        sys.argv = args
-        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
-        runpy.run_path(args[0], run_name="__main__")
-    return 0
+    return None
 
 
 if __name__ == "__main__":
