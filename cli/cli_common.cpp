@@ -317,4 +317,15 @@ void end_progress() {
   g_progress_shown = false;
 }
 
+void add_report_options(po::options_description &options) {
+  options.add_options()("top", po::value<std::string>()->default_value("10"),
+                        "rows in each table (1 to 100000)")(
+      "full",
+      "with --json: every buffer live at the peak (default: the --top largest, 100 "
+      "unless --top is given)")(
+      "details",
+      "also what the program's author cannot act on: the allocator's overhead, anonymous "
+      "mappings, findings about the allocator or the engine");
+}
+
 }  // namespace adprof::cli

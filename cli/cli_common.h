@@ -79,6 +79,9 @@ class OutputFile {
 // Writes a whole file through OutputFile.
 void write_file(const std::string &path, const std::string &text);
 
+// The report's own options, shared by `report` and `run`: --top, --full, --details.
+void add_report_options(po::options_description &options);
+
 // Says on stderr, in one line, that `trace` was not read whole and why (what is missing, where
 // reading stopped), when `complete` is false: "adprof: warning: 'T' is incomplete: REASON".
 void warn_if_incomplete(const std::string &trace, bool complete, const std::string &reason);

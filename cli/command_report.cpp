@@ -16,15 +16,9 @@ int command_report(const std::vector<std::string> &args) {
       "switch that fixes each, allocations by phase, op and step, allocator overhead.\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
-      "json", "print the report as JSON (schema: docs/REPORT_SCHEMA.md)")(
-      "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)")(
-      "full",
-      "with --json: every buffer live at the peak (default: the --top largest, 100 "
-      "unless --top is given)")(
-      "details",
-      "also what the program's author cannot act on: the allocator's overhead, anonymous "
-      "mappings, findings about the allocator or the engine")("trace", po::value<std::string>(),
-                                                              "the trace file");
+      "json", "print the report as JSON (schema: docs/REPORT_SCHEMA.md)");
+  add_report_options(options);
+  options.add_options()("trace", po::value<std::string>(), "the trace file");
   auto parsed = parse_command("report", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;

@@ -468,14 +468,8 @@ int command_run(const std::vector<std::string> &args) {
       "the report then names the allocation sites; a Python script's (CPython 3.11-3.13) "
       "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
-      "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
-      "top", po::value<std::string>()->default_value("10"), "rows in each table (1 to 100000)")(
-      "full",
-      "with --json: every buffer live at the peak (default: the --top largest, 100 "
-      "unless --top is given)")(
-      "details",
-      "also what the program's author cannot act on: the allocator's overhead, anonymous "
-      "mappings, findings about the allocator or the engine");
+      "torch", "PROGRAM is python running a PyTorch script: record its AD roles");
+  add_report_options(options);
 
   // adprof's options end at the first argument that is not one (or at "--").
   size_t program_at = 0;
