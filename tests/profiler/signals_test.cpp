@@ -172,7 +172,8 @@ TEST(Signals, FailedFinalWriteIsSaid) {
 // recording process holds beyond the same process with the interposer inert (jemalloc and the
 // libraries loaded either way). It was 28.0 MiB (two 8 MiB compression scratch areas, level
 // 5's 3.6 MiB tables, ...), so that under a 40 MB RLIMIT_AS the writer could not start and the
-// program got nothing (0 of 1,000 malloc(16)); now 13.2 MiB (docs/RECORDING.md, "Life-cycle rules", Memory).
+// program got nothing (0 of 1,000 malloc(16)); now 13.2 MiB (docs/RECORDING.md, "Life-cycle
+// rules", Memory).
 TEST(Signals, ProfilersOwnAddressSpaceIsSmall) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the limit is set in this process, whose sanitizer runtime reserves terabytes "
