@@ -1,6 +1,6 @@
 """The tape listener: PyTorch's autograd told to the what-if through the AD protocol.
 
-profiler/include/adprof/ad_protocol.h (version 2) is the contract; docs/WHATIF.md ("Engines with
+profiler/include/adprof/ad_protocol.h (version 3) is the contract; docs/WHATIF.md ("Engines with
 layers") says what the analysis does with these events. The mapping onto autograd:
 
   a generation        one forward with grad enabled and the backward that reads it:
@@ -34,31 +34,30 @@ import threading
 
 from .. import _protocol as P
 
-_NONE = (1 << 64) - 1
-_VERSION = 3  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION that these events follow
+_NONE = P.AD_NONE
 
-# ad_protocol.h: kinds
-_TAPE_BEGIN = "ad.tape.begin"
-_TAPE_END = "ad.tape.end"
-_SAVE = "ad.tape.save_storage"
-_RELEASE = "ad.tape.release_storage"
-_BACKWARD_BEGIN = "ad.tape.backward_begin"
-_LAYER_BEGIN = "ad.tape.layer_begin"
-_LAYER_END = "ad.tape.layer_end"
-_LAYER_BACKWARD = "ad.tape.layer_backward"
-_GRAD_ARRIVED = "ad.tape.grad_arrived"
-_GRAD_READY = "ad.tape.grad_ready"
-_GRAD_ZEROED = "ad.tape.grad_zeroed"
-_OPTIMIZER_BEGIN = "ad.tape.optimizer_begin"
-_OPTIMIZER_END = "ad.tape.optimizer_end"
-_BACKWARD_TO_LEAF_GRADS = 1
-
-# ad_protocol.h: policy ids
-_POLICY_FUSED_OPTIMIZER = 3
-_POLICY_CHECKPOINTING = 4
-_POLICY_NO_INDEX_WIDENING = 6
-_POLICY_FREE_GRADIENTS = 7
-_SCHEDULE_BLOCKS = 1  # ad_protocol.h, "Schedule": every block of a container, each on its own
+# ad_protocol.h: kinds and policy ids (_protocol.py, held to the header by a test)
+_TAPE_BEGIN = P.AD_TAPE_BEGIN
+_TAPE_END = P.AD_TAPE_END
+_SAVE = P.AD_TAPE_SAVE_STORAGE
+_RELEASE = P.AD_TAPE_RELEASE_STORAGE
+_BACKWARD_BEGIN = P.AD_TAPE_BACKWARD_BEGIN
+_LAYER_BEGIN = P.AD_TAPE_LAYER_BEGIN
+_LAYER_END = P.AD_TAPE_LAYER_END
+_LAYER_BACKWARD = P.AD_TAPE_LAYER_BACKWARD
+_GRAD_ARRIVED = P.AD_TAPE_GRAD_ARRIVED
+_GRAD_READY = P.AD_TAPE_GRAD_READY
+_GRAD_ZEROED = P.AD_TAPE_GRAD_ZEROED
+_OPTIMIZER_BEGIN = P.AD_TAPE_OPTIMIZER_BEGIN
+_OPTIMIZER_END = P.AD_TAPE_OPTIMIZER_END
+_BACKWARD_TO_LEAF_GRADS = P.AD_BACKWARD_TO_LEAF_GRADS
+_POLICY_FUSED_OPTIMIZER = P.AD_POLICY_FUSED_OPTIMIZER
+_POLICY_CHECKPOINTING = P.AD_POLICY_CHECKPOINTING
+_POLICY_NO_INDEX_WIDENING = P.AD_POLICY_NO_INDEX_WIDENING
+_POLICY_FREE_GRADIENTS = P.AD_POLICY_FREE_GRADIENTS
+# ad_protocol.h, "Schedule" (a number its comment defines, no macro): every block of a
+# container, each on its own
+_SCHEDULE_BLOCKS = 1
 
 # What a PyTorch user writes to switch each policy on, and what the recorded script does.
 _WORDS = {
@@ -137,7 +136,8 @@ class TapeListener:
     def _describe(self):
         import torch
         ctx = self.ctx
-        ctx.annotate(P.AD_ENGINE, [_VERSION, ctx.name("pytorch"), ctx.name(torch.__version__)])
+        ctx.annotate(P.AD_ENGINE, [P.AD_PROTOCOL_VERSION, ctx.name("pytorch"),
+                                   ctx.name(torch.__version__)])
         for policy in (_POLICY_FUSED_OPTIMIZER, _POLICY_NO_INDEX_WIDENING):
             on_words, off_words = _WORDS[policy]
             ctx.annotate(P.AD_POLICY, [policy, 0, ctx.name(on_words), ctx.name(off_words)])

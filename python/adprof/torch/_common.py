@@ -1,0 +1,104 @@
+"""What the PyTorch hook points share: the thread's state, the guard that keeps an error of ours
+out of the program, the dtype table, storage addresses, and a scope where our own tensor work
+is seen by no dispatch mode."""
+
+import functools
+import threading
+
+import torch
+
+from .. import _protocol as P
+
+Tensor = torch.Tensor
+
+_DTYPES = {
+    torch.float32: P.DTYPE_F32,
+    torch.float64: P.DTYPE_F64,
+    torch.int32: P.DTYPE_I32,
+    torch.int64: P.DTYPE_I64,
+    torch.bool: P.DTYPE_BOOL,
+}
+
+# Feature detection (PyTorch 1.13 vs 2.x).
+if hasattr(Tensor, "untyped_storage"):  # 2.0+
+    def storage_ptr(t):
+        return t.untyped_storage().data_ptr()
+else:  # 1.13: _storage() is the untyped storage (storage() builds a TypedStorage, 10x slower)
+    def storage_ptr(t):
+        return t._storage().data_ptr()
+
+
+
+class _NoDispatch:
+    """No dispatch mode (ours or the program's) sees the ops run inside: the instrumentation's
+    own tensor work. The guard is RAII on 1.13 (alive = on), a context manager on later ones."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self):
+        self.guard = torch._C._DisableTorchDispatch()
+        if hasattr(self.guard, "__enter__"):
+            self.guard.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if hasattr(self.guard, "__exit__"):
+            self.guard.__exit__(*exc)
+        self.guard = None
+        return False
+
+def _guarded(fallback=None):
+    """A hook method that never raises into the program: an error is reported once per hook
+    (one line on stderr) and the hook returns `fallback`."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args):
+            try:
+                return method(self, *args)
+            except Exception as e:
+                self._internal_error(method.__name__, e)
+                return fallback
+        return guarded
+    return wrap
+
+
+class _ThreadState(threading.local):
+    """What one thread is doing. `phase` is what adprof was last told for this thread."""
+
+    def __init__(self):
+        self.phase = P.PHASE_OTHER
+        self.modules = []  # (module, path, path name id), outermost first
+        self.backward = 0  # nesting depth of backward calls on this thread
+        self.optimizer = 0  # nesting depth of optimizer steps
+        # > 0: a forward recomputed inside backward (checkpointing), recorded as forward
+        self.recompute = 0
+        self.recompute_depth = None  # module stack depth of a module-started recomputation
+        self.capture = None  # list: the tensors made while a recomputation's pack hook runs
+        # the saved_tensors_hooks scopes entered on this thread, innermost last:
+        # (id of the program's hooks object, whether it opened a recomputation)
+        self.hook_scopes = []
+        self.off = 0  # > 0: the instrumentation's own tensor work, not recorded as ops
+        # backward: the module path (name id) of the autograd node running on this thread, the
+        # module whose forward made the node (0: none, or between nodes)
+        self.node_label = 0
+        # forward: the autograd nodes labelled since the top-level module was entered
+        self.labelled_nodes = set()
+        # 1.13: the mode set directly (raw), its twin for the stack, and which one is in use
+        self.raw = None
+        self.twin = None
+        self.raw_active = False
+        # A thread Python did not start (an autograd device thread): runs backward work.
+        self.native = isinstance(threading.current_thread(), threading._DummyThread)
+
+
+def _tensors_in(args):
+    """The tensors among an op's arguments (one level of lists: aten::cat's inputs)."""
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif type(a) in (list, tuple):
+            for b in a:
+                if isinstance(b, Tensor):
+                    out.append(b)
+    return out

@@ -1,0 +1,268 @@
+"""Hook point 1, dispatch: a TorchDispatchMode sees every ATen op. Each runs in an op scope
+named as PyTorch names it ("aten::addmm"), with role workspace inside; the storages it creates
+are then retagged to their role (activation in forward, adjoint in backward, duplicate for
+copies), labelled with the module path (in backward: the module whose forward made the
+autograd node) and described (dtype, shape)."""
+
+import torch
+import torch.utils._python_dispatch as _python_dispatch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import _protocol as P
+from ._common import _DTYPES, Tensor, _tensors_in
+
+_NARROW_INDEX_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
+
+# What an op's new storages are, beyond its phase's role.
+_OP_PLAIN, _OP_COPY, _OP_CAST = 0, 1, 2
+_COPY_OPS = {"aten::clone": _OP_COPY, "aten::_to_copy": _OP_CAST, "aten::to": _OP_CAST,
+             "aten::contiguous": _OP_COPY, "aten::lift_fresh_copy": _OP_COPY}
+
+# 1.13 runs a stack of dispatch modes through a Python helper mode that pops and pushes the
+# stack around every op (about 11 us an op, half of the instrumentation's cost). There the mode
+# is set directly as the C++-level mode while no other mode is pushed (see _RawMode).
+_RAW_MODE = hasattr(_python_dispatch, "_TorchDispatchStackMode") and hasattr(
+    torch._C, "_set_torch_dispatch_mode")
+
+
+def _empty_method(self, *args):
+    pass
+
+
+def _does_nothing(method):
+    """True for a method whose body is `pass` (same bytecode as _empty_method's)."""
+    code = getattr(getattr(method, "__func__", None), "__code__", None)
+    empty = _empty_method.__code__
+    return code is not None and code.co_code == empty.co_code and \
+        code.co_consts[:1] == empty.co_consts[:1]
+
+
+_NUMBERS = (int, float, bool, complex)
+
+
+def _wrapped_number(out, args):
+    """1.13: a view of a "wrapped number" (the tensor a Python scalar operand becomes, which
+    autograd saves, e.g. for `x * 0.5`) comes back from the op as a Python number, and a mode
+    returning that fails the op ("detach returned invalid type float"). The view of such a
+    tensor is the tensor itself (it never requires grad)."""
+    if args and isinstance(args[0], Tensor) and args[0].dim() == 0:
+        return args[0]
+    return out
+
+
+def _returns_tensor(func):
+    """True for an op whose schema returns one Tensor (aten::item's returns a Scalar)."""
+    try:
+        returns = func._schema.returns
+        return len(returns) == 1 and str(returns[0].type) == "Tensor"
+    except Exception:
+        return False
+
+
+def _creates_storage(func):
+    """False for an op that makes no storage of its own, from its schema: every Tensor it
+    returns aliases an argument (a view, an in-place or out= op, detach), or it returns none."""
+    try:
+        schema = func._schema
+        returns = schema.returns
+        if "out" in schema.overload_name or "resize" in schema.name or \
+                schema.name.endswith("set_"):
+            return True  # may give the aliased tensor a new storage
+    except Exception:
+        return True
+    for r in returns:
+        if r.alias_info is None and "Tensor" in str(r.type):
+            return True
+    return False
+
+
+def _any_requires_grad(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.requires_grad:
+                return True
+        elif type(a) in (list, tuple):
+            for b in a:
+                if isinstance(b, Tensor) and b.requires_grad:
+                    return True
+    return False
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner
+
+    @classmethod
+    def ignore_compile_internals(cls):
+        # torch.compile compiles as it does without adprof (a mode that does not say this
+        # makes it skip compiling: the program would run eagerly), and the mode sees what the
+        # compiled code runs.
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.owner._dispatch(func, args, kwargs)
+
+
+class _RawMode:
+    """1.13: the C++-level dispatch mode itself, without the mode stack's helper. When the
+    program pushes a mode of its own, the twin (_Mode) takes this one's place at the bottom of
+    the stack until the program's modes are popped (Instrumentation._push_mode/_pop_mode)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner):
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.owner._dispatch(func, args, kwargs)
+
+
+class DispatchHooks:
+    """Instrumentation's part that runs each op (a mixin: the state is Instrumentation's)."""
+
+    def _wrap_push_mode(self, original):
+        def _push_mode(mode, *args):
+            th = self.thread
+            if th.raw_active and mode is not th.twin and \
+                    _python_dispatch._len_torch_dispatch_stack() == 0:
+                th.raw_active = False
+                original(th.twin)  # the stack's helper replaces the raw mode: ours goes first
+            return original(mode, *args)
+        return _push_mode
+
+    def _wrap_pop_mode(self, original):
+        def _pop_mode(*args):
+            old = original(*args)
+            th = self.thread
+            twin = th.twin
+            if twin is not None and old is not twin and not th.raw_active and \
+                    _python_dispatch._len_torch_dispatch_stack() == 1 and \
+                    _python_dispatch._get_dispatch_stack_at(0) is twin:
+                original()  # only ours is left: set directly again
+                torch._C._set_torch_dispatch_mode(th.raw)
+                th.raw_active = True
+            return old
+        return _pop_mode
+
+    # ---------------------------------------------------------------- ops
+    def _op_info(self, func):
+        try:
+            name = func.name()
+        except Exception:
+            name = str(func)
+        info = (self.ctx.name(name), name, _COPY_OPS.get(name, _OP_PLAIN),
+                _creates_storage(func), _returns_tensor(func))
+        self.ops[func] = info
+        return info
+
+    def _dispatch(self, func, args, kwargs):
+        th = self.thread
+        if th.off:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        info = self.ops.get(func)
+        if info is None:
+            info = self._op_info(func)
+        if not info[3] and not self._on_op_wanted:
+            # A view, an in-place op, detach: no storage of its own to tag, no op scope.
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            if type(out) in _NUMBERS and info[4]:
+                out = _wrapped_number(out, args)
+            if th.capture is not None and isinstance(out, Tensor):
+                th.capture.append(out)
+            return out
+        ctx = self.ctx
+        # The op's phase; adprof is told only when it changes on this thread.
+        if th.recompute:
+            phase = P.PHASE_FORWARD  # checkpointing's forward, run again inside backward
+        elif th.backward or (th.native and self.backward_active):
+            phase = P.PHASE_BACKWARD
+        elif th.optimizer:
+            phase = P.PHASE_OPTIMIZER
+        elif torch.is_grad_enabled() and (th.modules or _any_requires_grad(args)):
+            phase = P.PHASE_FORWARD  # a module's forward, or the loss after it
+        else:
+            phase = P.PHASE_OTHER
+        if phase != th.phase:
+            ctx.set_phase(phase)
+            th.phase = phase
+        recorded = phase != P.PHASE_OTHER or th.modules  # outside AD, roles stay foreign
+        ctx.op_begin(info[0], next(self.instances))
+        try:
+            if recorded:
+                # What the op allocates is workspace until its outputs are told apart. A CUDA
+                # output is declared to adprof in _outputs, so that runs under the same role:
+                # the optimizer's scratch was declared foreign (the role outside the op) on CUDA
+                # and workspace on the CPU.
+                previous = ctx.set_role(P.ROLE_WORKSPACE)
+                try:
+                    out = func(*args, **kwargs) if kwargs else func(*args)
+                    try:
+                        self._outputs(info, phase, args, out, th)
+                    except Exception as e:  # never into the program
+                        self._internal_error("_outputs", e)
+                finally:
+                    ctx.set_role(previous)
+            else:
+                out = func(*args, **kwargs) if kwargs else func(*args)
+            if self._on_op_wanted and not self._listener_failed:
+                outs = [out] if isinstance(out, Tensor) else (
+                    [o for o in out if isinstance(o, Tensor)] if type(out) in (tuple, list)
+                    else [])
+                self._tell("on_op", info[1], func, _tensors_in(args), outs, phase)
+        finally:
+            ctx.op_end()
+        if type(out) in _NUMBERS and info[4]:
+            out = _wrapped_number(out, args)
+        if th.capture is not None and isinstance(out, Tensor):
+            th.capture.append(out)
+        return out
+
+    def _outputs(self, info, phase, args, out, th):
+        """Retags, labels and describes the storages the op created."""
+        if isinstance(out, Tensor):
+            outs = (out,)
+        elif type(out) in (tuple, list):
+            outs = [o for o in out if isinstance(o, Tensor)]
+            if not outs:
+                return
+        else:
+            return
+        if phase == P.PHASE_BACKWARD:
+            role = P.ROLE_ADJOINT
+        elif phase == P.PHASE_OPTIMIZER:
+            role = None  # scratch of the step stays workspace; state is tagged when stored
+        else:
+            role = P.ROLE_ACTIVATION
+        kind = info[2] if phase != P.PHASE_BACKWARD else _OP_PLAIN
+        ctx = self.ctx
+        input_ptrs = None
+        label = th.node_label if phase == P.PHASE_BACKWARD else (
+            th.modules[-1][2] if th.modules else 0)
+        for o in outs:
+            for a in args:
+                if o is a:
+                    break
+            else:
+                if input_ptrs is None:  # before the output: a CUDA input seen first is older
+                    input_ptrs = {self._addr(a) for a in _tensors_in(args)}
+                ptr = self._addr(o)
+                if not ptr or ptr in input_ptrs:
+                    continue  # a view or an in-place result: not born here
+                dtype = o.dtype
+                if kind != _OP_PLAIN:
+                    src = _tensors_in(args)
+                    source = src[0] if src else None
+                    src_ptr = self._addr(source) if source is not None else 0
+                    ctx.retag(ptr, P.ROLE_DUPLICATE, src_ptr)
+                    if kind == _OP_CAST and dtype == torch.int64 and source is not None and \
+                            source.dtype in _NARROW_INDEX_DTYPES:
+                        ctx.label(ptr, ctx.name(P.AD_LABEL_INDEX_WIDENED))
+                    elif label:
+                        ctx.label(ptr, label)
+                else:
+                    if role is not None:
+                        ctx.retag(ptr, role, 0)
+                    if label:
+                        ctx.label(ptr, label)
+                ctx.describe(ptr, _DTYPES.get(dtype, P.DTYPE_UNKNOWN), o.shape)

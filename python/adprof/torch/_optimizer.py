@@ -1,0 +1,197 @@
+"""Hook point 5, optimizer: Optimizer.step (optimizer phase, steps; global step hooks on PyTorch
+2, the class's step wrapped on 1.13), zero_grad (what it does to gradients), and a tracking dict
+for optimizer.state (optimizer_state role the moment a tensor is stored there)."""
+
+import collections
+import functools
+import inspect
+import sys
+
+from .. import _protocol as P
+from ._common import _DTYPES, Tensor, _guarded
+
+_optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
+    "torch.optim.optimizer", fromlist=["Optimizer"])
+_HAS_GLOBAL_STEP_HOOKS = hasattr(_optim_module, "register_optimizer_step_pre_hook")  # 2.0+
+
+
+class _ParamState(dict):
+    """optimizer.state[p]: a tensor stored here is optimizer state from that moment on."""
+
+    __slots__ = ("owner", "param")
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value)
+        if isinstance(value, Tensor):
+            self.owner._state_tensor(self.param, key, value)
+
+    def __reduce__(self):  # pickles (optimizer checkpoints) as the plain dict it replaces
+        return (dict, (dict(self),))
+
+
+class _OptimizerState(collections.defaultdict):
+    __slots__ = ("owner",)
+
+    def __missing__(self, param):
+        value = _ParamState()
+        value.owner = self.owner
+        value.param = param
+        self[param] = value
+        return value
+
+    def __reduce__(self):
+        return (collections.defaultdict, (dict,), None, None, iter(self.items()))
+
+
+
+class OptimizerHooks:
+    """Instrumentation's optimizer hooks (a mixin: the state is Instrumentation's)."""
+
+    # ---------------------------------------------------------------- optimizer
+    def _wrap_optimizer_init(self, original):
+        @functools.wraps(original)
+        def __init__(opt, *args, **kwargs):
+            original(opt, *args, **kwargs)
+            try:
+                self._adopt_optimizer(opt)
+            except Exception as e:
+                sys.stderr.write(f"adprof.torch: cannot follow optimizer {type(opt).__name__} "
+                                 f"({e!r})\n")
+        return __init__
+
+    @_guarded()
+    def _adopt_optimizer(self, opt):
+        if not _HAS_GLOBAL_STEP_HOOKS:  # 1.13: wrap step of this optimizer's class
+            cls = type(opt)
+            step = cls.step
+            if not hasattr(step, "__adprof_wrapped__"):
+                cls.step = self._wrap_step(step)
+                self._undo.append(lambda: setattr(cls, "step", step))
+        self._track_state(opt)
+
+    def _track_state(self, opt):
+        state = opt.state
+        if type(state) is _OptimizerState:
+            return
+        tracked = _OptimizerState(dict)
+        tracked.owner = self
+        for param, values in state.items():
+            if type(values) is dict:
+                wrapped = _ParamState(values)
+                wrapped.owner = self
+                wrapped.param = param
+                values = wrapped
+            dict.__setitem__(tracked, param, values)
+        opt.state = tracked
+
+    def _wrap_state_dict(self, original):
+        """state_dict() hands out the state's inner dicts: plain ones, not the tracking dicts,
+        so that a checkpoint never names an adprof class (torch.load(weights_only=True))."""
+        @functools.wraps(original)
+        def state_dict(opt, *args, **kwargs):
+            result = original(opt, *args, **kwargs)
+            state = result.get("state") if isinstance(result, dict) else None
+            if isinstance(state, dict):
+                for key, value in list(state.items()):
+                    if type(value) is _ParamState:
+                        state[key] = dict(value)
+            return result
+        return state_dict
+
+    def _wrap_step(self, original):
+        @functools.wraps(original)
+        def step(opt, *args, **kwargs):
+            th = self.thread
+            if th.optimizer:  # a subclass's step calling its base's
+                return original(opt, *args, **kwargs)
+            self._step_begin(opt)
+            try:
+                return original(opt, *args, **kwargs)
+            finally:
+                self._step_end(opt)
+        step.__adprof_wrapped__ = original
+        return step
+
+    @_guarded()
+    # 2.x: the global step hooks. A subclass whose step calls its base's runs them twice, one
+    # call inside the other: only the outermost begins and ends the step.
+    def _step_pre_hook(self, opt, args, kwargs):
+        th = self.thread
+        stack = getattr(th, "steps_open", None)
+        if stack is None:
+            stack = th.steps_open = []
+        if stack and stack[-1] is not opt:
+            stack.clear()  # a step whose post hook never ran (it raised)
+        stack.append(opt)
+        if len(stack) == 1:
+            self._step_begin(opt)
+
+    def _step_post_hook(self, opt, args, kwargs):
+        stack = getattr(self.thread, "steps_open", None)
+        if stack:
+            stack.pop()
+            if not stack:
+                self._step_end(opt)
+
+    def _step_begin(self, opt):
+        th = self.thread
+        th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
+        if not self.marked_since_forward:
+            self._start_iteration()
+        try:
+            self._track_state(opt)
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if self._param_path(p) is None:
+                        self._adopt_param(p, "param%d" % len(self.param_paths))
+        except Exception:
+            pass
+        if th.phase != P.PHASE_OPTIMIZER:
+            self.ctx.set_phase(P.PHASE_OPTIMIZER)
+            th.phase = P.PHASE_OPTIMIZER
+        self._tell("on_step_begin", opt, self.steps)
+
+    @_guarded()
+    def _step_end(self, opt):
+        th = self.thread
+        step = self.steps
+        try:
+            for param, values in list(opt.state.items()):
+                if isinstance(values, dict):
+                    for key, value in values.items():
+                        if isinstance(value, Tensor):
+                            self._state_tensor(param, key, value)
+        except Exception:
+            pass
+        self.steps += 1
+        if self.pending_step is None:
+            self.pending_step = self.next_mark
+        th.optimizer = 0
+        self._leave_scope(th)
+        self._tell("on_step_end", opt, step)
+
+    @_guarded()
+    def _state_tensor(self, param, key, value):
+        ptr = self._addr(value)
+        if not ptr:
+            return
+        ctx = self.ctx
+        ctx.retag(ptr, P.ROLE_OPTIMIZER_STATE, 0)
+        path = self._param_path(param) or "param"
+        ctx.label(ptr, ctx.name(path + "." + str(key)))
+        ctx.describe(ptr, _DTYPES.get(value.dtype, P.DTYPE_UNKNOWN), value.shape)
+
+    # ---------------------------------------------------------------- zero_grad
+    def _wrap_zero_grad(self, original):
+        try:
+            default = inspect.signature(original).parameters["set_to_none"].default
+        except (KeyError, ValueError, TypeError):
+            default = False
+
+        @functools.wraps(original)
+        def zero_grad(owner, *args, **kwargs):
+            set_to_none = kwargs.get("set_to_none", args[0] if args else default)
+            self._tell("on_zero_grad", owner, bool(set_to_none))
+            return original(owner, *args, **kwargs)
+        zero_grad.__adprof_wrapped__ = original
+        return zero_grad
