@@ -1,5 +1,5 @@
 // The adprof trace file format, version 7 (the reader also reads versions 1 to 6). The writer
-// (preload/recorder.h, preload/recorder.cpp) and the reader (analysis/trace_reader.cpp) both
+// (preload/recorder.h, preload/chunk_writer.cpp) and the reader (analysis/trace_reader.cpp) both
 // include this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
 //
@@ -262,7 +262,7 @@ inline uint32_t get_u32(const uint8_t *p) {
 // mode 0600), so that a second run naming the same file is refused before its program runs. The
 // claim is a file header alone (64 bytes): the magic, version 0, header size, pid 0, the run id
 // at 56, every other byte 0. The root process of that run (same run id) truncates it and writes
-// its own header (recorder.cpp, create_trace_file). A file still a claim after the run holds no
+// its own header (trace_file.cpp, create_trace_file). A file still a claim after the run holds no
 // trace (the program was never recorded); readers refuse version 0.
 inline void make_claim(uint8_t *header, uint32_t run_id) {
   std::memset(header, 0, kFileHeaderSize);

@@ -23,7 +23,7 @@ void resolve_allocator();
 // Memory of the profiler's own (trace buffers, heap coders, stack tables, the writer's scratch),
 // mapped by a raw system call (no hook sees it) and wiped on fork: a fork child, which records
 // nothing, gets zeroed pages for it instead of copies, so that a fork neither copies its page
-// tables nor leaves the parent to copy each page it writes next (recorder.cpp, profiler_mmap).
+// tables nor leaves the parent to copy each page it writes next (buffer_pool.cpp, profiler_mmap).
 // Null when no memory is left.
 void *profiler_mmap(size_t length);
 

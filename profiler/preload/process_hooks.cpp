@@ -1,7 +1,7 @@
 // Ends of a process image that run no destructor: the exec family and _exit. The trace is
 // closed first (footer "exec" or "exit"). glibc's execvp & co. reach execve internally, not
 // through the PLT, so each entry point is hooked. An exec that fails returns here, and the
-// trace goes on (recorder.cpp, end_before_exec).
+// trace goes on (recording_end.cpp, end_before_exec).
 // A vfork child calling them shares the parent's memory: the recorder ignores it (finish()).
 // quick_exit reaches _exit inside glibc too: the recorder registers an at_quick_exit handler.
 // A program that makes the system call itself through glibc's syscall() (SYS_exit_group,
@@ -164,7 +164,7 @@ ADPROF_EXPORT long syscall(long number, ...) noexcept {
 }
 #endif
 
-// fork: the child is not traced unless it execs (recorder.cpp, on_fork_child); the parent
+// fork: the child is not traced unless it execs (recording_end.cpp, on_fork_child); the parent
 // notes the child's pid, so that the trace can say how many children were never traced
 // (note_forked_child). glibc's fork is resolved before the program runs: a dlsym here would
 // allocate, inside the program's call.

@@ -3,7 +3,7 @@
 // Hot path (every malloc/free): one TLS access, a bounds check against the thread's buffer,
 // a timestamp and a few varints written into that buffer. No lock, no allocation, no syscall.
 // Everything else (first use by a thread, a full buffer, a flush request, the recording being
-// stopped) is `refill`, out of line in recorder.cpp.
+// stopped) is `refill`, out of line in buffer_pool.cpp.
 #pragma once
 
 #include <atomic>
@@ -72,7 +72,7 @@ inline Published published_fields(uint64_t word) {
 }
 static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 20));
 
-// What the writer may read of a thread while it runs (recorder.cpp, copy_published): its
+// What the writer may read of a thread while it runs (buffer_pool.cpp, copy_published): its
 // current buffer, and published_word(seq, events, body bytes) of its complete events. It lives
 // in the profiler's memory, not the thread's TLS: a thread can end registered (it recorded
 // again after the profiler's exit handler, from a later thread-specific destructor, in glibc's
@@ -82,7 +82,7 @@ static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 2
 struct alignas(64) PublishedSlot {
   std::atomic<Buffer *> buf{nullptr};
   std::atomic<uint64_t> word{0};
-  bool registered = false;  // a thread holds it (recorder.cpp: the registry, under its mutex)
+  bool registered = false;  // a thread holds it (buffer_pool.cpp: the registry, under its mutex)
 };
 // The slot of threads that have none (not registered yet, or the registry is full): written,
 // never read.
@@ -400,7 +400,7 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
   end_event(ts, p);
 }
 
-// Slow paths shared with the context API (recorder.cpp).
+// Slow paths shared with the context API (recorder.cpp) and the process hooks (recording_end.cpp).
 void record_name(ThreadState &ts, uint32_t id, const char *name, size_t length);
 bool recording();
 // Before an exec: ends the trace as if for good (footer "exec") while the program's threads

@@ -2,7 +2,7 @@
 // terminating signal leaves a trace with its footer and every thread's events; the program
 // sees the dispositions it would see without the profiler (Python's KeyboardInterrupt);
 // signals sent to the process reach the program's threads only; _exit keeps the events; a
-// failed final write is said. (profiler/preload/signals.cpp, recorder.cpp, process_hooks.cpp)
+// failed final write is said. (profiler/preload/signals.cpp, recording_end.cpp, process_hooks.cpp)
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
