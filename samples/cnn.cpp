@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "idx_loader.h"
+#include "training.h"
 
 using namespace adcore;
 
@@ -188,11 +189,7 @@ int main(int argc, char **argv) {
     make_batch(data.train_images, data.train_labels, first, x, y);
     samples::dump(c, samples::flat_gradient(cross_entropy(forward(m, x, ckpt), y), m.params()));
   }
-  reset_alloc_stats();
-  double first = 0, avg = 0;
-  int avg_n = 0;
-  const samples::Clock::time_point t0 = samples::Clock::now();
-  for (int s = 0; s < steps; ++s) {
+  const double first = samples::train(tape, adam, steps, log_every, c.quiet, [&](int) {
     for (int64_t &i : idx) {
       if (pos == order.size()) {
         std::shuffle(order.begin(), order.end(), rng);
@@ -200,28 +197,11 @@ int main(int argc, char **argv) {
       }
       i = order[pos++];
     }
-    adprof_step(static_cast<uint64_t>(s));
-    // The step's forward takes its buffers from the tape's arena too (as value_and_grad does),
-    // so a step reuses the previous step's buffers instead of allocating beside them.
-    ArenaScope arena_scope(tape.arena());
-    Tensor x, y;
-    make_batch(data.train_images, data.train_labels, idx, x, y);
-    const Tensor loss = cross_entropy(forward(m, x, ckpt), y);
-    const double l = loss.item();
-    if (s == 0) first = l;
-    avg += l;
-    ++avg_n;
-    tape.backward(loss, &adam);
-    if ((s + 1) % log_every == 0 || s + 1 == steps) {
-      if (!c.quiet)
-        std::printf("  step %d loss %.4f (mean of last %d)\n", s + 1, avg / avg_n, avg_n);
-      avg = 0;
-      avg_n = 0;
-    }
-  }
-  const double train_s = samples::seconds_since(t0);
-  std::printf("train: %d steps in %.2f s (%.1f steps/s)\n", steps, train_s,
-              train_s > 0 ? steps / train_s : 0.0);
+    samples::Step step;
+    make_batch(data.train_images, data.train_labels, idx, step.inputs, step.targets);
+    step.loss = cross_entropy(forward(m, step.inputs, ckpt), step.targets);
+    return step;
+  });
   std::printf("first loss %.4f\n", first);
   {
     NoGrad ng;  // loss of the training batch of the last step, after it

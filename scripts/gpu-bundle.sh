@@ -16,7 +16,7 @@ out=$root/.gpu
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADPROF_CUDA=ON \
   -DADPROF_BUILD_GUI=OFF -DADPROF_CUDA_ARCHITECTURES="${ADPROF_CUDA_ARCHITECTURES:-90}" >/dev/null
 samples=(quadform densenet eam mlp gather cnn charlm)
-targets=(cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpose_test
+targets=(cuda_allocator_test cuda_gpu_ops_test adcore_policy_test cuda_interpose_test
          cuda_interpose_workload bench_cuda adprof adprof_preload python_torch_test "${samples[@]}")
 cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
 
@@ -32,10 +32,10 @@ copy_bin() {  # copy_bin FILE DEST_DIR
   strip --strip-unneeded "$2/$(basename "$1")"
   bins+=("$2/$(basename "$1")")
 }
-for t in cuda_allocator_test cuda_gpu_ops_test cuda_gpu_policy_test cuda_interpose_test \
-         cuda_interpose_workload; do
+for t in cuda_allocator_test cuda_gpu_ops_test cuda_interpose_test cuda_interpose_workload; do
   copy_bin "$build/tests/cuda/$t" "$out/bin"
 done
+copy_bin "$build/tests/adcore/adcore_policy_test" "$out/bin"  # its */cuda tests run there
 copy_bin "$build/bench/cuda/bench_cuda" "$out/bin"
 copy_bin "$build/bin/adprof" "$out/bin"
 copy_bin "$build/tests/python/python_torch_test" "$out/bin"

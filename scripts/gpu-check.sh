@@ -106,7 +106,7 @@ done
 
 step allocator_fake_device 30 "$G/bin/cuda_allocator_test" --gtest_output=json:"$OUT/allocator.json"
 step gpu_ops_vs_cpu 150 "$G/bin/cuda_gpu_ops_test" --gtest_output=json:"$OUT/gpu_ops.json"
-step gpu_policy_device_peaks 90 "$G/bin/cuda_gpu_policy_test" --gtest_output=json:"$OUT/gpu_policy.json"
+step gpu_policy_device_peaks 90 "$G/bin/adcore_policy_test" --gtest_filter='*/cuda:AdcorePolicyCuda.*' --gtest_output=json:"$OUT/gpu_policy.json"
 step interposition_cublas 60 "$G/bin/cuda_interpose_test" --gtest_output=json:"$OUT/interpose.json"
 step torch_cuda_tests 150 "$G/bin/python_torch_test" --gtest_filter='TorchDevice.Cuda*' --gtest_output=json:"$OUT/torch.json"
 step samples_cpu_vs_gpu 150 python3 "$root/scripts/gpu_samples.py" check --bin "$G/samples" --adprof "$G/bin/adprof" --data "$G/data"

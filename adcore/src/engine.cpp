@@ -561,6 +561,8 @@ void Tape::finish_adjoint(int32_t id) {
 }
 
 // ---------------- reverse sweep ----------------
+// A node's adjoint is complete: to where it goes (a requested result, the naive engine's
+// unrequested ones, the optimizer, the leaf's .grad) or nowhere.
 void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
   Node &n = *nodes_[static_cast<size_t>(id)];
   finish_adjoint(id);
@@ -569,18 +571,7 @@ void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
   if (profiled())
     annotate(kinds().complete, {static_cast<uint64_t>(id), addr(g.storage_ptr()), g.nbytes()});
   if (n.requested) {
-    // The gradient is handed over (owned() copies it only if someone else holds it); a leaf asked
-    // for twice gets a copy the second time.
-    size_t first = result_node_.size();
-    for (size_t k = 0; k < result_node_.size(); ++k) {
-      if (result_node_[k] != id) continue;
-      if (first == result_node_.size()) {
-        first = k;
-        results_[k] = owned(std::move(g));
-      } else {
-        results_[k] = copy(results_[first]);
-      }
-    }
+    hand_over_result(id, std::move(g));
     return;
   }
   if (!opts_.activity_analysis && n.op == OpId::leaf &&
@@ -591,15 +582,37 @@ void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
     return;
   }
   if (!to_leaf_grads || n.op != OpId::leaf || !n.leaf.requires_grad()) return;
-  if (opt && opts_.fused_optimizer) {
-    const int k = opt->find(n.leaf);
-    if (k >= 0) {
-      if (profiled())
-        annotate(kinds().optimizer_step, {static_cast<uint64_t>(id), addr(n.leaf.storage_ptr())});
-      opt->update(static_cast<size_t>(k), g);
-      return;  // the gradient dies here
+  if (opt && opts_.fused_optimizer && step_fused(id, n, *opt, g)) return;  // the gradient dies
+  add_to_leaf_grad(n, g);
+}
+
+// The gradient is handed over (owned() copies it only if someone else holds it); a leaf asked
+// for twice gets a copy the second time.
+void Tape::hand_over_result(int32_t id, Tensor g) {
+  size_t first = result_node_.size();
+  for (size_t k = 0; k < result_node_.size(); ++k) {
+    if (result_node_[k] != id) continue;
+    if (first == result_node_.size()) {
+      first = k;
+      results_[k] = owned(std::move(g));
+    } else {
+      results_[k] = copy(results_[first]);
     }
   }
+}
+
+// Policy 4: the optimizer steps the leaf with its gradient at once. False when the optimizer
+// does not hold the leaf.
+bool Tape::step_fused(int32_t id, Node &n, Optimizer &opt, const Tensor &g) {
+  const int k = opt.find(n.leaf);
+  if (k < 0) return false;
+  if (profiled())
+    annotate(kinds().optimizer_step, {static_cast<uint64_t>(id), addr(n.leaf.storage_ptr())});
+  opt.update(static_cast<size_t>(k), g);
+  return true;
+}
+
+void Tape::add_to_leaf_grad(Node &n, const Tensor &g) {
   TensorImpl *li = n.leaf.impl();
   if (!li->grad) {
     Tensor o = owned(g);
@@ -607,6 +620,98 @@ void Tape::deliver(int32_t id, Optimizer *opt, bool to_leaf_grads) {
   } else {
     Tensor cur(li->grad);
     add_inplace(cur, g);
+  }
+}
+
+// Activity (policy 1): only nodes on a path to a requested gradient get adjoints and run
+// backward.
+void Tape::mark_useful(int32_t root, bool to_leaf_grads) {
+  for (size_t i = 0; i <= static_cast<size_t>(root); ++i) {
+    Node &nd = *nodes_[i];
+    bool u = nd.requested || (to_leaf_grads && nd.op == OpId::leaf && nd.leaf.requires_grad());
+    for (int32_t j : nd.in_node)
+      if (j >= 0 && useful_[static_cast<size_t>(j)]) u = true;
+    useful_[i] = u ? 1 : 0;
+  }
+}
+
+// Reachability from the root and dependency counts (consumers still to run).
+void Tape::count_dependencies(int32_t root) {
+  reach_[static_cast<size_t>(root)] = 1;
+  for (int32_t i = root; i >= 0; --i) {
+    if (!reach_[static_cast<size_t>(i)] || !useful_[static_cast<size_t>(i)]) continue;
+    for (int32_t j : nodes_[static_cast<size_t>(i)]->in_node) {
+      if (j < 0 || !useful_[static_cast<size_t>(j)]) continue;
+      reach_[static_cast<size_t>(j)] = 1;
+      ++deps_[static_cast<size_t>(j)];
+    }
+  }
+}
+
+// The profiler's record of the sweep about to run: its root, policies and flags, then the
+// requested nodes (32 to an annotation).
+void Tape::annotate_backward_begin(int32_t root, Optimizer *opt, bool to_leaf_grads) {
+  const uint64_t flags = (to_leaf_grads ? ADPROF_AD_BACKWARD_TO_LEAF_GRADS : 0u) |
+                         (!call_args_.empty() ? ADPROF_AD_BACKWARD_IN_CALL : 0u) |
+                         (opt ? ADPROF_AD_BACKWARD_OPTIMIZER : 0u);
+  annotate(kinds().backward_begin, {static_cast<uint64_t>(root), n_, policy_mask(opts_), flags});
+  uint64_t v[32];
+  uint32_t c = 0;
+  for (int32_t id : result_node_) {
+    if (id < 0) continue;
+    v[c++] = static_cast<uint64_t>(id);
+    if (c == 32) {
+      adprof_annotate(kinds().requested, v, c);
+      c = 0;
+    }
+  }
+  if (c) adprof_annotate(kinds().requested, v, c);
+}
+
+// The root's adjoint: `seed`, or ones of the root's shape.
+void Tape::seed_root(const Tensor &root, int32_t r, const Tensor *seed) {
+  if (seed) {
+    adj_[static_cast<size_t>(r)] = *seed;
+  } else {
+    DeviceScope on_root(root.device());
+    adj_[static_cast<size_t>(r)] = full(root.shape(), 1.0, root.dtype(), ADPROF_ROLE_ADJOINT);
+    if (g_rec && g_rec->tape() == this) g_rec->rec_fill(adj_[static_cast<size_t>(r)], 1.0);
+  }
+}
+
+// Node i's backward with its complete adjoint `g`: the contributions to its inputs that need
+// one, into gin_ (needs_ says which).
+void Tape::backward_node(int32_t i, Node &nd, const Tensor &g) {
+  const size_t k = nd.in_node.size();
+  adprof::OpScope scope(op_name_id(nd.op), static_cast<uint64_t>(i));
+  adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
+  detail::Plan *recording = g_rec && g_rec->tape() == this ? g_rec : nullptr;
+  if (recording) recording->rec_scope(true, op_name_id(nd.op), static_cast<uint64_t>(i));
+  if (profiled()) annotate(kinds().backward_node, {static_cast<uint64_t>(i)});
+  std::span<Tensor> gin(gin_.data(), k);
+  std::span<const uint8_t> needs(needs_.data(), k);
+  if (nd.op == OpId::checkpoint) {
+    run_checkpoint_backward(nd, g, gin, needs);
+  } else {
+    BackwardCtx ctx{nd, g, gin, needs};
+    op_def(nd.op).backward(ctx);
+  }
+  if (recording) recording->rec_scope(false, 0, 0);
+}
+
+// Node i's contributions (gin_) into its inputs' adjoints; a leaf whose consumers have all run
+// gets its gradient delivered.
+void Tape::pass_contributions(int32_t i, Node &nd, Optimizer *opt, bool to_leaf_grads) {
+  for (size_t j = 0; j < nd.in_node.size(); ++j) {
+    if (!needs_[j]) {
+      gin_[j] = Tensor();
+      continue;
+    }
+    const int32_t in = nd.in_node[j];
+    if (gin_[j].defined()) accumulate(in, i, std::move(gin_[j]));
+    gin_[j] = Tensor();
+    if (--deps_[static_cast<size_t>(in)] == 0 && nodes_[static_cast<size_t>(in)]->op == OpId::leaf)
+      deliver(in, opt, to_leaf_grads);
   }
 }
 
@@ -627,50 +732,10 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
   deps_.assign(n, 0);
   useful_.assign(n, 1);
   reach_.assign(n, 0);
-  // Activity: only nodes on a path to a requested gradient get adjoints and run backward.
-  if (opts_.activity_analysis) {
-    for (size_t i = 0; i <= static_cast<size_t>(r); ++i) {
-      Node &nd = *nodes_[i];
-      bool u = nd.requested || (to_leaf_grads && nd.op == OpId::leaf && nd.leaf.requires_grad());
-      for (int32_t j : nd.in_node)
-        if (j >= 0 && useful_[static_cast<size_t>(j)]) u = true;
-      useful_[i] = u ? 1 : 0;
-    }
-  }
-  // Reachability from the root and dependency counts (consumers still to run).
-  reach_[static_cast<size_t>(r)] = 1;
-  for (int32_t i = r; i >= 0; --i) {
-    if (!reach_[static_cast<size_t>(i)] || !useful_[static_cast<size_t>(i)]) continue;
-    for (int32_t j : nodes_[static_cast<size_t>(i)]->in_node) {
-      if (j < 0 || !useful_[static_cast<size_t>(j)]) continue;
-      reach_[static_cast<size_t>(j)] = 1;
-      ++deps_[static_cast<size_t>(j)];
-    }
-  }
-  if (profiled()) {
-    const uint64_t flags = (to_leaf_grads ? ADPROF_AD_BACKWARD_TO_LEAF_GRADS : 0u) |
-                           (!call_args_.empty() ? ADPROF_AD_BACKWARD_IN_CALL : 0u) |
-                           (opt ? ADPROF_AD_BACKWARD_OPTIMIZER : 0u);
-    annotate(kinds().backward_begin, {static_cast<uint64_t>(r), n, policy_mask(opts_), flags});
-    uint64_t v[32];
-    uint32_t c = 0;
-    for (int32_t id : result_node_) {
-      if (id < 0) continue;
-      v[c++] = static_cast<uint64_t>(id);
-      if (c == 32) {
-        adprof_annotate(kinds().requested, v, c);
-        c = 0;
-      }
-    }
-    if (c) adprof_annotate(kinds().requested, v, c);
-  }
-  if (seed) {
-    adj_[static_cast<size_t>(r)] = *seed;
-  } else {
-    DeviceScope on_root(root.device());
-    adj_[static_cast<size_t>(r)] = full(root.shape(), 1.0, root.dtype(), ADPROF_ROLE_ADJOINT);
-    if (g_rec && g_rec->tape() == this) g_rec->rec_fill(adj_[static_cast<size_t>(r)], 1.0);
-  }
+  if (opts_.activity_analysis) mark_useful(r, to_leaf_grads);
+  count_dependencies(r);
+  if (profiled()) annotate_backward_begin(r, opt, to_leaf_grads);
+  seed_root(root, r, seed);
   if (nodes_[static_cast<size_t>(r)]->op == OpId::leaf) deliver(r, opt, to_leaf_grads);
 
   for (int32_t i = r; i >= 0; --i) {
@@ -690,36 +755,10 @@ void Tape::run_backward(const Tensor &root, Optimizer *opt, bool to_leaf_grads,
       const int32_t in = nd.in_node[j];
       needs_[j] = in >= 0 && useful_[static_cast<size_t>(in)] ? 1 : 0;
     }
-    if (g.defined()) {
-      adprof::OpScope scope(op_name_id(nd.op), static_cast<uint64_t>(i));
-      adprof::RoleScope role(ADPROF_ROLE_WORKSPACE);
-      detail::Plan *recording = g_rec && g_rec->tape() == this ? g_rec : nullptr;
-      if (recording) recording->rec_scope(true, op_name_id(nd.op), static_cast<uint64_t>(i));
-      if (profiled()) annotate(kinds().backward_node, {static_cast<uint64_t>(i)});
-      std::span<Tensor> gin(gin_.data(), k);
-      std::span<const uint8_t> needs(needs_.data(), k);
-      if (nd.op == OpId::checkpoint) {
-        run_checkpoint_backward(nd, g, gin, needs);
-      } else {
-        BackwardCtx ctx{nd, g, gin, needs};
-        op_def(nd.op).backward(ctx);
-      }
-      if (recording) recording->rec_scope(false, 0, 0);
-    }
+    if (g.defined()) backward_node(i, nd, g);
     g = Tensor();
     if (opts_.early_release) release_node(nd);
-    for (size_t j = 0; j < k; ++j) {
-      if (!needs_[j]) {
-        gin_[j] = Tensor();
-        continue;
-      }
-      const int32_t in = nd.in_node[j];
-      if (gin_[j].defined()) accumulate(in, i, std::move(gin_[j]));
-      gin_[j] = Tensor();
-      if (--deps_[static_cast<size_t>(in)] == 0 &&
-          nodes_[static_cast<size_t>(in)]->op == OpId::leaf)
-        deliver(in, opt, to_leaf_grads);
-    }
+    pass_contributions(i, nd, opt, to_leaf_grads);
   }
   for (size_t i = 0; i < n; ++i) adj_[i] = Tensor();
 }

@@ -355,19 +355,74 @@ void TimelineWidget::paintTo(QPainter &p) const {
   paintChart(p, plot, source());
 }
 
-void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline &t) const {
-  const std::vector<Series> ser = series(t);
-  const int width_px = std::max(1, int(std::ceil(plot.width())));
-  const double span = std::max(to_ - from_, 1e-300);
-  const auto &samples = t.samples;
+// What one paint of the chart works from: the view's samples reduced to one a pixel column,
+// the vertical scale, and the image the on-screen path writes its pixels into.
+struct TimelineWidget::Chart {
+  Chart(const Timeline &timeline, const QRectF &plot_rect, std::vector<Series> series)
+      : t(timeline), plot(plot_rect), ser(std::move(series)) {}
 
-  // ---- level of detail: one sample per pixel column, the highest live state in it ----
-  std::vector<int> column(width_px, -1);
+  const Timeline &t;
+  QRectF plot;
+  std::vector<Series> ser;
+  int width_px = 1, height_px = 1;
+  double span = 1;
+  // Per pixel column, the sample drawn there: an index into t.samples, -1 the state before the
+  // window (`seed`, a detail window's), -2 nothing (after the end of the recording).
+  std::vector<int> column;
+  const TimelineSample *seed = nullptr;
+  double ytop = 1024;
+  QFont small;
+  QFontMetricsF fm{QFont()};
+  QRectF strip;  // the phase strip under the time axis
+  // On screen (and into a PNG) the phase tint and the stacked areas are pixels of one image.
+  bool raster = false;
+  QRgb *pixels = nullptr;
+  qsizetype stride = 0;  // in pixels
+
+  double y_of(double bytes) const { return plot.bottom() - bytes / ytop * plot.height(); }
+  // The sample drawn at column c (null: none).
+  const TimelineSample *sample(int c) const {
+    return column[c] >= 0 ? &t.samples[column[c]] : column[c] == -1 ? seed : nullptr;
+  }
+};
+
+void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline &t) const {
+  Chart chart{t, plot, series(t)};
+  pickColumns(chart);
+  scaleChart(chart);
+  prepareChartImage(p, chart);
+  paintPhaseBands(p, chart);
+  paintGrid(p, chart);
+  paintStacks(p, chart);
+  paintStepMarkers(p, chart);
+  if (!highlight_op_.isEmpty())
+    paintHighlight(p, chart, highlight_op_, t.op_names, &TimelineSample::by_op, 1);
+  if (!highlight_site_.isEmpty())
+    paintHighlight(p, chart, highlight_site_, t.site_names, &TimelineSample::by_site,
+                   highlight_op_.isEmpty() ? 1 : 2);
+  paintBaseTrace(p, chart);
+  paintSelection(p, chart);
+  paintPeak(p, chart);
+  paintCursors(p, chart);
+  paintFrameAndLegend(p, chart);
+}
+
+// Level of detail: one sample per pixel column, the highest live state in it.
+void TimelineWidget::pickColumns(Chart &chart) const {
+  const Timeline &t = chart.t;
+  const QRectF &plot = chart.plot;
+  chart.width_px = std::max(1, int(std::ceil(plot.width())));
+  chart.span = std::max(to_ - from_, 1e-300);
+  const int width_px = chart.width_px;
+  const double span = chart.span;
+  const auto &samples = t.samples;
+  std::vector<int> &column = chart.column;
+  column.assign(width_px, -1);
   auto first = std::upper_bound(samples.begin(), samples.end(), from_,
                                 [](double v, const TimelineSample &s) { return v < s.time; });
   int carry = first == samples.begin() ? -1 : int(first - samples.begin()) - 1;
-  const TimelineSample *seed = nullptr;  // state before a detail window's first sample
-  if (carry < 0 && &t != overview_.get()) seed = sampleAt(*overview_, from_);
+  // The state before a detail window's first sample.
+  if (carry < 0 && &t != overview_.get()) chart.seed = sampleAt(*overview_, from_);
   size_t drawn = 0;
   auto i = first;
   for (int c = 0; c < width_px; ++c) {
@@ -385,54 +440,60 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
       carry = -2;  // after the end of the recording: draw nothing more
   }
   last_samples_ = drawn;
-  auto col_value = [&](int c, const Series &s) -> uint64_t {
-    if (column[c] >= 0) return value(samples[column[c]], s);
-    if (column[c] == -1 && seed) return value(*seed, s);
-    return 0;
-  };
+}
+
+// The top of the vertical axis: room above the highest column, the base trace and the peak.
+void TimelineWidget::scaleChart(Chart &chart) const {
+  const auto &samples = chart.t.samples;
   auto col_total = [&](int c) -> uint64_t {
-    if (column[c] >= 0)
-      return samples[column[c]].host +
-             (grouping_ == Grouping::Device ? samples[column[c]].device : 0);
-    if (column[c] == -1 && seed) return seed->host;
+    const int k = chart.column[c];
+    if (k >= 0) return samples[k].host + (grouping_ == Grouping::Device ? samples[k].device : 0);
+    if (k == -1 && chart.seed) return chart.seed->host;
     return 0;
   };
   uint64_t ymax = 0;
-  for (int c = 0; c < width_px; ++c) ymax = std::max(ymax, col_total(c));
+  for (int c = 0; c < chart.width_px; ++c) ymax = std::max(ymax, col_total(c));
   if (base_)
     for (const TimelineSample &s : base_->samples)
       if (s.time >= from_ && s.time <= to_) ymax = std::max(ymax, s.host);
   if (peak_time_ >= from_ && peak_time_ <= to_) ymax = std::max(ymax, peak_bytes_);
-  double ytop = std::max<double>(1024, double(ymax) * 1.08);
-  auto y_of = [&](double bytes) { return plot.bottom() - bytes / ytop * plot.height(); };
+  chart.ytop = std::max<double>(1024, double(ymax) * 1.08);
+  chart.small = font();
+  chart.small.setPointSizeF(std::max(6.5, chart.small.pointSizeF() * 0.85));
+  chart.fm = QFontMetricsF(chart.small);
+  chart.strip = QRectF(chart.plot.left(), chart.plot.bottom() + 20, chart.plot.width(), 8);
+}
 
-  // On screen (and into a PNG) the phase tint and the stacked areas are pixels of one image,
-  // drawn once: the raster engine hands every translucent fill taller than about 100 pixels to
-  // its thread pool and waits for it, which while the analysis jobs hold both cores cost up to
-  // 200 ms a repaint on a training run's thousands of bands. Vector output (SVG) keeps shapes.
+// On screen (and into a PNG) the phase tint and the stacked areas are pixels of one image,
+// drawn once: the raster engine hands every translucent fill taller than about 100 pixels to
+// its thread pool and waits for it, which while the analysis jobs hold both cores cost up to
+// 200 ms a repaint on a training run's thousands of bands. Vector output (SVG) keeps shapes.
+void TimelineWidget::prepareChartImage(const QPainter &p, Chart &chart) const {
   const int device_type = p.device() ? p.device()->devType() : 0;
-  const bool raster = device_type == QInternal::Widget || device_type == QInternal::Image ||
-                      device_type == QInternal::Pixmap;
-  const int height_px = std::max(1, int(std::ceil(plot.height())));
+  chart.raster = device_type == QInternal::Widget || device_type == QInternal::Image ||
+                 device_type == QInternal::Pixmap;
+  chart.height_px = std::max(1, int(std::ceil(chart.plot.height())));
   QImage &image = chart_image_;  // kept between repaints: a new one each time faulted it in
-  QRgb *pixels = nullptr;
-  qsizetype stride = 0;  // in pixels
-  if (raster) {
-    if (image.width() != width_px || image.height() != height_px)
-      image = QImage(width_px, height_px, QImage::Format_ARGB32_Premultiplied);
-    pixels = reinterpret_cast<QRgb *>(image.bits());
-    stride = image.bytesPerLine() / qsizetype(sizeof(QRgb));
+  if (chart.raster) {
+    if (image.width() != chart.width_px || image.height() != chart.height_px)
+      image = QImage(chart.width_px, chart.height_px, QImage::Format_ARGB32_Premultiplied);
+    chart.pixels = reinterpret_cast<QRgb *>(image.bits());
+    chart.stride = image.bytesPerLine() / qsizetype(sizeof(QRgb));
   }
+}
 
-  // ---- phase bands (background tint and a strip under the axis) ----
-  // Each pixel column takes the phase that covers most of it; a run of columns of one phase is
-  // one rectangle (a training run has three bands a step).
-  const QRectF strip(plot.left(), plot.bottom() + 20, plot.width(), 8);
+// Phase bands: a background tint and a strip under the axis. Each pixel column takes the phase
+// that covers most of it; a run of columns of one phase is one rectangle (a training run has
+// three bands a step).
+void TimelineWidget::paintPhaseBands(QPainter &p, const Chart &chart) const {
+  const QRectF &plot = chart.plot;
+  const int width_px = chart.width_px;
+  QRgb *pixels = chart.pixels;
   std::vector<std::array<double, kPhaseCount>> cover(width_px, std::array<double, kPhaseCount>{});
   for (const PhaseBand &b : overview_->phases) {
     if (b.end < from_ || b.start > to_ || b.phase < 0 || b.phase >= kPhaseCount) continue;
-    double x0 = std::clamp((b.start - from_) / span * width_px, 0.0, double(width_px));
-    double x1 = std::clamp((b.end - from_) / span * width_px, 0.0, double(width_px));
+    double x0 = std::clamp((b.start - from_) / chart.span * width_px, 0.0, double(width_px));
+    double x1 = std::clamp((b.end - from_) / chart.span * width_px, 0.0, double(width_px));
     x1 = std::max(x1, std::min(x0 + 0.5, double(width_px)));  // a short band still shows
     for (int c = int(x0); c < width_px && c < x1; ++c)
       cover[c][b.phase] += std::min(x1, c + 1.0) - std::max(x0, double(c));
@@ -454,35 +515,35 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     int e = c + 1;
     while (e < width_px && column_phase[e] == phase) ++e;
     const QRgb tint_pixel = phase >= 0 ? qPremultiply(tint_of(phase).rgba()) : 0;
-    if (raster) {
+    if (chart.raster) {
       std::fill(pixels + c, pixels + e, tint_pixel);  // the first row; copied to the others below
     }
     if (phase >= 0) {
       const double x0 = plot.left() + c, x1 = std::min(plot.left() + e, plot.right());
-      if (!raster) p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), tint_of(phase));
-      p.fillRect(QRectF(x0, strip.top(), x1 - x0, strip.height()), phase_color(phase));
+      if (!chart.raster) p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), tint_of(phase));
+      p.fillRect(QRectF(x0, chart.strip.top(), x1 - x0, chart.strip.height()), phase_color(phase));
     }
     c = e;
   }
-  for (int r = 1; raster && r < height_px; ++r)
-    std::copy(pixels, pixels + width_px, pixels + r * stride);
+  for (int r = 1; chart.raster && r < chart.height_px; ++r)
+    std::copy(pixels, pixels + width_px, pixels + r * chart.stride);
+}
 
-  // ---- grid and axes ----
-  QFont small = font();
-  small.setPointSizeF(std::max(6.5, small.pointSizeF() * 0.85));
-  p.setFont(small);
-  QFontMetricsF fm(small);
+// The grid and the axes' labels: bytes up the left, time along the bottom.
+void TimelineWidget::paintGrid(QPainter &p, const Chart &chart) const {
+  const QRectF &plot = chart.plot;
+  p.setFont(chart.small);
   p.setPen(QPen(QColor(0xE4, 0xE4, 0xE4), 0));
-  double ystep = nice_bytes_step(ytop, 5);
-  for (double v = 0; v <= ytop; v += ystep) {
-    double y = y_of(v);
+  double ystep = nice_bytes_step(chart.ytop, 5);
+  for (double v = 0; v <= chart.ytop; v += ystep) {
+    double y = chart.y_of(v);
     p.setPen(QPen(QColor(0xE4, 0xE4, 0xE4), 0));
     p.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
     p.setPen(Qt::black);
     p.drawText(QRectF(0, y - 8, plot.left() - 6, 16), Qt::AlignRight | Qt::AlignVCenter,
                format_bytes_q(uint64_t(v)));
   }
-  double xstep = nice_step(span, std::max(2, int(plot.width() / 110)));
+  double xstep = nice_step(chart.span, std::max(2, int(plot.width() / 110)));
   for (double v = std::ceil(from_ / xstep) * xstep; v <= to_; v += xstep) {
     double x = timeToX(v);
     p.setPen(QPen(QColor(0xE4, 0xE4, 0xE4), 0));
@@ -490,33 +551,38 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     p.setPen(Qt::black);
     p.drawText(QRectF(x - 60, plot.bottom() + 3, 120, 16), Qt::AlignCenter, format_tick(v, xstep));
   }
+}
 
-  // ---- the stacked areas, flat across each column ----
-  // On screen, pixel spans of the image: a polygon a series has four points a column where the
-  // live bytes change at every column (a training step's churn), and the raster engine's scan
-  // conversion of ten such polygons took up to 200 ms a repaint.
+// The stacked areas, one a series, flat across each column. On screen, pixel spans of the
+// image: a polygon a series has four points a column where the live bytes change at every
+// column (a training step's churn), and the raster engine's scan conversion of ten such
+// polygons took up to 200 ms a repaint.
+void TimelineWidget::paintStacks(QPainter &p, const Chart &chart) const {
+  const QRectF &plot = chart.plot;
+  const int width_px = chart.width_px;
   p.setRenderHint(QPainter::Antialiasing, false);
   std::vector<double> below(width_px, 0.0), above(width_px, 0.0);
   const bool faded = !highlight_op_.isEmpty() || !highlight_site_.isEmpty();
   // The image row of a value: row 0 at the plot's top, as y_of puts it.
   auto row_of = [&](double bytes) {
-    return std::clamp(int(std::lround(y_of(bytes) - plot.top())), 0, height_px);
+    return std::clamp(int(std::lround(chart.y_of(bytes) - plot.top())), 0, chart.height_px);
   };
-  for (const Series &s : ser) {
+  for (const Series &s : chart.ser) {
     bool any = false;
     for (int c = 0; c < width_px; ++c) {
-      uint64_t v = col_value(c, s);
+      const TimelineSample *at = chart.sample(c);
+      uint64_t v = at ? value(*at, s) : 0;
       above[c] = below[c] + double(v);
       any |= v != 0;
     }
     QColor fill = s.color;
     if (faded) fill.setAlpha(110);
-    if (any && raster) {
+    if (any && chart.raster) {
       const QRgb pixel = qPremultiply(fill.rgba());
       const bool opaque = qAlpha(pixel) == 255;
       for (int c = 0; c < width_px; ++c)
         for (int r = row_of(above[c]), end = row_of(below[c]); r < end; ++r) {
-          QRgb &d = pixels[r * stride + c];
+          QRgb &d = chart.pixels[r * chart.stride + c];
           d = opaque ? pixel : source_over(pixel, d);
         }
     } else if (any) {
@@ -527,15 +593,15 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
         if (c > 0 && above[c] == above[c - 1]) continue;
         int e = c;
         while (e + 1 < width_px && above[e + 1] == above[c]) ++e;
-        exact << QPointF(plot.left() + c, y_of(above[c]))
-              << QPointF(plot.left() + e + 1, y_of(above[c]));
+        exact << QPointF(plot.left() + c, chart.y_of(above[c]))
+              << QPointF(plot.left() + e + 1, chart.y_of(above[c]));
       }
       for (int c = width_px - 1; c >= 0; --c) {
         if (c < width_px - 1 && below[c] == below[c + 1]) continue;
         int b = c;
         while (b - 1 >= 0 && below[b - 1] == below[c]) --b;
-        exact << QPointF(plot.left() + c + 1, y_of(below[c]))
-              << QPointF(plot.left() + b, y_of(below[c]));
+        exact << QPointF(plot.left() + c + 1, chart.y_of(below[c]))
+              << QPointF(plot.left() + b, chart.y_of(below[c]));
       }
       p.setBrush(fill);
       p.setPen(Qt::NoPen);
@@ -543,14 +609,17 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     }
     std::swap(below, above);
   }
-  if (raster) p.drawImage(QRectF(plot.left(), plot.top(), width_px, height_px), image);
+  if (chart.raster)
+    p.drawImage(QRectF(plot.left(), plot.top(), width_px, chart.height_px), chart_image_);
   p.setRenderHint(QPainter::Antialiasing, true);
+}
 
-  // ---- step markers ----
+// A dotted line at each step, labelled: "step N" on every marker when the closest two leave
+// room for it, else the number alone; a label that would run into the previous one is left
+// out. (A fixed 48 px between labels skipped the label of close steps: "step 2" was missing.)
+void TimelineWidget::paintStepMarkers(QPainter &p, const Chart &chart) const {
+  const QRectF &plot = chart.plot;
   QPen step_pen(QColor(0x55, 0x55, 0x55), 0, Qt::DotLine);
-  // "step N" on every marker when the closest two leave room for it, else the number alone;
-  // a label that would run into the previous one is left out. (A fixed 48 px between labels
-  // skipped the label of close steps: "step 2" was missing.)
   double closest = 1e9, previous_x = -1e9;
   uint64_t last_step = 0;
   for (const StepMark &m : overview_->steps) {
@@ -560,7 +629,7 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     last_step = std::max<uint64_t>(last_step, m.step);
   }
   const bool long_labels =
-      closest >= fm.horizontalAdvance(QStringLiteral("step %1").arg(last_step)) + 8;
+      closest >= chart.fm.horizontalAdvance(QStringLiteral("step %1").arg(last_step)) + 8;
   double last_label_end = -1e9;
   for (const StepMark &m : overview_->steps) {
     if (m.time < from_ || m.time > to_) continue;
@@ -571,99 +640,104 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
         long_labels ? QStringLiteral("step %1").arg(m.step) : QString::number(m.step);
     if (x + 3 >= last_label_end + 4) {
       p.setPen(QColor(0x33, 0x33, 0x33));
-      p.drawText(QPointF(x + 3, plot.top() + fm.ascent() + 1), label);
-      last_label_end = x + 3 + fm.horizontalAdvance(label);
+      p.drawText(QPointF(x + 3, plot.top() + chart.fm.ascent() + 1), label);
+      last_label_end = x + 3 + chart.fm.horizontalAdvance(label);
     }
   }
+}
 
-  // ---- an op's or an allocation site's live bytes, highlighted ----
-  auto highlight = [&](const QString &what, const std::vector<std::string> &names,
-                       std::vector<uint64_t> TimelineSample::*series, int line_no) {
-    auto at = std::find(names.begin(), names.end(), what.toStdString());
-    const double text_y = plot.top() + (1 + line_no) * fm.height() + 2;
-    if (at == names.end()) {
-      p.setPen(Qt::darkGray);
-      p.drawText(QPointF(plot.left() + 6, text_y), tr("computing the series of %1...").arg(what));
-      return;
-    }
-    const size_t k = size_t(at - names.begin());
-    auto value = [&](int c) -> double {
-      const TimelineSample *s = column[c] >= 0    ? &samples[column[c]]
-                                : column[c] == -1 ? seed
-                                                  : nullptr;
-      return s && k < (s->*series).size() ? double((s->*series)[k]) : 0.0;
-    };
-    QPolygonF line;
-    for (int c = 0; c < width_px; ++c) {
-      double y = y_of(value(c));
-      line << QPointF(plot.left() + c, y) << QPointF(plot.left() + c + 1, y);
-    }
-    p.setBrush(Qt::NoBrush);
-    p.setPen(QPen(Qt::white, 4));
-    p.drawPolyline(line);
-    p.setPen(QPen(QColor(0x00, 0x00, 0x00), 2));
-    p.drawPolyline(line);
-    p.drawText(QPointF(plot.left() + 6, text_y), tr("highlighted: %1 (its live bytes)").arg(what));
+// An op's or an allocation site's live bytes as a line over the areas, named on text line
+// `line_no` of the plot; while its series is still being computed, a note instead.
+void TimelineWidget::paintHighlight(QPainter &p, const Chart &chart, const QString &what,
+                                    const std::vector<std::string> &names,
+                                    std::vector<uint64_t> TimelineSample::*series,
+                                    int line_no) const {
+  const QRectF &plot = chart.plot;
+  auto at = std::find(names.begin(), names.end(), what.toStdString());
+  const double text_y = plot.top() + (1 + line_no) * chart.fm.height() + 2;
+  if (at == names.end()) {
+    p.setPen(Qt::darkGray);
+    p.drawText(QPointF(plot.left() + 6, text_y), tr("computing the series of %1...").arg(what));
+    return;
+  }
+  const size_t k = size_t(at - names.begin());
+  auto value = [&](int c) -> double {
+    const TimelineSample *s = chart.sample(c);
+    return s && k < (s->*series).size() ? double((s->*series)[k]) : 0.0;
   };
-  if (!highlight_op_.isEmpty()) highlight(highlight_op_, t.op_names, &TimelineSample::by_op, 1);
-  if (!highlight_site_.isEmpty())
-    highlight(highlight_site_, t.site_names, &TimelineSample::by_site,
-              highlight_op_.isEmpty() ? 1 : 2);
-
-  // ---- the diff's base trace ----
-  if (base_ && !base_->samples.empty()) {
-    QPolygonF line;
-    double prev_y = y_of(0);
-    line << QPointF(plot.left(), prev_y);
-    for (const TimelineSample &s : base_->samples) {
-      if (s.time > to_) break;
-      double x = std::max(plot.left(), timeToX(s.time)), y = y_of(double(s.host));
-      line << QPointF(x, prev_y) << QPointF(x, y);
-      prev_y = y;
-    }
-    line << QPointF(std::min(plot.right(), timeToX(base_->end)), prev_y);
-    p.setBrush(Qt::NoBrush);
-    p.setPen(QPen(base_color(), 2, Qt::DashLine));
-    p.setClipRect(plot);
-    p.drawPolyline(line);
-    p.setClipping(false);
+  QPolygonF line;
+  for (int c = 0; c < chart.width_px; ++c) {
+    double y = chart.y_of(value(c));
+    line << QPointF(plot.left() + c, y) << QPointF(plot.left() + c + 1, y);
   }
+  p.setBrush(Qt::NoBrush);
+  p.setPen(QPen(Qt::white, 4));
+  p.drawPolyline(line);
+  p.setPen(QPen(QColor(0x00, 0x00, 0x00), 2));
+  p.drawPolyline(line);
+  p.drawText(QPointF(plot.left() + 6, text_y), tr("highlighted: %1 (its live bytes)").arg(what));
+}
 
-  // ---- selection ----
-  if (hasSelection()) {
-    double x0 = std::clamp(timeToX(sel_from_), plot.left(), plot.right());
-    double x1 = std::clamp(timeToX(sel_to_), plot.left(), plot.right());
-    p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), QColor(0x00, 0x72, 0xB2, 50));
-    p.setPen(QPen(QColor(0x00, 0x72, 0xB2), 1));
-    p.drawLine(QPointF(x0, plot.top()), QPointF(x0, plot.bottom()));
-    p.drawLine(QPointF(x1, plot.top()), QPointF(x1, plot.bottom()));
+// The diff's base trace: its live bytes as a dashed step line.
+void TimelineWidget::paintBaseTrace(QPainter &p, const Chart &chart) const {
+  if (!base_ || base_->samples.empty()) return;
+  const QRectF &plot = chart.plot;
+  QPolygonF line;
+  double prev_y = chart.y_of(0);
+  line << QPointF(plot.left(), prev_y);
+  for (const TimelineSample &s : base_->samples) {
+    if (s.time > to_) break;
+    double x = std::max(plot.left(), timeToX(s.time)), y = chart.y_of(double(s.host));
+    line << QPointF(x, prev_y) << QPointF(x, y);
+    prev_y = y;
   }
+  line << QPointF(std::min(plot.right(), timeToX(base_->end)), prev_y);
+  p.setBrush(Qt::NoBrush);
+  p.setPen(QPen(base_color(), 2, Qt::DashLine));
+  p.setClipRect(plot);
+  p.drawPolyline(line);
+  p.setClipping(false);
+}
 
-  // ---- the peak ----
-  if (peak_time_ >= from_ && peak_time_ <= to_) {
-    double x = timeToX(peak_time_);
-    double y = y_of(double(peak_bytes_));
-    QPen marker(peak_color(), 2, Qt::CustomDashLine);
-    marker.setDashPattern({4, 2});
-    p.setRenderHint(QPainter::Antialiasing, false);
-    p.setPen(marker);
-    p.drawLine(QPointF(std::round(x), plot.top()), QPointF(std::round(x), plot.bottom()));
-    p.setRenderHint(QPainter::Antialiasing, true);
-    p.setPen(Qt::NoPen);
-    p.setBrush(peak_color());
-    p.drawPolygon(QPolygonF({QPointF(x - 6, y - 10), QPointF(x + 6, y - 10), QPointF(x, y)}));
-    QString label =
-        tr("peak %1 at %2").arg(format_bytes_q(peak_bytes_), format_seconds(peak_time_));
-    double w = fm.horizontalAdvance(label) + 8;
-    double lx = x + w + 6 > plot.right() ? x - w - 6 : x + 6;
-    QRectF box(lx, std::max(plot.top() + 2, y - 28), w, fm.height() + 2);
-    p.setBrush(QColor(255, 255, 255, 225));
-    p.setPen(QPen(peak_color(), 1));
-    p.drawRect(box);
-    p.drawText(box, Qt::AlignCenter, label);
-  }
+void TimelineWidget::paintSelection(QPainter &p, const Chart &chart) const {
+  if (!hasSelection()) return;
+  const QRectF &plot = chart.plot;
+  double x0 = std::clamp(timeToX(sel_from_), plot.left(), plot.right());
+  double x1 = std::clamp(timeToX(sel_to_), plot.left(), plot.right());
+  p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), QColor(0x00, 0x72, 0xB2, 50));
+  p.setPen(QPen(QColor(0x00, 0x72, 0xB2), 1));
+  p.drawLine(QPointF(x0, plot.top()), QPointF(x0, plot.bottom()));
+  p.drawLine(QPointF(x1, plot.top()), QPointF(x1, plot.bottom()));
+}
 
-  // ---- the instant cursor, the hover guide ----
+// The peak: a dashed line, a triangle at its height and a boxed label beside it.
+void TimelineWidget::paintPeak(QPainter &p, const Chart &chart) const {
+  if (peak_time_ < from_ || peak_time_ > to_) return;
+  const QRectF &plot = chart.plot;
+  double x = timeToX(peak_time_);
+  double y = chart.y_of(double(peak_bytes_));
+  QPen marker(peak_color(), 2, Qt::CustomDashLine);
+  marker.setDashPattern({4, 2});
+  p.setRenderHint(QPainter::Antialiasing, false);
+  p.setPen(marker);
+  p.drawLine(QPointF(std::round(x), plot.top()), QPointF(std::round(x), plot.bottom()));
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(Qt::NoPen);
+  p.setBrush(peak_color());
+  p.drawPolygon(QPolygonF({QPointF(x - 6, y - 10), QPointF(x + 6, y - 10), QPointF(x, y)}));
+  QString label = tr("peak %1 at %2").arg(format_bytes_q(peak_bytes_), format_seconds(peak_time_));
+  double w = chart.fm.horizontalAdvance(label) + 8;
+  double lx = x + w + 6 > plot.right() ? x - w - 6 : x + 6;
+  QRectF box(lx, std::max(plot.top() + 2, y - 28), w, chart.fm.height() + 2);
+  p.setBrush(QColor(255, 255, 255, 225));
+  p.setPen(QPen(peak_color(), 1));
+  p.drawRect(box);
+  p.drawText(box, Qt::AlignCenter, label);
+}
+
+// The instant cursor (not over the peak's line) and the hover guide.
+void TimelineWidget::paintCursors(QPainter &p, const Chart &chart) const {
+  const QRectF &plot = chart.plot;
   if (instant_ >= from_ && instant_ <= to_ && std::fabs(instant_ - peak_time_) > 1e-12) {
     double x = timeToX(instant_);
     p.setPen(QPen(QColor(0x00, 0x72, 0xB2), 2));
@@ -673,8 +747,13 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     p.setPen(QPen(QColor(0, 0, 0, 90), 1));
     p.drawLine(QPointF(hover_x_, plot.top()), QPointF(hover_x_, plot.bottom()));
   }
+}
 
-  // ---- frame, legend ----
+// The plot's frame, the legend of the series drawn (and the base trace) above it, and the
+// phases' legend under the strip.
+void TimelineWidget::paintFrameAndLegend(QPainter &p, const Chart &chart) const {
+  const QRectF &plot = chart.plot;
+  const QFontMetricsF &fm = chart.fm;
   p.setBrush(Qt::NoBrush);
   p.setPen(QPen(QColor(0x88, 0x88, 0x88), 1));
   p.drawRect(plot);
@@ -697,9 +776,9 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
     p.setPen(Qt::darkGray);
     p.drawText(QPointF(lx, ly + fm.ascent()), tr("computing op series..."));
   } else {
-    for (const Series &s : ser) {
+    for (const Series &s : chart.ser) {
       bool any = false;
-      for (const TimelineSample &x : t.samples)
+      for (const TimelineSample &x : chart.t.samples)
         if (value(x, s)) {
           any = true;
           break;
@@ -709,12 +788,12 @@ void TimelineWidget::paintChart(QPainter &p, const QRectF &plot, const Timeline 
   }
   if (base_) legend(base_color(), tr("base trace"), true);
   p.setPen(Qt::black);
-  p.drawText(QRectF(plot.left(), strip.bottom() + 1, plot.width(), 14), Qt::AlignLeft,
+  p.drawText(QRectF(plot.left(), chart.strip.bottom() + 1, plot.width(), 14), Qt::AlignLeft,
              tr("phases: "));
   double px = plot.left() + fm.horizontalAdvance(tr("phases: "));
   for (int ph : {ADPROF_PHASE_FORWARD, ADPROF_PHASE_BACKWARD, ADPROF_PHASE_OPTIMIZER}) {
-    p.fillRect(QRectF(px, strip.bottom() + 4, 10, 8), phase_color(ph));
-    p.drawText(QPointF(px + 13, strip.bottom() + 2 + fm.ascent()), phase_name(ph));
+    p.fillRect(QRectF(px, chart.strip.bottom() + 4, 10, 8), phase_color(ph));
+    p.drawText(QPointF(px + 13, chart.strip.bottom() + 2 + fm.ascent()), phase_name(ph));
     px += fm.horizontalAdvance(phase_name(ph)) + 24;
   }
 }

@@ -103,7 +103,24 @@ class TimelineWidget : public QWidget {
   const Timeline &source() const;
   const TimelineSample *sampleAt(const Timeline &t, double time) const;
   void viewWasChanged();
+  // The chart in named steps, in the order they paint (timeline_widget.cpp, Chart).
+  struct Chart;
   void paintChart(QPainter &p, const QRectF &plot, const Timeline &t) const;
+  void pickColumns(Chart &chart) const;
+  void scaleChart(Chart &chart) const;
+  void prepareChartImage(const QPainter &p, Chart &chart) const;
+  void paintPhaseBands(QPainter &p, const Chart &chart) const;
+  void paintGrid(QPainter &p, const Chart &chart) const;
+  void paintStacks(QPainter &p, const Chart &chart) const;
+  void paintStepMarkers(QPainter &p, const Chart &chart) const;
+  void paintHighlight(QPainter &p, const Chart &chart, const QString &what,
+                      const std::vector<std::string> &names,
+                      std::vector<uint64_t> TimelineSample::*series, int line_no) const;
+  void paintBaseTrace(QPainter &p, const Chart &chart) const;
+  void paintSelection(QPainter &p, const Chart &chart) const;
+  void paintPeak(QPainter &p, const Chart &chart) const;
+  void paintCursors(QPainter &p, const Chart &chart) const;
+  void paintFrameAndLegend(QPainter &p, const Chart &chart) const;
 
   std::shared_ptr<const Timeline> overview_, ops_, detail_, base_;
   double detail_from_ = 0, detail_to_ = 0;

@@ -184,7 +184,17 @@ class Tape {
   void gradients_impl(const Tensor &root, const Tensor *seed, std::span<const Tensor> wrt,
                       std::span<Tensor> out);
   void finish_adjoint(int32_t id);  // naive accumulation: sum the pending contributions
+  // The sweep's steps (engine.cpp, "reverse sweep").
+  void mark_useful(int32_t root, bool to_leaf_grads);
+  void count_dependencies(int32_t root);
+  void annotate_backward_begin(int32_t root, Optimizer *opt, bool to_leaf_grads);
+  void seed_root(const Tensor &root, int32_t r, const Tensor *seed);
+  void backward_node(int32_t i, Node &nd, const Tensor &g);
+  void pass_contributions(int32_t i, Node &nd, Optimizer *opt, bool to_leaf_grads);
   void deliver(int32_t id, Optimizer *opt, bool to_leaf_grads);
+  void hand_over_result(int32_t id, Tensor g);
+  bool step_fused(int32_t id, Node &n, Optimizer &opt, const Tensor &g);
+  void add_to_leaf_grad(Node &n, const Tensor &g);
   void release_node(Node &n);
   void run_checkpoint_backward(Node &n, const Tensor &g, std::span<Tensor> gin,
                                std::span<const uint8_t> needs);
