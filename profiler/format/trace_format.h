@@ -1,6 +1,6 @@
 // The adprof trace file format, version 7 (the reader also reads versions 1 to 6; "Version
 // history" at the end of this comment). The writer (preload/recorder.h, preload/recorder.cpp)
-// and the reader (chunk_decoder.h, analysis/trace_reader.cpp) both include this file and
+// and the reader (chunk_decoder.h, analysis/read/trace_reader.cpp) both include this file and
 // heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
 //
@@ -67,7 +67,7 @@
 // A single-threaded program's heap events cost almost no time bits. A free's time is read
 // after every load before it (recorder.h, now_ticks_ordered), so that a block another thread
 // handed over is not freed before that thread's allocation, and at equal times the reader
-// puts a free after the other threads' events of that time (trace_reader.cpp, merge_run). The
+// puts a free after the other threads' events of that time (analysis/read/trace_reader.cpp, merge_run). The
 // reader needs none of these numbers: it reads times as they are.
 //
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
@@ -187,7 +187,7 @@
 //      id; a new stack is written once as a table event, and the process's mappings (path,
 //      bias, extent, build-id) at start, at the first new stack after a load, and at dlclose,
 //      so the trace symbolises after the program is gone (symbols are resolved when the trace
-//      is read, analysis/call_stacks.cpp, never while recording). The new events ride on
+//      is read, analysis/read/call_stacks.cpp, never while recording). The new events ride on
 //      kThreadName's operand (the 4-bit type space is full) and the reader yields them as
 //      kStack, kMapping, kUnmapping ("Call stacks" above); allocations in a trace with the
 //      header flag kFileFlagStacks end with stack:varint (a seventh column, kColStack, in
