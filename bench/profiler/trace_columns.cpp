@@ -2,7 +2,8 @@
 // chunk_columns.h) raw and as stored, and, to weigh other codings, the same parts recompressed
 // at other zstd settings and a few alternative models of the heap events' fields.
 // usage: profiler_bench_columns TRACE [LEVEL]
-// Reads the file itself (no TraceReader): it needs the chunks' raw bytes, not their events.
+// Opens the chunks with the format's chunk decoder (chunk_decoder.h), not the TraceReader: it
+// needs the chunks' parts, not their events; then walks the coded fields of the heap events.
 #include <zstd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "chunk_columns.h"
+#include "chunk_decoder.h"
 #include "heap_coder.h"
 #include "trace_format.h"
 
@@ -132,11 +134,12 @@ int main(int argc, char **argv) {
     alt_raw[k] += b.size();
   };
   size_t off = fmt::kFileHeaderSize;
+  fmt::PayloadInflater inflater;
   while (off + fmt::kChunkHeaderSize <= file.size()) {
     const uint8_t *h = file.data() + off;
-    const uint32_t tid = fmt::get_u32(h + 8), flags = fmt::get_u32(h + 12),
-                   stored = fmt::get_u32(h + 16), raw = fmt::get_u32(h + 20),
-                   nev = fmt::get_u32(h + 32);
+    const fmt::ChunkHeader header = fmt::read_chunk_header(h);
+    const uint32_t tid = header.thread, flags = header.flags, stored = header.stored,
+                   raw = header.raw, nev = header.events;
     const uint8_t *payload = h + fmt::kChunkHeaderSize;
     off += fmt::kChunkHeaderSize + stored;
     if (off > file.size()) break;
@@ -147,14 +150,14 @@ int main(int argc, char **argv) {
     }
     ++chunks;
     events += nev;
-    Bytes data(raw);
-    if (flags & fmt::kChunkFlagZstd) {
-      if (ZSTD_decompress(data.data(), raw, payload, stored) != raw) {
-        fprintf(stderr, "bad chunk\n");
-        return 1;
-      }
-    } else {
-      data.assign(payload, payload + stored);
+    // The chunk as the reader opens it (chunk_decoder.h): checked, inflated, split in parts.
+    Bytes data;
+    fmt::ChunkParts parts;
+    if (!fmt::chunk_header_valid(h) || !fmt::chunk_checksum_ok(h, payload, stored) ||
+        !inflater.inflate(header, payload, data) ||
+        !fmt::split_chunk(data.data(), data.size(), header, version, parts)) {
+      fprintf(stderr, "bad chunk\n");
+      return 1;
     }
     if (!(flags & fmt::kChunkFlagColumns)) {
       ++plain_chunks;
@@ -163,18 +166,15 @@ int main(int argc, char **argv) {
     }
     // Tags, directory, columns; each was one zstd frame of the stored payload.
     std::vector<Bytes> part;
-    part.emplace_back(data.begin(), data.begin() + nev);
-    fmt::Cursor dir{data.data() + nev, data.data() + data.size()};
+    part.emplace_back(parts.tags.p, parts.tags.end);
     uint64_t len[fmt::kColumnCount] = {};
-    for (int k = 0; k < ncol; ++k) len[k] = dir.varint();
-    const uint8_t *p = dir.p;
-    tot.add("directory", static_cast<size_t>(p - (data.data() + nev)),
-            zsize(Bytes(static_cast<const uint8_t *>(data.data() + nev), p), level));
+    for (int k = 0; k < ncol; ++k)
+      len[k] = static_cast<uint64_t>(parts.columns[k].end - parts.columns[k].p);
+    const uint8_t *p = parts.columns_at;
+    tot.add("directory", static_cast<size_t>(p - parts.bodies.p),
+            zsize(Bytes(parts.bodies.p, p), level));
     std::vector<Bytes> col(fmt::kColumnCount);
-    for (int k = 0; k < ncol; ++k) {
-      col[k].assign(p, p + len[k]);
-      p += len[k];
-    }
+    for (int k = 0; k < ncol; ++k) col[k].assign(parts.columns[k].p, parts.columns[k].end);
     // As stored: one zstd frame per non-empty part (tags, directory, columns), in that order.
     {
       std::vector<std::string> names = {"tags", "directory"};

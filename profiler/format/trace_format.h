@@ -1,6 +1,7 @@
-// The adprof trace file format, version 7 (the reader also reads versions 1 to 6). The writer
-// (preload/recorder.h, preload/chunk_writer.cpp) and the reader (analysis/trace_reader.cpp) both
-// include this file and heap_coder.h; the layout documented here is the one they implement, and
+// The adprof trace file format, version 7 (the reader also reads versions 1 to 6; "Version
+// history" at the end of this comment). The writer (preload/recorder.h, preload/chunk_writer.cpp)
+// and the reader (chunk_decoder.h, analysis/read/trace_reader.cpp) both include this file and
+// heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
 //
 // File  := FileHeader Chunk*                       (all integers little-endian)
@@ -66,7 +67,7 @@
 // A single-threaded program's heap events cost almost no time bits. A free's time is read
 // after every load before it (recorder.h, now_ticks_ordered), so that a block another thread
 // handed over is not freed before that thread's allocation, and at equal times the reader
-// puts a free after the other threads' events of that time (trace_reader.cpp, merge_run). The
+// puts a free after the other threads' events of that time (analysis/read/trace_reader.cpp, merge_run). The
 // reader needs none of these numbers: it reads times as they are.
 //
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
@@ -166,6 +167,64 @@
 // A trace without it was cut. untraced_fork_children (written since issue 28; readers ignore
 // what follows end_signal, and one that lacks it reads 0): the children the process forked
 // that had no trace of their own when it ended (a fork child is traced only once it execs).
+//
+// Version history (each version's reader reads every earlier one; a reader refuses a later
+// version with one line: "... is an adprof trace of version N; this adprof reads versions 1 to
+// M"). The figures are from docs/PERFORMANCE.md; profiler_bench_columns TRACE [LEVEL]
+// (bench/profiler/trace_columns.cpp) prints where a trace's bytes go, column by column.
+//   1  Every event in the general form (kAlloc/kFree for heap blocks too), tags inline.
+//   2  Tags apart from the bodies (a chunk's tags first), compact heap events (kHeap) with a
+//      hash-table heap coder (HeapCoderV2), snapshots of idle threads' buffers, columnar chunks.
+//   3  Heap events as they are today (heap_coder.h): writer and reader keep the same
+//      per-chunk state, slots for the chunk's live blocks handed out from a free list (a free
+//      is its slot; only the writer needs an address-to-slot index, the reader mirrors the
+//      list with an array) and a mirror of jemalloc's per-thread cache (an allocation that gets
+//      the block its class freed last needs no address); the default slack is implied and the
+//      time delta (100 ns ticks) sits in the tag. (The context was already carried as events,
+//      op begin/end, phase, role changes, so an allocation event is only address, size and
+//      slack.) An allocation storm costs 1.8 bytes per event, heaptrack 2.0.
+//   4  Call stacks (`adprof run --stacks`, docs/STACKS.md): each allocation carries its stack
+//      id; a new stack is written once as a table event, and the process's mappings (path,
+//      bias, extent, build-id) at start, at the first new stack after a load, and at dlclose,
+//      so the trace symbolises after the program is gone (symbols are resolved when the trace
+//      is read, analysis/read/call_stacks.cpp, never while recording). The new events ride on
+//      kThreadName's operand (the 4-bit type space is full) and the reader yields them as
+//      kStack, kMapping, kUnmapping ("Call stacks" above); allocations in a trace with the
+//      header flag kFileFlagStacks end with stack:varint (a seventh column, kColStack, in
+//      columnar chunks). Without --stacks a version 4 trace is a version 3 trace with an empty
+//      seventh column. (A CPython program's Python frames, "Python frames" above, came later in
+//      the same version.)
+//   5  Only the columnar chunks the writer thread makes change (chunk_columns.h): a kHeap tag's
+//      2-bit time delta moves to a column of its own (four to a byte), so that the tags of a
+//      regular allocation pattern repeat and zstd codes them as long matches, and a free by
+//      address (a block of an earlier chunk) is coded against the previous such free of its
+//      size class instead of the chunk's previous address. The recording threads write what
+//      they wrote before (the hot path is unchanged); the writer thread's split does the rest.
+//      On a Python run (10.4 M events) the trace went from 0.29 to 0.15-0.17 B/event; what is
+//      left is mostly the time itself.
+//   6  The free of a block the chunk allocated recently (at most 512 allocations ago) names the
+//      block by its recency rank, how many blocks allocated after it are still live, instead
+//      of its slot number; an older block keeps its slot. The recording thread writes the
+//      block's age (one array load: HeapCoder::age_of), and the writer thread's split follows
+//      the chunk's allocations in a LiveOrder (heap_coder.h: a bitmap with counts per block of
+//      512 and per group of 32768 ordinals) to turn ages into ranks, which repeat with the
+//      program's allocation pattern (a rank column of its own, kColRank). The writer
+//      compresses every part at zstd level 1 and again at level 5 a part that level 1 shrank
+//      under 1/16 (a repeating pattern), keeping the smaller frame. Heap event times are
+//      coarse where that is free and exact where it matters ("Event times" above; share ticks
+//      of 2^8 ticks, about 26 us, in this version). Stack definitions may share the outer
+//      frames of the chunk's previous one (kSharedStackOperand). On the Python run the trace
+//      went from 0.21 to about 0.048 B/event with stacks.
+//   7  Every stack id is written against the previous one of its kind in the chunk: an
+//      allocation's against the previous allocation's, a definition's against the previous
+//      definition's (zigzag differences: a program's allocation pattern repeats as the same
+//      small numbers, where the ids themselves grow). The writer changed with it, though the
+//      reader does not depend on it: a stack definition is written with its allocation's coarse
+//      time, and the events whose order against other threads' does not matter (the writer
+//      thread's counter samples, a thread's name, the phase restated at a buffer's start)
+//      neither claim nor share a share tick, which is now 2^10 ticks (about 105 us): a program
+//      thread that records alone keeps coarse times while the writer samples. On the Python
+//      run with stacks the trace went from about 0.047 to 0.036 B/event.
 #pragma once
 
 #include <cstddef>

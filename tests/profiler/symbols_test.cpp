@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../../profiler/analysis/symbol_table.h"
+#include "../../profiler/analysis/read/symbol_table.h"
 #include "adprof/call_stacks.h"
 
 namespace {

@@ -2,11 +2,11 @@
 # The profiler knows no engine by name (docs/ARCHITECTURE.md, "The AD protocol"): no adcore
 # annotation name, flag, function or namespace appears in profiler/, cli/ or gui/. The one
 # exception is the legacy table that reads traces written before the protocol,
-# profiler/analysis/legacy_names.cpp, and only that file. Exit 1 (with the lines) if any does.
+# profiler/analysis/ad/legacy_names.cpp, and only that file. Exit 1 (with the lines) if any does.
 set -u
 root=${1:?usage: no_engine_names.sh SOURCE_ROOT}
 cd "$root" || exit 2
-legacy=profiler/analysis/legacy_names.cpp
+legacy=profiler/analysis/ad/legacy_names.cpp
 [ -f "$legacy" ] || { echo "missing $legacy" >&2; exit 2; }
 # Names, namespaces, flags and functions of adcore (its samples' switches included).
 names='adcore[._:]|"adcore|checkpoint_sequential|--no-activity-analysis|--no-early-release'
@@ -23,7 +23,7 @@ words=$(grep -rniwE 'adcore' profiler/analysis profiler/include profiler/format 
 # the protocol (ad_protocol.h version 2), its wording arrives through ad.policy. The one
 # exception is the reader and writer of PyTorch's memory snapshot format (a file format, read
 # into the same events as a trace; docs/PYTORCH.md, "Snapshots"), and only those files.
-snapshot_format='^profiler/analysis/(torch_snapshot_(read|write)\.cpp|include/adprof/torch_snapshot\.h|pickle\.(h|cpp)):'
+snapshot_format='^profiler/analysis/(torch_snapshot/(torch_snapshot_(read|write)\.cpp|pickle\.(h|cpp))|include/adprof/torch_snapshot\.h):'
 words+=$(grep -rniwE 'torch|pytorch' profiler/analysis | grep -vE "$snapshot_format")
 # And the legacy file is the one place the old kind names live: it must still hold them.
 grep -q '"adcore.tape.begin"' "$legacy" || { echo "$legacy lost the legacy names" >&2; exit 1; }

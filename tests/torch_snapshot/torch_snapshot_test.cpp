@@ -15,7 +15,7 @@
 #include <string>
 
 #include "adprof/report.h"
-#include "pickle.h"
+#include "torch_snapshot/pickle.h"
 #include "test_util.h"
 
 namespace {

@@ -2,7 +2,7 @@
 // annotation or label an event is, its values in the protocol's layout, and the engine's
 // description of itself. This is the only way the analysis learns about an engine; it never
 // compares against an engine's own names. Traces written before the protocol (one engine's own
-// names, formats 1-3) are read through one legacy table (legacy_names.cpp).
+// names, formats 1-3) are read through one legacy table (ad/legacy_names.cpp).
 #pragma once
 
 #include <array>
@@ -104,7 +104,7 @@ std::string fill_wording(const std::string &words,
 bool has_placeholder(const std::string &words);
 
 namespace legacy {
-// The table of names written before the protocol (legacy_names.cpp).
+// The table of names written before the protocol (ad/legacy_names.cpp).
 NameMeaning meaning_of(std::string_view name);
 // A legacy node annotation with this op name was a leaf.
 bool is_leaf_op(std::string_view op_name);

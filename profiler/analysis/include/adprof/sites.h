@@ -2,7 +2,7 @@
 // site allocated, the temporaries it made, what of it was live at the host peak (by role) and
 // at the end. A site is an allocation's innermost frame after symbolisation (call_stacks.h):
 // "function (file:line)", an inlined function by its own name and line. SiteTotals rides on the
-// report's pass (analyze.cpp, an observer of the one replay loop): counts by stack id during
+// report's pass (memory/analyze.cpp, an observer of the one replay loop): counts by stack id during
 // the pass, symbols and the grouping by site once at the end.
 #pragma once
 

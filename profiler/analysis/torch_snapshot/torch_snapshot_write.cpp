@@ -31,7 +31,7 @@
 #include <algorithm>
 #include <map>
 
-#include "../format/trace_format.h"
+#include "trace_format.h"
 #include "adprof/ad_events.h"
 #include "adprof/call_stacks.h"
 #include "adprof/replay_driver.h"

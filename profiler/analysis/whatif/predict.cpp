@@ -20,11 +20,11 @@
 
 #include "adprof/replay.h"
 #include "adprof/replay_driver.h"
-#include "whatif/pass.h"
-#include "whatif/plan.h"
-#include "whatif/render.h"
-#include "whatif/simulation.h"
-#include "whatif/tape_collector.h"
+#include "pass.h"
+#include "plan.h"
+#include "render.h"
+#include "simulation.h"
+#include "tape_collector.h"
 
 namespace adprof {
 

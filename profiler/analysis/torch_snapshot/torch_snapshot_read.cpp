@@ -13,7 +13,7 @@
 #include <cmath>
 #include <map>
 
-#include "../format/trace_format.h"
+#include "trace_format.h"
 #include "adprof/ad_protocol.h"
 #include "adprof/context.h"
 #include "adprof/replay.h"

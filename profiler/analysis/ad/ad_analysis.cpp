@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "adprof/findings.h"
-#include "analyze_with.h"
+#include "memory/analyze_with.h"
 #include "whatif/pass.h"
 
 namespace adprof {
