@@ -101,6 +101,48 @@ TEST(JaxGather, GradientsCopyOfIdxIsADuplicateNamedWithItsSource) {
   EXPECT_TRUE(found) << "no duplicate of idx at the peak";
   EXPECT_GE(report["peak"]["by_role"]["duplicate"].get<uint64_t>(),
             side["idx_bytes"].get<uint64_t>());
+  // The finding's fix is JAX's (ad.policy of adprof/jax), and the next test checks it works.
+  bool quoted = false;
+  for (const json &f : report["findings"])
+    if (f.value("kind", "") == "duplicate" &&
+        f.value("fix", "").find("jax.lax.gather(x, idx") != std::string::npos)
+      quoted = true;
+  EXPECT_TRUE(quoted) << report["findings"].dump();
+}
+
+// The fix the finding quotes (lax.gather on idx itself, promised in bounds): no copy, and the
+// gradient holds what the function holds plus its adjoints, as XLA accounts it.
+TEST(JaxGather, TheQuotedFixLeavesNoCopy) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json report = run_and_report(
+      tmp / "lax.adtrace", {kScripts + "/jax_gather.py", "grads", tmp / "l.json", "1", "lax"});
+  const json side = side_of(tmp / "l.json");
+  if (report.is_discarded() || side.is_discarded()) return;
+  EXPECT_EQ(report["peak"]["by_role"]["duplicate"].get<uint64_t>(), 0u);
+  EXPECT_EQ(labelled_bytes(report, "jit_function_using_idx"), side["arguments"].get<uint64_t>() +
+                                                                  side["temp"].get<uint64_t>() +
+                                                                  side["output"].get<uint64_t>());
+}
+
+// idx int16, as the seed tried: the gradient's copy is s32, twice idx, and says it is widened.
+TEST(JaxGather, Int16IndexIsCopiedWidened) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json report = run_and_report(
+      tmp / "i16.adtrace", {kScripts + "/jax_gather.py", "grads", tmp / "i.json", "1", "int16"});
+  const json side = side_of(tmp / "i.json");
+  if (report.is_discarded() || side.is_discarded()) return;
+  bool found = false;
+  for (const json &b : report["live_at_peak"]) {
+    if (b["role"] != "duplicate" ||
+        b.value("label", "").find("a widened copy of idx") == std::string::npos)
+      continue;
+    found = true;
+    EXPECT_EQ(b["size"].get<uint64_t>(), 2 * side["idx_bytes"].get<uint64_t>());
+    EXPECT_EQ(b["dtype"], "i32");
+  }
+  EXPECT_TRUE(found) << "no widened copy of idx at the peak";
 }
 
 // The seed's ratio: what the program holds at the peak (its arguments, its arena cut into its

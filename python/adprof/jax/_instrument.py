@@ -52,11 +52,17 @@ _WORDS = {
         "nothing_saveable) recomputes them all in the backward, dots_saveable keeps only the "
         "matmuls' outputs",
         "jax.grad without jax.checkpoint (every residual kept for the transpose)"),
+    # Measured on the seed's gather (docs/JAX.md): jnp indexing (x[i0, i1, i2], x.at[...].get
+    # with any mode) normalizes the columns and concatenates them again, an s32 copy of idx that
+    # the transpose's scatter reads; lax.gather on idx itself, promised in bounds, has none.
     _POLICY_NO_INDEX_WIDENING: (
-        "keep the index array as XLA reads it: int32 indices (jnp.int32, not int16/int64) "
-        "split into columns before the jit (x[i0, i1, i2] with each column its own argument), "
-        "so the gradient's scatter reads them as given instead of re-concatenating a copy",
-        "an index array copied (re-concatenated or widened) inside the gradient"),
+        "gather with the index array itself, promised in bounds, instead of indexing with its "
+        "columns: jax.lax.gather(x, idx, jax.lax.GatherDimensionNumbers(offset_dims=(), "
+        "collapsed_slice_dims=(0, 1, 2), start_index_map=(0, 1, 2)), slice_sizes=(1, 1, 1), "
+        "mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS) for x[idx[:, 0], idx[:, 1], "
+        "idx[:, 2]] (indices known in [0, n)); keep idx int32 (an int16 index is widened to s32)",
+        "x[tuple(idx.T)]-style indexing: its gradient normalizes and re-concatenates a copy of "
+        "idx"),
 }
 
 _DTYPES = {"float32": P.DTYPE_F32, "float64": P.DTYPE_F64, "int32": P.DTYPE_I32,
