@@ -213,6 +213,43 @@ TEST(JaxMlp, RolesAtThePeakAreJaxsOwnAccount) {
   EXPECT_EQ(labelled_bytes(report, "jit_step arena:"), side["temp"].get<uint64_t>());
 }
 
+// The bytes a number in the text says ("67,108,872 B" after `after`), or -1.
+double number_after(const std::string &text, const std::string &after) {
+  auto at = text.find(after);
+  if (at == std::string::npos) return -1;
+  std::string digits;
+  for (size_t i = at + after.size();
+       i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == ','); ++i)
+    if (text[i] != ',') digits += text[i];
+  return digits.empty() ? -1 : std::stod(digits);
+}
+
+// The checkpointing finding predicts, from one recording, what jax.checkpoint(loss,
+// policy=nothing_saveable) leaves in the step's arena; a run with that policy holds it (5%):
+// XLA's temp size, and the arena adprof shows at the peak.
+TEST(JaxMlp, RematPredictionHoldsForACheckpointedRun) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json plain = run_and_report(tmp / "a.adtrace", {kScripts + "/jax_mlp.py", tmp / "a.json"});
+  double predicted = -1;
+  for (const json &f : plain["findings"]) {
+    const std::string fix = f.value("fix", "");
+    if (fix.find("jax.checkpoint") == std::string::npos) continue;
+    predicted = number_after(fix, "B now, ");
+  }
+  ASSERT_GT(predicted, 0) << "no prediction in the findings: " << plain["findings"].dump();
+  const json ck =
+      run_and_report(tmp / "c.adtrace", {kScripts + "/jax_mlp.py", tmp / "c.json", "checkpoint"});
+  const json side = side_of(tmp / "c.json");
+  if (ck.is_discarded() || side.is_discarded()) return;
+  const double temp = side["temp"].get<double>();
+  const double shown = static_cast<double>(labelled_bytes(ck, "jit_step arena:"));
+  std::printf("[ jax      ] remat: predicted %.0f B, XLA's temp with it %.0f B, adprof %.0f B\n",
+              predicted, temp, shown);
+  EXPECT_NEAR(predicted / temp, 1.0, 0.05);
+  EXPECT_NEAR(predicted / shown, 1.0, 0.05);
+}
+
 // Not under adprof, the hook runs the script as plain python does.
 TEST(JaxInert, PlainPythonRunsTheScript) {
   SKIP_WITHOUT_JAX();

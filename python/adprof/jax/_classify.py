@@ -150,3 +150,46 @@ def live_at(values, pos):
         kept.append(v)
     kept.sort(key=lambda v: v.offset)
     return kept
+
+
+def remat_prediction(module, cls, values):
+    """The bytes the allocation would hold at its fullest if the function were wrapped in
+    jax.checkpoint with nothing saved (policy nothing_saveable): each forward cache lives only
+    while the forward reads it, and again from the backward's start (JAX recomputes the
+    forward there) to its last use. None when the module has no backward or no forward cache.
+    A bound from the recorded schedule: XLA schedules the recomputed program anew."""
+    if cls.first_transpose is None:
+        return None
+    position = {name: i for i, name in enumerate(module.sequence)}
+    changed, caches = [], 0
+    for v in values:
+        role, _phase, _src = cls.role(v)
+        if role != P.ROLE_FORWARD_CACHE or not v.live:
+            changed.append(v)
+            continue
+        caches += 1
+        forward_uses = [position[u] for u in v.uses
+                        if u in position and not in_transpose(cls.op_name(u))]
+        last_forward = max(forward_uses, default=v.live[0])
+        start = v.live[0]
+        # (offsets of its own: the recomputed value is placed anew, not where it was)
+        changed.append(_Range(v, (start, max(start, last_forward)), 1 << 62))
+        changed.append(_Range(v, (max(cls.first_transpose, start), v.live[1]), 1 << 63))
+    if not caches:
+        return None
+    # Half-open ranges here: a buffer's last reader may write its result into it (in place),
+    # and XLA's inclusive ranges would count both at that position.
+    best = 0
+    for pos in range(max(module.schedule_length, 1)):
+        live = [v for v in changed if v.live and v.live[0] <= pos and
+                (pos < v.live[1] or v.live[0] == v.live[1])]
+        best = max(best, sum(v.size for v in live))
+    return best
+
+
+class _Range:
+    """A value with another live range (a recomputed forward cache's)."""
+
+    def __init__(self, value, live, base):
+        self.instruction, self.size, self.offset, self.live = \
+            value.instruction, value.size, base + value.offset, live

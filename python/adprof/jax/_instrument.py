@@ -358,6 +358,8 @@ class Instrumentation:
                 slices.append([layout, v.offset, v.size, role, phase, ctx.name(op),
                                ctx.name(label), live[0], live[1], src_arg, src_offset, dtype]
                               + dims[:20])
+            if alloc.kind == "temp":
+                self._predict_remat(name, module, cls, alloc, position)
             ctx.annotate(_LAYOUT, [layout, alloc.size, len(slices), max(position, 0),
                                    module.schedule_length, ctx.name(name),
                                    ctx.name(f"{name} {what}: bytes free at its fullest point")])
@@ -366,6 +368,26 @@ class Instrumentation:
             program.layouts.append((layout, alloc.size, sources))
         program.outputs = self._output_roles(module, cls, name)
         return program
+
+    def _predict_remat(self, name, module, cls, alloc, position):
+        """The checkpointing policy described again with what it would do to this program's
+        arena (the last description counts, ad_protocol.h): predicted from the recorded schedule
+        (_classify.remat_prediction), in bytes, so that a reader can hold it against a run."""
+        predicted = _classify.remat_prediction(module, cls, alloc.values)
+        if predicted is None:
+            return
+        now = sum(v.size for v in _classify.live_at(alloc.values, position))
+        on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
+        if predicted < now:
+            effect = f"{now - predicted:,} B less"
+        else:
+            effect = ("no less: the recomputed residuals are live with the adjoints there; "
+                      "checkpoint smaller parts, e.g. each layer or a jax.lax.scan body")
+        note = (f" (predicted for {name}: its arena at its fullest holds {now:,} B now, "
+                f"{predicted:,} B with it, {effect})")
+        ctx = self.ctx
+        ctx.annotate(P.AD_POLICY, [_POLICY_CHECKPOINTING, 0, ctx.name(on_words + note),
+                                   ctx.name(off_words)])
 
     def _output_roles(self, module, cls, name):
         """Per result of the entry (the ROOT tuple's operands, or the ROOT itself): the role its
