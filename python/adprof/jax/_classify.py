@@ -8,7 +8,9 @@ transpose(jvp())/dot_general" its transpose (the backward). From that alone:
   a copy of one live array, as many elements       duplicate, with that array as its source
     (copy, convert, or a fusion of element-wise,     (an index re-concatenated, an int16 index
     slice, concatenate, bitcast, convert and         widened to s32: the seed's gather)
-    constant broadcasts reading that one array)
+    constant broadcasts reading that one array;
+    integer arithmetic, an index's normalization,
+    too)
   forward part, read by the transpose part         forward_cache (a residual)
   forward part, not read by the transpose part     activation
   outside both, before the backward                activation (phase forward)
@@ -25,6 +27,7 @@ _COPY_OPCODES = {"copy", "convert", "bitcast-convert"}
 _ELEMENTWISE = {"parameter", "constant", "broadcast", "slice", "concatenate", "bitcast",
                 "reshape", "convert", "copy", "select", "compare", "add", "subtract",
                 "transpose", "clamp", "and", "or", "not", "negate", "iota"}
+_ARITHMETIC = {"select", "compare", "add", "subtract", "clamp", "and", "or", "not", "negate"}
 _DIMS = re.compile(r"^\(?([a-z]+[0-9]*)\[([0-9,]*)\]")
 _INT_BITS = {"s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 
@@ -87,10 +90,16 @@ class Classifier:
         if ins.opcode in _COPY_OPCODES:
             return src.name
         if ins.opcode == "fusion" and ins.calls:
-            body = self.m.computations.get(ins.calls, [])
-            if body and all(self.m.instructions[n].opcode in _ELEMENTWISE for n in body
-                            if n in self.m.instructions):
-                return src.name
+            body = [self.m.instructions[n].opcode for n in self.m.computations.get(ins.calls, [])
+                    if n in self.m.instructions]
+            if not body or not all(op in _ELEMENTWISE for op in body):
+                return None
+            # Arithmetic keeps the information of an index (negative indices wrapped: jnp's
+            # normalization), not of a float array (x + 1 is no copy of x).
+            if any(op in _ARITHMETIC for op in body) and \
+                    element_type(ins.shape) not in _INT_BITS:
+                return None
+            return src.name
         return None
 
     def widened(self, instruction, source):
