@@ -1,9 +1,10 @@
-// adprof run [-o TRACE] [--stacks] [--json] [--no-report] [--torch] [--] PROGRAM [ARGS...]
+// adprof run [-o TRACE] [--stacks] [--json] [--no-report] [--torch | --jax] [--] PROGRAM [ARGS...]
 //
 // --torch: PROGRAM is a Python interpreter; adprof's hook (adprof/torch/__main__.py, by its
 // path, which imports adprof from its own directory) goes after it (and its own options), and
 // the package's directory (installed, or the source tree's python/ in a build tree) first on
-// PYTHONPATH, so that PyTorch's ops, phases and roles are recorded.
+// PYTHONPATH, so that PyTorch's ops, phases and roles are recorded. --jax: the same with
+// adprof/jax/__main__.py (XLA's buffer assignment, docs/JAX.md).
 // --stacks with a Python interpreter running a script or a module (not -c): the same with the
 // Python-frames hook (adprof/stacks/__main__.py; PYTHONPATH untouched), so that the stacks name
 // the Python functions and lines (docs/STACKS.md, "Python frames").
@@ -260,43 +261,43 @@ bool python_option_takes_value(const std::string &a) {
   return a == "-W" || a == "-X" || a == "--check-hash-based-pycs";
 }
 
-// PROGRAM with adprof's hook (`hook`: python/adprof/torch/__main__.py, by its path) after the
+// PROGRAM with adprof's hook (`hook`: python/adprof/ENGINE/__main__.py, by its path, for
+// `engine` "torch" or "jax") after the
 // interpreter and its options: `python3 -u train.py` becomes `python3 -u HOOK train.py`;
 // `python3 -m pkg.train` becomes `python3 HOOK -m pkg.train`. By path, not `-m adprof.torch`:
 // -m searches the working directory first, where a user's adprof.py or package adprof/ was
 // imported instead of adprof's (the hook puts its own directory first).
-std::vector<std::string> with_torch_instrumentation(const std::vector<std::string> &program,
-                                                    const std::string &hook) {
+std::vector<std::string> with_engine_instrumentation(const std::vector<std::string> &program,
+                                                     const std::string &hook,
+                                                     const std::string &engine) {
+  const std::string flag = "--" + engine;  // "--torch", "--jax"
   const std::string interpreter = fs::path(program[0]).filename().string();
   if (interpreter.rfind("python", 0) != 0)
-    throw UsageError(
-        "--torch needs a Python interpreter as PROGRAM (adprof run --torch -- "
-        "python3 train.py), not '" +
-        program[0] + "'");
+    throw UsageError(flag + " needs a Python interpreter as PROGRAM (adprof run " + flag + " -- " +
+                     "python3 train.py), not '" + program[0] + "'");
   size_t at = 1;
   while (at < program.size()) {
     const std::string &a = program[at];
     if (a == "-m" || a.empty() || a[0] != '-' || a == "-" || a == "--") break;
     if (a == "-c" || a.rfind("-c", 0) == 0)
       throw UsageError(
-          "--torch runs a script or a module (python3 train.py, python3 -m pkg), "
-          "not python3 -c");
+          flag + " runs a script or a module (python3 train.py, python3 -m pkg), not python3 -c");
     at += python_option_takes_value(a) ? 2 : 1;
   }
   at = std::min(at, program.size());
-  if (at + 1 < program.size() && program[at] == "-m" && program[at + 1] == "adprof.torch")
+  if (at + 1 < program.size() && program[at] == "-m" && program[at + 1] == "adprof." + engine)
     return program;  // already there
   if (at == program.size())
-    throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
+    throw UsageError(flag + " needs a script to run (adprof run " + flag + " -- python3 train.py)");
   // `python3 -- train.py`: the module goes before the "--", which then has no use.
   const size_t rest = program[at] == "--" ? at + 1 : at;
   if (rest == program.size())
-    throw UsageError("--torch needs a script to run (adprof run --torch -- python3 train.py)");
+    throw UsageError(flag + " needs a script to run (adprof run " + flag + " -- python3 train.py)");
   // A mistyped script path: one line before anything runs (python's error, then a full report
   // of a 0.03 s run, read as a profile).
   std::error_code ec;
   if (program[rest] != "-m" && program[rest] != "-" && !fs::exists(program[rest], ec))
-    throw UsageError("--torch: no script '" + program[rest] + "' (" +
+    throw UsageError(flag + ": no script '" + program[rest] + "' (" +
                      (fs::path(program[rest]).is_absolute()
                           ? std::string("no such file")
                           : "no such file in " + fs::current_path(ec).string()) +
@@ -443,8 +444,8 @@ std::string find_preload() {
 
 int command_run(const std::vector<std::string> &args) {
   po::options_description options(
-      "usage: adprof run [-o TRACE] [--stacks] [--torch] [--json] [--no-report] [--] PROGRAM\n"
-      "                  [ARGS...]\n\n"
+      "usage: adprof run [-o TRACE] [--stacks] [--torch | --jax] [--json] [--no-report] [--]\n"
+      "                  PROGRAM [ARGS...]\n\n"
       "Runs PROGRAM under the adprof interposer (every allocation is served by jemalloc and\n"
       "recorded with the op, phase and role the program declares), writes the trace and prints\n"
       "the memory report. Exits with PROGRAM's exit status; when signal N ended PROGRAM, adprof\n"
@@ -458,7 +459,9 @@ int command_run(const std::vector<std::string> &args) {
       "PROGRAM too) and forwards other terminating signals sent to it.\n"
       "--torch: PROGRAM is a Python interpreter running a PyTorch script (adprof run --torch\n"
       "-- python3 train.py ARGS); its ops, phases and roles (parameters, activations, forward\n"
-      "caches, gradients, optimizer state) are recorded (docs/PYTORCH.md).\n\n"
+      "caches, gradients, optimizer state) are recorded (docs/PYTORCH.md).\n"
+      "--jax: the same for a JAX script: every program XLA compiles is read from XLA's own\n"
+      "buffer assignment, its temp arena cut into its logical buffers (docs/JAX.md).\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
@@ -468,7 +471,8 @@ int command_run(const std::vector<std::string> &args) {
       "the report then names the allocation sites; a Python script's (CPython 3.11-3.13) "
       "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
-      "torch", "PROGRAM is python running a PyTorch script: record its AD roles");
+      "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
+      "jax", "PROGRAM is python running a JAX script: record XLA's buffers and their AD roles");
   add_report_options(options);
 
   // adprof's options end at the first argument that is not one (or at "--").
@@ -495,10 +499,13 @@ int command_run(const std::vector<std::string> &args) {
                                    args.end());
   if (program.empty()) throw UsageError("run needs a PROGRAM to profile (see adprof run --help)");
   std::string python_path;
-  if (vm.count("torch")) {
+  if (vm.count("torch") && vm.count("jax"))
+    throw UsageError("--torch and --jax: one engine per run");
+  if (vm.count("torch") || vm.count("jax")) {
+    const std::string engine = vm.count("jax") ? "jax" : "torch";
     python_path = find_python_package();
-    program = with_torch_instrumentation(
-        program, (fs::path(python_path) / "adprof" / "torch" / "__main__.py").string());
+    program = with_engine_instrumentation(
+        program, (fs::path(python_path) / "adprof" / engine / "__main__.py").string(), engine);
     program[0] = resolve_python_shim(program[0]);  // checked above to be named python*
   } else if (vm.count("stacks") &&
              fs::path(program[0]).filename().string().rfind("python", 0) == 0) {

@@ -25,6 +25,9 @@ words=$(grep -rniwE 'adcore' profiler/analysis profiler/include profiler/format 
 # into the same events as a trace; docs/PYTORCH.md, "Snapshots"), and only those files.
 snapshot_format='^profiler/analysis/(torch_snapshot/(torch_snapshot_(read|write)\.cpp|pickle\.(h|cpp))|include/adprof/torch_snapshot\.h):'
 words+=$(grep -rniwE 'torch|pytorch' profiler/analysis | grep -vE "$snapshot_format")
+# Nor the JAX integration (python/adprof/jax): its arenas arrive through the protocol (version 4,
+# "Arenas"), its words through ad.policy.
+words+=$(grep -rniwE 'jax|xla' profiler/analysis profiler/include profiler/format)
 # And the legacy file is the one place the old kind names live: it must still hold them.
 grep -q '"adcore.tape.begin"' "$legacy" || { echo "$legacy lost the legacy names" >&2; exit 1; }
 if [ -n "$hits$words" ]; then

@@ -51,7 +51,9 @@ void duplicates(const Report &r, std::vector<Finding> &out) {
     if (b.role == "forward_cache") f.message += ", kept for the backward pass (a forward cache)";
     f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
                  std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
-    if (b.dtype == "i64")
+    // An integer copy is an index copy (widened, or re-concatenated as it is): the engine's
+    // own words for keeping indices as they are.
+    if (b.dtype == "i64" || b.dtype == "i32")
       f.fix = r.engine.fix(ADPROF_AD_POLICY_NO_INDEX_WIDENING,
                            "keep indices in their original width (read i32 indices natively)");
     else

@@ -1,4 +1,4 @@
-/* adprof AD protocol, version 2: what an automatic-differentiation engine tells the profiler
+/* adprof AD protocol, version 4: what an automatic-differentiation engine tells the profiler
  * beyond the context API (context.h), so that the analysis can explain the peak in the
  * engine's own words and replay its tape under other memory policies (adprof whatif).
  *
@@ -22,6 +22,10 @@
  * live in parameters' gradient fields): layers of the forward, saves not tied to a node, the
  * life of parameters' gradients (arrived, ready, zeroed), the optimizer's own step, policy 7,
  * and placeholders in a policy's wording. Version 1 traces read as before.
+ *
+ * Version 4 (an engine that compiles programs whose temporaries the compiler packs into one
+ * block per call, a preallocated temp buffer): arenas and their logical buffers
+ * ("Arenas" below). Traces of earlier versions read as before.
  */
 #ifndef ADPROF_AD_PROTOCOL_H
 #define ADPROF_AD_PROTOCOL_H
@@ -34,7 +38,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 3
+#define ADPROF_AD_PROTOCOL_VERSION 4
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -245,6 +249,41 @@ typedef enum adprof_ad_contribution {
   ADPROF_AD_CONTRIBUTION_OUT_OF_PLACE = 2, /* added out of place: a new adjoint */
   ADPROF_AD_CONTRIBUTION_DEFERRED = 3,     /* copied into a pending buffer, summed later */
 } adprof_ad_contribution;
+
+/* ---------------- arenas (version 4) ----------------
+ *
+ * A compiled program whose runtime allocates one block per call (the arena) and runs every
+ * temporary of the call inside it, at offsets the compiler chose ahead of time. The engine
+ * describes the division once, and announces each call; the analysis then shows the arena as
+ * the logical buffers it holds (profiler/analysis/include/adprof/arena_slicer.h says how).
+ * Layout ids are the engine's, unique in the process. Schedule positions are the compiler's
+ * (0 .. schedule length - 1, in the order it runs the program's instructions).
+ *
+ * "ad.arena.layout": {layout, bytes, slices, fullest position, schedule length,
+ *                     program name (name id), label of the free bytes (name id)}
+ *   the arena of a program: its size, how many ad.arena.slice events follow, and the schedule
+ *   position where it holds the most (the logical buffers shown for it).
+ *
+ * "ad.arena.slice": {layout, offset, bytes, role (adprof_role), phase (adprof_phase),
+ *                    op (name id), label (name id), live from, live to (positions, inclusive),
+ *                    source argument, source offset, dtype (adprof_dtype; 0: unknown),
+ *                    dimensions x up to 20}
+ *   one logical buffer: bytes [offset, offset + bytes) of the arena hold it from `live from` to
+ *   `live to`. A duplicate names its source: an index into the call's argument addresses
+ *   (ad.arena.call), or an offset in the same arena; ADPROF_AD_NONE: none.
+ *
+ * "ad.arena.call": {layout, call number, argument address x up to 30}
+ *   a call of the program is about to run: the next heap allocation of exactly the layout's
+ *   bytes, by any thread, before the call's ad.arena.call_end, is its arena. The addresses are
+ *   the arguments the layout's slices name as sources, in the order of their indices.
+ *
+ * "ad.arena.call_end": {layout}
+ *   the call returned (its arena is freed by then or later).
+ */
+#define ADPROF_AD_ARENA_LAYOUT "ad.arena.layout"
+#define ADPROF_AD_ARENA_SLICE "ad.arena.slice"
+#define ADPROF_AD_ARENA_CALL "ad.arena.call"
+#define ADPROF_AD_ARENA_CALL_END "ad.arena.call_end"
 
 /* ---------------- other AD facts ----------------
  *

@@ -10,7 +10,8 @@
 //   bool stop_before(const Event &e);  // true: stop here, `e` not applied (a time window's end)
 // Dispatch is static (the driver is a template, observers are usually lambdas bundled by
 // observe()): the heap fast path costs what a hand-written loop costs. Several observers
-// ride on one pass with ObserverPair.
+// ride on one pass with ObserverPair. Arenas an engine described are cut into their logical
+// buffers on the way (arena_slicer.h).
 #pragma once
 
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include <span>
 #include <utility>
 
+#include "adprof/arena_slicer.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
 
@@ -80,7 +82,7 @@ class ReplayDriver {
     // than it saves.
     constexpr size_t kAhead = 16;
     constexpr size_t kPrefetchBlocksAbove = size_t{1} << 16;  // live blocks
-    for (std::span<const Event> run; !(run = reader_.next_events()).empty();) {
+    for (std::span<const Event> run; !(run = slicer_.rewrite(reader_.next_events())).empty();) {
       const bool prefetch_blocks = replay_.live_blocks() > kPrefetchBlocksAbove;
       for (size_t i = 0; i < run.size(); ++i) {
         if (i + kAhead < run.size()) {
@@ -106,6 +108,7 @@ class ReplayDriver {
  private:
   TraceReader &reader_;
   Replay &replay_;
+  ArenaSlicer slicer_;  // arenas shown as their logical buffers (ad_protocol.h, "Arenas")
   uint64_t index_ = 0;
 };
 

@@ -1,0 +1,193 @@
+// Arenas (ad_protocol.h version 4): the slicer shows an announced arena as its logical buffers,
+// with their roles, ops, labels and sources, its free bytes as one workspace block, all freed
+// with the arena; and it leaves every other event, and every trace without arenas, as it is.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "adprof/ad_protocol.h"
+#include "adprof/arena_slicer.h"
+#include "adprof/replay.h"
+
+namespace adprof {
+namespace {
+
+// Events made by hand, with the storage their payloads point to.
+class Events {
+ public:
+  Event &add(format::EventType type, uint32_t thread = 0) {
+    Event &e = events_.emplace_back();
+    e.type = type;
+    e.thread = thread;
+    e.ticks = ++ticks_;
+    return e;
+  }
+  void name(uint64_t id, const std::string &text) {
+    texts_.push_back(text);
+    Event &e = add(format::EventType::kName);
+    e.a = id;
+    e.set_text(texts_.back());
+  }
+  void annotate(uint64_t kind, std::vector<uint64_t> values, uint32_t thread = 0) {
+    values_.push_back(std::move(values));
+    Event &e = add(format::EventType::kAnnotate, thread);
+    e.a = kind;
+    e.set_values(values_.back());
+  }
+  void alloc(uint64_t addr, uint64_t size, uint32_t thread = 0) {
+    Event &e = add(format::EventType::kAlloc, thread);
+    e.operand = ADPROF_SPACE_HEAP;
+    e.addr = addr;
+    e.a = size;
+  }
+  void free(uint64_t addr, uint32_t thread = 0) {
+    Event &e = add(format::EventType::kFree, thread);
+    e.operand = ADPROF_SPACE_HEAP;
+    e.addr = addr;
+  }
+  std::vector<Event> all() const { return {events_.begin(), events_.end()}; }
+
+ private:
+  std::deque<Event> events_;
+  std::deque<std::string> texts_;
+  std::deque<std::vector<uint64_t>> values_;
+  uint64_t ticks_ = 0;
+};
+
+enum : uint64_t {
+  kLayoutKind = 1,
+  kSliceKind,
+  kCallKind,
+  kCallEndKind,
+  kOpCopy,
+  kOpAdd,
+  kLabelCopy,
+  kLabelSum,
+  kLabelFree,
+  kProgram
+};
+constexpr uint64_t N = ADPROF_AD_NONE;
+
+void describe(Events &ev) {
+  ev.name(kLayoutKind, ADPROF_AD_ARENA_LAYOUT);
+  ev.name(kSliceKind, ADPROF_AD_ARENA_SLICE);
+  ev.name(kCallKind, ADPROF_AD_ARENA_CALL);
+  ev.name(kCallEndKind, ADPROF_AD_ARENA_CALL_END);
+  ev.name(kOpCopy, "jit(f)/jvp()/concatenate");
+  ev.name(kOpAdd, "jit(f)/transpose(jvp())/add");
+  ev.name(kLabelCopy, "idx copy");
+  ev.name(kLabelSum, "sum");
+  ev.name(kLabelFree, "free");
+  ev.name(kProgram, "jit_f");
+  // Layout 7: 1000 bytes, fullest at position 3 of 5: a copy of argument 0 (bytes 0-599,
+  // positions 1-4), an adjoint (600-899, 3-4); a buffer live only at 0-1 (600-999) gets no block.
+  ev.annotate(kLayoutKind, {7, 1000, 3, 3, 5, kProgram, kLabelFree});
+  ev.annotate(kSliceKind, {7, 0, 600, ADPROF_ROLE_DUPLICATE, ADPROF_PHASE_FORWARD, kOpCopy,
+                           kLabelCopy, 1, 4, 0, N, ADPROF_DTYPE_I32, 50, 3});
+  ev.annotate(kSliceKind, {7, 600, 300, ADPROF_ROLE_ADJOINT, ADPROF_PHASE_BACKWARD, kOpAdd,
+                           kLabelSum, 3, 4, N, N});
+  ev.annotate(kSliceKind, {7, 600, 400, ADPROF_ROLE_ACTIVATION, ADPROF_PHASE_FORWARD, kOpAdd,
+                           kLabelSum, 0, 1, N, N});
+}
+
+std::vector<Event> sliced(const std::vector<Event> &events, ArenaSlicer &slicer) {
+  std::span<const Event> out = slicer.rewrite(events);
+  return {out.begin(), out.end()};
+}
+
+TEST(ArenaSlicer, ArenaBecomesItsLogicalBuffersAndTheirFreeBytes) {
+  Events ev;
+  describe(ev);
+  ev.alloc(0x5000, 64);  // the argument
+  ev.annotate(kCallKind, {7, 1, 0x5000});
+  ev.alloc(0x9000, 1000, 3);  // the arena, on a worker thread
+  ev.annotate(kCallEndKind, {7});
+  ArenaSlicer slicer;
+  Replay replay;
+  const std::vector<Event> out = sliced(ev.all(), slicer);
+  for (const Event &e : out) replay.apply(e);
+  EXPECT_EQ(slicer.arenas_found(), 1u);
+  const Block *copy = replay.blocks().get(0x9000);
+  const Block *sum = replay.blocks().get(0x9000 + 600);
+  const Block *free_bytes = replay.blocks().get(0x9000 + 999);
+  ASSERT_NE(copy, nullptr);
+  ASSERT_NE(sum, nullptr);
+  ASSERT_NE(free_bytes, nullptr);
+  EXPECT_EQ(copy->size, 600u);
+  EXPECT_EQ(copy->role, ADPROF_ROLE_DUPLICATE);
+  EXPECT_EQ(copy->source, 0x5000u);
+  EXPECT_EQ(copy->op_name, kOpCopy);
+  EXPECT_EQ(copy->op_instance, 1u);
+  EXPECT_EQ(copy->phase, ADPROF_PHASE_FORWARD);
+  EXPECT_EQ(copy->label, kLabelCopy);
+  EXPECT_EQ(copy->thread, 3u);
+  EXPECT_EQ(copy->dtype, ADPROF_DTYPE_I32);
+  ASSERT_NE(replay.shape_of(*copy), nullptr);
+  EXPECT_EQ(*replay.shape_of(*copy), (std::vector<int64_t>{50, 3}));
+  EXPECT_EQ(sum->size, 300u);
+  EXPECT_EQ(sum->role, ADPROF_ROLE_ADJOINT);
+  EXPECT_EQ(sum->phase, ADPROF_PHASE_BACKWARD);
+  EXPECT_EQ(free_bytes->size, 100u);
+  EXPECT_EQ(free_bytes->role, ADPROF_ROLE_WORKSPACE);
+  EXPECT_EQ(free_bytes->label, kLabelFree);
+  // The arena's bytes, once: 64 + 1000.
+  EXPECT_EQ(replay.host_live(), 1064u);
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_DUPLICATE], 600u);
+  // The thread's phase is what it was before the arena.
+  EXPECT_EQ(replay.thread_phase(3), ADPROF_PHASE_OTHER);
+
+  Events end;
+  end.free(0x9000, 3);
+  for (const Event &e : sliced(end.all(), slicer)) replay.apply(e);
+  EXPECT_EQ(replay.host_live(), 64u);
+  EXPECT_EQ(replay.unmatched_frees(), 0u);
+}
+
+TEST(ArenaSlicer, OnlyTheAnnouncedCallsArenaIsCut) {
+  Events ev;
+  describe(ev);
+  ev.alloc(0x9000, 1000);  // same size, no call announced: left alone
+  ev.annotate(kCallKind, {7, 1});
+  ev.alloc(0xA000, 999);  // another size
+  ev.annotate(kCallEndKind, {7});
+  ev.alloc(0xB000, 1000);  // after the call's end
+  ArenaSlicer slicer;
+  const std::vector<Event> in = ev.all();
+  std::span<const Event> out = slicer.rewrite(in);
+  EXPECT_EQ(out.data(), in.data()) << "a run with nothing to cut is passed through, not copied";
+  EXPECT_EQ(slicer.arenas_found(), 0u);
+  EXPECT_EQ(slicer.calls_announced(), 1u);
+}
+
+TEST(ArenaSlicer, TraceWithoutArenasIsPassedThrough) {
+  Events ev;
+  ev.name(1, "matmul");
+  ev.alloc(0x100, 1000);
+  ev.free(0x100);
+  ArenaSlicer slicer;
+  const std::vector<Event> in = ev.all();
+  EXPECT_EQ(slicer.rewrite(in).data(), in.data());
+}
+
+TEST(ArenaSlicer, DamagedSlicesGetNoBlock) {
+  Events ev;
+  describe(ev);
+  // Outside the arena, and empty: ignored; the arena is then all free bytes but the copy.
+  ev.annotate(kSliceKind, {7, 990, 20, ADPROF_ROLE_ADJOINT, 2, kOpAdd, kLabelSum, 0, 9, N, N});
+  ev.annotate(kSliceKind, {7, 10, 0, ADPROF_ROLE_ADJOINT, 2, kOpAdd, kLabelSum, 0, 9, N, N});
+  ev.annotate(kCallKind, {7, 1});
+  ev.alloc(0x9000, 1000);
+  ArenaSlicer slicer;
+  Replay replay;
+  for (const Event &e : sliced(ev.all(), slicer)) replay.apply(e);
+  EXPECT_EQ(replay.host_live(), 1000u);
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_DUPLICATE], 600u);
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_ADJOINT], 300u);
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_WORKSPACE], 100u);
+}
+
+}  // namespace
+}  // namespace adprof

@@ -1,0 +1,278 @@
+// The JAX integration (python/adprof/jax) end to end, on the test venv's JAX and optax from PyPI
+// (scripts/setup-test-venv.sh; skipped with a message where the venv has no JAX): adprof's
+// account held against JAX's and XLA's own (scripts/jax_gather.py, scripts/jax_mlp.py write it
+// beside the trace). Label `jax`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../support/sanitizer_skip.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace ptest;
+using nlohmann::json;
+
+const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
+const std::string kScripts = env_or("ADPROF_TEST_JAX_SCRIPTS", JAX_TEST_SCRIPTS);
+
+// JAX's version for kPython ("" without JAX and optax), said once per test binary.
+const std::string &jax_version() {
+  static const std::string version = [] {
+    SpawnOptions o;
+    o.argv = {kPython, "-c", "import jax, optax; print(jax.__version__)"};
+    Result r = run(o);
+    std::string v = r.exited && r.exit_code == 0 ? r.out : "";
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+    std::printf("[ jax      ] %s: %s\n", kPython.c_str(),
+                v.empty() ? "no jax/optax" : ("JAX " + v).c_str());
+    return v;
+  }();
+  return version;
+}
+
+#define SKIP_WITHOUT_JAX()                                                                        \
+  do {                                                                                            \
+    ADPROF_SKIP_IF_SANITIZED();                                                                   \
+    if (jax_version().empty())                                                                    \
+      GTEST_SKIP() << "no jax/optax for " << kPython                                              \
+                   << " (scripts/setup-test-venv.sh installs them from PyPI; it could not here)"; \
+  } while (0)
+
+// `adprof run --jax --no-report -o TRACE -- python3 ARGS...`, then the full JSON report.
+json run_and_report(const std::string &trace, std::vector<std::string> python_args) {
+  SpawnOptions o;
+  o.argv = {cli_path(), "run", "--jax", "--no-report", "-o", trace, "--", kPython};
+  o.argv.insert(o.argv.end(), python_args.begin(), python_args.end());
+  o.env = {{"PYTHONDONTWRITEBYTECODE", "1"}};
+  o.timeout_s = 600;
+  Result r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Result rep = run_cli({"report", "--json", "--full", trace}, 300);
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  json j = json::parse(rep.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "adprof report printed no JSON: " << rep.err;
+  return j;
+}
+
+json side_of(const std::string &path) {
+  json j = json::parse(read_file(path), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "no JAX account in " << path;
+  return j;
+}
+
+// Bytes live at the peak in blocks whose label starts with `prefix` (the peak's totals by label:
+// the list of live buffers stops at 100,000, the smallest left out).
+uint64_t labelled_bytes(const json &report, const std::string &prefix) {
+  uint64_t bytes = 0;
+  for (const json &l : report["peak"]["by_label"])
+    if (l.value("label", "").starts_with(prefix)) bytes += l["bytes"].get<uint64_t>();
+  return bytes;
+}
+
+// The seed's gather, differentiated: XLA copies idx (a re-concatenation of its three columns,
+// s32 like idx) for the transpose's scatter. adprof names that copy a duplicate of the argument
+// idx, and its size is idx's.
+TEST(JaxGather, GradientsCopyOfIdxIsADuplicateNamedWithItsSource) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json report = run_and_report(tmp / "grads.adtrace",
+                                     {kScripts + "/jax_gather.py", "grads", tmp / "g.json", "1"});
+  const json side = side_of(tmp / "g.json");
+  if (report.is_discarded() || side.is_discarded()) return;
+  bool found = false;
+  for (const json &b : report["live_at_peak"]) {
+    if (b["role"] != "duplicate") continue;
+    const std::string label = b.value("label", "");
+    if (label.find("a copy of idx") == std::string::npos) continue;
+    found = true;
+    EXPECT_EQ(b["size"].get<uint64_t>(), side["idx_bytes"].get<uint64_t>()) << label;
+    EXPECT_NE(b.value("source_label", "").find("argument idx"), std::string::npos)
+        << "the copy's source is the argument idx: " << b.dump();
+    EXPECT_NE(b["op"].get<std::string>().find("jvp()/concatenate"), std::string::npos)
+        << "made by the JVP's concatenate (HLO op_name): " << b["op"];
+  }
+  EXPECT_TRUE(found) << "no duplicate of idx at the peak";
+  EXPECT_GE(report["peak"]["by_role"]["duplicate"].get<uint64_t>(),
+            side["idx_bytes"].get<uint64_t>());
+  // The finding's fix is JAX's (ad.policy of adprof/jax), and the next test checks it works.
+  bool quoted = false;
+  for (const json &f : report["findings"])
+    if (f.value("kind", "") == "duplicate" &&
+        f.value("fix", "").find("jax.lax.gather(x, idx") != std::string::npos)
+      quoted = true;
+  EXPECT_TRUE(quoted) << report["findings"].dump();
+}
+
+// The fix the finding quotes (lax.gather on idx itself, promised in bounds): no copy, and the
+// gradient holds what the function holds plus its adjoints, as XLA accounts it.
+TEST(JaxGather, TheQuotedFixLeavesNoCopy) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json report = run_and_report(
+      tmp / "lax.adtrace", {kScripts + "/jax_gather.py", "grads", tmp / "l.json", "1", "lax"});
+  const json side = side_of(tmp / "l.json");
+  if (report.is_discarded() || side.is_discarded()) return;
+  EXPECT_EQ(report["peak"]["by_role"]["duplicate"].get<uint64_t>(), 0u);
+  EXPECT_EQ(labelled_bytes(report, "jit_function_using_idx"), side["arguments"].get<uint64_t>() +
+                                                                  side["temp"].get<uint64_t>() +
+                                                                  side["output"].get<uint64_t>());
+}
+
+// idx int16, as the seed tried: the gradient's copy is s32, twice idx, and says it is widened.
+TEST(JaxGather, Int16IndexIsCopiedWidened) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json report = run_and_report(
+      tmp / "i16.adtrace", {kScripts + "/jax_gather.py", "grads", tmp / "i.json", "1", "int16"});
+  const json side = side_of(tmp / "i.json");
+  if (report.is_discarded() || side.is_discarded()) return;
+  bool found = false;
+  for (const json &b : report["live_at_peak"]) {
+    if (b["role"] != "duplicate" ||
+        b.value("label", "").find("a widened copy of idx") == std::string::npos)
+      continue;
+    found = true;
+    EXPECT_EQ(b["size"].get<uint64_t>(), 2 * side["idx_bytes"].get<uint64_t>());
+    EXPECT_EQ(b["dtype"], "i32");
+  }
+  EXPECT_TRUE(found) << "no widened copy of idx at the peak";
+}
+
+// The seed's ratio: what the program holds at the peak (its arguments, its arena cut into its
+// logical buffers, its results), gradient over function, is XLA's own (argument + temp + output
+// of each executable) within 5%.
+TEST(JaxGather, GradientToFunctionRatioIsXlasWithin5Percent) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const std::string program = "jit_function_using_idx";
+  double ours[2] = {0, 0}, xlas[2] = {0, 0};
+  const char *modes[2] = {"nograds", "grads"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string side_path = tmp / (std::string(modes[i]) + ".json");
+    const json report = run_and_report(tmp / (std::string(modes[i]) + ".adtrace"),
+                                       {kScripts + "/jax_gather.py", modes[i], side_path, "1"});
+    const json side = side_of(side_path);
+    if (report.is_discarded() || side.is_discarded()) return;
+    ours[i] = static_cast<double>(labelled_bytes(report, program));
+    xlas[i] =
+        side["arguments"].get<double>() + side["temp"].get<double>() + side["output"].get<double>();
+    EXPECT_GT(ours[i], 0) << modes[i] << ": nothing of " << program << " live at the peak";
+  }
+  if (ours[0] <= 0 || xlas[0] <= 0) return;
+  const double our_ratio = ours[1] / ours[0], xla_ratio = xlas[1] / xlas[0];
+  std::printf("[ jax      ] gather: grad/no-grad adprof %.3f (%.0f / %.0f B), XLA %.3f\n",
+              our_ratio, ours[1], ours[0], xla_ratio);
+  EXPECT_NEAR(our_ratio / xla_ratio, 1.0, 0.05) << "adprof " << our_ratio << ", XLA " << xla_ratio;
+}
+
+// A 2-layer MLP trained with optax Adam: the roles at the peak (inside a step) are JAX's own
+// account.
+TEST(JaxMlp, RolesAtThePeakAreJaxsOwnAccount) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json report =
+      run_and_report(tmp / "mlp.adtrace", {kScripts + "/jax_mlp.py", tmp / "mlp.json"});
+  const json side = side_of(tmp / "mlp.json");
+  if (report.is_discarded() || side.is_discarded()) return;
+  const json &by_role = report["peak"]["by_role"];
+  // The parameters the step reads: the params' leaves.
+  EXPECT_EQ(by_role["parameter"].get<uint64_t>(), side["parameter_bytes"].get<uint64_t>());
+  // Adam's moments (and its step count, one s32).
+  EXPECT_GE(by_role["optimizer_state"].get<uint64_t>(), side["moment_bytes"].get<uint64_t>());
+  EXPECT_LE(by_role["optimizer_state"].get<uint64_t>(), side["moment_bytes"].get<uint64_t>() + 64);
+  EXPECT_GT(by_role["adjoint"].get<uint64_t>(), 0u);
+  // Forward caches: residuals JAX lists for the gradient (XLA keeps the ones it does not fuse
+  // into the transpose, so they are some of them, never more).
+  std::multiset<std::string> residual_shapes;
+  for (const json &r : side["residuals"]) {
+    const std::string aval = r[0], why = r[1];
+    if (why.find("from the argument") == std::string::npos)
+      residual_shapes.insert(aval.substr(aval.find('[')));
+  }
+  uint64_t caches = 0;
+  for (const json &b : report["live_at_peak"]) {
+    if (b["role"] != "forward_cache") continue;
+    caches += b["size"].get<uint64_t>();
+    const std::string label = b.value("label", "");
+    const auto open = label.find('['), close = label.find(']', open);
+    ASSERT_NE(open, std::string::npos) << label;
+    std::string shape = label.substr(open, close - open + 1);
+    EXPECT_TRUE(residual_shapes.count(shape)) << label << " is no residual JAX lists";
+  }
+  EXPECT_GT(caches, 0u);
+  EXPECT_LE(caches, side["residual_bytes"].get<uint64_t>());
+  EXPECT_EQ(caches, by_role["forward_cache"].get<uint64_t>());
+  // The arena, cut into its logical buffers and its free bytes, is all of XLA's temp size.
+  EXPECT_EQ(labelled_bytes(report, "jit_step arena:"), side["temp"].get<uint64_t>());
+}
+
+// The bytes a number in the text says ("67,108,872 B" after `after`), or -1.
+double number_after(const std::string &text, const std::string &after) {
+  auto at = text.find(after);
+  if (at == std::string::npos) return -1;
+  std::string digits;
+  for (size_t i = at + after.size();
+       i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == ','); ++i)
+    if (text[i] != ',') digits += text[i];
+  return digits.empty() ? -1 : std::stod(digits);
+}
+
+// The checkpointing finding predicts, from one recording, what jax.checkpoint(loss,
+// policy=nothing_saveable) leaves in the step's arena; a run with that policy holds it (5%):
+// XLA's temp size, and the arena adprof shows at the peak.
+TEST(JaxMlp, RematPredictionHoldsForACheckpointedRun) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json plain = run_and_report(tmp / "a.adtrace", {kScripts + "/jax_mlp.py", tmp / "a.json"});
+  double predicted = -1;
+  for (const json &f : plain["findings"]) {
+    const std::string fix = f.value("fix", "");
+    if (fix.find("jax.checkpoint") == std::string::npos) continue;
+    predicted = number_after(fix, "B now, ");
+  }
+  ASSERT_GT(predicted, 0) << "no prediction in the findings: " << plain["findings"].dump();
+  const json ck =
+      run_and_report(tmp / "c.adtrace", {kScripts + "/jax_mlp.py", tmp / "c.json", "checkpoint"});
+  const json side = side_of(tmp / "c.json");
+  if (ck.is_discarded() || side.is_discarded()) return;
+  const double temp = side["temp"].get<double>();
+  const double shown = static_cast<double>(labelled_bytes(ck, "jit_step arena:"));
+  std::printf("[ jax      ] remat: predicted %.0f B, XLA's temp with it %.0f B, adprof %.0f B\n",
+              predicted, temp, shown);
+  EXPECT_NEAR(predicted / temp, 1.0, 0.05);
+  EXPECT_NEAR(predicted / shown, 1.0, 0.05);
+}
+
+// Not under adprof, the hook runs the script as plain python does.
+TEST(JaxInert, PlainPythonRunsTheScript) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  SpawnOptions o;
+  o.argv = {kPython,
+            JAX_TEST_PACKAGE "/adprof/jax/__main__.py",
+            kScripts + "/jax_gather.py",
+            "grads",
+            tmp / "g.json",
+            "1"};
+  Result r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(side_of(tmp / "g.json").is_discarded());
+}
+
+TEST(JaxCli, UsageErrors) {
+  Result r = run_cli({"run", "--jax", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--jax needs a Python interpreter"), std::string::npos) << r.err;
+  r = run_cli({"run", "--jax", "--torch", "--", "python3", "x.py"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("one engine per run"), std::string::npos) << r.err;
+}
+
+}  // namespace
