@@ -6,8 +6,10 @@
 
 namespace adprof::format {
 
+namespace {
+
 // A varint at p (see Cursor::varint), for the fast path's cursors held in registers.
-inline bool varint_at(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
+bool varint_at(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
   if (p < end && *p < 0x80) {
     v = *p++;
     return true;
@@ -17,6 +19,8 @@ inline bool varint_at(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
   p = c.p;
   return !c.bad;
 }
+
+}  // namespace
 
 // Compact heap events (trace_format.h, "Heap events"), yielded as kAlloc or kFree: most
 // of any trace, so they are decoded in runs, with the thread's cursors and clock in locals,

@@ -67,8 +67,8 @@
 // A single-threaded program's heap events cost almost no time bits. A free's time is read
 // after every load before it (recorder.h, now_ticks_ordered), so that a block another thread
 // handed over is not freed before that thread's allocation, and at equal times the reader
-// puts a free after the other threads' events of that time (analysis/read/trace_reader.cpp, merge_run). The
-// reader needs none of these numbers: it reads times as they are.
+// puts a free after the other threads' events of that time (analysis/read/trace_reader.cpp,
+// merge_run). The reader needs none of these numbers: it reads times as they are.
 //
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)
 //        | tag:u8 [delta_ticks:varint] body      (kHeap: the delta is in the tag)

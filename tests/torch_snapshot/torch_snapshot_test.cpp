@@ -15,8 +15,8 @@
 #include <string>
 
 #include "adprof/report.h"
-#include "torch_snapshot/pickle.h"
 #include "test_util.h"
+#include "torch_snapshot/pickle.h"
 
 namespace {
 

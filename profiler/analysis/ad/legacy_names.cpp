@@ -1,7 +1,9 @@
 // Traces written before the AD protocol (formats 1-3): adcore emitted its own names, with the
 // value layouts the protocol took over (ad_protocol.h), except that a leaf was a node of op
-// "leaf". This table is the only place in the profiler that knows those names; a test
-// (tests/profiler/protocol_names_test) checks that no other file does.
+// "leaf". This table is the only place in the profiler that knows those names: ctest
+// protocol.no_engine_names (tests/protocol/no_engine_names.sh) checks that no other file does
+// and that this one still holds them, and Protocol.LegacyTraceStillPredicts
+// (tests/protocol/protocol_test.cpp) reads a pre-protocol trace through it.
 #include "adprof/ad_events.h"
 
 namespace adprof::ad::legacy {

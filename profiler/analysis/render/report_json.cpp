@@ -1,7 +1,13 @@
 // The report's JSON form. Schema documented in docs/REPORT_SCHEMA.md; version 1. Readers ignore
 // keys they do not know and default the ones that are missing, so later versions only add.
+//
+// The schema is described once (describe_report below): each key is named in one place, next to
+// the member it holds, and the same description is walked by a writer (to_json) and a reader
+// (report_from_json). A reader starts from a default-constructed Report, so a missing key
+// leaves the member's default.
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "adprof/report.h"
 #include "named_json.h"
@@ -19,188 +25,381 @@ const json &at(const json &j, const char *key) {
   return it != j.end() ? *it : null_value;
 }
 
+// Walks a description writing an object: each field becomes j[key].
+class JsonWriter {
+ public:
+  static constexpr bool kReads = false;
+  explicit JsonWriter(json &j) : j_(j) {}
+
+  template <class T>
+  void field(const char *key, const T &value) {
+    j_[key] = value;
+  }
+  // Written only when `write` (a reader reads it whenever it is there).
+  template <class T>
+  void optional(const char *key, const T &value, bool write) {
+    if (write) j_[key] = value;
+  }
+  // The key and, in reports written before it was renamed, its old name (read only).
+  template <class T>
+  void renamed(const char *key, const char * /*old_key*/, const T &value) {
+    j_[key] = value;
+  }
+  // A number, or null for a negative one (not known).
+  void number_or_null(const char *key, double value) {
+    j_[key] = value < 0 ? json(nullptr) : json(value);
+  }
+  // Counts indexed by a vocabulary, keyed by their names (named_json.h).
+  template <size_t N>
+  void named(const char *key, const std::array<uint64_t, N> &values, const char *(*name)(int)) {
+    j_[key] = named_array(values, name);
+  }
+  // A nested object, written when `write`.
+  template <class F>
+  void object(const char *key, F &&describe, bool write = true) {
+    if (!write) return;
+    json o = json::object();
+    JsonWriter w(o);
+    describe(w);
+    j_[key] = std::move(o);
+  }
+  // An array of objects, each described by describe(visitor, element); the first `count`.
+  template <class T, class F>
+  void array(const char *key, const std::vector<T> &items, F &&describe, size_t count = SIZE_MAX) {
+    json a = json::array();
+    for (size_t i = 0; i < items.size() && i < count; ++i) {
+      json o = json::object();
+      JsonWriter w(o);
+      describe(w, items[i]);
+      a.push_back(std::move(o));
+    }
+    j_[key] = std::move(a);
+  }
+  // An array of N objects, by index: describe(visitor, element, index).
+  template <class T, size_t N, class F>
+  void indexed(const char *key, const std::array<T, N> &items, F &&describe) {
+    json a = json::array();
+    for (size_t i = 0; i < N; ++i) {
+      json o = json::object();
+      JsonWriter w(o);
+      describe(w, items[i], i);
+      a.push_back(std::move(o));
+    }
+    j_[key] = std::move(a);
+  }
+
+ private:
+  json &j_;
+};
+
+// Walks the same description reading an object: each field from j.value(key, its default).
+class JsonReader {
+ public:
+  static constexpr bool kReads = true;
+  explicit JsonReader(const json &j) : j_(j) {}
+
+  bool has(const char *key) const { return j_.contains(key); }
+  template <class T>
+  void field(const char *key, T &value) {
+    value = j_.value(key, T(value));
+  }
+  template <class T>
+  void optional(const char *key, T &value, bool /*write*/) {
+    field(key, value);
+  }
+  template <class T>
+  void renamed(const char *key, const char *old_key, T &value) {
+    value = j_.value(key, j_.value(old_key, T(value)));
+  }
+  void number_or_null(const char *key, double &value) {
+    const json &v = at(j_, key);
+    value = v.is_number() ? v.get<double>() : -1;
+  }
+  template <size_t N>
+  void named(const char *key, std::array<uint64_t, N> &values, const char *(*name)(int)) {
+    read_named_array(at(j_, key), values, name);
+  }
+  // Read when the key holds an object (whatever `write` said).
+  template <class F>
+  void object(const char *key, F &&describe, bool /*write*/ = true) {
+    if (const json &o = at(j_, key); o.is_object()) {
+      JsonReader r(o);
+      describe(r);
+    }
+  }
+  template <class T, class F>
+  void array(const char *key, std::vector<T> &items, F &&describe, size_t /*count*/ = SIZE_MAX) {
+    for (const auto &e : at(j_, key)) {
+      T item{};
+      JsonReader r(e);
+      describe(r, item);
+      items.push_back(std::move(item));
+    }
+  }
+  // The first N entries, each into its place; the others keep theirs.
+  template <class T, size_t N, class F>
+  void indexed(const char *key, std::array<T, N> &items, F &&describe) {
+    const json &a = at(j_, key);
+    for (size_t i = 0; i < a.size() && i < N; ++i) {
+      JsonReader r(a[i]);
+      describe(r, items[i], i);
+    }
+  }
+  // Read only when the key holds an array (a reader of an older schema skips what it is not).
+  template <class T, class F>
+  void array_if_array(const char *key, std::vector<T> &items, F &&describe) {
+    if (at(j_, key).is_array()) array(key, items, describe);
+  }
+
+ private:
+  const json &j_;
+};
+
+// A NamedBytes under the key its list calls its name by.
+template <const char *kNameKey>
+struct NamedBytesAs {
+  template <class V, class N>
+  void operator()(V &v, N &n) const {
+    v.field(kNameKey, n.name);
+    v.field("bytes", n.bytes);
+  }
+};
+constexpr char kName[] = "name";
+constexpr char kLabel[] = "label";
+
+template <class V, class B>
+void describe_live_buffer(V &v, B &b, bool stacks) {
+  v.field("addr", b.addr);
+  v.field("size", b.size);
+  v.field("slack", b.slack);
+  v.field("role", b.role);
+  v.field("phase", b.phase);
+  v.field("space", b.space);
+  v.field("device", b.device);
+  v.field("thread", b.thread);
+  v.field("op", b.op);
+  v.field("alloc_time_s", b.alloc_time);
+  v.field("label", b.label);
+  v.field("dtype", b.dtype);
+  v.field("shape", b.shape);
+  v.field("source", b.source);
+  v.field("source_label", b.source_label);
+  v.field("content_hash", b.content_hash);
+  v.optional("site", b.site, stacks && !b.site.empty());  // traces with call stacks
+}
+
+// A mapping live at the peak: the fields a mapping has (its space is "mmap").
+template <class V, class B>
+void describe_mapping(V &v, B &b) {
+  v.field("addr", b.addr);
+  v.field("size", b.size);
+  v.field("role", b.role);
+  v.field("op", b.op);
+  v.field("phase", b.phase);
+  v.field("label", b.label);
+  if constexpr (V::kReads) b.space = "mmap";
+}
+
+// The policies an engine described: the shared list's name and the engine's own words.
+struct NamedPolicy {
+  std::string name;  // ad::policy_names()
+  ad::EnginePolicy policy;
+};
+template <class V, class P>
+void describe_named_policy(V &v, P &p) {
+  v.field("name", p.name);
+  v.field("on", p.policy.on);
+  v.field("switch_on", p.policy.switch_on);
+  v.field("switch_off", p.policy.switch_off);
+}
+template <class V, class E>
+void describe_engine_policies(V &v, E &engine) {
+  std::vector<NamedPolicy> policies;
+  if constexpr (V::kReads) {
+    v.array_if_array("policies", policies,
+                     [](V &p, NamedPolicy &n) { describe_named_policy(p, n); });
+    for (NamedPolicy &n : policies) {
+      const int id = ad::policy_id(n.name);
+      if (id < 0) continue;  // a policy this reader does not know
+      ad::EnginePolicy &ep = engine.policies[static_cast<size_t>(id)];
+      ep.described = true;
+      ep.on = n.policy.on;
+      ep.switch_on = std::move(n.policy.switch_on);
+      ep.switch_off = std::move(n.policy.switch_off);
+    }
+  } else {
+    for (const ad::PolicyName &n : ad::policy_names())
+      if (const ad::EnginePolicy &p = engine.policy(n.id); p.described)
+        policies.push_back({n.name, p});
+    v.array("policies", policies, [](V &p, const NamedPolicy &n) { describe_named_policy(p, n); });
+  }
+}
+
+// The report's schema: every key once. `R` is Report (reading) or const Report (writing).
+template <class V, class R>
+void describe_report(V &v, R &r, const JsonOptions &options) {
+  v.object("trace", [&](V &t) {
+    t.field("path", r.trace);
+    t.field("pid", r.pid);
+    t.field("memory", r.memory);
+    t.field("duration_s", r.duration);
+    t.field("events", r.events);
+    t.field("threads", r.threads);
+    t.field("thread_names", r.thread_names);
+    t.field("complete", r.complete);
+    t.field("end", r.end_reason);
+    t.field("corrupt_chunks", r.corrupt_chunks);
+    t.field("missing_chunks", r.missing_chunks);
+    // A report written before the count has none (Report::ad_events_known).
+    if constexpr (V::kReads) r.ad_events_known = t.has("ad_events");
+    t.field("ad_events", r.ad_events);
+  });
+  v.object("totals", [&](V &t) {
+    t.field("allocations", r.allocations);
+    t.field("frees", r.frees);
+    t.field("bytes_allocated", r.bytes_allocated);
+    t.field("unmatched_frees", r.unmatched_frees);
+    t.field("live_at_end", r.live_at_end);
+    t.field("temporaries", r.temporaries);
+    t.field("temporary_bytes", r.temporary_bytes);
+  });
+  v.object("peak", [&](V &p) {
+    p.field("bytes", r.peak);
+    p.field("time_s", r.peak_time);
+    p.field("event", r.peak_event);
+    p.field("phase", r.peak_phase);
+    p.named("by_role", r.peak_by_role, role_name);
+    p.named("by_phase", r.peak_by_phase, phase_name);
+    p.array("by_op", r.peak_by_op, NamedBytesAs<kName>());
+    p.array("by_label", r.peak_by_label, [](V &l, auto &x) {
+      l.field("label", x.label);
+      l.field("role", x.role);
+      l.field("bytes", x.bytes);
+      l.field("buffers", x.buffers);
+    });
+    p.array("by_role_op", r.peak_by_role_op, [](V &g, auto &x) {
+      g.field("role", x.role);
+      g.field("op", x.op);
+      g.field("bytes", x.bytes);
+      g.field("buffers", x.buffers);
+      g.array("labels", x.labels, NamedBytesAs<kName>());
+    });
+    p.field("slack_bytes", r.peak_slack);
+    p.object(
+        "foreign_split",
+        [&](V &s) {
+          if constexpr (V::kReads) r.start_up_end = 0;  // the split is known: 0 when unsaid
+          s.field("start_up_end_s", r.start_up_end);
+          s.field("start_up", r.peak_foreign_start_up);
+          s.field("after_start_up", r.peak_foreign_after_start_up);
+        },
+        r.start_up_end >= 0);
+  });
+  v.object("allocator", [&](V &a) {
+    a.field("available", r.have_allocator_stats);
+    a.field("jemalloc_allocated_at_peak", r.jemalloc_allocated_at_peak);
+    a.field("jemalloc_active_at_peak", r.jemalloc_active_at_peak);
+    a.field("jemalloc_resident_at_peak", r.jemalloc_resident_at_peak);
+    a.field("jemalloc_retained_at_peak", r.jemalloc_retained_at_peak);
+    a.field("rss_at_peak", r.rss_at_peak);
+    a.field("max_rss", r.max_rss);
+  });
+  v.object("mappings", [&](V &m) {
+    m.field("peak", r.mapped_peak);
+    m.field("at_peak", r.mapped_at_peak);
+    m.array("largest", r.largest_mappings, [](V &b, auto &x) { describe_mapping(b, x); });
+  });
+  v.object("device", [&](V &d) {
+    d.field("peak", r.device_peak);
+    d.field("time_s", r.device_peak_time);
+    d.field("reserved_peak", r.device_reserved_peak);
+    d.named("by_role", r.device_peak_by_role, role_name);
+    d.field("ooms", r.device_ooms);
+    d.object("oom", [&](V &o) {
+      o.field("requested", r.oom_requested);
+      o.field("reserved", r.oom_reserved);
+      o.field("allocated", r.oom_allocated);
+      o.field("limit", r.oom_limit);
+      o.field("device", r.oom_device);
+      o.field("time_s", r.oom_time);
+      o.named("by_role", r.oom_by_role, role_name);
+    });
+  });
+  v.indexed("phases", r.phases, [](V &p, auto &s, size_t i) {
+    if constexpr (V::kReads) s.name = phase_name(static_cast<int>(i));  // when it has none
+    p.field("name", s.name);
+    p.field("allocations", s.allocations);
+    p.field("frees", s.frees);
+    p.field("bytes", s.bytes);
+    p.field("peak", s.peak);
+    p.field("peak_time_s", s.peak_time);
+  });
+  v.array("ops", r.ops, [](V &o, auto &s) {
+    o.field("name", s.name);
+    o.field("calls", s.calls);
+    o.field("allocations", s.allocations);
+    o.field("bytes", s.bytes);
+    o.field("temporaries", s.temporaries);
+    o.field("temporary_bytes", s.temporary_bytes);
+    o.field("live_at_peak", s.live_at_peak);
+    o.array("labels_at_peak", s.labels_at_peak, NamedBytesAs<kLabel>());
+  });
+  v.array("steps", r.steps, [](V &t, auto &s) {
+    t.field("step", s.step);
+    t.field("start_s", s.start);
+    t.field("end_s", s.end);
+    t.field("allocations", s.allocations);
+    t.field("bytes", s.bytes);
+    t.field("peak", s.peak);
+  });
+  v.number_or_null("steady_allocations_per_step", r.steady_allocations_per_step);
+  // Compact by default: the largest buffers only (every buffer live at the peak made a Python
+  // run's report 38 MiB); peak.by_label and peak.by_role_op keep every buffer's bytes. How
+  // many were left out is said (--full keeps them).
+  const size_t kept =
+      options.full ? r.live_at_peak.size() : std::min(r.live_at_peak.size(), options.top);
+  uint64_t omitted = r.live_at_peak_omitted + (r.live_at_peak.size() - kept);
+  v.optional("live_at_peak_omitted", omitted, omitted != 0);
+  if constexpr (V::kReads) r.live_at_peak_omitted = omitted;
+  v.array(
+      "live_at_peak", r.live_at_peak, [&](V &b, auto &x) { describe_live_buffer(b, x, r.stacks); },
+      kept);
+  v.array("policy_savings", r.policy_savings, [](V &p, auto &s) {
+    p.field("name", s.name);
+    p.field("title", s.title);
+    p.renamed("fix", "flag", s.fix);
+    p.field("predicted_peak", s.predicted_peak);
+    p.field("saving", s.saving);
+    p.field("explanation", s.explanation);
+  });
+  v.object(
+      "engine",
+      [&](V &e) {
+        e.field("name", r.engine.name);
+        e.field("version", r.engine.version);
+        e.field("protocol", r.engine.protocol);
+        describe_engine_policies(e, r.engine);
+      },
+      r.engine.described());
+  v.array("findings", r.findings, [](V &f, auto &x) {
+    f.field("kind", x.kind);
+    f.field("message", x.message);
+    f.field("evidence", x.evidence);
+    f.field("fix", x.fix);
+    f.field("bytes", x.bytes);
+    f.optional("detail", x.detail, x.detail);
+  });
+}
+
 }  // namespace
 
 json to_json(const Report &r, const JsonOptions &options) {
   json j;
   j["schema"] = "adprof.report";
   j["schema_version"] = r.schema_version;
-  j["trace"] = {{"path", r.trace},
-                {"pid", r.pid},
-                {"memory", r.memory},
-                {"duration_s", r.duration},
-                {"events", r.events},
-                {"threads", r.threads},
-                {"thread_names", r.thread_names},
-                {"complete", r.complete},
-                {"end", r.end_reason},
-                {"corrupt_chunks", r.corrupt_chunks},
-                {"missing_chunks", r.missing_chunks},
-                {"ad_events", r.ad_events}};
-  j["totals"] = {{"allocations", r.allocations},         {"frees", r.frees},
-                 {"bytes_allocated", r.bytes_allocated}, {"unmatched_frees", r.unmatched_frees},
-                 {"live_at_end", r.live_at_end},         {"temporaries", r.temporaries},
-                 {"temporary_bytes", r.temporary_bytes}};
-  json by_op = json::array();
-  for (const auto &o : r.peak_by_op) by_op.push_back({{"name", o.name}, {"bytes", o.bytes}});
-  json by_label = json::array();
-  for (const auto &l : r.peak_by_label)
-    by_label.push_back(
-        {{"label", l.label}, {"role", l.role}, {"bytes", l.bytes}, {"buffers", l.buffers}});
-  json by_role_op = json::array();
-  for (const auto &g : r.peak_by_role_op) {
-    json labels = json::array();
-    for (const auto &l : g.labels) labels.push_back({{"name", l.name}, {"bytes", l.bytes}});
-    by_role_op.push_back({{"role", g.role},
-                          {"op", g.op},
-                          {"bytes", g.bytes},
-                          {"buffers", g.buffers},
-                          {"labels", labels}});
-  }
-  j["peak"] = {{"bytes", r.peak},
-               {"time_s", r.peak_time},
-               {"event", r.peak_event},
-               {"phase", r.peak_phase},
-               {"by_role", named_array(r.peak_by_role, role_name)},
-               {"by_phase", named_array(r.peak_by_phase, phase_name)},
-               {"by_op", by_op},
-               {"by_label", by_label},
-               {"by_role_op", by_role_op},
-               {"slack_bytes", r.peak_slack}};
-  if (r.start_up_end >= 0)
-    j["peak"]["foreign_split"] = {{"start_up_end_s", r.start_up_end},
-                                  {"start_up", r.peak_foreign_start_up},
-                                  {"after_start_up", r.peak_foreign_after_start_up}};
-  j["allocator"] = {{"available", r.have_allocator_stats},
-                    {"jemalloc_allocated_at_peak", r.jemalloc_allocated_at_peak},
-                    {"jemalloc_active_at_peak", r.jemalloc_active_at_peak},
-                    {"jemalloc_resident_at_peak", r.jemalloc_resident_at_peak},
-                    {"jemalloc_retained_at_peak", r.jemalloc_retained_at_peak},
-                    {"rss_at_peak", r.rss_at_peak},
-                    {"max_rss", r.max_rss}};
-  json mappings = json::array();
-  for (const auto &b : r.largest_mappings)
-    mappings.push_back({{"addr", b.addr},
-                        {"size", b.size},
-                        {"role", b.role},
-                        {"op", b.op},
-                        {"phase", b.phase},
-                        {"label", b.label}});
-  j["mappings"] = {{"peak", r.mapped_peak}, {"at_peak", r.mapped_at_peak}, {"largest", mappings}};
-  j["device"] = {{"peak", r.device_peak},
-                 {"time_s", r.device_peak_time},
-                 {"reserved_peak", r.device_reserved_peak},
-                 {"by_role", named_array(r.device_peak_by_role, role_name)},
-                 {"ooms", r.device_ooms},
-                 {"oom",
-                  {{"requested", r.oom_requested},
-                   {"reserved", r.oom_reserved},
-                   {"allocated", r.oom_allocated},
-                   {"limit", r.oom_limit},
-                   {"device", r.oom_device},
-                   {"time_s", r.oom_time},
-                   {"by_role", named_array(r.oom_by_role, role_name)}}}};
-  json phases = json::array();
-  for (const auto &p : r.phases)
-    phases.push_back({{"name", p.name},
-                      {"allocations", p.allocations},
-                      {"frees", p.frees},
-                      {"bytes", p.bytes},
-                      {"peak", p.peak},
-                      {"peak_time_s", p.peak_time}});
-  j["phases"] = phases;
-  json ops = json::array();
-  for (const auto &o : r.ops) {
-    json labels = json::array();
-    for (const auto &l : o.labels_at_peak)
-      labels.push_back({{"label", l.name}, {"bytes", l.bytes}});
-    ops.push_back({{"name", o.name},
-                   {"calls", o.calls},
-                   {"allocations", o.allocations},
-                   {"bytes", o.bytes},
-                   {"temporaries", o.temporaries},
-                   {"temporary_bytes", o.temporary_bytes},
-                   {"live_at_peak", o.live_at_peak},
-                   {"labels_at_peak", labels}});
-  }
-  j["ops"] = ops;
-  json steps = json::array();
-  for (const auto &s : r.steps)
-    steps.push_back({{"step", s.step},
-                     {"start_s", s.start},
-                     {"end_s", s.end},
-                     {"allocations", s.allocations},
-                     {"bytes", s.bytes},
-                     {"peak", s.peak}});
-  j["steps"] = steps;
-  j["steady_allocations_per_step"] =
-      r.steady_allocations_per_step < 0 ? json(nullptr) : json(r.steady_allocations_per_step);
-  json live = json::array();
-  // Compact by default: the largest buffers only (every buffer live at the peak made a Python
-  // run's report 38 MiB); peak.by_label and peak.by_role_op keep every buffer's bytes.
-  const size_t kept =
-      options.full ? r.live_at_peak.size() : std::min(r.live_at_peak.size(), options.top);
-  for (size_t i = 0; i < kept; ++i) {
-    const LiveBuffer &b = r.live_at_peak[i];
-    live.push_back({{"addr", b.addr},
-                    {"size", b.size},
-                    {"slack", b.slack},
-                    {"role", b.role},
-                    {"phase", b.phase},
-                    {"space", b.space},
-                    {"device", b.device},
-                    {"thread", b.thread},
-                    {"op", b.op},
-                    {"alloc_time_s", b.alloc_time},
-                    {"label", b.label},
-                    {"dtype", b.dtype},
-                    {"shape", b.shape},
-                    {"source", b.source},
-                    {"source_label", b.source_label},
-                    {"content_hash", b.content_hash}});
-  }
-  if (const uint64_t omitted = r.live_at_peak_omitted + (r.live_at_peak.size() - kept))
-    j["live_at_peak_omitted"] = omitted;  // --full keeps them
-  if (r.stacks) {  // traces with call stacks: each buffer's site, and the sites
-    for (size_t i = 0; i < kept; ++i)
-      if (!r.live_at_peak[i].site.empty()) live[i]["site"] = r.live_at_peak[i].site;
-    j["sites"] = sites_to_json(r);
-  }
-  j["live_at_peak"] = live;
-  json savings = json::array();
-  for (const auto &p : r.policy_savings)
-    savings.push_back({{"name", p.name},
-                       {"title", p.title},
-                       {"fix", p.fix},
-                       {"predicted_peak", p.predicted_peak},
-                       {"saving", p.saving},
-                       {"explanation", p.explanation}});
-  j["policy_savings"] = savings;
-  if (r.engine.described()) {
-    json policies = json::array();
-    for (const ad::PolicyName &n : ad::policy_names()) {
-      const ad::EnginePolicy &p = r.engine.policy(n.id);
-      if (p.described)
-        policies.push_back({{"name", n.name},
-                            {"on", p.on},
-                            {"switch_on", p.switch_on},
-                            {"switch_off", p.switch_off}});
-    }
-    j["engine"] = {{"name", r.engine.name},
-                   {"version", r.engine.version},
-                   {"protocol", r.engine.protocol},
-                   {"policies", policies}};
-  }
-  json findings = json::array();
-  for (const auto &f : r.findings) {
-    findings.push_back({{"kind", f.kind},
-                        {"message", f.message},
-                        {"evidence", f.evidence},
-                        {"fix", f.fix},
-                        {"bytes", f.bytes}});
-    if (f.detail) findings.back()["detail"] = true;
-  }
-  j["findings"] = findings;
+  JsonWriter w(j);
+  describe_report(w, r, options);
+  if (r.stacks) j["sites"] = sites_to_json(r);  // traces with call stacks
   return j;
 }
 
@@ -212,183 +411,8 @@ Report report_from_json(const json &j) {
     throw std::runtime_error("unsupported report schema version " + std::to_string(version));
   Report r;
   try {
-    const json &t = at(j, "trace");
-    if (t.is_object()) {
-      r.trace = t.value("path", std::string());
-      r.pid = t.value("pid", uint64_t{0});
-      r.memory = t.value("memory", std::string("host memory"));
-      r.duration = t.value("duration_s", 0.0);
-      r.events = t.value("events", uint64_t{0});
-      r.threads = t.value("threads", 0u);
-      r.thread_names = t.value("thread_names", std::vector<std::string>{});
-      r.complete = t.value("complete", false);
-      r.end_reason = t.value("end", std::string());
-      r.corrupt_chunks = t.value("corrupt_chunks", uint64_t{0});
-      r.missing_chunks = t.value("missing_chunks", uint64_t{0});
-      r.ad_events_known = t.contains("ad_events");
-      r.ad_events = t.value("ad_events", uint64_t{0});
-    }
-    const json &tot = at(j, "totals");
-    if (tot.is_object()) {
-      r.allocations = tot.value("allocations", uint64_t{0});
-      r.frees = tot.value("frees", uint64_t{0});
-      r.bytes_allocated = tot.value("bytes_allocated", uint64_t{0});
-      r.unmatched_frees = tot.value("unmatched_frees", uint64_t{0});
-      r.live_at_end = tot.value("live_at_end", uint64_t{0});
-      r.temporaries = tot.value("temporaries", uint64_t{0});
-      r.temporary_bytes = tot.value("temporary_bytes", uint64_t{0});
-    }
-    const json &p = at(j, "peak");
-    if (p.is_object()) {
-      r.peak = p.value("bytes", uint64_t{0});
-      r.peak_time = p.value("time_s", 0.0);
-      r.peak_event = p.value("event", uint64_t{0});
-      r.peak_phase = p.value("phase", std::string());
-      read_named_array(at(p, "by_role"), r.peak_by_role, role_name);
-      read_named_array(at(p, "by_phase"), r.peak_by_phase, phase_name);
-      for (const auto &o : at(p, "by_op"))
-        r.peak_by_op.push_back({o.value("name", std::string()), o.value("bytes", uint64_t{0})});
-      for (const auto &l : at(p, "by_label"))
-        r.peak_by_label.push_back({l.value("label", std::string()), l.value("role", std::string()),
-                                   l.value("bytes", uint64_t{0}), l.value("buffers", uint64_t{0})});
-      for (const auto &g : at(p, "by_role_op")) {
-        RoleOpBytes &group = r.peak_by_role_op.emplace_back();
-        group.role = g.value("role", std::string());
-        group.op = g.value("op", std::string());
-        group.bytes = g.value("bytes", uint64_t{0});
-        group.buffers = g.value("buffers", uint64_t{0});
-        for (const auto &l : at(g, "labels"))
-          group.labels.push_back({l.value("name", std::string()), l.value("bytes", uint64_t{0})});
-      }
-      r.peak_slack = p.value("slack_bytes", uint64_t{0});
-      if (const json &split = at(p, "foreign_split"); split.is_object()) {
-        r.start_up_end = split.value("start_up_end_s", 0.0);
-        r.peak_foreign_start_up = split.value("start_up", uint64_t{0});
-        r.peak_foreign_after_start_up = split.value("after_start_up", uint64_t{0});
-      }
-    }
-    const json &a = at(j, "allocator");
-    if (a.is_object()) {
-      r.have_allocator_stats = a.value("available", false);
-      r.jemalloc_allocated_at_peak = a.value("jemalloc_allocated_at_peak", uint64_t{0});
-      r.jemalloc_active_at_peak = a.value("jemalloc_active_at_peak", uint64_t{0});
-      r.jemalloc_resident_at_peak = a.value("jemalloc_resident_at_peak", uint64_t{0});
-      r.jemalloc_retained_at_peak = a.value("jemalloc_retained_at_peak", uint64_t{0});
-      r.rss_at_peak = a.value("rss_at_peak", uint64_t{0});
-      r.max_rss = a.value("max_rss", uint64_t{0});
-    }
-    const json &mp = at(j, "mappings");
-    if (mp.is_object()) {
-      r.mapped_peak = mp.value("peak", uint64_t{0});
-      r.mapped_at_peak = mp.value("at_peak", uint64_t{0});
-      for (const auto &b : at(mp, "largest")) {
-        LiveBuffer lb;
-        lb.addr = b.value("addr", uint64_t{0});
-        lb.size = b.value("size", uint64_t{0});
-        lb.role = b.value("role", std::string());
-        lb.op = b.value("op", std::string());
-        lb.phase = b.value("phase", std::string());
-        lb.label = b.value("label", std::string());
-        lb.space = "mmap";
-        r.largest_mappings.push_back(std::move(lb));
-      }
-    }
-    const json &d = at(j, "device");
-    if (d.is_object()) {
-      r.device_peak = d.value("peak", uint64_t{0});
-      r.device_peak_time = d.value("time_s", 0.0);
-      r.device_reserved_peak = d.value("reserved_peak", uint64_t{0});
-      read_named_array(at(d, "by_role"), r.device_peak_by_role, role_name);
-      r.device_ooms = d.value("ooms", uint64_t{0});
-      const json &oom = at(d, "oom");
-      if (oom.is_object()) {
-        r.oom_requested = oom.value("requested", uint64_t{0});
-        r.oom_reserved = oom.value("reserved", uint64_t{0});
-        r.oom_allocated = oom.value("allocated", uint64_t{0});
-        r.oom_limit = oom.value("limit", uint64_t{0});
-        r.oom_device = oom.value("device", 0u);
-        r.oom_time = oom.value("time_s", 0.0);
-        read_named_array(at(oom, "by_role"), r.oom_by_role, role_name);
-      }
-    }
-    const json &phases = at(j, "phases");
-    for (size_t i = 0; i < phases.size() && i < r.phases.size(); ++i) {
-      const json &ph = phases[i];
-      PhaseSummary &s = r.phases[i];
-      s.name = ph.value("name", std::string(phase_name(static_cast<int>(i))));
-      s.allocations = ph.value("allocations", uint64_t{0});
-      s.frees = ph.value("frees", uint64_t{0});
-      s.bytes = ph.value("bytes", uint64_t{0});
-      s.peak = ph.value("peak", uint64_t{0});
-      s.peak_time = ph.value("peak_time_s", 0.0);
-    }
-    for (const auto &o : at(j, "ops")) {
-      OpSummary s;
-      s.name = o.value("name", std::string());
-      s.calls = o.value("calls", uint64_t{0});
-      s.allocations = o.value("allocations", uint64_t{0});
-      s.bytes = o.value("bytes", uint64_t{0});
-      s.temporaries = o.value("temporaries", uint64_t{0});
-      s.temporary_bytes = o.value("temporary_bytes", uint64_t{0});
-      s.live_at_peak = o.value("live_at_peak", uint64_t{0});
-      for (const auto &l : at(o, "labels_at_peak"))
-        s.labels_at_peak.push_back(
-            {l.value("label", std::string()), l.value("bytes", uint64_t{0})});
-      r.ops.push_back(std::move(s));
-    }
-    for (const auto &s : at(j, "steps"))
-      r.steps.push_back({s.value("step", uint64_t{0}), s.value("start_s", 0.0),
-                         s.value("end_s", 0.0), s.value("allocations", uint64_t{0}),
-                         s.value("bytes", uint64_t{0}), s.value("peak", uint64_t{0})});
-    const json &steady = at(j, "steady_allocations_per_step");
-    r.steady_allocations_per_step = steady.is_number() ? steady.get<double>() : -1;
-    r.live_at_peak_omitted = j.value("live_at_peak_omitted", uint64_t{0});
-    for (const auto &b : at(j, "live_at_peak")) {
-      LiveBuffer lb;
-      lb.addr = b.value("addr", uint64_t{0});
-      lb.size = b.value("size", uint64_t{0});
-      lb.slack = b.value("slack", uint64_t{0});
-      lb.role = b.value("role", std::string());
-      lb.phase = b.value("phase", std::string());
-      lb.space = b.value("space", std::string());
-      lb.device = b.value("device", 0u);
-      lb.thread = b.value("thread", 0u);
-      lb.op = b.value("op", std::string());
-      lb.alloc_time = b.value("alloc_time_s", 0.0);
-      lb.label = b.value("label", std::string());
-      lb.dtype = b.value("dtype", std::string());
-      lb.shape = b.value("shape", std::vector<int64_t>{});
-      lb.source = b.value("source", uint64_t{0});
-      lb.source_label = b.value("source_label", std::string());
-      lb.content_hash = b.value("content_hash", uint64_t{0});
-      lb.site = b.value("site", std::string());
-      r.live_at_peak.push_back(std::move(lb));
-    }
-    for (const auto &p : at(j, "policy_savings"))
-      r.policy_savings.push_back(
-          {p.value("name", std::string()), p.value("title", std::string()),
-           p.value("fix", p.value("flag", std::string())), p.value("predicted_peak", uint64_t{0}),
-           p.value("saving", int64_t{0}), p.value("explanation", std::string())});
-    if (j.contains("engine") && j["engine"].is_object()) {
-      const json &e = j["engine"];
-      r.engine.name = e.value("name", std::string());
-      r.engine.version = e.value("version", std::string());
-      r.engine.protocol = e.value("protocol", 0u);
-      if (e.contains("policies") && e["policies"].is_array())
-        for (const auto &p : e["policies"]) {
-          const int id = ad::policy_id(p.value("name", std::string()));
-          if (id < 0) continue;
-          ad::EnginePolicy &ep = r.engine.policies[static_cast<size_t>(id)];
-          ep.described = true;
-          ep.on = p.value("on", false);
-          ep.switch_on = p.value("switch_on", std::string());
-          ep.switch_off = p.value("switch_off", std::string());
-        }
-    }
-    for (const auto &f : at(j, "findings"))
-      r.findings.push_back({f.value("kind", std::string()), f.value("message", std::string()),
-                            f.value("evidence", std::string()), f.value("fix", std::string()),
-                            f.value("bytes", uint64_t{0}), f.value("detail", false)});
+    JsonReader reader(j);
+    describe_report(reader, r, JsonOptions{});
     sites_from_json(j, r);
   } catch (const json::exception &e) {
     throw std::runtime_error(std::string("malformed adprof report: ") + e.what());

@@ -13,12 +13,12 @@
 #include <cmath>
 #include <map>
 
-#include "trace_format.h"
 #include "adprof/ad_protocol.h"
 #include "adprof/context.h"
 #include "adprof/replay.h"
 #include "adprof/torch_snapshot.h"
 #include "pickle.h"
+#include "trace_format.h"
 
 namespace adprof {
 

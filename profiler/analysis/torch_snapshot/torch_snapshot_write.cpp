@@ -31,12 +31,12 @@
 #include <algorithm>
 #include <map>
 
-#include "trace_format.h"
 #include "adprof/ad_events.h"
 #include "adprof/call_stacks.h"
 #include "adprof/replay_driver.h"
 #include "adprof/torch_snapshot.h"
 #include "pickle.h"
+#include "trace_format.h"
 
 namespace adprof {
 

@@ -14,12 +14,11 @@
 //           and keeps its own host total, with an arena model (idle buffers per size) for
 //           storages the recording gave back to an arena. The scenario's peak is the largest
 //           predicted total.
-#include "adprof/whatif.h"
-
 #include <algorithm>
 
 #include "adprof/replay.h"
 #include "adprof/replay_driver.h"
+#include "adprof/whatif.h"
 #include "pass.h"
 #include "plan.h"
 #include "render.h"
