@@ -22,7 +22,7 @@ namespace {
 
 using Result = adprof_test::ProcessResult;
 
-using adprof_test::slurp;
+using adprof_test::read_file;
 
 class Cli : public ::testing::Test {
  protected:
@@ -135,14 +135,14 @@ TEST_F(Cli, TimelineAndExports) {
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("v peak"), std::string::npos);
   EXPECT_NE(t.out.find('S'), std::string::npos);  // accumulation glyph
-  std::string csv = slurp(dir_ / "t.csv");
+  std::string csv = read_file(dir_ / "t.csv");
   EXPECT_EQ(csv.rfind("time_s,host,role.foreign", 0), 0u);
   EXPECT_GT(std::count(csv.begin(), csv.end(), '\n'), 10);
-  EXPECT_EQ(slurp(dir_ / "t.svg").rfind("<svg", 0), 0u);
+  EXPECT_EQ(read_file(dir_ / "t.svg").rfind("<svg", 0), 0u);
   {
     // The GUI's colour per role and its stacking order (role_style.h): forward caches were
     // orange in the SVG and green in the GUI, the roles stacked in opposite orders.
-    const std::string svg = slurp(dir_ / "t.svg");
+    const std::string svg = read_file(dir_ / "t.svg");
     const size_t parameter = svg.find("<title>parameter</title>");
     const size_t cache = svg.find("<title>forward_cache</title>");
     const size_t foreign = svg.find("<title>foreign</title>");
@@ -156,7 +156,7 @@ TEST_F(Cli, TimelineAndExports) {
   }
 
   ASSERT_EQ(adprof("export " + trace + " --perfetto p.json --folded f.txt").code, 0);
-  auto p = nlohmann::json::parse(slurp(dir_ / "p.json"));
+  auto p = nlohmann::json::parse(read_file(dir_ / "p.json"));
   int begins = 0, ends = 0, counters = 0;
   for (const auto &e : p["traceEvents"]) {
     std::string ph = e["ph"];
@@ -167,7 +167,7 @@ TEST_F(Cli, TimelineAndExports) {
   EXPECT_GT(begins, 0);
   EXPECT_EQ(begins, ends);
   EXPECT_GT(counters, 0);
-  std::string folded = slurp(dir_ / "f.txt");
+  std::string folded = read_file(dir_ / "f.txt");
   EXPECT_NE(folded.find("backward;"), std::string::npos) << folded;
   EXPECT_NE(folded.find(";accumulation"), std::string::npos) << folded;
 }

@@ -13,12 +13,14 @@
 #include <memory>
 #include <thread>
 
-#include "test_util.h"
+#include "../support/process.h"
+#include "adprof/trace_reader.h"
 #include "trace_builder.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
+using namespace ptest;  // trace_builder.h
 
 std::string save(const TempDir &dir, const std::string &name, const std::vector<uint8_t> &b) {
   std::string path = dir / name;

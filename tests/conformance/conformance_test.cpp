@@ -25,13 +25,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "counts_file.h"
-#include "test_util.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 using nlohmann::json;
 
 // One process image's counts, from adprof's trace or from the counter's file.

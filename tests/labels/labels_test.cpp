@@ -45,7 +45,7 @@ class Labels : public ::testing::Test {
     const int status =
         std::system((ADPROF_CLI " " + args + " " + *trace_ + " >'" + out + "'").c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
-    return adprof_test::slurp(out);
+    return adprof_test::read_file(out);
   }
 
   static inline adprof_test::TempDir *dir_ = nullptr;

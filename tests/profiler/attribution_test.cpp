@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "../support/process.h"
 #include "adprof/report.h"
-#include "test_util.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 constexpr uint64_t kMiB = 1 << 20;
 

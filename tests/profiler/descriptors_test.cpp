@@ -4,11 +4,12 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
-#include "test_util.h"
+#include "../support/process.h"
+#include "../support/trace_summary.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 const char kProgramText[] = "the program's own line\nand its last line\n";
 

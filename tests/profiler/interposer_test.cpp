@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <map>
 
+#include "../support/process.h"
+#include "../support/trace_summary.h"
 #include "adprof/report.h"
-#include "test_util.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 TEST(Interposer, StormCountsAreExact) {
   TempDir dir;

@@ -4,12 +4,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "../support/process.h"
+#include "../support/trace_summary.h"
 #include "adprof/report.h"
-#include "test_util.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 // `adprof run -o TRACE --no-report -- lifecycle ARGS...`
 Result run_lifecycle(const std::string &trace, std::vector<std::string> args,

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
+#include "../support/process.h"
 
-using namespace ptest;
+using namespace adprof_test;
 
 namespace {
 

@@ -8,12 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/process.h"
 #include "adprof/findings.h"
-#include "test_util.h"
+#include "adprof/replay.h"
+#include "adprof/trace_reader.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 void expect_one_line_error(const Result &r, const std::string &what) {
   SCOPED_TRACE(what);

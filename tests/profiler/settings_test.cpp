@@ -5,11 +5,12 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
-#include "test_util.h"
+#include "../support/process.h"
+#include "../support/trace_summary.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 Result run_exit0(const std::string &trace,
                  std::vector<std::pair<std::string, std::string>> env = {}) {

@@ -6,12 +6,13 @@
 
 #include <set>
 
+#include "../support/process.h"
+#include "../support/trace_summary.h"
 #include "adprof/report.h"
-#include "test_util.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 constexpr uint64_t kShareTick = 1024;  // ticks: recorder.h kShareTickShift
 

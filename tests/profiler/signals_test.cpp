@@ -7,11 +7,12 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include "test_util.h"
+#include "../support/process.h"
+#include "../support/trace_summary.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 
 // `adprof run --no-report -o TRACE -- ARGV...` in a process group of its own (as a shell's job
 // would be), signalled as a whole once MARKER exists; returns adprof's result.

@@ -10,12 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "../support/process.h"
 #include "adprof/call_stacks.h"
 #include "adprof/compare.h"
 #include "adprof/report.h"
-#include "test_util.h"
+#include "adprof/trace_reader.h"
 
-using namespace ptest;
+using namespace adprof_test;
 
 namespace {
 

@@ -12,17 +12,18 @@
 #include <map>
 #include <memory>
 
+#include "../support/process.h"
 #include "../support/sanitized_build.h"
 #include "adprof/replay.h"
 #include "adprof/report.h"
 #include "chunk_columns.h"
 #include "heap_coder.h"
-#include "test_util.h"
 #include "trace_builder.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
+using namespace ptest;  // trace_builder.h
 using adprof::Event;
 using adprof::TraceReader;
 using ET = adprof::format::EventType;

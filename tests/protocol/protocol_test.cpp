@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using adprof_test::slurp;
+using adprof_test::read_file;
 
 class Protocol : public ::testing::Test {
  protected:
@@ -34,7 +34,7 @@ class Protocol : public ::testing::Test {
     const fs::path o = dir_ / "stdout";
     const int status =
         std::system(("cd '" + dir_.path() + "' && " + command + " >'" + o.string() + "'").c_str());
-    out = slurp(o);
+    out = read_file(o);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   // Records minitape (K branches of S doubles) with its policies set through its environment.

@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
-#include "test_util.h"
 #include "torch_support.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 using nlohmann::json;
 
 const std::string kPython = env_or("ADPROF_TEST_PYTHON", ADPROF_TEST_VENV_PYTHON);

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "../support/process.h"
 
-namespace ptest {
+namespace adprof_test {
 
 using nlohmann::json;
 
@@ -69,4 +69,4 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
   return {};
 }
 
-}  // namespace ptest
+}  // namespace adprof_test

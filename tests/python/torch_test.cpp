@@ -19,13 +19,13 @@
 #include <set>
 #include <sstream>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
-#include "test_util.h"
 #include "torch_support.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 using nlohmann::json;
 
 // The interpreter under test: Debian's python3 with its torch 1.13 (what CI runs), or the one

@@ -14,13 +14,15 @@
 #include <filesystem>
 #include <string>
 
+#include "../support/process.h"
+#include "adprof/replay.h"
 #include "adprof/report.h"
-#include "test_util.h"
+#include "adprof/trace_reader.h"
 #include "torch_snapshot/pickle.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 namespace fs = std::filesystem;
 using adprof::pickle::Document;
 using adprof::pickle::Kind;

@@ -25,7 +25,7 @@ namespace {
 
 using Result = adprof_test::ProcessResult;
 
-using adprof_test::slurp;
+using adprof_test::read_file;
 
 class WhatIf : public ::testing::Test {
  protected:
