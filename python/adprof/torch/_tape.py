@@ -113,6 +113,47 @@ def _first_tensor(values):
     return None
 
 
+def _main_variable(obj):
+    """The name of the __main__ global that holds `obj` (the script's variable), or None."""
+    import sys
+    main = sys.modules.get("__main__")
+    for key, value in list(vars(main).items()) if main is not None else ():
+        if value is obj and not key.startswith("_"):
+            return key
+    return None
+
+
+def _free_gradients_code(owner, call):
+    """zero_grad's fix as a line that replaces the script's own call."""
+    return f"{owner}.zero_grad(set_to_none=True)  # in place of {owner}.{call}"
+
+
+def _fused_optimizer_code(opt):
+    """The fused optimizer as code pasted right after the script makes `opt`: one optimizer of
+    the same class per parameter (with its group's settings that the class takes: 2.x's AdamW
+    keeps Adam's decoupled_weight_decay in them), stepped and its gradient freed in
+    a hook when the parameter's gradient is complete; opt.step and opt.zero_grad then do
+    nothing."""
+    import torch
+    if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):  # 2.1+
+        hook = "    _p.register_post_accumulate_grad_hook(_step_now)\n"
+    else:  # the parameter's AccumulateGrad node, kept alive so that it stays the parameter's
+        hook = ("    _nodes.append(_p.expand_as(_p).grad_fn.next_functions[0][0])\n"
+                "    _nodes[-1].register_hook(lambda *_, p=_p: _step_now(p))\n")
+    return (f"# right after {opt} is made (a learning-rate scheduler of {opt} would not reach "
+            "these):\n"
+            "import inspect\n"
+            f"_settings = set(inspect.signature(type({opt})).parameters) - {{\"params\"}}\n"
+            f"_fused = {{p: type({opt})([p], **{{k: v for k, v in g.items() if k in _settings}})\n"
+            f"          for g in {opt}.param_groups for p in g[\"params\"]}}\n"
+            "def _step_now(p):\n"
+            "    _fused[p].step()\n"
+            "    _fused[p].zero_grad(set_to_none=True)\n"
+            + ("" if "_nodes" not in hook else "_nodes = []\n") +
+            "for _p in _fused:\n" + hook +
+            f"{opt}.step = {opt}.zero_grad = lambda *args, **kwargs: None  # stepped in backward")
+
+
 class TapeListener:
     def __init__(self, ctx):
         self.ctx = ctx
@@ -126,6 +167,9 @@ class TapeListener:
         self._next_layer = 0
         self._params = {}         # id(param) -> parameter id
         self._free_gradients = None  # what the program's zero_grad does (None: not seen yet)
+        self._free_words = None  # zero_grad's fix, naming the script's variable
+        self._roots = {}  # root label -> (__main__ variable or None, class name, HF switch)
+        self._fused_described = False  # the fused optimizer's fix names the optimizer
         if self._active:
             self._describe()
 
@@ -149,26 +193,54 @@ class TapeListener:
         self.ctx.annotate(P.AD_POLICY, [_POLICY_CHECKPOINTING, 0, self.ctx.name(note + on_words),
                                         self.ctx.name(off_words), _SCHEDULE_BLOCKS])
 
-    def on_root(self, module, name, is_variable):
-        """A model's root module was first seen, named `name` (the program's variable, when
-        is_variable): the checkpointing wording in its library's terms."""
+    def on_root(self, module, label, variable):
+        """A model's root module was first seen: labelled `label` (its class's name, which does
+        not change when the script renames its variables), held by the __main__ variable
+        `variable` (None: none, e.g. a local of main()). The checkpointing wording in its
+        library's terms, as code that names the model as the program holds it. A root without
+        parameters (a loss module called at the top level) has no blocks to checkpoint and
+        changes nothing: the wording stays the model's."""
         if not self._active:
             return
-        words = _WORDS[_POLICY_CHECKPOINTING]
+        try:
+            if not any(True for _ in module.parameters()):
+                return
+        except Exception:  # a module whose parameters() fails: not the program's concern here
+            return
+        switch = None  # transformers' own (5.x renames it; the old name warns it is deprecated)
         if getattr(module, "supports_gradient_checkpointing", False):
-            # transformers 5.x renames the switch (the old name warns it is deprecated)
-            for switch in ("activation_checkpointing_enable", "gradient_checkpointing_enable"):
-                if callable(getattr(module, switch, None)):
-                    words = (f"{{root}}.{switch}()", f"{{root}} without {switch}()")
-                    break
-        note = "" if is_variable else \
-            f"(with {name} your {type(module).__name__}, as this program holds it) "
-        self._describe_checkpointing(words, note)
+            switch = next((name for name in ("activation_checkpointing_enable",
+                                              "gradient_checkpointing_enable")
+                           if callable(getattr(module, name, None))), None)
+        # (what the words need, not the module: the listener keeps no model alive)
+        self._roots[label] = (variable, type(module).__name__, switch)
+        self._describe_checkpointing(*self._checkpointing_words())
+
+    def _checkpointing_words(self):
+        """(on, off, note): the checkpointing code for the roots seen so far. The chain the
+        what-if picks lies in one of them ({root}, its label): the code names that model by the
+        script's variable (several: a dict from label to variable) and the container by its path
+        below the root ({container_path}; get_submodule("") is the model itself)."""
+        on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
+        roots = list(self._roots.items())
+        if all(variable is not None for _, (variable, _, _) in roots):
+            model = roots[0][1][0] if len(roots) == 1 else "{%s}[\"{root}\"]" % ", ".join(
+                f'"{label}": {variable}' for label, (variable, _, _) in roots)
+            on_words = on_words.replace("for block in {container}:",
+                                        f'for block in {model}.get_submodule("{{container_path}}"):')
+        label, (variable, class_name, switch) = roots[-1]
+        if len(roots) == 1 and switch is not None:
+            on_words = f"{variable or '{root}'}.{switch}()"
+            off_words = f"{{root}} without {switch}()"
+        note = f"(with {label} your {class_name}, as this program holds it) " \
+            if len(roots) == 1 and variable is None else ""
+        return (on_words, off_words), note
 
     def _describe_free_gradients(self, on):
         on_words, off_words = _WORDS[_POLICY_FREE_GRADIENTS]
         self.ctx.annotate(P.AD_POLICY, [_POLICY_FREE_GRADIENTS, 1 if on else 0,
-                                        self.ctx.name(on_words), self.ctx.name(off_words)])
+                                        self.ctx.name(self._free_words or on_words),
+                                        self.ctx.name(off_words)])
 
     def _bits(self):
         return 1 << _POLICY_FREE_GRADIENTS if self._free_gradients else 0
@@ -270,10 +342,15 @@ class TapeListener:
         if addr:
             self._emit(_GRAD_READY, [self._param_id(param), addr, _nbytes(g)])
 
-    def on_zero_grad(self, optimizer, set_to_none):
+    def on_zero_grad(self, optimizer, set_to_none, call="zero_grad()"):
         if not self._active:
             return
         free = bool(set_to_none)
+        if not free and self._free_words is None:
+            owner = _main_variable(optimizer)
+            if owner is not None:  # the fix as code: the line that replaces the script's call
+                self._free_words = _free_gradients_code(owner, call)
+                self._free_gradients = None  # described again below, with these words
         if free != self._free_gradients:
             self._free_gradients = free
             self._describe_free_gradients(free)
@@ -286,8 +363,17 @@ class TapeListener:
                 self._emit(_GRAD_ZEROED, [self._param_id(p), addr, _nbytes(g)])
 
     def on_step_begin(self, optimizer, step):
-        if self._active:
-            self._emit(_OPTIMIZER_BEGIN, [step])
+        if not self._active:
+            return
+        if not self._fused_described:
+            self._fused_described = True
+            name = _main_variable(optimizer)
+            if name is not None and getattr(optimizer, "param_groups", None):
+                self.ctx.annotate(P.AD_POLICY, [
+                    _POLICY_FUSED_OPTIMIZER, 0,
+                    self.ctx.name(_fused_optimizer_code(name)),
+                    self.ctx.name(_WORDS[_POLICY_FUSED_OPTIMIZER][1])])
+        self._emit(_OPTIMIZER_BEGIN, [step])
 
     def on_step_end(self, optimizer, step):
         if self._active:
