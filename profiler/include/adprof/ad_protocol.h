@@ -1,4 +1,4 @@
-/* adprof AD protocol, version 4: what an automatic-differentiation engine tells the profiler
+/* adprof AD protocol, version 5: what an automatic-differentiation engine tells the profiler
  * beyond the context API (context.h), so that the analysis can explain the peak in the
  * engine's own words and replay its tape under other memory policies (adprof whatif).
  *
@@ -26,6 +26,8 @@
  * Version 4 (an engine that compiles programs whose temporaries the compiler packs into one
  * block per call, a preallocated temp buffer): arenas and their logical buffers
  * ("Arenas" below). Traces of earlier versions read as before.
+ *
+ * Version 5: the placeholder {container_path} in a policy's wording (below).
  */
 #ifndef ADPROF_AD_PROTOCOL_H
 #define ADPROF_AD_PROTOCOL_H
@@ -38,7 +40,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 4
+#define ADPROF_AD_PROTOCOL_VERSION 5
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -66,7 +68,7 @@ extern "C" {
  *     {container}      (version 3) the label the chain's layers are items of: their labels
  *                      less the last ".<index>" ("model.transformer.h" for
  *                      "model.transformer.h.0" .. "model.transformer.h.3")
- *     {container_path} (version 4) {container} less its first component, the root: the
+ *     {container_path} (version 5) {container} less its first component, the root: the
  *                      container's path inside the model ("transformer.h"; empty when the
  *                      container is the root), for code that names the model as the program
  *                      holds it (labels start with the engine's own name for the root)
