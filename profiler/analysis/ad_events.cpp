@@ -54,8 +54,9 @@ constexpr std::array<PolicyName, ADPROF_AD_POLICY_COUNT> kPolicyNames = {{
     {ADPROF_AD_POLICY_FREE_GRADIENTS, "free_gradients", "gradients freed, not zeroed", 2},
 }};
 
-constexpr const char *kPlaceholders[] = {"{first}",    "{last}",         "{parent}",    "{count}",
-                                         "{segments}", "{checkpointed}", "{container}", "{root}"};
+constexpr const char *kPlaceholders[] = {"{first}",     "{last}",           "{parent}",
+                                         "{count}",     "{segments}",       "{checkpointed}",
+                                         "{container}", "{container_path}", "{root}"};
 
 }  // namespace
 

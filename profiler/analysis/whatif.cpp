@@ -177,8 +177,11 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
         const size_t dot = first.rfind('.');
         const std::string container = dot == std::string::npos ? first : first.substr(0, dot);
         const std::string root = first.substr(0, first.find('.'));
+        const std::string container_path =
+            container.size() > root.size() ? container.substr(root.size() + 1) : "";
         const std::vector<std::pair<std::string, std::string>> values = {
             {"container", container},
+            {"container_path", container_path},
             {"root", root},
             {"first", p.chain.first},
             {"last", p.chain.last},

@@ -46,7 +46,7 @@ SPACE_DEVICE_RAW = 4
 SPACE_HOST_PINNED = 5
 
 # ad_protocol.h
-AD_PROTOCOL_VERSION = 3
+AD_PROTOCOL_VERSION = 4
 AD_NONE = (1 << 64) - 1
 AD_ENGINE = "ad.engine"
 AD_POLICY = "ad.policy"

@@ -169,8 +169,10 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
                            "phase     backward", "phase     optimizer", "-> forward_cache",
                            "-> duplicate source=0x", "-> optimizer_state", "-> input"})
     EXPECT_NE(dump.out.find(text), std::string::npos) << "no '" << text << "' in the trace";
-  for (const char *name : {"model.mlp.0", "model.norm.weight", "model.embed.weight.exp_avg",
-                           "model.head.weight.grad", "ad.index_widened", "pytorch"})
+  // (the root is named after the model's class, TokenModel)
+  for (const char *name :
+       {"tokenmodel.mlp.0", "tokenmodel.norm.weight", "tokenmodel.embed.weight.exp_avg",
+        "tokenmodel.head.weight.grad", "ad.index_widened", "pytorch"})
     EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos)
         << "name '" << name << "' never interned";
   // Gradients in flight are named by the module whose forward made the node computing them
@@ -180,12 +182,12 @@ TEST(TorchRecording, ModulePathsPhasesAndDuplicates) {
   for (const json &row : report["peak"]["by_label"])
     if (row["role"] == "adjoint") {
       const std::string label = row["label"];
-      if (label.rfind("model", 0) == 0 && label.find(".grad") == std::string::npos)
+      if (label.rfind("tokenmodel", 0) == 0 && label.find(".grad") == std::string::npos)
         adjoint_modules.insert(label);
     }
   EXPECT_FALSE(adjoint_modules.empty())
       << "no adjoint named by module at the peak: " << report["peak"]["by_label"].dump();
-  EXPECT_TRUE(adjoint_modules.count("model.mlp.2")) << report["peak"]["by_label"].dump();
+  EXPECT_TRUE(adjoint_modules.count("tokenmodel.mlp.2")) << report["peak"]["by_label"].dump();
 }
 
 // Each gradient is labelled with the module whose forward made the autograd node computing it:
@@ -374,20 +376,22 @@ TEST(TorchRecording, WidenedIndexSavedForBackwardIsADuplicate) {
   for (const json &f : report["findings"]) {
     if (f["kind"] != "duplicate") continue;
     const std::string message = f["message"], fix = f["fix"];
-    named = message.find("i64 copy of model.input") != std::string::npos;
+    // (the root is named after its class, Net)
+    named = message.find("i64 copy of net.input") != std::string::npos;
     EXPECT_NE(message.find("kept for the backward pass"), std::string::npos) << message;
     EXPECT_EQ(f["bytes"].get<uint64_t>(), 4096u * 8 * 8) << message;
     EXPECT_EQ(fix.rfind("pytorch: pass the int32 index as it is", 0), 0u) << fix;
   }
   EXPECT_TRUE(named) << "no finding names the widened index: " << report["findings"];
   Result text = run_cli({"report", trace}, 300);
-  EXPECT_NE(text.out.find("duplicate - i64 copy of model.input"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("duplicate - i64 copy of net.input"), std::string::npos) << text.out;
 }
 
 // torch.compile under adprof compiles as it does alone (a dispatch mode that does not ignore
 // compile internals made dynamo skip compiling: eager losses), its module hooks break no graph,
 // PyTorch does not warn about adprof's global hooks, and the labels are the model's own paths
-// ("model.0.up", not the wrapper's "cmodel._orig_mod.0.up"). PyTorch 2.x only.
+// ("sequential.0.up": the root named after its class, not the wrapper's
+// "cmodel._orig_mod.0.up"). PyTorch 2.x only.
 TEST(TorchRecording, CompiledModelIsCompiledAndLabelledWithItsOwnPaths) {
   SKIP_WITHOUT_TORCH();
   SpawnOptions plain;
@@ -404,7 +408,7 @@ TEST(TorchRecording, CompiledModelIsCompiledAndLabelledWithItsOwnPaths) {
   EXPECT_EQ(r.err.find("global hooks"), std::string::npos) << r.err;
   Result dump = run_cli({"dump", trace}, 300);
   ASSERT_EQ(dump.exit_code, 0);
-  EXPECT_NE(dump.out.find("\"model.0.up.weight\""), std::string::npos)
+  EXPECT_NE(dump.out.find("\"sequential.0.up.weight\""), std::string::npos)
       << "the parameters are not labelled with the model's paths";
   EXPECT_EQ(dump.out.find("_orig_mod"), std::string::npos) << "the wrapper's path in a label";
   const json report = report_of(trace);
@@ -654,39 +658,54 @@ TEST(TorchRecording, OutputsKeptEveryStepAreAGrowthFinding) {
 }
 
 // Labels are module paths from the model's root whatever the script does around the model:
-// wrapping it in DataParallel, or calling its layers on their own through checkpoint in the
-// loop (issue 35, item 2: `net.lstm` became `lstm`, and `diff` listed every parameter twice).
-TEST(TorchRecording, LabelsSurviveWrappingAndCheckpointing) {
+// naming its variable otherwise, wrapping it in DataParallel or torch.compile, or calling its
+// layers on their own through checkpoint in the loop (issue 35, item 2: `net.lstm` became
+// `lstm`, renaming `net` to `model` renamed every label, and `diff` listed every parameter
+// twice). The root is named after the model's class; `diff` against the plain run shows no
+// label under another name.
+TEST(TorchRecording, LabelsSurviveRenamingWrappingAndCheckpointing) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
-  const std::string model =
-      "import torch, torch.utils.checkpoint\n"
-      "class Net(torch.nn.Module):\n"
-      "    def __init__(self):\n"
-      "        super().__init__()\n"
-      "        self.body = torch.nn.Linear(2048, 2048)\n"
-      "        self.head = torch.nn.Linear(2048, 2048)\n"
-      "    def forward(self, x):\n"
-      "        return self.head(torch.relu(self.body(x)))\n"
-      "net = Net()\n"
-      "opt = torch.optim.SGD(net.parameters(), lr=0.01)\n";
-  const std::map<std::string, std::string> forwards = {
-      {"plain", "out = net(x)"},
-      {"parallel", "out = wrapped(x)"},
+  auto script = [](const std::string &var, const std::string &forward) {
+    return "import torch, torch.utils.checkpoint\n"
+           "class Net(torch.nn.Module):\n"
+           "    def __init__(self):\n"
+           "        super().__init__()\n"
+           "        self.body = torch.nn.Linear(1024, 1024)\n"
+           "        self.head = torch.nn.Linear(1024, 1024)\n"
+           "    def forward(self, x):\n"
+           "        return self.head(torch.relu(self.body(x)))\n"
+           "torch.manual_seed(0)\n" +
+           var + " = Net()\n" + "opt = torch.optim.SGD(" + var +
+           ".parameters(), lr=0.01)\n"
+           "wrapped = torch.nn.DataParallel(" +
+           var +
+           ")\n"
+           // torch.compile where this PyTorch has it (2.x); 1.13 runs the model as it is
+           "compiled = torch.compile(" +
+           var + ") if hasattr(torch, 'compile') else " + var +
+           "\n"
+           "for step in range(3):\n"
+           "    x = torch.randn(32, 1024, requires_grad=True)\n"
+           "    " +
+           forward +
+           "\n"
+           "    out.square().mean().backward()\n"
+           "    opt.step()\n"
+           "    opt.zero_grad()\n";
+  };
+  const std::map<std::string, std::string> scripts = {
+      {"plain", script("net", "out = net(x)")},
+      {"renamed", script("model", "out = model(x)")},
+      {"parallel", script("net", "out = wrapped(x)")},
+      {"compiled", script("net", "out = compiled(x)")},
       {"checkpointed",
-       "out = net.head(torch.relu(torch.utils.checkpoint.checkpoint(net.body, x, "
-       "use_reentrant=False)))"}};
+       script("model",
+              "out = model.head(torch.relu(torch.utils.checkpoint.checkpoint(model.body, x, "
+              "use_reentrant=False)))")}};
   std::map<std::string, std::set<std::string>> labels;
-  for (const auto &[name, forward] : forwards) {
-    write_file(tmp / (name + ".py"), model + "wrapped = torch.nn.DataParallel(net)\n" +
-                                         "for step in range(3):\n"
-                                         "    x = torch.randn(32, 2048, requires_grad=True)\n"
-                                         "    " +
-                                         forward +
-                                         "\n"
-                                         "    out.square().mean().backward()\n"
-                                         "    opt.step()\n"
-                                         "    opt.zero_grad()\n");
+  for (const auto &[name, text] : scripts) {
+    write_file(tmp / (name + ".py"), text);
     Result r = run_torch(tmp / (name + ".adtrace"), {tmp / (name + ".py")});
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
     const json report = report_of(tmp / (name + ".adtrace"));
@@ -695,10 +714,26 @@ TEST(TorchRecording, LabelsSurviveWrappingAndCheckpointing) {
   }
   const std::set<std::string> expected = {"net.body.bias", "net.body.weight", "net.head.bias",
                                           "net.head.weight"};
-  for (const auto &[name, forward] : forwards) {
+  for (const auto &[name, text] : scripts) {
     std::string got;
     for (const std::string &l : labels[name]) got += l + " ";
     EXPECT_EQ(labels[name], expected) << name << ": " << got;
+    if (name == "plain") continue;
+    // `diff` matches every label: what it lists at one peak only is a role the edit changed
+    // (checkpointing drops forward caches), never a label under another root
+    Result d = run_cli({"diff", "--json", tmp / "plain.adtrace", tmp / (name + ".adtrace")}, 300);
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    const json diff = json::parse(d.out, nullptr, false);
+    ASSERT_FALSE(diff.is_discarded()) << d.out;
+    for (const char *side : {"appeared", "vanished"})
+      for (const json &row : diff[side]) {
+        const std::string entry = row.get<std::string>();
+        if (entry.rfind("op ", 0) == 0 || entry.rfind("site ", 0) == 0) continue;
+        const std::string label = entry.substr(entry.find(' ') + 1);
+        EXPECT_TRUE(label == "net" || label.rfind("net.", 0) == 0)
+            << name << ": " << side << " '" << entry << "' is not under the model's root";
+        EXPECT_NE(name, "renamed") << "renaming the variable changed '" << entry << "'";
+      }
   }
 }
 

@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 3
+#define ADPROF_AD_PROTOCOL_VERSION 4
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -62,6 +62,10 @@ extern "C" {
  *     {container}      (version 3) the label the chain's layers are items of: their labels
  *                      less the last ".<index>" ("model.transformer.h" for
  *                      "model.transformer.h.0" .. "model.transformer.h.3")
+ *     {container_path} (version 4) {container} less its first component, the root: the
+ *                      container's path inside the model ("transformer.h"; empty when the
+ *                      container is the root), for code that names the model as the program
+ *                      holds it (labels start with the engine's own name for the root)
  *     {root}           (version 3) the first component of the first layer's label (the model)
  *   e.g. "checkpoint {first} .. {last} of {parent} in {segments} segments". A wording with a
  *   placeholder the analysis cannot fill (no chain) is not quoted.

@@ -57,6 +57,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self.instances = itertools.count(1)
         self.ops = {}  # OpOverload -> (name id, name, kind)
         self.paths = weakref.WeakKeyDictionary()  # module -> (path, path name id)
+        self.root_labels = {}  # id(root module) -> its label (_root_label)
         self.params = {}  # storage address -> weakref to the parameter
         self.param_paths = {}  # id(parameter) -> (weakref to it, path); see _param_path
         self.inputs = {}  # storage address -> weakref to the tensor given to a top-level module

@@ -105,7 +105,6 @@ class ModuleHooks:
             return any(k not in ours for name in names for k in getattr(mod, name, None) or ())
         return _has_any_global_hook
 
-
     # ---------------------------------------------------------------- modules
     def _register_root(self, module):
         inner = _compiled_wrapper_of(module) or _parallel_wrapper_of(module)
@@ -127,18 +126,31 @@ class ModuleHooks:
                         break
             if module in self.paths:
                 return
-        name = None
+        label = self._root_label(module)
+        variable = None  # the __main__ variable that holds the root: only for printed fix code
         if main is not None:
             for key, value in list(vars(main).items()):
                 if value is module and not key.startswith("_"):
-                    name = key
+                    variable = key
                     break
-        is_variable = name is not None
-        if name is None:
-            name = type(module).__name__.lower()
-        self._register_tree(module, name)
+        self._register_tree(module, label)
         if not self._listener_failed:
-            self._tell("on_root", module, name, is_variable)
+            self._tell("on_root", module, label, variable)
+
+    def _root_label(self, module):
+        """A root module's label: its class name, lower case ("net" for a Net), so that labels,
+        and `adprof diff` across two versions of a script, do not change when the script renames
+        the variable that holds the model (they were named after it). A second root of a class
+        already seen (a teacher and its student) is "net#2", by order of first call."""
+        base = type(module).__name__.lower()
+        roots = self.root_labels
+        label, n = base, 1
+        while label in roots.values():
+            n += 1
+            label = f"{base}#{n}"
+        roots[id(module)] = label
+        weakref.finalize(module, roots.pop, id(module), None)
+        return label
 
     def _register_tree(self, module, prefix):
         ctx = self.ctx

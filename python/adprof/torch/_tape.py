@@ -149,21 +149,30 @@ class TapeListener:
         self.ctx.annotate(P.AD_POLICY, [_POLICY_CHECKPOINTING, 0, self.ctx.name(note + on_words),
                                         self.ctx.name(off_words), _SCHEDULE_BLOCKS])
 
-    def on_root(self, module, name, is_variable):
-        """A model's root module was first seen, named `name` (the program's variable, when
-        is_variable): the checkpointing wording in its library's terms."""
+    def on_root(self, module, label, variable):
+        """A model's root module was first seen: labelled `label` (its class's name, which does
+        not change when the script renames its variables), held by the __main__ variable
+        `variable` (None: none, e.g. a local of main()). The checkpointing wording in its
+        library's terms, as code that names the model as the program holds it."""
         if not self._active:
             return
-        words = _WORDS[_POLICY_CHECKPOINTING]
+        on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
+        if variable is not None:
+            # {container_path}: the container's path inside the model, whatever its label's
+            # root word (get_submodule("") is the model itself)
+            on_words = on_words.replace(
+                "for block in {container}:",
+                f'for block in {variable}.get_submodule("{{container_path}}"):')
         if getattr(module, "supports_gradient_checkpointing", False):
             # transformers 5.x renames the switch (the old name warns it is deprecated)
             for switch in ("activation_checkpointing_enable", "gradient_checkpointing_enable"):
                 if callable(getattr(module, switch, None)):
-                    words = (f"{{root}}.{switch}()", f"{{root}} without {switch}()")
+                    on_words = f"{variable or '{root}'}.{switch}()"
+                    off_words = f"{{root}} without {switch}()"
                     break
-        note = "" if is_variable else \
-            f"(with {name} your {type(module).__name__}, as this program holds it) "
-        self._describe_checkpointing(words, note)
+        note = "" if variable is not None else \
+            f"(with {label} your {type(module).__name__}, as this program holds it) "
+        self._describe_checkpointing((on_words, off_words), note)
 
     def _describe_free_gradients(self, on):
         on_words, off_words = _WORDS[_POLICY_FREE_GRADIENTS]
