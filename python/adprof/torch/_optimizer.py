@@ -191,7 +191,10 @@ class OptimizerHooks:
         @functools.wraps(original)
         def zero_grad(owner, *args, **kwargs):
             set_to_none = kwargs.get("set_to_none", args[0] if args else default)
-            self._tell("on_zero_grad", owner, bool(set_to_none))
+            # the call as the script wrote it: the fix names the line it replaces
+            call = "zero_grad(%s)" % ", ".join(
+                [repr(a) for a in args] + ["%s=%r" % kv for kv in kwargs.items()])
+            self._tell("on_zero_grad", owner, bool(set_to_none), call)
             return original(owner, *args, **kwargs)
         zero_grad.__adprof_wrapped__ = original
         return zero_grad

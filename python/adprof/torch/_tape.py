@@ -113,6 +113,47 @@ def _first_tensor(values):
     return None
 
 
+def _main_variable(obj):
+    """The name of the __main__ global that holds `obj` (the script's variable), or None."""
+    import sys
+    main = sys.modules.get("__main__")
+    for key, value in list(vars(main).items()) if main is not None else ():
+        if value is obj and not key.startswith("_"):
+            return key
+    return None
+
+
+def _free_gradients_code(owner, call):
+    """zero_grad's fix as a line that replaces the script's own call."""
+    return f"{owner}.zero_grad(set_to_none=True)  # in place of {owner}.{call}"
+
+
+def _fused_optimizer_code(opt):
+    """The fused optimizer as code pasted right after the script makes `opt`: one optimizer of
+    the same class per parameter (with its group's settings that the class takes: 2.x's AdamW
+    keeps Adam's decoupled_weight_decay in them), stepped and its gradient freed in
+    a hook when the parameter's gradient is complete; opt.step and opt.zero_grad then do
+    nothing."""
+    import torch
+    if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):  # 2.1+
+        hook = "    _p.register_post_accumulate_grad_hook(_step_now)\n"
+    else:  # the parameter's AccumulateGrad node, kept alive so that it stays the parameter's
+        hook = ("    _nodes.append(_p.expand_as(_p).grad_fn.next_functions[0][0])\n"
+                "    _nodes[-1].register_hook(lambda *_, p=_p: _step_now(p))\n")
+    return (f"# right after {opt} is made (a learning-rate scheduler of {opt} would not reach "
+            "these):\n"
+            "import inspect\n"
+            f"_settings = set(inspect.signature(type({opt})).parameters) - {{\"params\"}}\n"
+            f"_fused = {{p: type({opt})([p], **{{k: v for k, v in g.items() if k in _settings}})\n"
+            f"          for g in {opt}.param_groups for p in g[\"params\"]}}\n"
+            "def _step_now(p):\n"
+            "    _fused[p].step()\n"
+            "    _fused[p].zero_grad(set_to_none=True)\n"
+            + ("" if "_nodes" not in hook else "_nodes = []\n") +
+            "for _p in _fused:\n" + hook +
+            f"{opt}.step = {opt}.zero_grad = lambda *args, **kwargs: None  # stepped in backward")
+
+
 class TapeListener:
     def __init__(self, ctx):
         self.ctx = ctx
@@ -126,6 +167,8 @@ class TapeListener:
         self._next_layer = 0
         self._params = {}         # id(param) -> parameter id
         self._free_gradients = None  # what the program's zero_grad does (None: not seen yet)
+        self._free_words = None  # zero_grad's fix, naming the script's variable
+        self._fused_described = False  # the fused optimizer's fix names the optimizer
         if self._active:
             self._describe()
 
@@ -177,7 +220,8 @@ class TapeListener:
     def _describe_free_gradients(self, on):
         on_words, off_words = _WORDS[_POLICY_FREE_GRADIENTS]
         self.ctx.annotate(P.AD_POLICY, [_POLICY_FREE_GRADIENTS, 1 if on else 0,
-                                        self.ctx.name(on_words), self.ctx.name(off_words)])
+                                        self.ctx.name(self._free_words or on_words),
+                                        self.ctx.name(off_words)])
 
     def _bits(self):
         return 1 << _POLICY_FREE_GRADIENTS if self._free_gradients else 0
@@ -279,10 +323,15 @@ class TapeListener:
         if addr:
             self._emit(_GRAD_READY, [self._param_id(param), addr, _nbytes(g)])
 
-    def on_zero_grad(self, optimizer, set_to_none):
+    def on_zero_grad(self, optimizer, set_to_none, call="zero_grad()"):
         if not self._active:
             return
         free = bool(set_to_none)
+        if not free and self._free_words is None:
+            owner = _main_variable(optimizer)
+            if owner is not None:  # the fix as code: the line that replaces the script's call
+                self._free_words = _free_gradients_code(owner, call)
+                self._free_gradients = None  # described again below, with these words
         if free != self._free_gradients:
             self._free_gradients = free
             self._describe_free_gradients(free)
@@ -295,8 +344,17 @@ class TapeListener:
                 self._emit(_GRAD_ZEROED, [self._param_id(p), addr, _nbytes(g)])
 
     def on_step_begin(self, optimizer, step):
-        if self._active:
-            self._emit(_OPTIMIZER_BEGIN, [step])
+        if not self._active:
+            return
+        if not self._fused_described:
+            self._fused_described = True
+            name = _main_variable(optimizer)
+            if name is not None and getattr(optimizer, "param_groups", None):
+                self.ctx.annotate(P.AD_POLICY, [
+                    _POLICY_FUSED_OPTIMIZER, 0,
+                    self.ctx.name(_fused_optimizer_code(name)),
+                    self.ctx.name(_WORDS[_POLICY_FUSED_OPTIMIZER][1])])
+        self._emit(_OPTIMIZER_BEGIN, [step])
 
     def on_step_end(self, optimizer, step):
         if self._active:
