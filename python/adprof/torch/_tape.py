@@ -168,6 +168,7 @@ class TapeListener:
         self._params = {}         # id(param) -> parameter id
         self._free_gradients = None  # what the program's zero_grad does (None: not seen yet)
         self._free_words = None  # zero_grad's fix, naming the script's variable
+        self._roots = {}  # root label -> (__main__ variable or None, class name, HF switch)
         self._fused_described = False  # the fused optimizer's fix names the optimizer
         if self._active:
             self._describe()
@@ -196,26 +197,44 @@ class TapeListener:
         """A model's root module was first seen: labelled `label` (its class's name, which does
         not change when the script renames its variables), held by the __main__ variable
         `variable` (None: none, e.g. a local of main()). The checkpointing wording in its
-        library's terms, as code that names the model as the program holds it."""
+        library's terms, as code that names the model as the program holds it. A root without
+        parameters (a loss module called at the top level) has no blocks to checkpoint and
+        changes nothing: the wording stays the model's."""
         if not self._active:
             return
-        on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
-        if variable is not None:
-            # {container_path}: the container's path inside the model, whatever its label's
-            # root word (get_submodule("") is the model itself)
-            on_words = on_words.replace(
-                "for block in {container}:",
-                f'for block in {variable}.get_submodule("{{container_path}}"):')
+        try:
+            if not any(True for _ in module.parameters()):
+                return
+        except Exception:  # a module whose parameters() fails: not the program's concern here
+            return
+        switch = None  # transformers' own (5.x renames it; the old name warns it is deprecated)
         if getattr(module, "supports_gradient_checkpointing", False):
-            # transformers 5.x renames the switch (the old name warns it is deprecated)
-            for switch in ("activation_checkpointing_enable", "gradient_checkpointing_enable"):
-                if callable(getattr(module, switch, None)):
-                    on_words = f"{variable or '{root}'}.{switch}()"
-                    off_words = f"{{root}} without {switch}()"
-                    break
-        note = "" if variable is not None else \
-            f"(with {label} your {type(module).__name__}, as this program holds it) "
-        self._describe_checkpointing((on_words, off_words), note)
+            switch = next((name for name in ("activation_checkpointing_enable",
+                                              "gradient_checkpointing_enable")
+                           if callable(getattr(module, name, None))), None)
+        # (what the words need, not the module: the listener keeps no model alive)
+        self._roots[label] = (variable, type(module).__name__, switch)
+        self._describe_checkpointing(*self._checkpointing_words())
+
+    def _checkpointing_words(self):
+        """(on, off, note): the checkpointing code for the roots seen so far. The chain the
+        what-if picks lies in one of them ({root}, its label): the code names that model by the
+        script's variable (several: a dict from label to variable) and the container by its path
+        below the root ({container_path}; get_submodule("") is the model itself)."""
+        on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
+        roots = list(self._roots.items())
+        if all(variable is not None for _, (variable, _, _) in roots):
+            model = roots[0][1][0] if len(roots) == 1 else "{%s}[\"{root}\"]" % ", ".join(
+                f'"{label}": {variable}' for label, (variable, _, _) in roots)
+            on_words = on_words.replace("for block in {container}:",
+                                        f'for block in {model}.get_submodule("{{container_path}}"):')
+        label, (variable, class_name, switch) = roots[-1]
+        if len(roots) == 1 and switch is not None:
+            on_words = f"{variable or '{root}'}.{switch}()"
+            off_words = f"{{root}} without {switch}()"
+        note = f"(with {label} your {class_name}, as this program holds it) " \
+            if len(roots) == 1 and variable is None else ""
+        return (on_words, off_words), note
 
     def _describe_free_gradients(self, on):
         on_words, off_words = _WORDS[_POLICY_FREE_GRADIENTS]
