@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QFileDialog>
@@ -344,6 +345,33 @@ void MainWindow::buildActions() {
     if (!path.isEmpty() && !exportSvg(path)) fail(path, "cannot write the image");
   });
   svg->setShortcut(QKeySequence("Ctrl+Shift+E"));
+  // The trace's exports, as `adprof export` and `adprof timeline` write them (adprof/exports.h).
+  QMenu *exports = file->addMenu(tr("E&xport"));
+  struct ExportItem {
+    const char *label, *caption, *file, *filter;
+    TraceLoader::Export what;
+  };
+  const ExportItem items[] = {
+      {"&Perfetto JSON...", "Export Perfetto JSON", "trace.json",
+       "Chrome trace event JSON (*.json)", TraceLoader::Export::kPerfetto},
+      {"&Folded stacks...", "Export folded stacks", "peak.folded", "Folded stacks (*.folded *.txt)",
+       TraceLoader::Export::kFolded},
+      {"Timeline &CSV...", "Export the timeline as CSV", "timeline.csv", "CSV files (*.csv)",
+       TraceLoader::Export::kTimelineCsv},
+      {"Timeline &SVG...", "Export the timeline as SVG", "timeline.svg", "SVG images (*.svg)",
+       TraceLoader::Export::kTimelineSvg},
+  };
+  for (const ExportItem &item : items) {
+    QAction *a = exports->addAction(tr(item.label), this, [this, item] {
+      if (path_.isEmpty()) return;
+      QString out = QFileDialog::getSaveFileName(this, tr(item.caption),
+                                                 QDir(QFileInfo(path_).path()).filePath(item.file),
+                                                 tr(item.filter));
+      if (!out.isEmpty()) exportTrace(item.what, out);
+    });
+    a->setEnabled(false);
+    connect(this, &MainWindow::traceLoaded, a, [this, a] { a->setEnabled(!path_.isEmpty()); });
+  }
   file->addSeparator();
   file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
 
@@ -785,6 +813,33 @@ void MainWindow::setGrouping(TimelineWidget::Grouping g) {
 
 QString MainWindow::selectionText() const { return selection_label_->text(); }
 QString MainWindow::statusText() const { return status_->text(); }
+
+void MainWindow::exportTrace(TraceLoader::Export what, const QString &out) {
+  if (path_.isEmpty()) return;
+  status_->setText(tr("Exporting %1...").arg(out));
+  loader_.exportTrace(path_, what, out, [this, out](Outcome<ExportSummary> r) {
+    if (r.value) {
+      status_->setText(tr("Exported %1").arg(out));
+      if (!r.value->complete)
+        status_->setText(tr("Exported %1 (the trace is incomplete: %2)")
+                             .arg(out, QString::fromStdString(r.value->end_reason)));
+    } else if (r.cancelled) {
+      status_->setText(tr("Export of %1 cancelled").arg(out));
+    } else {
+      last_error_ =
+          QString("%1: %2").arg(QFileInfo(out).fileName(), QString::fromStdString(r.error));
+      status_->setText(tr("Cannot export %1").arg(last_error_));
+      auto *box = new QMessageBox(
+          QMessageBox::Critical, tr("Cannot export"),
+          tr("%1 cannot be written:\n\n%2").arg(out, QString::fromStdString(r.error)),
+          QMessageBox::Ok, this);
+      box->setAttribute(Qt::WA_DeleteOnClose);
+      box->setModal(false);  // as fail(): never blocks the window, a test or a screenshot run
+      if (!qEnvironmentVariable("QT_QPA_PLATFORM").startsWith("offscreen")) box->show();
+    }
+    emit exported(r.value != nullptr);
+  });
+}
 
 bool MainWindow::exportPng(const QString &path) {
   QImage image(timeline_->size(), QImage::Format_RGB32);

@@ -42,6 +42,8 @@ class MainWindow : public QMainWindow {
   void openFiles(const QStringList &files, bool as_base = false);
   bool exportPng(const QString &path);
   bool exportSvg(const QString &path);
+  // File > Export: the trace's export `what` to `out`, off the UI thread; exported() says when.
+  void exportTrace(TraceLoader::Export what, const QString &out);
   // Window geometry, layout and grouping from QSettings; without saved ones (a first run) the
   // window takes 80% of the screen, and a saved geometry larger than the screen is shrunk.
   void restoreState();
@@ -82,6 +84,7 @@ class MainWindow : public QMainWindow {
   void instantShown();
   void opTimelineShown();
   void whatIfShown();
+  void exported(bool ok);  // an exportTrace() is written (or failed)
 
  protected:
   void closeEvent(QCloseEvent *event) override;

@@ -1,7 +1,11 @@
 #include "trace_loader.h"
 
 #include <QElapsedTimer>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
+#include <fstream>
 
 #include "adprof/trace_reader.h"
 
@@ -168,6 +172,56 @@ void TraceLoader::whatIf(std::shared_ptr<PendingPrediction> prediction,
   job->channel = "whatif";
   start<WhatIf>(
       job, [prediction](Job &) { return prediction->finish(); }, std::move(done));
+}
+
+void TraceLoader::exportTrace(const QString &path, Export what, const QString &out,
+                              std::function<void(Outcome<ExportSummary>)> done) {
+  auto job = std::make_shared<Job>();
+  job->channel = "export";
+  const std::string file = path.toStdString(), target = out.toStdString();
+  start<ExportSummary>(
+      job,
+      [file, what, target](Job &j) {
+        TraceReader reader(file);  // first: an unreadable trace leaves `out` untouched
+        // Beside the target (the same file system, so the rename is atomic), removed unless
+        // renamed.
+        const std::string temp = target + ".adprof-export";
+        struct RemoveTemp {
+          const std::string &path;
+          ~RemoveTemp() { std::remove(path.c_str()); }
+        } remove_temp{temp};
+        std::ofstream stream(temp, std::ios::binary | std::ios::trunc);
+        if (!stream) throw std::runtime_error("cannot write " + temp);
+        ExportStreams streams;
+        switch (what) {
+          case Export::kPerfetto:
+            streams.perfetto = &stream;
+            break;
+          case Export::kFolded:
+            streams.folded = &stream;
+            break;
+          case Export::kTimelineCsv:
+            streams.timeline_csv = &stream;
+            break;
+          case Export::kTimelineSvg:
+            streams.timeline_svg = &stream;
+            break;
+        }
+        ExportOptions options;
+        options.progress = [&j](double) {
+          if (j.cancel->load()) throw Cancelled{};
+        };
+        options.stage_progress = [&j](const char *, double) {
+          if (j.cancel->load()) throw Cancelled{};
+        };
+        ExportSummary summary = write_exports(reader, file, streams, options);
+        stream.close();
+        if (!stream) throw std::runtime_error("cannot write " + target + " (is the disk full?)");
+        if (std::rename(temp.c_str(), target.c_str()) != 0)
+          throw std::runtime_error("cannot write " + target + ": " + std::strerror(errno));
+        return summary;
+      },
+      std::move(done));
 }
 
 void TraceLoader::waitForIdle() {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "adprof/ad_analysis.h"
+#include "adprof/exports.h"
 #include "gui_data.h"
 
 namespace adprof::gui {
@@ -50,6 +51,14 @@ class TraceLoader : public QObject {
   // The what-if predictions (adprof/whatif.h): the pass 2 a load left pending.
   void whatIf(std::shared_ptr<PendingPrediction> prediction,
               std::function<void(Outcome<WhatIf>)> done);
+
+  // Writes an export of the trace at `path` to the file `out` (adprof/exports.h: the library
+  // functions and the one pass of `adprof export` and `adprof timeline`, so the file equals
+  // theirs). Written beside `out` and renamed over it when whole: a failure leaves `out` as it
+  // was. `done` gets the pass's summary, or the error in plain words.
+  enum class Export { kPerfetto, kFolded, kTimelineCsv, kTimelineSvg };
+  void exportTrace(const QString &path, Export what, const QString &out,
+                   std::function<void(Outcome<ExportSummary>)> done);
 
   // Waits for every job to finish (tests, screenshots, benchmarks).
   void waitForIdle();

@@ -48,6 +48,8 @@ struct Case {
   bool stacks = false;
 };
 
+void PrintTo(const Case &c, std::ostream *out) { *out << c.trace; }
+
 // Runs `command` (the CLI, then arguments, quoted), which must succeed.
 void cli(const std::vector<std::string> &args, const std::string &stdout_to = {}) {
   std::string command = shell_quote(kCli);

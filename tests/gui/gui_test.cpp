@@ -77,6 +77,7 @@ class GuiTest : public QObject {
   void rangeSelectionTotals();
   void diffAgainstBase();
   void exportPngAndSvg();
+  void exportsEqualTheCli();
   void screenAndVectorChartsAgree();
   void badFilesGiveAMessage();
   void cancelLoading();
@@ -423,6 +424,44 @@ void GuiTest::exportPngAndSvg() {
   QByteArray text = f.readAll();
   QVERIFY(text.contains("<svg"));
   QVERIFY(text.size() > 2000);
+}
+
+// File > Export writes, off the UI thread, the same bytes as the CLI: Perfetto JSON and folded
+// stacks as `adprof export`, the timeline's CSV and SVG as `adprof timeline`.
+void GuiTest::exportsEqualTheCli() {
+  QProcess cli;
+  cli.start(ADPROF_CLI, {"export", trace_, "--perfetto", dir_.filePath("cli.json"), "--folded",
+                         dir_.filePath("cli.folded")});
+  QVERIFY(cli.waitForFinished(60000) && cli.exitCode() == 0);
+  cli.start(ADPROF_CLI, {"timeline", trace_, "--csv", dir_.filePath("cli.csv"), "--svg",
+                         dir_.filePath("cli.svg")});
+  QVERIFY(cli.waitForFinished(60000) && cli.exitCode() == 0);
+  const std::pair<TraceLoader::Export, QString> exports[] = {
+      {TraceLoader::Export::kPerfetto, "json"},
+      {TraceLoader::Export::kFolded, "folded"},
+      {TraceLoader::Export::kTimelineCsv, "csv"},
+      {TraceLoader::Export::kTimelineSvg, "svg"}};
+  auto bytes = [](const QString &path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  for (const auto &[what, ext] : exports) {
+    const QString out = dir_.filePath("gui." + ext);
+    QSignalSpy exported(window_.get(), &MainWindow::exported);
+    window_->exportTrace(what, out);
+    QVERIFY(exported.count() || exported.wait(60000));
+    QCOMPARE(exported.first().first().toBool(), true);
+    const QByteArray want = bytes(dir_.filePath("cli." + ext));
+    QVERIFY2(want.size() > 100, qPrintable(ext));
+    QVERIFY2(bytes(out) == want, qPrintable(out + " differs from the CLI's"));
+    QVERIFY(window_->statusText().startsWith("Exported"));
+  }
+  // A file that cannot be written: a message, and the status says so.
+  QSignalSpy failed(window_.get(), &MainWindow::exported);
+  window_->exportTrace(TraceLoader::Export::kFolded, dir_.filePath("no/such/dir/x.folded"));
+  QVERIFY(failed.count() || failed.wait(60000));
+  QCOMPARE(failed.first().first().toBool(), false);
+  QVERIFY2(window_->statusText().startsWith("Cannot export"), qPrintable(window_->statusText()));
 }
 
 // On screen the phase tint and the stacked areas are pixels the widget writes (a training run's

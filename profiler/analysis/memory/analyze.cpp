@@ -77,12 +77,17 @@ struct NoAdPass {
   void on_heap(const Event &, uint64_t) {}
   void on_event(const Event &, uint64_t) {}
 };
+// No rider (analyze_with.h's PassRider): nothing left of it in the loop either.
+struct NoRider {
+  void on_heap(const Event &, const Replay::HeapChange &) {}
+  void on_event(const Event &, bool) {}
+};
 
 // The report's one pass, with an optional observer riding along (a template, so that the
 // plain report's loop carries no trace of it).
-template <class AdPass>
+template <class AdPass, class Rider>
 Report analyze_impl(TraceReader &reader, const std::string &trace_path,
-                    const AnalyzeOptions &options, Replay &replay, AdPass *ad_pass) {
+                    const AnalyzeOptions &options, Replay &replay, AdPass *ad_pass, Rider *rider) {
   Report r;
   r.trace = trace_path;
   r.pid = reader.header().pid;
@@ -163,6 +168,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   auto on_heap = [&](const Event &e, const Replay::HeapChange &c) __attribute__((always_inline)) {
     index = driver.index();
     ad_pass->on_heap(e, index);  // the AD layer's observer, when one rides along
+    rider->on_heap(e, c);
     last_ticks = e.ticks;
     if (c.removed && c.removed->serial <= peak_serial &&
         (retagged_since_peak.empty() || !retagged_since_peak.contains(e.addr)))
@@ -183,6 +189,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   auto on_event = [&](const Event &e, bool changed) {
     index = driver.index();
     ad_pass->on_event(e, index);
+    rider->on_event(e, changed);
     last_ticks = e.ticks;
     sites.on_event(e);
     switch (e.type) {
@@ -391,13 +398,21 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
 Report analyze(TraceReader &reader, const std::string &trace_path, const AnalyzeOptions &options) {
   Replay replay;
   NoAdPass none;
-  return analyze_impl(reader, trace_path, options, replay, &none);
+  NoRider no_rider;
+  return analyze_impl(reader, trace_path, options, replay, &none, &no_rider);
 }
 
 Report analyze_with(TraceReader &reader, const std::string &trace_path,
                     const AnalyzeOptions &options, Replay &replay, whatif::Pass *ad_pass) {
   if (!ad_pass) return analyze(reader, trace_path, options);
-  return analyze_impl(reader, trace_path, options, replay, ad_pass);
+  NoRider no_rider;
+  return analyze_impl(reader, trace_path, options, replay, ad_pass, &no_rider);
+}
+
+Report analyze_with_rider(TraceReader &reader, const std::string &trace_path,
+                          const AnalyzeOptions &options, Replay &replay, PassRider &rider) {
+  NoAdPass none;
+  return analyze_impl(reader, trace_path, options, replay, &none, &rider);
 }
 
 }  // namespace adprof

@@ -15,4 +15,16 @@ class Pass;
 Report analyze_with(TraceReader &reader, const std::string &trace_path,
                     const AnalyzeOptions &options, Replay &replay, whatif::Pass *ad_pass);
 
+// An observer riding on analyze()'s pass (the exports, exports/export_pass.cpp): it sees every
+// event after `replay` applied it, as a replay driver's observer does (replay_driver.h).
+class PassRider {
+ public:
+  virtual ~PassRider() = default;
+  virtual void on_heap(const Event &e, const Replay::HeapChange &c) = 0;
+  virtual void on_event(const Event &e, bool changed) = 0;
+};
+
+Report analyze_with_rider(TraceReader &reader, const std::string &trace_path,
+                          const AnalyzeOptions &options, Replay &replay, PassRider &rider);
+
 }  // namespace adprof

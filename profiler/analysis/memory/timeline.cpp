@@ -22,103 +22,40 @@ void thin(std::vector<TimelineSample> &s) {
 
 }  // namespace
 
-Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
-  Timeline t;
-  t.memory = reader.header().memory;
-  t.start = options.from;
-  t.op_names = options.tracked_ops;
-  t.op_names.push_back("other ops");
-  Replay replay;
-  std::unordered_map<uint32_t, size_t> op_series;  // name id -> series index
-  std::vector<uint64_t> op_live(t.op_names.size(), 0);
-  // Tracked sites: their blocks' live bytes, by the site of the block's stack id.
-  t.site_names = options.tracked_sites;
-  std::vector<uint64_t> site_live(t.site_names.size(), 0);
-  CallStacks stacks;
-  std::unordered_map<uint32_t, int> site_series;  // stack id -> series, -1: none
-  auto site_series_of = [&](uint32_t stack) -> int {
-    if (stack == 0) return -1;
-    auto [it, inserted] = site_series.try_emplace(stack, -1);
-    if (inserted) {
-      const std::string site = stacks.site(stack);
-      for (size_t i = 0; i < t.site_names.size(); ++i)
-        if (t.site_names[i] == site) it->second = static_cast<int>(i);
-    }
-    return it->second;
-  };
-  auto count_site = [&](const Block &b, bool alloc) {
-    if (site_live.empty()) return;
-    const int s = site_series_of(b.stack);
-    if (s < 0) return;
-    uint64_t &live = site_live[static_cast<size_t>(s)];
-    live = alloc ? live + b.size : live - std::min(live, b.size);
-  };
-  size_t max_samples = std::max<size_t>(options.max_samples, 16);
-  uint64_t index = 0;
-  double now = 0;
-  int band_phase = -1;
-  // Samples go into time buckets (the window over max_samples, from the chunk index); each
-  // bucket keeps its highest moment, and a new bucket is only pushed when time leaves the last,
-  // so there is no allocation per change. Thinning stays as a bound for what lies past the hint.
-  double window_end = std::min(options.to, std::max(reader.duration_hint(), options.from));
-  double bucket_width =
-      std::max((window_end - options.from) / static_cast<double>(max_samples), 1e-9);
-  TimelineSample current;
-  int64_t current_bucket = -1;
-  auto flush = [&] {
-    if (current_bucket < 0) return;
-    t.samples.push_back(current);
-    if (t.samples.size() >= 2 * max_samples) thin(t.samples);
-  };
-  auto sample = [&](double time) {
-    auto bucket = static_cast<int64_t>((time - options.from) / bucket_width);
-    uint64_t host = replay.host_live();
-    if (bucket == current_bucket && host <= current.host && current.device >= replay.device_live())
-      return;
-    if (bucket != current_bucket) {
-      flush();
-      current_bucket = bucket;
-    }
-    current.time = time;
-    current.host = host;
-    current.by_role = replay.host_by_role();
-    current.by_phase = replay.host_by_phase();
-    current.by_op.assign(op_live.begin(), op_live.end());
-    current.by_site.assign(site_live.begin(), site_live.end());
-    current.device = replay.device_live();
-    current.device_reserved = replay.device_reserved();
-  };
-  auto series_of = [&](uint32_t name_id) -> size_t {
-    auto it = op_series.find(name_id);
-    if (it != op_series.end()) return it->second;
-    size_t index = t.op_names.size() - 1;  // "other ops"
-    const std::string &n = replay.name(name_id);
-    for (size_t i = 0; i + 1 < t.op_names.size(); ++i)
-      if (t.op_names[i] == n) index = i;
-    op_series.emplace(name_id, index);
-    return index;
-  };
-  auto track = [&](double time) {  // after a change of live memory
-    if (replay.host_live() > t.peak) {
-      t.peak = replay.host_live();
-      t.peak_time = time;
-    }
-    t.device_peak = std::max(t.device_peak, replay.device_live());
-    if (time >= options.from && time <= options.to) sample(time);
-  };
-  // One pass through the replay driver (replay_driver.h); it stops before the first event
-  // past the window, or when the caller cancels.
-  ReplayDriver driver(reader, replay);
-  auto stop = [&](const Event &e) {
+// build_timeline()'s pass: the state that was its locals, the observer calls that were its
+// lambdas (replay_driver.h). Defined here, so build_timeline()'s own pass inlines it.
+class TimelineBuilder::Impl {
+ public:
+  Impl(TraceReader &reader, const Replay &replay, const TimelineOptions &options)
+      : reader_(reader), replay_(replay), options_(options) {
+    t.memory = reader.header().memory;
+    t.start = options.from;
+    t.op_names = options.tracked_ops;
+    t.op_names.push_back("other ops");
+    op_live.assign(t.op_names.size(), 0);
+    t.site_names = options.tracked_sites;
+    site_live.assign(t.site_names.size(), 0);
+    max_samples = std::max<size_t>(options.max_samples, 16);
+    // Samples go into time buckets (the window over max_samples, from the chunk index); each
+    // bucket keeps its highest moment, and a new bucket is only pushed when time leaves the
+    // last, so there is no allocation per change. Thinning stays as a bound for what lies past
+    // the hint.
+    double window_end = std::min(options.to, std::max(reader.duration_hint(), options.from));
+    bucket_width = std::max((window_end - options.from) / static_cast<double>(max_samples), 1e-9);
+  }
+
+  // It stops before the first event past the window, or when the caller cancels.
+  bool stop_before(const Event &e) {
     ++index;
     if ((index & 0xFFFF) == 0) {
-      if (options.progress) options.progress(reader.progress());
-      if (options.cancelled && options.cancelled()) return true;
+      if (options_.progress) options_.progress(reader_.progress());
+      if (options_.cancelled && options_.cancelled()) return true;
     }
-    now = reader.seconds(e.ticks);
-    return now > options.to;  // the window is complete
-  };
-  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
+    now = reader_.seconds(e.ticks);
+    return now > options_.to;  // the window is complete
+  }
+
+  void on_heap(const Event &e, const Replay::HeapChange &c) {
     if (!c.block) return;
     uint64_t &live = op_live[series_of(c.block->op_name)];
     if (e.type == format::EventType::kAlloc)
@@ -127,8 +64,9 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
       live -= std::min(live, c.block->size);
     count_site(*c.block, e.type == format::EventType::kAlloc);
     track(now);
-  };
-  auto on_event = [&](const Event &e, bool changed) {
+  }
+
+  void on_event(const Event &e, bool changed) {
     if (e.type == format::EventType::kPhase && e.operand != band_phase) {
       if (!t.phases.empty()) t.phases.back().end = now;
       if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
@@ -142,7 +80,7 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
     }
     if (!site_live.empty() && stacks.on_event(e)) return;
     if (!changed) return;
-    const Replay::LastChange &c = replay.last();
+    const Replay::LastChange &c = replay_.last();
     if (is_host_space(c.block->space)) {
       uint64_t &live = op_live[series_of(c.block->op_name)];
       if (c.alloc) live += c.block->size;
@@ -150,17 +88,114 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
       if (c.alloc || c.free) count_site(*c.block, c.alloc);
     }
     track(now);
-  };
-  auto timeline = observe(on_heap, on_event, stop);
+  }
+
+  Timeline finish() {
+    flush();
+    t.events = index;
+    t.end = std::min(options_.to, now);
+    if (!t.phases.empty()) t.phases.back().end = now;
+    // Drop the "other" bands: what is not forward, backward or optimizer is outside AD.
+    std::erase_if(t.phases, [](const PhaseBand &b) { return b.phase == ADPROF_PHASE_OTHER; });
+    if (options_.progress) options_.progress(1.0);
+    return std::move(t);
+  }
+
+ private:
+  int site_series_of(uint32_t stack) {
+    if (stack == 0) return -1;
+    auto [it, inserted] = site_series.try_emplace(stack, -1);
+    if (inserted) {
+      const std::string site = stacks.site(stack);
+      for (size_t i = 0; i < t.site_names.size(); ++i)
+        if (t.site_names[i] == site) it->second = static_cast<int>(i);
+    }
+    return it->second;
+  }
+  void count_site(const Block &b, bool alloc) {
+    if (site_live.empty()) return;
+    const int s = site_series_of(b.stack);
+    if (s < 0) return;
+    uint64_t &live = site_live[static_cast<size_t>(s)];
+    live = alloc ? live + b.size : live - std::min(live, b.size);
+  }
+  void flush() {
+    if (current_bucket < 0) return;
+    t.samples.push_back(current);
+    if (t.samples.size() >= 2 * max_samples) thin(t.samples);
+  }
+  void sample(double time) {
+    auto bucket = static_cast<int64_t>((time - options_.from) / bucket_width);
+    uint64_t host = replay_.host_live();
+    if (bucket == current_bucket && host <= current.host && current.device >= replay_.device_live())
+      return;
+    if (bucket != current_bucket) {
+      flush();
+      current_bucket = bucket;
+    }
+    current.time = time;
+    current.host = host;
+    current.by_role = replay_.host_by_role();
+    current.by_phase = replay_.host_by_phase();
+    current.by_op.assign(op_live.begin(), op_live.end());
+    current.by_site.assign(site_live.begin(), site_live.end());
+    current.device = replay_.device_live();
+    current.device_reserved = replay_.device_reserved();
+  }
+  size_t series_of(uint32_t name_id) {
+    auto it = op_series.find(name_id);
+    if (it != op_series.end()) return it->second;
+    size_t index = t.op_names.size() - 1;  // "other ops"
+    const std::string &n = replay_.name(name_id);
+    for (size_t i = 0; i + 1 < t.op_names.size(); ++i)
+      if (t.op_names[i] == n) index = i;
+    op_series.emplace(name_id, index);
+    return index;
+  }
+  void track(double time) {  // after a change of live memory
+    if (replay_.host_live() > t.peak) {
+      t.peak = replay_.host_live();
+      t.peak_time = time;
+    }
+    t.device_peak = std::max(t.device_peak, replay_.device_live());
+    if (time >= options_.from && time <= options_.to) sample(time);
+  }
+
+  TraceReader &reader_;
+  const Replay &replay_;
+  const TimelineOptions options_;
+  Timeline t;
+  std::unordered_map<uint32_t, size_t> op_series;  // name id -> series index
+  std::vector<uint64_t> op_live;
+  // Tracked sites: their blocks' live bytes, by the site of the block's stack id.
+  std::vector<uint64_t> site_live;
+  CallStacks stacks;
+  std::unordered_map<uint32_t, int> site_series;  // stack id -> series, -1: none
+  size_t max_samples = 0;
+  uint64_t index = 0;
+  double now = 0;
+  int band_phase = -1;
+  double bucket_width = 0;
+  TimelineSample current;
+  int64_t current_bucket = -1;
+};
+
+TimelineBuilder::TimelineBuilder(TraceReader &reader, const Replay &replay,
+                                 const TimelineOptions &options)
+    : impl_(std::make_unique<Impl>(reader, replay, options)) {}
+TimelineBuilder::~TimelineBuilder() = default;
+bool TimelineBuilder::stop_before(const Event &e) { return impl_->stop_before(e); }
+void TimelineBuilder::on_heap(const Event &e, const Replay::HeapChange &c) { impl_->on_heap(e, c); }
+void TimelineBuilder::on_event(const Event &e, bool changed) { impl_->on_event(e, changed); }
+Timeline TimelineBuilder::finish() { return impl_->finish(); }
+
+Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
+  // One pass through the replay driver (replay_driver.h).
+  Replay replay;
+  TimelineBuilder::Impl timeline(reader, replay, options);
+  ReplayDriver driver(reader, replay);
   driver.run(timeline);
-  flush();
-  t.events = index;
-  t.end = std::min(options.to, now);
-  if (!t.phases.empty()) t.phases.back().end = now;
-  // Drop the "other" bands: what is not forward, backward or optimizer is outside AD.
-  std::erase_if(t.phases, [](const PhaseBand &b) { return b.phase == ADPROF_PHASE_OTHER; });
-  if (options.progress) options.progress(1.0);
-  return t;
+  return timeline.finish();
 }
 
 std::string timeline_csv(const Timeline &t) {

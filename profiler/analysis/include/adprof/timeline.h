@@ -5,6 +5,7 @@
 
 #include <array>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,27 @@ struct TimelineOptions {
 };
 
 Timeline build_timeline(TraceReader &reader, const TimelineOptions &options = {});
+
+// build_timeline()'s pass as an observer of a pass that another runs (replay_driver.h), so that
+// a timeline rides on it instead of reading the trace again (the exports, exports/). Give it
+// every event after `replay` applied it: stop_before() first (the timeline's clock; true past
+// the window), then on_heap() or on_event(); finish() once at the end.
+class TimelineBuilder {
+ public:
+  TimelineBuilder(TraceReader &reader, const Replay &replay, const TimelineOptions &options);
+  ~TimelineBuilder();
+  TimelineBuilder(const TimelineBuilder &) = delete;
+  TimelineBuilder &operator=(const TimelineBuilder &) = delete;
+  bool stop_before(const Event &e);
+  void on_heap(const Event &e, const Replay::HeapChange &c);
+  void on_event(const Event &e, bool changed);
+  Timeline finish();
+
+ private:
+  class Impl;
+  friend Timeline build_timeline(TraceReader &reader, const TimelineOptions &options);
+  std::unique_ptr<Impl> impl_;
+};
 
 // Writes the timeline as CSV (time_s, host, one column per role, phase and op, device).
 std::string timeline_csv(const Timeline &t);
