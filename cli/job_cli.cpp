@@ -103,8 +103,9 @@ bool report_run_as_job(const std::vector<std::string> &traces, const std::string
   const job::Job job = job::assemble_job(std::move(processes));
   std::cerr << "adprof: the run is a job of " << job.ranks().size()
             << (job.ranks().size() == 1 ? " rank" : " ranks")
-            << "; its report follows (one rank's: adprof report --rank N " << program_trace
-            << ")\n";
+            << ": the job's report follows, not the program's alone (one rank's: adprof report "
+               "--rank N "
+            << program_trace << ")\n";
   print_job_report(job, vm);
   return true;
 }

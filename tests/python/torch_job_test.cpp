@@ -277,3 +277,41 @@ TEST(TorchJob, PythonConsoleScriptsAreAccepted) {
 }
 
 }  // namespace
+
+namespace {
+
+// Bad input for the job commands: one line, exit 2; a run without ranks is reported as such,
+// and no gate passes on it.
+TEST(JobInput, FoldersAndRunsWithoutRanks) {
+  ADPROF_SKIP_IF_SANITIZED();
+  TempDir dir;
+  fs::create_directory(dir / "empty");
+  Result empty = run_cli({"report", dir / "empty"});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("holds no trace of an adprof run"), std::string::npos) << empty.err;
+  write_file(dir / "empty/notes.txt", "not a trace\n");
+  Result text = run_cli({"report", "--job", dir / "empty/notes.txt"});
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_NE(text.err.find("is not a trace of an adprof run"), std::string::npos) << text.err;
+  fs::create_directory(dir / "runs");
+  for (const char *name : {"a.adtrace", "b.adtrace"}) {
+    Result r = run_cli(
+        {"run", "--no-report", "-o", dir / ("runs/" + std::string(name)), "--", "/bin/true"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  Result two = run_cli({"report", dir / "runs"});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("holds the traces of 2 runs"), std::string::npos) << two.err;
+  Result plain = run_cli({"report", "--job", dir / "runs/a.adtrace"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("0 ranks"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("No process of this run said it is a rank"), std::string::npos);
+  Result check = run_cli({"check", "--job", dir / "runs/a.adtrace", "--max-peak", "1GiB"});
+  EXPECT_EQ(check.exit_code, 2) << check.out;
+  EXPECT_NE(check.err.find("is no job"), std::string::npos) << check.err;
+  Result rank = run_cli({"report", "--rank", "0", dir / "runs/a.adtrace"});
+  EXPECT_EQ(rank.exit_code, 2);
+  EXPECT_NE(rank.err.find("no process said it is a rank"), std::string::npos) << rank.err;
+}
+
+}  // namespace
