@@ -35,9 +35,9 @@ std::string python_bootstrap_dir(const std::string &package_dir) {
   return (fs::path(package_dir) / "adprof" / "_bootstrap").string();
 }
 
-job::Job load_job(const std::string &path) {
+job::Job load_job(const std::vector<std::string> &paths) {
   try {
-    const std::vector<std::string> traces = job::job_traces(path);
+    const std::vector<std::string> traces = job::job_traces(paths);
     AnalyzeOptions options = analyze_options_with_progress();
     options.site_stacks = false;
     job::Job job = job::analyze_job(traces, options);

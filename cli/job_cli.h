@@ -19,7 +19,9 @@ bool is_python_script(const std::string &file);
 std::string python_bootstrap_dir(const std::string &package_dir);
 
 // A run (or a folder) read as a job, with progress on stderr; a usage error for bad input.
-job::Job load_job(const std::string &path);
+// Several paths: one run per machine of one job.
+job::Job load_job(const std::vector<std::string> &paths);
+inline job::Job load_job(const std::string &path) { return load_job(std::vector{path}); }
 
 // Prints the job's report (--json: its JSON; --rank N: that rank's full report, --top,
 // --full, --details as `report` takes them). Returns the exit status.

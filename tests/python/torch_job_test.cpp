@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "../support/sanitizer_skip.h"
 #include "test_util.h"
@@ -92,7 +94,7 @@ void expect_near(uint64_t adprof, uint64_t pytorch, const std::string &what) {
 // The two ranks: each exact against PyTorch's own account, rank 1's forward caches twice rank
 // 0's (its batches are), rank 1 the outlier for its forward caches; each a child of the
 // launcher, which the report finds.
-void expect_two_exact_ranks(const TempDir &dir, const json &job) {
+void expect_two_exact_ranks(const TempDir &dir, const json &job, size_t launchers = 1) {
   ASSERT_EQ(job["schema"], "adprof.job");
   ASSERT_EQ(job["ranks"].size(), 2u) << job["processes"].dump();
   uint64_t caches[2] = {};
@@ -117,13 +119,13 @@ void expect_two_exact_ranks(const TempDir &dir, const json &job) {
   EXPECT_LT(ratio, 2.2) << caches[0] << ", " << caches[1];
   EXPECT_EQ(job["outlier"]["rank"], 1) << job["outlier"].dump();
   EXPECT_EQ(job["outlier"]["role"], "forward_cache") << job["outlier"].dump();
-  // The launcher: the ranks' parent, a process of the run.
-  const uint64_t parent = job["ranks"][0]["parent"];
-  EXPECT_EQ(job["ranks"][1]["parent"], parent);
-  bool launcher = false;
+  // The launchers: the ranks' parents, processes of the run (one per machine).
+  std::set<uint64_t> parents, found;
+  for (const json &r : job["ranks"]) parents.insert(r["parent"].get<uint64_t>());
   for (const json &p : job["processes"])
-    if (p["kind"] == "launcher") launcher = p["pid"] == parent;
-  EXPECT_TRUE(launcher) << "no launcher with pid " << parent << ": " << job["processes"].dump();
+    if (p["kind"] == "launcher") found.insert(p["pid"].get<uint64_t>());
+  EXPECT_EQ(found, parents) << job["processes"].dump();
+  EXPECT_EQ(found.size(), launchers) << job["processes"].dump();
 }
 
 // torchrun, as the PyTorch docs start a job (PyTorch 2.x: Debian's 1.13 torchrun fails on
@@ -174,6 +176,69 @@ TEST(TorchJob, TorchrunRanksSideBySide) {
   Result same = run_cli({"diff", dir.path(), dir.path(), "--fail-if", "peak > +5%"}, 600);
   EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
   EXPECT_NE(same.out.find("== rank 1"), std::string::npos) << same.out;
+}
+
+// Two machines (two torchrun nodes on this one, each under its own adprof run): each run holds
+// its node's rank and launcher; the report of the two folders is one job, merged by rank.
+TEST(TorchJob, TwoNodesMergedIntoOneJob) {
+  SKIP_WITHOUT_TORCH();
+  const std::string torchrun = (fs::path(kPython).parent_path() / "torchrun").string();
+  if (torch_version().rfind("1.", 0) == 0 || access(torchrun.c_str(), X_OK) != 0)
+    GTEST_SKIP() << "torchrun of PyTorch 2.x needed (" << torchrun << ")";
+  TempDir dir;
+  const std::string port = free_port(4);
+  std::vector<std::unique_ptr<Child>> nodes;
+  for (const char *node : {"0", "1"}) {
+    fs::create_directory(dir / ("node" + std::string(node)));
+    SpawnOptions o;
+    o.argv = {cli_path(),
+              "run",
+              "--torch",
+              "--no-report",
+              "-o",
+              dir / ("node" + std::string(node) + "/job.adtrace"),
+              "--",
+              "torchrun",
+              "--nnodes",
+              "2",
+              "--node_rank",
+              node,
+              "--nproc_per_node",
+              "1",
+              "--master_addr",
+              "127.0.0.1",
+              "--master_port",
+              port,
+              kScripts + "/job_ddp.py",
+              dir.path()};
+    o.env = {
+        {"PYTHONDONTWRITEBYTECODE", "1"},
+        {"OMP_NUM_THREADS", "1"},
+        {"PATH", fs::path(kPython).parent_path().string() + ":" + env_or("PATH", "/usr/bin:/bin")}};
+    o.timeout_s = 600;
+    nodes.push_back(std::make_unique<Child>(o));
+  }
+  for (auto &node : nodes) {
+    Result r = node->wait();
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  Result merged = run_cli({"report", "--json", dir / "node0", dir / "node1"}, 600);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  const json job = json::parse(merged.out, nullptr, false);
+  ASSERT_FALSE(job.is_discarded()) << merged.out;
+  EXPECT_EQ(job["run_ids"].size(), 2u);
+  expect_two_exact_ranks(dir, job, /*launchers=*/2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(job["ranks"][rank]["node"], rank) << job["ranks"][rank].dump();
+    EXPECT_NE(job["ranks"][rank]["job"], "");
+    EXPECT_NE(job["ranks"][rank]["trace"].get<std::string>().find("node" + std::to_string(rank)),
+              std::string::npos);
+  }
+  EXPECT_EQ(job["ranks"][0]["job"], job["ranks"][1]["job"]);
+  // One node's folder alone: its rank only.
+  const json half = job_report(dir / "node1");
+  ASSERT_EQ(half["ranks"].size(), 1u);
+  EXPECT_EQ(half["ranks"][0]["rank"], 1);
 }
 
 // torch.multiprocessing.spawn: the ranks are told their rank by the program (the environment

@@ -63,7 +63,7 @@ namespace {
 // The run id of a trace file from its header alone (0: not a trace of `adprof run`, a claim, or
 // not a trace): a folder's other files are not read further.
 uint32_t run_id_of(const fs::path &file) {
-  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   uint8_t header[format::kFileHeaderSize];
   const bool read_whole =
@@ -114,6 +114,18 @@ std::vector<std::string> job_traces(const std::string &path) {
   return runs[id];
 }
 
+std::vector<std::string> job_traces(const std::vector<std::string> &paths) {
+  std::vector<std::string> all;
+  std::set<uint32_t> runs;
+  for (const std::string &path : paths) {
+    std::vector<std::string> traces = job_traces(path);
+    if (!runs.insert(run_id_of(traces.front())).second)
+      throw TraceError("'" + path + "' is a run named twice");
+    all.insert(all.end(), traces.begin(), traces.end());
+  }
+  return all;
+}
+
 void read_fact(const Event &e, const Replay &replay, Process &p) {
   const std::string &kind = replay.name(static_cast<uint32_t>(e.a));
   const auto v = e.values();
@@ -127,6 +139,7 @@ void read_fact(const Event &e, const Replay &replay, Process &p) {
     p.local_world_size = v.size() > 3 ? signed_value(v[3]) : -1;
     p.node = v.size() > 4 ? signed_value(v[4]) : -1;
     p.host = v.size() > 5 && v[5] <= UINT32_MAX ? replay.name(static_cast<uint32_t>(v[5])) : "";
+    p.job = v.size() > 6 && v[6] <= UINT32_MAX ? replay.name(static_cast<uint32_t>(v[6])) : "";
   }
 }
 
@@ -158,33 +171,51 @@ Job analyze_job(const std::vector<std::string> &traces, const AnalyzeOptions &op
 
 Job assemble_job(std::vector<Process> all) {
   Job job;
-  if (!all.empty()) job.run_id = all.front().run_id;
+  for (const Process &p : all)
+    if (std::find(job.run_ids.begin(), job.run_ids.end(), p.run_id) == job.run_ids.end())
+      job.run_ids.push_back(p.run_id);
+  if (!job.run_ids.empty()) job.run_id = job.run_ids.front();
+  // A process is its run and its pid: two machines' pids may be equal.
+  using Key = std::pair<uint32_t, uint64_t>;
+  auto parent_of = [](const Process &p) { return Key{p.run_id, p.parent}; };
   // A process whose parent said a rank too is that rank's worker (it inherited its
   // environment), not a rank.
-  std::set<uint64_t> claimants;
+  std::set<Key> claimants;
   for (const Process &p : all)
-    if (p.rank >= 0) claimants.insert(p.pid);
-  // A rank said twice (an image before and after an exec, a restarted rank): the last started.
+    if (p.rank >= 0) claimants.insert({p.run_id, p.pid});
+  // A rank said twice in one run (an image before and after an exec, a restarted rank): the
+  // last started. In two runs: the runs are not one job.
   std::map<int64_t, size_t> rank_at;
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].rank >= 0 && !(all[i].said_process && claimants.count(all[i].parent))) {
-      auto [it, fresh] = rank_at.emplace(all[i].rank, i);
-      if (!fresh && all[i].start_wall_ns > all[it->second].start_wall_ns) it->second = i;
-    }
-  std::map<uint64_t, int64_t> rank_of_pid;
-  std::set<uint64_t> launchers;
+  std::string job_name;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Process &p = all[i];
+    if (p.rank < 0 || (p.said_process && claimants.count(parent_of(p)))) continue;
+    if (!p.job.empty() && job_name.empty()) job_name = p.job;
+    if (!p.job.empty() && p.job != job_name)
+      throw TraceError("the traces hold ranks of two jobs ('" + job_name + "' and '" + p.job +
+                       "', " + p.trace + ")");
+    auto [it, fresh] = rank_at.emplace(p.rank, i);
+    if (fresh) continue;
+    if (all[it->second].run_id != p.run_id)
+      throw TraceError("rank " + std::to_string(p.rank) + " is in two runs (" +
+                       all[it->second].trace + ", " + p.trace + "): they are not one job");
+    if (p.start_wall_ns > all[it->second].start_wall_ns) it->second = i;
+  }
+  std::map<Key, int64_t> rank_of;
+  std::set<Key> launchers;
   for (const auto &[rank, i] : rank_at) {
     all[i].kind = Kind::kRank;
-    rank_of_pid[all[i].pid] = rank;
-    if (all[i].said_process) launchers.insert(all[i].parent);
+    rank_of[{all[i].run_id, all[i].pid}] = rank;
+    if (all[i].said_process) launchers.insert(parent_of(all[i]));
   }
   for (Process &p : all) {
     if (p.kind == Kind::kRank) continue;
-    if (launchers.count(p.pid) && !rank_of_pid.count(p.pid)) {
+    const Key self{p.run_id, p.pid};
+    if (launchers.count(self) && !rank_of.count(self)) {
       p.kind = Kind::kLauncher;
-    } else if (p.said_process && rank_of_pid.count(p.parent)) {
+    } else if (p.said_process && rank_of.count(parent_of(p))) {
       p.kind = Kind::kWorker;
-      p.worker_of = rank_of_pid[p.parent];
+      p.worker_of = rank_of[parent_of(p)];
     }
   }
   auto order = [](const Process &p) {

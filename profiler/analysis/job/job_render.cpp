@@ -72,8 +72,14 @@ std::string render_text(const Job &job) {
   const std::vector<size_t> ranks = job.ranks();
   size_t counts[4] = {};
   for (const Process &p : job.processes) ++counts[static_cast<int>(p.kind)];
-  add(o, "adprof job: run %08x, %zu rank%s", job.run_id, ranks.size(),
-      ranks.size() == 1 ? "" : "s");
+  if (job.run_ids.size() > 1) {
+    add(o, "adprof job: %zu runs (", job.run_ids.size());
+    for (size_t i = 0; i < job.run_ids.size(); ++i) add(o, "%s%08x", i ? ", " : "", job.run_ids[i]);
+    add(o, "), %zu rank%s", ranks.size(), ranks.size() == 1 ? "" : "s");
+  } else {
+    add(o, "adprof job: run %08x, %zu rank%s", job.run_id, ranks.size(),
+        ranks.size() == 1 ? "" : "s");
+  }
   if (!ranks.empty() && job.processes[ranks[0]].world_size >= 0)
     add(o, " (world size %lld)", static_cast<long long>(job.processes[ranks[0]].world_size));
   add(o, ", %zu launcher%s, %zu worker%s, %zu other process%s\n", counts[1],
@@ -141,7 +147,8 @@ std::string render_text(const Job &job) {
   for (const Process &p : job.processes) {
     if (p.kind == Kind::kRank) continue;
     if (!titled) {
-      add(o, "\nThe other processes of the run (their memory is their own, in no rank's):\n");
+      add(o, "\nThe other processes of the run%s (their memory is their own, in no rank's):\n",
+          job.run_ids.size() > 1 ? "s" : "");
       titled = true;
     }
     std::string what = kind_name(p.kind);
@@ -155,8 +162,11 @@ std::string render_text(const Job &job) {
     for (size_t i : ranks)
       add(o, "  rank %lld  %s\n", static_cast<long long>(job.processes[i].rank),
           job.processes[i].trace.c_str());
-    add(o, "One rank's full report: adprof report --rank N %s\n",
-        job.processes[ranks[0]].trace.c_str());
+    if (job.run_ids.size() == 1)
+      add(o, "One rank's full report: adprof report --rank N %s\n",
+          job.processes[ranks[0]].trace.c_str());
+    else
+      add(o, "One rank's full report: adprof report --rank N with the runs' paths, or its file\n");
   }
   return o;
 }
@@ -192,6 +202,8 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
                      {"local_world_size", optional_number(p.local_world_size)},
                      {"node", optional_number(p.node)},
                      {"host", p.host},
+                     {"job", p.job},
+                     {"run_id", p.run_id},
                      {"pid", p.pid},
                      {"parent", p.said_process ? json(p.parent) : json(nullptr)},
                      {"trace", p.trace},
@@ -216,7 +228,8 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
   json processes = json::array();
   for (const Process &p : job.processes) processes.push_back(brief(p));
   return {{"schema", "adprof.job"}, {"schema_version", 1}, {"run_id", job.run_id},
-          {"ranks", ranks},         {"outlier", outlier},  {"processes", processes}};
+          {"run_ids", job.run_ids}, {"ranks", ranks},      {"outlier", outlier},
+          {"processes", processes}};
 }
 
 }  // namespace adprof::job

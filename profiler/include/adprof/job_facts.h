@@ -16,10 +16,13 @@
  *   process whose parent is a rank is that rank's worker (a DataLoader's), the parent of ranks
  *   is their launcher (torchrun, a script that spawns its ranks).
  *
- * "job.rank": {rank, world size, local rank, local world size, node, host (name id)}
+ * "job.rank": {rank, world size, local rank, local world size, node, host (name id),
+ *             job (name id)}
  *   when the process knows it is one rank of a collective job (a launcher's environment:
  *   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK; or the process group it
- *   joined). node: the rank of its machine among the job's machines.
+ *   joined). node: the rank of its machine among the job's machines. job: what every rank of
+ *   the job shares and no other job does (the rendezvous' address and id), so that the ranks
+ *   of several machines, each recorded by its own `adprof run`, are read as one job.
  */
 #ifndef ADPROF_JOB_FACTS_H
 #define ADPROF_JOB_FACTS_H

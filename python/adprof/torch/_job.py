@@ -2,7 +2,7 @@
 facts (profiler/include/adprof/job_facts.h; docs/PYTORCH.md, "Training jobs").
 
 "job.process" {pid, parent pid} when the instrumentation starts; "job.rank" {rank, world size,
-local rank, local world size, node, host} when the process knows its rank: from the
+local rank, local world size, node, host, job} when the process knows its rank: from the
 environment a launcher gives its ranks (torchrun: RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, GROUP_RANK), and again once it joins a process group
 (torch.distributed.init_process_group, which a script started by torch.multiprocessing.spawn
@@ -49,9 +49,24 @@ def say_rank(ctx, rank, world_size):
     node = _env_int("GROUP_RANK")
     if node is None:
         node = _env_int("NODE_RANK")
+    job = _job_identity()
     ctx.annotate(JOB_RANK, [_value(rank), _value(world_size), _value(_env_int("LOCAL_RANK")),
                             _value(_env_int("LOCAL_WORLD_SIZE")), _value(node),
-                            ctx.name(os.uname().nodename)])
+                            ctx.name(os.uname().nodename),
+                            ctx.name(job) if job else JOB_UNKNOWN])
+
+
+def _job_identity():
+    """What every rank of this job shares: the rendezvous' id (torchrun's, unless "none") and
+    the address the ranks meet at (MASTER_ADDR:MASTER_PORT); "" when neither is known."""
+    parts = []
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id and run_id != "none":
+        parts.append(run_id)
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if addr and port:
+        parts.append(f"{addr}:{port}")
+    return "/".join(parts)
 
 
 def announce(ins, torch):

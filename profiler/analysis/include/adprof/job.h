@@ -34,6 +34,7 @@ struct Process {
   // "job.rank" (the last one said); -1: not said or unknown
   int64_t rank = -1, world_size = -1, local_rank = -1, local_world_size = -1, node = -1;
   std::string host;
+  std::string job;  // what the ranks of one job share ("" not said)
   Kind kind = Kind::kOther;
   int64_t worker_of = -1;  // kWorker: the rank it works for
   Report report;
@@ -48,7 +49,8 @@ struct Outlier {
 };
 
 struct Job {
-  uint32_t run_id = 0;
+  uint32_t run_id = 0;            // the first run's
+  std::vector<uint32_t> run_ids;  // one per machine's `adprof run`, in the order given
   // Ranks by rank, then the launchers, the workers by the rank they work for, the others; each
   // by start time within its kind.
   std::vector<Process> processes;
@@ -63,13 +65,19 @@ struct Job {
 // name. Throws TraceError for a path that is neither, or a folder of several runs.
 std::vector<std::string> job_traces(const std::string &path);
 
+// The traces of a job recorded on several machines: each path as job_traces() takes it, one
+// run per path.
+std::vector<std::string> job_traces(const std::vector<std::string> &paths);
+
 // Each trace's report (one pass each) and facts. `progress`, when given, is called with the
 // fraction of the job read. Throws TraceError for an unreadable trace.
 Job analyze_job(const std::vector<std::string> &traces, const AnalyzeOptions &options = {});
 
 // One trace: its report (one pass) and its process's facts.
 Process analyze_process(const std::string &trace, const AnalyzeOptions &options = {});
-// What each process is (from the facts of all), in the job's order.
+// What each process is (from the facts of all), in the job's order. Processes are told apart
+// by run and pid (two machines' pids may be equal). Throws TraceError when the runs are not one
+// job (a rank said in two runs, ranks of different jobs).
 Job assemble_job(std::vector<Process> processes);
 
 // One process's facts, read from the annotations of a report's pass (AnalyzeOptions::
