@@ -576,7 +576,7 @@ int command_run(const std::vector<std::string> &args) {
       unsetenv("ADPROF_STACKS");
     if (!python_path.empty()) {
       // The bootstrap first: every Python process of the run (a launcher's ranks, spawned
-      // workers) installs the instrumentation when it imports torch (job_run.h).
+      // workers) installs the instrumentation when it imports torch (its sitecustomize.py).
       std::string path = python_bootstrap_dir(python_path) + ":" + python_path;
       if (const char *old = getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
       setenv("PYTHONPATH", path.c_str(), 1);
