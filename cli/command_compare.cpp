@@ -1,12 +1,15 @@
 // adprof diff BASE NEW [--fail-if GATE]... [--markdown|--json]
-// adprof check TRACE|REPORT [--max-peak SIZE] [--max-allocs-per-step N] [--max-role ROLE=SIZE]...
+// adprof check [--job] TRACE|REPORT|FOLDER [--max-peak SIZE] [--max-allocs-per-step N] [--max-role
+// ROLE=SIZE]...
 //              [--max-device-peak SIZE] [--fail-if GATE]...
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "adprof/compare.h"
 #include "cli_common.h"
+#include "job_cli.h"
 
 namespace adprof::cli {
 
@@ -83,6 +86,104 @@ constexpr const char *kMetricsHelp =
     "A gate reads METRIC OP VALUE with OP one of > >= < <= ==; a signed VALUE (+5%, +1MiB,\n"
     "-10) is the change from BASE, an unsigned one (0, 64MiB) the new value itself.\n";
 
+// check over a job: every rank holds every gate; a failure names its rank. A rank that was
+// not read whole fails the input as one trace does (exit 2), unless --allow-incomplete.
+int check_job(const std::vector<Gate> &gates, const std::string &path,
+              const po::variables_map &vm) {
+  const job::Job job = load_job(path);
+  const std::vector<size_t> ranks = job.ranks();
+  if (ranks.empty())
+    throw UsageError("'" + path + "' is no job: no process of its run said it is a rank");
+  const bool allow_incomplete = vm.count("allow-incomplete") != 0;
+  nlohmann::json by_rank = nlohmann::json::array();
+  bool failed = false;
+  std::string text;
+  for (size_t i : ranks) {
+    const job::Process &p = job.processes[i];
+    const std::string name = "rank " + std::to_string(p.rank);
+    if (!p.report.complete && !allow_incomplete)
+      throw UsageError(name + "'s trace '" + p.trace + "' is incomplete, so no gate is checked (" +
+                       p.report.end_reason + "); --allow-incomplete checks what was read");
+    warn_if_incomplete(p.trace, p.report.complete, p.report.end_reason);
+    std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(p.report));
+    failed |= any_failed(results);
+    by_rank.push_back({{"rank", p.rank},
+                       {"trace", p.trace},
+                       {"gates", gates_json(results)},
+                       {"failed", any_failed(results)}});
+    for (const auto &g : results)
+      text += std::string(g.failed ? "FAIL " : "ok   ") + name + ": " + g.explanation + '\n';
+  }
+  if (vm.count("json"))
+    std::cout << nlohmann::json{{"schema", "adprof.check"},
+                                {"schema_version", 1},
+                                {"ranks", by_rank},
+                                {"failed", failed}}
+                     .dump(2)
+              << '\n';
+  else
+    std::cout << text;
+  return failed ? kExitCheckFailed : kExitOk;
+}
+
+// diff over two jobs: rank by rank (the ranks of both), each rank's diff and gates, a
+// failure naming its rank. A rank in one job only is an input error: the jobs differ in shape.
+int diff_jobs(const std::vector<Gate> &gates, const std::string &base_path,
+              const std::string &new_path, const po::variables_map &vm) {
+  const job::Job base = load_job(base_path), current = load_job(new_path);
+  const bool allow_incomplete = vm.count("allow-incomplete") != 0;
+  auto rank_list = [](const job::Job &j) {
+    std::vector<int64_t> out;
+    for (size_t i : j.ranks()) out.push_back(j.processes[i].rank);
+    return out;
+  };
+  if (rank_list(base).empty())
+    throw UsageError("'" + base_path + "' is no job: no process of its run said it is a rank");
+  if (rank_list(base) != rank_list(current))
+    throw UsageError("the two jobs have different ranks (" + std::to_string(base.ranks().size()) +
+                     " and " + std::to_string(current.ranks().size()) + ")");
+  nlohmann::json by_rank = nlohmann::json::array();
+  bool failed = false;
+  for (int64_t rank : rank_list(base)) {
+    const job::Process &b = *base.rank(rank), &c = *current.rank(rank);
+    for (const job::Process *p : {&b, &c}) {
+      if (!p->report.complete && !allow_incomplete)
+        throw UsageError("rank " + std::to_string(rank) + "'s trace '" + p->trace +
+                         "' is incomplete, so no gate is checked (" + p->report.end_reason +
+                         "); --allow-incomplete checks what was read");
+      warn_if_incomplete(p->trace, p->report.complete, p->report.end_reason);
+    }
+    auto mb = report_metrics(b.report), mc = report_metrics(c.report);
+    std::vector<GateResult> results = run_gates(gates, &mb, mc);
+    failed |= any_failed(results);
+    ReportDiff d = diff_reports(b.report, c.report);
+    if (vm.count("json")) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto &r : d.rows)
+        rows.push_back({{"metric", r.metric}, {"base", r.base}, {"new", r.current}});
+      by_rank.push_back({{"rank", rank},
+                         {"metrics", rows},
+                         {"appeared", d.appeared},
+                         {"vanished", d.vanished},
+                         {"gates", gates_json(results)},
+                         {"failed", any_failed(results)}});
+    } else if (vm.count("markdown")) {
+      std::cout << "### rank " << rank << "\n\n" << render_diff_markdown(d, results) << "\n";
+    } else {
+      std::cout << "== rank " << rank << " (" << b.trace << " -> " << c.trace << ")\n"
+                << render_diff_text(d, results) << "\n";
+    }
+  }
+  if (vm.count("json"))
+    std::cout << nlohmann::json{{"schema", "adprof.diff"},
+                                {"schema_version", 1},
+                                {"ranks", by_rank},
+                                {"failed", failed}}
+                     .dump(2)
+              << '\n';
+  return failed ? kExitCheckFailed : kExitOk;
+}
+
 }  // namespace
 
 int command_diff(const std::vector<std::string> &args) {
@@ -92,19 +193,28 @@ int command_diff(const std::vector<std::string> &args) {
                   "allocations, bytes at the peak by role, op and phase, and what appeared or\n"
                   "vanished at the peak. Exit 0 when every gate passes, 1 when one fails, 2 on\n"
                   "bad input, including a run that is cut, damaged or incomplete (unless\n"
-                  "--allow-incomplete).\n\n") +
+                  "--allow-incomplete).\n"
+                  "Two jobs (--job, each a trace of its run, or FOLDERs): rank by rank, each\n"
+                  "gate on every rank, a failure naming its rank.\n\n") +
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")(
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "gate, e.g. 'peak > +5%' or 'role.duplicate > 0' (repeatable)")(
       "markdown", "print a Markdown table (for a pull-request comment)")(
       "json", "print the diff as JSON")("allow-incomplete", kAllowIncompleteHelp)(
+      "job", "compare the jobs BASE and NEW belong to, rank by rank")(
       "base", po::value<std::string>(), "base run")("new", po::value<std::string>(), "new run");
   auto parsed = parse_command("diff", args, options, {"base", "new"}, 2);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
   std::vector<Gate> gates = gates_from(vm);
   const bool allow_incomplete = vm.count("allow-incomplete") != 0;
+  {
+    std::error_code ec;
+    if (vm.count("job") || (std::filesystem::is_directory(vm["base"].as<std::string>(), ec) &&
+                            std::filesystem::is_directory(vm["new"].as<std::string>(), ec)))
+      return diff_jobs(gates, vm["base"].as<std::string>(), vm["new"].as<std::string>(), vm);
+  }
   Report base = load(vm["base"].as<std::string>(), allow_incomplete);
   Report current = load(vm["new"].as<std::string>(), allow_incomplete);
   auto mb = report_metrics(base), mc = report_metrics(current);
@@ -138,7 +248,9 @@ int command_check(const std::vector<std::string> &args) {
                   "                    [--fail-if GATE]... [--json]\n\n"
                   "Checks one run (a trace or a report JSON) against absolute budgets. Exit 0\n"
                   "when all hold, 1 when one is exceeded, 2 on bad input, including a run that\n"
-                  "is cut, damaged or incomplete (unless --allow-incomplete).\n\n") +
+                  "is cut, damaged or incomplete (unless --allow-incomplete).\n"
+                  "A job (--job TRACE: every trace of TRACE's run; or a FOLDER): every rank must\n"
+                  "hold every budget, and each line names its rank.\n\n") +
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")("max-peak", po::value<std::string>(),
                                                     "budget for peak host bytes, e.g. 64MiB")(
@@ -150,7 +262,8 @@ int command_check(const std::vector<std::string> &args) {
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "any other gate with an unsigned value, e.g. 'op.cast > 1MiB'")(
       "json", "print the results as JSON")("allow-incomplete", kAllowIncompleteHelp)(
-      "run", po::value<std::string>(), "trace or report");
+      "job", "check every rank of the job TRACE belongs to")("run", po::value<std::string>(),
+                                                             "trace or report");
   auto parsed = parse_command("check", args, options, {"run"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
@@ -191,6 +304,12 @@ int command_check(const std::vector<std::string> &args) {
   for (const Gate &g : gates)
     if (g.change) throw UsageError("'" + g.text + "' compares with a base run: use adprof diff");
   if (gates.empty()) throw UsageError("check needs at least one budget (see adprof check --help)");
+  {
+    const std::string path = vm["run"].as<std::string>();
+    std::error_code ec;
+    if (vm.count("job") || std::filesystem::is_directory(path, ec))
+      return check_job(gates, path, vm);
+  }
   Report r = load(vm["run"].as<std::string>(), vm.count("allow-incomplete") != 0);
   std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(r));
   if (vm.count("json")) {

@@ -3,8 +3,11 @@
 // --torch: PROGRAM is a Python interpreter; adprof's hook (adprof/torch/__main__.py, by its
 // path, which imports adprof from its own directory) goes after it (and its own options), and
 // the package's directory (installed, or the source tree's python/ in a build tree) first on
-// PYTHONPATH, so that PyTorch's ops, phases and roles are recorded. --jax: the same with
-// adprof/jax/__main__.py (XLA's buffer assignment, docs/JAX.md).
+// PYTHONPATH, so that PyTorch's ops, phases and roles are recorded; before it, the bootstrap
+// (adprof/_bootstrap/sitecustomize.py), so that every other Python process of the run is
+// instrumented when it imports torch. A Python program of its own (torchrun: a script whose
+// "#!" names python) runs as it is, its processes instrumented by the bootstrap. --jax: the same
+// hook with adprof/jax/__main__.py (XLA's buffer assignment, docs/JAX.md).
 // --stacks with a Python interpreter running a script or a module (not -c): the same with the
 // Python-frames hook (adprof/stacks/__main__.py; PYTHONPATH untouched), so that the stacks name
 // the Python functions and lines (docs/STACKS.md, "Python frames").
@@ -39,6 +42,7 @@
 
 #include "adprof/ad_analysis.h"
 #include "cli_common.h"
+#include "job_cli.h"
 
 namespace adprof::cli {
 
@@ -261,6 +265,8 @@ bool python_option_takes_value(const std::string &a) {
   return a == "-W" || a == "-X" || a == "--check-hash-based-pycs";
 }
 
+std::string program_file(const std::string &name);
+
 // PROGRAM with adprof's hook (`hook`: python/adprof/ENGINE/__main__.py, by its path, for
 // `engine` "torch" or "jax") after the
 // interpreter and its options: `python3 -u train.py` becomes `python3 -u HOOK train.py`;
@@ -272,9 +278,19 @@ std::vector<std::string> with_engine_instrumentation(const std::vector<std::stri
                                                      const std::string &engine) {
   const std::string flag = "--" + engine;  // "--torch", "--jax"
   const std::string interpreter = fs::path(program[0]).filename().string();
+  // A Python program of its own (torchrun, a console script): it runs as it is, and the
+  // bootstrap on PYTHONPATH instruments each of its Python processes that imports torch.
+  if (engine == "torch" && interpreter.rfind("python", 0) != 0 &&
+      is_python_script(program_file(program[0])))
+    return program;
   if (interpreter.rfind("python", 0) != 0)
-    throw UsageError(flag + " needs a Python interpreter as PROGRAM (adprof run " + flag + " -- " +
-                     "python3 train.py), not '" + program[0] + "'");
+    throw UsageError(
+        engine == "torch"
+            ? "--torch needs a Python interpreter or a Python program as PROGRAM (adprof run "
+              "--torch -- python3 train.py, or torchrun ... train.py), not '" +
+                  program[0] + "'"
+            : flag + " needs a Python interpreter as PROGRAM (adprof run " + flag + " -- " +
+                  "python3 train.py), not '" + program[0] + "'");
   size_t at = 1;
   while (at < program.size()) {
     const std::string &a = program[at];
@@ -458,8 +474,11 @@ int command_run(const std::vector<std::string> &args) {
       "While PROGRAM runs, adprof ignores SIGINT and SIGQUIT (the terminal sends them to\n"
       "PROGRAM too) and forwards other terminating signals sent to it.\n"
       "--torch: PROGRAM is a Python interpreter running a PyTorch script (adprof run --torch\n"
-      "-- python3 train.py ARGS); its ops, phases and roles (parameters, activations, forward\n"
-      "caches, gradients, optimizer state) are recorded (docs/PYTORCH.md).\n"
+      "-- python3 train.py ARGS) or a Python program such as torchrun; its ops, phases and\n"
+      "roles (parameters, activations, forward caches, gradients, optimizer state) are\n"
+      "recorded in every Python process of the run that imports torch (a launcher's ranks,\n"
+      "spawned workers), each saying what it is; a run with ranks is reported as a job, the\n"
+      "ranks side by side (adprof report --job; docs/PYTORCH.md, \"Training jobs\").\n"
       "--jax: the same for a JAX script: every program XLA compiles is read from XLA's own\n"
       "buffer assignment, its temp arena cut into its logical buffers (docs/JAX.md).\n\n"
       "Options");
@@ -471,7 +490,9 @@ int command_run(const std::vector<std::string> &args) {
       "the report then names the allocation sites; a Python script's (CPython 3.11-3.13) "
       "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
-      "torch", "PROGRAM is python running a PyTorch script: record its AD roles")(
+      "torch",
+      "PROGRAM is python running a PyTorch script, or a Python program starting them "
+      "(torchrun): record the AD roles of each")(
       "jax", "PROGRAM is python running a JAX script: record XLA's buffers and their AD roles");
   add_report_options(options);
 
@@ -506,7 +527,8 @@ int command_run(const std::vector<std::string> &args) {
     python_path = find_python_package();
     program = with_engine_instrumentation(
         program, (fs::path(python_path) / "adprof" / engine / "__main__.py").string(), engine);
-    program[0] = resolve_python_shim(program[0]);  // checked above to be named python*
+    if (fs::path(program[0]).filename().string().rfind("python", 0) == 0)
+      program[0] = resolve_python_shim(program[0]);  // not a Python program of its own
   } else if (vm.count("stacks") &&
              fs::path(program[0]).filename().string().rfind("python", 0) == 0) {
     // Python frames in the stacks (docs/STACKS.md, "Python frames"); without the package,
@@ -566,7 +588,11 @@ int command_run(const std::vector<std::string> &args) {
     else
       unsetenv("ADPROF_STACKS");
     if (!python_path.empty()) {
-      std::string path = python_path;
+      // Under --torch, the bootstrap first: every Python process of the run (a launcher's
+      // ranks, spawned workers) installs the instrumentation when it imports torch (its
+      // sitecustomize.py). --jax instruments the program's own process only.
+      std::string path =
+          vm.count("torch") ? python_bootstrap_dir(python_path) + ":" + python_path : python_path;
       if (const char *old = getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
       setenv("PYTHONPATH", path.c_str(), 1);
     }
@@ -644,6 +670,11 @@ int command_run(const std::vector<std::string> &args) {
               << (untraced == 1 ? "it" : "they")
               << " allocated is in no trace (adprof traces a forked child once it execs)\n";
   if (vm.count("no-report")) return end_as_the_program(status, exit_code);
+  if (vm.count("torch") && images.size() > 1) {  // a training job: its ranks side by side
+    std::vector<std::string> paths;
+    for (const TracedImage &image : images) paths.push_back(image.path);
+    if (report_run_as_job(paths, reported, vm)) return end_as_the_program(status, exit_code);
+  }
   AnalyzeOptions analyze_options = analyze_options_with_progress();
   analyze_options.site_stacks = vm.count("json") > 0;             // the text shows no site's stack
   Report report = analyze_all(reported, analyze_options).report;  // both layers

@@ -18,6 +18,7 @@ Memory profiling for automatic-differentiation programs: what the peak is made o
 Commands:
   run [-o TRACE] [--] PROGRAM [ARGS...]   profile a program, write a trace, print the report
   report TRACE [--json] [--top N]         the memory report of a trace
+  report --job TRACE|FOLDER [--rank N]    a job's ranks side by side (a run's every process)
   timeline TRACE [--csv F] [--svg F]      live bytes over time, stacked by role
   diff BASE NEW [--fail-if GATE]...       compare two runs; exit 1 when a gate fails
   check RUN [--max-peak SIZE] ...         absolute memory budgets; exit 1 when exceeded

@@ -227,6 +227,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       step.peak = replay.host_live();
       step.live_by_role = replay.host_by_role();
     } else if (e.type == format::EventType::kAnnotate) {
+      if (options.on_annotation) options.on_annotation(e, replay);
       const ad::Decoder::Annotation a = ad_events.annotation(e);
       if (a.kind == ad::Kind::kTapeBegin) {
         have_ad_tape = true;

@@ -62,6 +62,8 @@ def install(listener=None):
     from ._instrument import Instrumentation
     ins = Instrumentation(ctx, listener)
     ins.install()
+    from . import _job
+    _job.announce(ins, check_torch())  # what this process is in a job (launcher, rank, worker)
     _installed = ins
     return ins
 

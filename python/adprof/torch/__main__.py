@@ -31,6 +31,9 @@ def main():
 
 def _prepare():
     """Python frames (under --stacks), then the instrumentation, before the program runs."""
+    # The bootstrap of every Python process of the run (adprof/_bootstrap/sitecustomize.py)
+    # would install on `import torch`: here, the hook installs after its own checks.
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "adprof_torch_hook", False)]
     from adprof import _pystacks
     _pystacks.start()  # before `import torch`: its start-up is most of a short run's memory
     from adprof import torch as adprof_torch

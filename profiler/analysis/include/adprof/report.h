@@ -228,6 +228,9 @@ struct AnalyzeOptions {
   // Fill each site's stack (SiteSummary::stack: the JSON and the GUI show it, the text report
   // does not; symbolising every frame of one stack per site is most of a site's cost).
   bool site_stacks = true;
+  // Called with each annotation the pass reads and the replay that names its kind: what rides
+  // along without a pass of its own (a job's process facts, job.h).
+  std::function<void(const Event &, const Replay &)> on_annotation;
 };
 
 // Throws TraceError for unreadable traces.

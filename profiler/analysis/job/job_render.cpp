@@ -1,0 +1,235 @@
+// The job report (job.h) as text and as JSON.
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "adprof/job.h"
+
+namespace adprof::job {
+
+namespace {
+
+void add(std::string &o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void add(std::string &o, const char *fmt, ...) {
+  char buffer[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(buffer, sizeof buffer, fmt, args);
+  va_end(args);
+  o += buffer;
+}
+
+// The step whose span holds the peak, or -1 (as the one-process report says it).
+int64_t peak_step(const Report &r) {
+  for (const StepSummary &s : r.steps)
+    if (r.peak_time >= s.start && r.peak_time <= s.end) return static_cast<int64_t>(s.step);
+  return -1;
+}
+
+std::string number_or_dash(int64_t v) { return v < 0 ? "-" : std::to_string(v); }
+
+// The roles of the table: those holding 1% of some rank's peak or more, most bytes (summed
+// over the ranks) first; the others are summed in one column ("rest").
+std::vector<int> roles_of(const Job &job, bool *rest) {
+  std::array<uint64_t, kRoleCount> sum{};
+  std::array<bool, kRoleCount> shown{};
+  for (size_t i : job.ranks()) {
+    const Report &r = job.processes[i].report;
+    for (int role = 0; role < kRoleCount; ++role) {
+      sum[role] += r.peak_by_role[role];
+      shown[role] =
+          shown[role] || (r.peak_by_role[role] > 0 && r.peak_by_role[role] * 100 >= r.peak);
+    }
+  }
+  std::vector<int> roles;
+  *rest = false;
+  for (int role : roles_most_first(sum)) {
+    if (shown[role])
+      roles.push_back(role);
+    else
+      *rest = true;
+  }
+  return roles;
+}
+
+std::string ratio(uint64_t high, uint64_t low) {
+  char text[32];
+  snprintf(text, sizeof text, "%.1fx", static_cast<double>(high) / static_cast<double>(low));
+  return text;
+}
+
+uint64_t workers_peak(const Job &job, int64_t rank) {
+  uint64_t sum = 0;
+  for (size_t i : job.workers_of(rank)) sum += job.processes[i].report.peak;
+  return sum;
+}
+
+}  // namespace
+
+std::string render_text(const Job &job) {
+  std::string o;
+  const std::vector<size_t> ranks = job.ranks();
+  size_t counts[4] = {};
+  for (const Process &p : job.processes) ++counts[static_cast<int>(p.kind)];
+  if (job.run_ids.size() > 1) {
+    add(o, "adprof job: %zu runs (", job.run_ids.size());
+    for (size_t i = 0; i < job.run_ids.size(); ++i) add(o, "%s%08x", i ? ", " : "", job.run_ids[i]);
+    add(o, "), %zu rank%s", ranks.size(), ranks.size() == 1 ? "" : "s");
+  } else {
+    add(o, "adprof job: run %08x, %zu rank%s", job.run_id, ranks.size(),
+        ranks.size() == 1 ? "" : "s");
+  }
+  if (!ranks.empty() && job.processes[ranks[0]].world_size >= 0)
+    add(o, " (world size %lld)", static_cast<long long>(job.processes[ranks[0]].world_size));
+  add(o, ", %zu launcher%s, %zu worker%s, %zu other process%s\n", counts[1],
+      counts[1] == 1 ? "" : "s", counts[2], counts[2] == 1 ? "" : "s", counts[3],
+      counts[3] == 1 ? "" : "es");
+  if (ranks.empty()) {
+    add(o,
+        "  No process of this run said it is a rank (the \"job.rank\" fact, "
+        "adprof/job_facts.h).\n");
+  } else {
+    bool rest = false;
+    const std::vector<int> roles = roles_of(job, &rest);
+    add(o, "\nEach rank at its own peak (host memory; bytes by role):\n");
+    std::string head = "  rank  node  pid       peak        at       step";
+    for (int role : roles) {
+      char cell[40];
+      snprintf(cell, sizeof cell, "  %*s",
+               std::max<int>(10, static_cast<int>(strlen(role_name(role)))), role_name(role));
+      head += cell;
+    }
+    if (rest) head += "        rest";
+    head += "  steps  workers (peaks)\n";
+    o += head;
+    for (size_t i : ranks) {
+      const Process &p = job.processes[i];
+      const Report &r = p.report;
+      add(o, "  %-4lld  %-4s  %-8llu  %10s  %7.3f s  %4s", static_cast<long long>(p.rank),
+          number_or_dash(p.node).c_str(), static_cast<unsigned long long>(p.pid),
+          format_bytes(r.peak).c_str(), r.peak_time, number_or_dash(peak_step(r)).c_str());
+      for (int role : roles)
+        add(o, "  %*s", std::max<int>(10, static_cast<int>(strlen(role_name(role)))),
+            format_bytes(r.peak_by_role[role]).c_str());
+      if (rest) {
+        uint64_t other = r.peak;
+        for (int role : roles) other -= std::min(other, r.peak_by_role[role]);
+        add(o, "  %10s", format_bytes(other).c_str());
+      }
+      const size_t workers = job.workers_of(p.rank).size();
+      add(o, "  %5zu  %zu", r.steps.size(), workers);
+      if (workers) add(o, " (%s)", format_bytes(workers_peak(job, p.rank)).c_str());
+      o += "\n";
+      if (!r.complete) add(o, "        WARNING: %s\n", r.end_reason.c_str());
+    }
+    if (auto out = job.outlier()) {
+      const Process &high = job.processes[out->high], &low = job.processes[out->low];
+      if (high.report.peak == low.report.peak) {
+        add(o, "\nThe ranks peak alike: %s each.\n", format_bytes(high.report.peak).c_str());
+      } else {
+        add(o, "\nHighest peak: rank %lld, %s (%s rank %lld's, the lowest).\n",
+            static_cast<long long>(high.rank), format_bytes(high.report.peak).c_str(),
+            ratio(high.report.peak, low.report.peak).c_str(), static_cast<long long>(low.rank));
+        if (out->role >= 0 && out->low_bytes > 0)
+          add(o, "  rank %lld: %s %s rank %lld's (%s against %s)\n",
+              static_cast<long long>(high.rank), role_words(out->role),
+              ratio(out->high_bytes, out->low_bytes).c_str(), static_cast<long long>(low.rank),
+              format_bytes(out->high_bytes).c_str(), format_bytes(out->low_bytes).c_str());
+        else if (out->role >= 0)
+          add(o, "  rank %lld: %s %s, rank %lld none\n", static_cast<long long>(high.rank),
+              role_words(out->role), format_bytes(out->high_bytes).c_str(),
+              static_cast<long long>(low.rank));
+      }
+    }
+  }
+  bool titled = false;
+  for (const Process &p : job.processes) {
+    if (p.kind == Kind::kRank) continue;
+    if (!titled) {
+      add(o, "\nThe other processes of the run%s (their memory is their own, in no rank's):\n",
+          job.run_ids.size() > 1 ? "s" : "");
+      titled = true;
+    }
+    std::string what = kind_name(p.kind);
+    if (p.kind == Kind::kWorker) what += " of rank " + std::to_string(p.worker_of);
+    add(o, "  %-18s pid %-8llu peak %10s  %s\n", what.c_str(),
+        static_cast<unsigned long long>(p.pid), format_bytes(p.report.peak).c_str(),
+        p.trace.c_str());
+  }
+  if (!ranks.empty()) {
+    add(o, "\nTraces by rank:\n");
+    for (size_t i : ranks)
+      add(o, "  rank %lld  %s\n", static_cast<long long>(job.processes[i].rank),
+          job.processes[i].trace.c_str());
+    if (job.run_ids.size() == 1)
+      add(o, "One rank's full report: adprof report --rank N %s\n",
+          job.processes[ranks[0]].trace.c_str());
+    else
+      add(o, "One rank's full report: adprof report --rank N with the runs' paths, or its file\n");
+  }
+  return o;
+}
+
+nlohmann::json to_json(const Job &job, const JsonOptions &options) {
+  using nlohmann::json;
+  auto optional_number = [](int64_t v) { return v < 0 ? json(nullptr) : json(v); };
+  auto by_role = [](const Report &r) {
+    json j = json::object();
+    for (int role = 0; role < kRoleCount; ++role) j[role_name(role)] = r.peak_by_role[role];
+    return j;
+  };
+  auto brief = [&](const Process &p) {
+    json j = {{"kind", kind_name(p.kind)},
+              {"pid", p.pid},
+              {"parent", p.said_process ? json(p.parent) : json(nullptr)},
+              {"trace", p.trace},
+              {"peak", p.report.peak},
+              {"peak_time", p.report.peak_time},
+              {"complete", p.report.complete}};
+    if (p.kind == Kind::kWorker) j["worker_of"] = p.worker_of;
+    if (p.kind == Kind::kRank) j["rank"] = p.rank;
+    return j;
+  };
+  json ranks = json::array();
+  for (size_t i : job.ranks()) {
+    const Process &p = job.processes[i];
+    json workers = json::array();
+    for (size_t w : job.workers_of(p.rank)) workers.push_back(brief(job.processes[w]));
+    ranks.push_back({{"rank", p.rank},
+                     {"world_size", optional_number(p.world_size)},
+                     {"local_rank", optional_number(p.local_rank)},
+                     {"local_world_size", optional_number(p.local_world_size)},
+                     {"node", optional_number(p.node)},
+                     {"host", p.host},
+                     {"job", p.job},
+                     {"run_id", p.run_id},
+                     {"pid", p.pid},
+                     {"parent", p.said_process ? json(p.parent) : json(nullptr)},
+                     {"trace", p.trace},
+                     {"peak", p.report.peak},
+                     {"peak_time", p.report.peak_time},
+                     {"peak_step", optional_number(peak_step(p.report))},
+                     {"peak_by_role", by_role(p.report)},
+                     {"steps", p.report.steps.size()},
+                     {"workers", workers},
+                     {"workers_peak", workers_peak(job, p.rank)},
+                     {"report", to_json(p.report, options)}});
+  }
+  json outlier = nullptr;
+  if (auto out = job.outlier())
+    outlier = {{"rank", job.processes[out->high].rank},
+               {"lowest_rank", job.processes[out->low].rank},
+               {"peak", job.processes[out->high].report.peak},
+               {"lowest_peak", job.processes[out->low].report.peak},
+               {"role", out->role >= 0 ? json(role_name(out->role)) : json(nullptr)},
+               {"role_bytes", out->high_bytes},
+               {"lowest_role_bytes", out->low_bytes}};
+  json processes = json::array();
+  for (const Process &p : job.processes) processes.push_back(brief(p));
+  return {{"schema", "adprof.job"}, {"schema_version", 1}, {"run_id", job.run_id},
+          {"run_ids", job.run_ids}, {"ranks", ranks},      {"outlier", outlier},
+          {"processes", processes}};
+}
+
+}  // namespace adprof::job

@@ -1,0 +1,108 @@
+"""A two-rank data-parallel training job on CPU (gloo), for the job tests (torch_job_test.cpp).
+
+    job_ddp.py OUTDIR [--spawn N | --launch N] [--workers K] [--context spawn|fork] [--steps S]
+
+Started by torchrun (each rank reads RANK/WORLD_SIZE), by itself with --spawn N
+(torch.multiprocessing.spawn: each rank joins the group with its rank, the environment names
+none) or with --launch N (a plain launcher: N children with RANK, WORLD_SIZE, MASTER_ADDR set).
+Rank r trains on batches of 2048 * (r + 1) rows: its forward caches are r + 1 times rank 0's.
+Each rank writes OUTDIR/rank<r>.json: PyTorch's own account of its parameters and optimizer
+state (bytes of the unique storages), its batch and its pid, for the test to hold adprof's
+report against. --workers K: a DataLoader with K workers started by --context (spawn: traced
+processes of their own; fork: not traced, the rank must still be exact).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def storage_bytes(tensors):
+    seen, total = set(), 0
+    for t in tensors:
+        try:
+            storage = t.untyped_storage()
+        except AttributeError:  # 1.13
+            storage = t.storage()
+        key = storage.data_ptr()
+        if key in seen:
+            continue
+        seen.add(key)
+        total += storage.nbytes()
+    return total
+
+
+def train(rank, world_size, args):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.Tanh(),
+                          nn.Linear(512, 512), nn.Sigmoid(), nn.Linear(512, 10))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    batch = 2048 * (rank + 1)
+    data = torch.utils.data.TensorDataset(torch.randn(batch * args.steps, 64),
+                                          torch.randint(0, 10, (batch * args.steps,)))
+    loader_options = {}
+    if args.workers:
+        loader_options = {"num_workers": args.workers,
+                          "multiprocessing_context": args.context}
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, **loader_options)
+    batches = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        batches += 1
+    state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+    account = {"rank": rank, "world_size": world_size, "pid": os.getpid(), "batch": batch,
+               "batches": batches, "parameter": storage_bytes(model.parameters()),
+               "optimizer_state": storage_bytes(state)}
+    with open(os.path.join(args.outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(account, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def spawned(rank, world_size, args):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    train(rank, world_size, args)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("outdir")
+    parser.add_argument("--spawn", type=int, default=0)
+    parser.add_argument("--launch", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--context", default="spawn")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--port", default="29533")
+    args = parser.parse_args()
+    if args.spawn or args.launch:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = args.port
+    if args.spawn:
+        torch.multiprocessing.spawn(spawned, args=(args.spawn, args), nprocs=args.spawn)
+        return
+    if args.launch:
+        children = []
+        for rank in range(args.launch):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.launch),
+                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(args.launch))
+            argv = [a for a in sys.argv[1:]]
+            at = argv.index("--launch")
+            del argv[at:at + 2]
+            children.append(subprocess.Popen([sys.executable, __file__] + argv, env=env))
+        sys.exit(max(c.wait() for c in children))
+    dist.init_process_group("gloo")
+    train(dist.get_rank(), dist.get_world_size(), args)
+
+
+if __name__ == "__main__":
+    main()
