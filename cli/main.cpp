@@ -27,7 +27,10 @@ Commands:
   whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
 PyTorch: `adprof run --torch -- python3 SCRIPT [ARGS...]` profiles an unmodified training
-script, with roles, module paths and ops from autograd (`adprof run --help`).
+script, with roles, module paths and ops from autograd; `adprof run --torch -- torchrun ...`
+records every rank of a job (`adprof run --help`).
+JAX: `adprof run --jax -- python3 SCRIPT [ARGS...]`: the buffers of every program XLA compiles,
+with their roles inside jitted gradients.
 
 Run `adprof COMMAND --help` for a command's options; `adprof --version` names the version,
 the trace format and the interposer `run` preloads. Once installed (`cmake --install`, or the
