@@ -172,6 +172,25 @@ TEST_F(Cli, TimelineAndExports) {
   EXPECT_NE(folded.find(";accumulation"), std::string::npos) << folded;
 }
 
+// An op named with 1,500 bytes of quotes and backslashes: the Perfetto export formatted names
+// into a 512-byte buffer, so a long label was cut mid-string and the file was no JSON.
+TEST_F(Cli, PerfettoKeepsLongOpNamesWhole) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const std::string trace = record("long", std::string(ENGINE_STEPS_WORKLOAD) + " longname");
+  ASSERT_EQ(adprof("export " + trace + " --perfetto long.json").code, 0);
+  std::string expected;
+  for (int i = 0; i < 100; ++i) expected += "op\"name\\" + std::to_string(1000 + i);
+  const auto p = nlohmann::json::parse(read_file(dir_ / "long.json"), nullptr, false);
+  ASSERT_FALSE(p.is_discarded()) << "the export is no JSON";
+  int named = 0;
+  for (const auto &e : p["traceEvents"])
+    if (e["ph"] == "B" && e["pid"] == 1) {
+      EXPECT_EQ(e["name"].get<std::string>().rfind(expected, 0), 0u) << e["name"];
+      ++named;
+    }
+  EXPECT_EQ(named, 4);  // one op a step
+}
+
 TEST_F(Cli, HashContentsFindsByteIdenticalBuffers) {
   ADPROF_SKIP_IF_SANITIZED();
   // densenet's x1 is x0 summed alone: the same bytes in a second buffer.

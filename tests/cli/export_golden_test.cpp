@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using adprof_test::run_shell;
 using adprof_test::shell_quote;
-using adprof_test::slurp;
+using adprof_test::read_file;
 using adprof_test::TempDir;
 
 const std::string kCli = ADPROF_CLI;
@@ -64,7 +64,7 @@ std::string frames_of(const std::string &trace, const TempDir &dir) {
   const std::string json = dir / "report.json";
   cli({"report", trace, "--json"}, json);
   std::set<std::string> frames;
-  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
   for (const auto &site : j.value("sites", nlohmann::json::array()))
     for (const auto &frame : site.value("stack", std::vector<std::string>{})) frames.insert(frame);
   std::string out;
@@ -75,14 +75,14 @@ std::string frames_of(const std::string &trace, const TempDir &dir) {
 // `made` equals the stored `name`, or (updating) replaces it.
 void expect_golden(const fs::path &golden_dir, const std::string &name, const std::string &made) {
   const fs::path stored = golden_dir / name;
-  const std::string made_bytes = slurp(made);
+  const std::string made_bytes = read_file(made);
   if (updating()) {
     fs::create_directories(golden_dir);
     std::ofstream(stored, std::ios::binary) << made_bytes;
     return;
   }
   ASSERT_TRUE(fs::exists(stored)) << stored << " is missing (ADPROF_UPDATE_GOLDEN=1 stores it)";
-  const std::string want = slurp(stored);
+  const std::string want = read_file(stored);
   EXPECT_FALSE(made_bytes.empty()) << made;
   if (made_bytes == want) return;
   // Where the two first differ, to read the failure without a diff tool.
@@ -122,7 +122,7 @@ TEST_P(ExportGolden, ExportsAreByteIdentical) {
     const fs::path stored = golden / "symbols.txt";
     if (updating()) {
       std::ofstream(stored, std::ios::binary) << frames;
-    } else if (frames != slurp(stored)) {
+    } else if (frames != read_file(stored)) {
       GTEST_SKIP() << "this machine symbolises " << c.trace
                    << "'s stacks otherwise than the one that stored its exports (" << stored
                    << "); its Perfetto and folded exports are not compared here";

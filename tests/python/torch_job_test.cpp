@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "../support/process.h"
 #include "../support/sanitizer_skip.h"
-#include "test_util.h"
 
 namespace {
 
-using namespace ptest;
+using namespace adprof_test;
 using nlohmann::json;
 
 const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");

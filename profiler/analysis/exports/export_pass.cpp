@@ -5,11 +5,11 @@
 // it alone (no report's work).
 #include <optional>
 
-#include "../analyze_with.h"
 #include "adprof/exports.h"
 #include "adprof/replay_driver.h"
 #include "adprof/timeline_render.h"
 #include "folded.h"
+#include "memory/analyze_with.h"
 #include "perfetto.h"
 
 namespace adprof {

@@ -26,12 +26,11 @@ void PerfettoWriter::on_event(const Event &e) {
   char buf[512];
   const double us = reader_.seconds(e.ticks) * 1e6;
   if (e.type == format::EventType::kOpBegin) {
-    snprintf(buf, sizeof buf,
-             "{\"ph\":\"B\",\"pid\":1,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\",\"args\":{"
-             "\"instance\":%llu}}",
-             e.thread, us, json_escape(replay_.op_label(static_cast<uint32_t>(e.a), e.b)).c_str(),
-             static_cast<unsigned long long>(e.b));
-    emit(buf);
+    // Names are appended, not formatted into buf: a label may be up to kMaxNameBytes long.
+    snprintf(buf, sizeof buf, "{\"ph\":\"B\",\"pid\":1,\"tid\":%u,\"ts\":%.3f,\"name\":\"",
+             e.thread, us);
+    emit(std::string(buf) + json_escape(replay_.op_label(static_cast<uint32_t>(e.a), e.b)) +
+         "\",\"args\":{\"instance\":" + std::to_string(e.b) + "}}");
   } else if (e.type == format::EventType::kOpEnd) {
     snprintf(buf, sizeof buf, "{\"ph\":\"E\",\"pid\":1,\"tid\":%u,\"ts\":%.3f}", e.thread, us);
     emit(buf);
@@ -91,12 +90,12 @@ void PerfettoWriter::finish(const Timeline &counter, const Report *report) {
           stack += (stack.empty() ? "" : "\n") + frame;
       snprintf(buf, sizeof buf,
                "{\"ph\":\"i\",\"s\":\"t\",\"pid\":3,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\","
-               "\"args\":{\"bytes\":%llu,\"role\":\"%s\",\"op\":\"%s\",",
+               "\"args\":{\"bytes\":%llu,\"role\":\"",
                b.thread, b.alloc_time * 1e6, format_bytes(b.size).c_str(),
-               static_cast<unsigned long long>(b.size), json_escape(b.role).c_str(),
-               json_escape(b.op).c_str());
-      emit(std::string(buf) + "\"site\":\"" + json_escape(b.site) + "\",\"stack\":\"" +
-           json_escape(stack) + "\"}}");
+               static_cast<unsigned long long>(b.size));
+      emit(std::string(buf) + json_escape(b.role) + "\",\"op\":\"" + json_escape(b.op) +
+           "\",\"site\":\"" + json_escape(b.site) + "\",\"stack\":\"" + json_escape(stack) +
+           "\"}}");
     }
     emit(
         "{\"ph\":\"M\",\"pid\":3,\"name\":\"process_name\",\"args\":{\"name\":\"live at the "
@@ -105,11 +104,10 @@ void PerfettoWriter::finish(const Timeline &counter, const Report *report) {
   emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ops\"}}");
   emit("{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"phases\"}}");
   for (uint32_t t = 0; t < replay_.thread_names().size(); ++t) {
-    snprintf(
-        buf, sizeof buf,
-        "{\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-        t, json_escape(replay_.thread_names()[t]).c_str());
-    emit(buf);
+    snprintf(buf, sizeof buf,
+             "{\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"",
+             t);
+    emit(std::string(buf) + json_escape(replay_.thread_names()[t]) + "\"}}");
   }
   out_ << "\n]}\n";
 }
