@@ -29,9 +29,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+using adprof_test::read_file;
 using adprof_test::run_shell;
 using adprof_test::shell_quote;
-using adprof_test::read_file;
 using adprof_test::TempDir;
 
 const std::string kCli = ADPROF_CLI;
