@@ -186,42 +186,57 @@ TEST(TorchJob, TwoNodesMergedIntoOneJob) {
   if (torch_version().rfind("1.", 0) == 0 || access(torchrun.c_str(), X_OK) != 0)
     GTEST_SKIP() << "torchrun of PyTorch 2.x needed (" << torchrun << ")";
   TempDir dir;
-  const std::string port = free_port(4);
-  std::vector<std::unique_ptr<Child>> nodes;
-  for (const char *node : {"0", "1"}) {
-    fs::create_directory(dir / ("node" + std::string(node)));
-    SpawnOptions o;
-    o.argv = {cli_path(),
-              "run",
-              "--torch",
-              "--no-report",
-              "-o",
-              dir / ("node" + std::string(node) + "/job.adtrace"),
-              "--",
-              "torchrun",
-              "--nnodes",
-              "2",
-              "--node_rank",
-              node,
-              "--nproc_per_node",
-              "1",
-              "--master_addr",
-              "127.0.0.1",
-              "--master_port",
-              port,
-              kScripts + "/job_ddp.py",
-              dir.path()};
-    o.env = {
-        {"PYTHONDONTWRITEBYTECODE", "1"},
-        {"OMP_NUM_THREADS", "1"},
-        {"PATH", fs::path(kPython).parent_path().string() + ":" + env_or("PATH", "/usr/bin:/bin")}};
-    o.timeout_s = 600;
-    nodes.push_back(std::make_unique<Child>(o));
+  // Two nodes' gloo groups on one loaded 2-core machine: PyTorch 2.15's rank sometimes dies of
+  // "terminate called without an active exception" (SIGABRT) with no profiler at all (plain
+  // torchrun, the same two nodes beside another job: 1 run in 6). Such a run is tried once more
+  // in fresh folders on another port; any other failure fails the test.
+  std::vector<Result> results;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const std::string port = free_port(4 + 10 * attempt);
+    std::vector<std::unique_ptr<Child>> nodes;
+    for (const char *node : {"0", "1"}) {
+      fs::remove_all(dir / ("node" + std::string(node)));
+      fs::create_directory(dir / ("node" + std::string(node)));
+      SpawnOptions o;
+      o.argv = {cli_path(),
+                "run",
+                "--torch",
+                "--no-report",
+                "-o",
+                dir / ("node" + std::string(node) + "/job.adtrace"),
+                "--",
+                "torchrun",
+                "--nnodes",
+                "2",
+                "--node_rank",
+                node,
+                "--nproc_per_node",
+                "1",
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                port,
+                kScripts + "/job_ddp.py",
+                dir.path()};
+      o.env = {{"PYTHONDONTWRITEBYTECODE", "1"},
+               {"OMP_NUM_THREADS", "1"},
+               {"PATH",
+                fs::path(kPython).parent_path().string() + ":" + env_or("PATH", "/usr/bin:/bin")}};
+      o.timeout_s = 600;
+      nodes.push_back(std::make_unique<Child>(o));
+    }
+    results.clear();
+    bool gloo_abort = false;
+    for (auto &node : nodes) {
+      results.push_back(node->wait());
+      gloo_abort |= results.back().exit_code != 0 &&
+                    results.back().err.find("terminate called without an active exception") !=
+                        std::string::npos;
+    }
+    if (!gloo_abort) break;
+    std::printf("[ torch    ] a rank died of gloo's abort; the two nodes run once more\n");
   }
-  for (auto &node : nodes) {
-    Result r = node->wait();
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  }
+  for (const Result &r : results) ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   Result merged = run_cli({"report", "--json", dir / "node0", dir / "node1"}, 600);
   ASSERT_EQ(merged.exit_code, 0) << merged.err;
   const json job = json::parse(merged.out, nullptr, false);
