@@ -2,7 +2,7 @@
 // record_name; refill is in buffer_pool.cpp). The rest of the recorder, by what it holds, is
 // listed at the top of recorder_internal.h.
 //
-// Life cycle (documented in docs/ARCHITECTURE.md, "Recording"):
+// Life cycle (documented in docs/RECORDING.md, "Life-cycle rules"):
 //   - ADPROF_OUTPUT unset or malformed settings: inert; hooks only forward to jemalloc.
 //   - The process whose pid is ADPROF_ROOT_PID (or any process when it is unset) writes
 //     ADPROF_OUTPUT; other processes that inherit the environment through exec write
