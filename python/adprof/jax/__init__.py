@@ -20,31 +20,10 @@ class JaxUnavailable(RuntimeError):
     """JAX is missing or too old; the message is the line to print."""
 
 
-def _parse_version(text):
-    parts = []
-    for piece in text.split("+")[0].split(".")[:2]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        parts.append(int(digits or 0))
-    return tuple(parts)
-
-
 def check_jax():
     """Imports jax; raises JaxUnavailable with one clear line if it cannot be used."""
-    try:
-        import jax
-    except ImportError as e:
-        if getattr(e, "name", None) not in (None, "jax"):
-            raise JaxUnavailable(f"adprof.jax: JAX cannot be imported: {e}") from e
-        raise JaxUnavailable("adprof.jax: JAX is not installed") from e
-    version = getattr(jax, "__version__", "0")
-    if _parse_version(str(version)) < MIN_VERSION:
-        raise JaxUnavailable(f"adprof.jax: needs JAX >= {MIN_VERSION[0]}.{MIN_VERSION[1]} "
-                             f"(this is {version})")
-    return jax
+    from .._engine_import import import_engine
+    return import_engine("jax", "JAX", MIN_VERSION, JaxUnavailable)
 
 
 def install():

@@ -20,32 +20,10 @@ class TorchUnavailable(RuntimeError):
     """PyTorch is missing or too old; the message is the line to print."""
 
 
-def _parse_version(text):
-    parts = []
-    for piece in text.split("+")[0].split(".")[:2]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        parts.append(int(digits or 0))
-    return tuple(parts)
-
-
 def check_torch():
     """Imports torch; raises TorchUnavailable with one clear line if it cannot be used."""
-    try:
-        import torch
-    except ImportError as e:
-        if getattr(e, "name", None) not in (None, "torch"):  # torch is there but broken
-            raise TorchUnavailable(f"adprof.torch: PyTorch cannot be imported: {e}") from e
-        raise TorchUnavailable("adprof.torch: PyTorch is not installed") from e
-    version = getattr(torch, "__version__", "0")
-    if _parse_version(str(version)) < MIN_VERSION:
-        raise TorchUnavailable(
-            f"adprof.torch: needs PyTorch >= {MIN_VERSION[0]}.{MIN_VERSION[1]} "
-            f"(this is {version})")
-    return torch
+    from .._engine_import import import_engine
+    return import_engine("torch", "PyTorch", MIN_VERSION, TorchUnavailable)
 
 
 def install(listener=None):
