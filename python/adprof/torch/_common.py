@@ -87,6 +87,7 @@ class _ThreadState(threading.local):
         self.raw = None
         self.twin = None
         self.raw_active = False
+        self.in_collective = False  # a collective runs, our saved-tensor hooks off (_collective)
         # A thread Python did not start (an autograd device thread): runs backward work.
         self.native = isinstance(threading.current_thread(), threading._DummyThread)
 

@@ -4,6 +4,8 @@ are then retagged to their role (activation in forward, adjoint in backward, dup
 copies), labelled with the module path (in backward: the module whose forward made the
 autograd node) and described (dtype, shape)."""
 
+import threading
+
 import torch
 import torch.utils._python_dispatch as _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -38,6 +40,10 @@ def _does_nothing(method):
 
 
 _NUMBERS = (int, float, bool, complex)
+
+# 2.x: the innermost saved-tensor hooks of this thread, (pack, unpack) or None (DispatchHooks.
+# _collective); 1.13 has no such call, and its collectives keep no copy of the thread's state.
+_TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 
 
 def _wrapped_number(out, args):
@@ -109,7 +115,7 @@ class _RawMode:
     program pushes a mode of its own, the twin (_Mode) takes this one's place at the bottom of
     the stack until the program's modes are popped (Instrumentation._push_mode/_pop_mode)."""
 
-    __slots__ = ("owner",)
+    __slots__ = ("owner", "__weakref__")  # __weakref__: _leave_before_finalization
 
     def __init__(self, owner):
         self.owner = owner
@@ -152,7 +158,8 @@ class DispatchHooks:
         except Exception:
             name = str(func)
         info = (self.ctx.name(name), name, _COPY_OPS.get(name, _OP_PLAIN),
-                _creates_storage(func), _returns_tensor(func))
+                _creates_storage(func), _returns_tensor(func),
+                _TOP_HOOKS is not None and getattr(func, "namespace", "") == "c10d")
         self.ops[func] = info
         return info
 
@@ -163,6 +170,8 @@ class DispatchHooks:
         info = self.ops.get(func)
         if info is None:
             info = self._op_info(func)
+        if info[5] and not th.in_collective:
+            return self._collective(func, args, kwargs, th)
         if not info[3] and not self._on_op_wanted:
             # A view, an in-place op, detach: no storage of its own to tag, no op scope.
             out = func(*args, **kwargs) if kwargs else func(*args)
@@ -217,6 +226,26 @@ class DispatchHooks:
         if th.capture is not None and isinstance(out, Tensor):
             th.capture.append(out)
         return out
+
+    def _collective(self, func, args, kwargs, th):
+        """A collective (c10d::allreduce_, barrier...) runs without our saved-tensor hooks on
+        this thread's stack. PyTorch 2.x copies the thread's state into the work it hands to the
+        backend's threads (at::ThreadLocalState in gloo's AsyncWork): our pack hook there is a
+        Python object a backend thread must release with the GIL, and one that does so after
+        finalization has begun aborts the process (see _leave_before_finalization). Inside
+        this handler our mode is already off the stack; a collective saves no tensor."""
+        top = _TOP_HOOKS(False)
+        ours = self._modes.get(threading.get_ident(), (None, None))[1]
+        popped = top is not None and ours is not None and top[0] is ours.pack_hook
+        if popped:
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+        th.in_collective = True
+        try:
+            return self._dispatch(func, args, kwargs)
+        finally:
+            th.in_collective = False
+            if popped:
+                torch._C._autograd._push_saved_tensors_default_hooks(top[0], top[1])
 
     def _outputs(self, info, phase, args, out, th):
         """Retags, labels and describes the storages the op created."""
