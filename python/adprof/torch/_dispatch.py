@@ -115,7 +115,7 @@ class _RawMode:
     program pushes a mode of its own, the twin (_Mode) takes this one's place at the bottom of
     the stack until the program's modes are popped (Instrumentation._push_mode/_pop_mode)."""
 
-    __slots__ = ("owner", "__weakref__")  # __weakref__: _leave_before_finalization
+    __slots__ = ("owner",)
 
     def __init__(self, owner):
         self.owner = owner
@@ -232,8 +232,9 @@ class DispatchHooks:
         this thread's stack. PyTorch 2.x copies the thread's state into the work it hands to the
         backend's threads (at::ThreadLocalState in gloo's AsyncWork): our pack hook there is a
         Python object a backend thread must release with the GIL, and one that does so after
-        finalization has begun aborts the process (see _leave_before_finalization). Inside
-        this handler our mode is already off the stack; a collective saves no tensor."""
+        finalization has begun is ended inside a noexcept destructor: std::terminate, the rank
+        dies of SIGABRT. Inside this handler our mode is already off the stack; a collective
+        saves no tensor."""
         top = _TOP_HOOKS(False)
         ours = self._modes.get(threading.get_ident(), (None, None))[1]
         popped = top is not None and ours is not None and top[0] is ours.pack_hook

@@ -22,12 +22,10 @@ device block the first time it is seen and ends it when the storage dies (PyTorc
 device memory is recorded by segment only). _addr() gives the address to name either way.
 """
 
-import atexit
 import inspect
 import itertools
 import sys
 import threading
-import time
 import weakref
 
 import torch
@@ -109,8 +107,6 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self.installed = True
         self._enter_thread()
         self._undo.append(self._leave_thread)
-        atexit.register(self._leave_before_finalization)
-        self._undo.append(lambda: atexit.unregister(self._leave_before_finalization))
         mod = torch.nn.modules.module
         post_options = {}
         try:  # 2.x: also called when forward raises, so the module stack stays true
@@ -192,30 +188,6 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         elif th.twin is None:
             mode.__exit__(None, None, None)
         th.raw = th.twin = None
-
-    # Longest wait at exit for native threads to drop the main thread's dispatch mode.
-    _EXIT_WAIT_S = 1.0
-
-    def _leave_before_finalization(self):
-        """At exit, before finalization: the main thread's dispatch mode and saved-tensor hooks
-        leave, and the interpreter waits (GIL released) until no native thread holds them.
-        PyTorch 2.x copies a thread's state, Python objects included, into work it hands to
-        native threads (at::ThreadLocalState: a gloo collective's AsyncWork, among others). A
-        native thread that drops the last such work once finalization has begun takes the GIL
-        to release our objects and is ended inside a noexcept destructor: std::terminate, the
-        rank dies of SIGABRT ("terminate called without an active exception"). Without adprof
-        that state holds no Python object and there is nothing to release. Every copy made on
-        this thread holds the mode, so the mode's end is the last copy's (the saved-tensor
-        hooks, also held by live autograd graphs, are not waited for)."""
-        mode, _ = self._modes.get(threading.get_ident(), (None, None))
-        th = self.thread
-        held = th.raw if th.raw_active else mode
-        gone = weakref.ref(held) if held is not None else (lambda: None)
-        del mode, held
-        self._leave_thread()
-        deadline = time.monotonic() + self._EXIT_WAIT_S
-        while gone() is not None and time.monotonic() < deadline:
-            time.sleep(0.001)
 
     def _wrap_thread_start(self, original):
         def _bootstrap_inner(thread):
