@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 namespace adprof::cli {
 
@@ -326,6 +327,10 @@ void add_report_options(po::options_description &options) {
       "details",
       "also what the program's author cannot act on: the allocator's overhead, anonymous "
       "mappings, findings about the allocator or the engine");
+}
+
+std::string json_text(const nlohmann::json &document) {
+  return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace adprof::cli

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -78,6 +79,12 @@ class OutputFile {
 
 // Writes a whole file through OutputFile.
 void write_file(const std::string &path, const std::string &text);
+
+// A JSON document as the commands print it (indented by 2). Names that are not UTF-8 (a thread
+// name the kernel cut inside a character, a path in another encoding) are printed with U+FFFD in
+// place of each bad byte, as the exports do (json_escape.h): nlohmann::json's default refuses
+// them with an exception, and the report would have been lost for one byte.
+std::string json_text(const nlohmann::json &document);
 
 // The report's own options, shared by `report` and `run`: --top, --full, --details.
 void add_report_options(po::options_description &options);

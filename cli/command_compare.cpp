@@ -115,11 +115,10 @@ int check_job(const std::vector<Gate> &gates, const std::string &path,
       text += std::string(g.failed ? "FAIL " : "ok   ") + name + ": " + g.explanation + '\n';
   }
   if (vm.count("json"))
-    std::cout << nlohmann::json{{"schema", "adprof.check"},
-                                {"schema_version", 1},
-                                {"ranks", by_rank},
-                                {"failed", failed}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"schema", "adprof.check"},
+                                          {"schema_version", 1},
+                                          {"ranks", by_rank},
+                                          {"failed", failed}})
               << '\n';
   else
     std::cout << text;
@@ -175,11 +174,10 @@ int diff_jobs(const std::vector<Gate> &gates, const std::string &base_path,
     }
   }
   if (vm.count("json"))
-    std::cout << nlohmann::json{{"schema", "adprof.diff"},
-                                {"schema_version", 1},
-                                {"ranks", by_rank},
-                                {"failed", failed}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"schema", "adprof.diff"},
+                                          {"schema_version", 1},
+                                          {"ranks", by_rank},
+                                          {"failed", failed}})
               << '\n';
   return failed ? kExitCheckFailed : kExitOk;
 }
@@ -224,14 +222,13 @@ int command_diff(const std::vector<std::string> &args) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto &r : d.rows)
       rows.push_back({{"metric", r.metric}, {"base", r.base}, {"new", r.current}});
-    std::cout << nlohmann::json{{"schema", "adprof.diff"},
-                                {"schema_version", 1},
-                                {"metrics", rows},
-                                {"appeared", d.appeared},
-                                {"vanished", d.vanished},
-                                {"gates", gates_json(results)},
-                                {"failed", any_failed(results)}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"schema", "adprof.diff"},
+                                          {"schema_version", 1},
+                                          {"metrics", rows},
+                                          {"appeared", d.appeared},
+                                          {"vanished", d.vanished},
+                                          {"gates", gates_json(results)},
+                                          {"failed", any_failed(results)}})
               << '\n';
   } else if (vm.count("markdown")) {
     std::cout << render_diff_markdown(d, results);
@@ -313,11 +310,10 @@ int command_check(const std::vector<std::string> &args) {
   Report r = load(vm["run"].as<std::string>(), vm.count("allow-incomplete") != 0);
   std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(r));
   if (vm.count("json")) {
-    std::cout << nlohmann::json{{"schema", "adprof.check"},
-                                {"schema_version", 1},
-                                {"gates", gates_json(results)},
-                                {"failed", any_failed(results)}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"schema", "adprof.check"},
+                                          {"schema_version", 1},
+                                          {"gates", gates_json(results)},
+                                          {"failed", any_failed(results)}})
               << '\n';
   } else {
     for (const auto &g : results)

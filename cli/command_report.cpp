@@ -55,7 +55,7 @@ int command_report(const std::vector<std::string> &args) {
   end_progress();
   warn_if_incomplete(trace, report.complete, report.end_reason);
   if (vm.count("json"))
-    std::cout << to_json(report, json_options(vm)).dump(2) << '\n';
+    std::cout << json_text(to_json(report, json_options(vm))) << '\n';
   else
     std::cout << render_text(report, static_cast<size_t>(top), vm.count("details") > 0);
   return kExitOk;

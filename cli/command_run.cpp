@@ -680,7 +680,7 @@ int command_run(const std::vector<std::string> &args) {
   Report report = analyze_all(reported, analyze_options).report;  // both layers
   end_progress();
   if (vm.count("json"))
-    std::cout << to_json(report, json_options(vm)).dump(2) << '\n';
+    std::cout << json_text(to_json(report, json_options(vm))) << '\n';
   else
     std::cout << render_text(report, static_cast<size_t>(top), vm.count("details") > 0);
   return end_as_the_program(status, exit_code);

@@ -28,7 +28,7 @@ int command_whatif(const std::vector<std::string> &args) {
   w.trace = trace;
   warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   if (vm.count("json"))
-    std::cout << to_json(w).dump(2) << '\n';
+    std::cout << json_text(to_json(w)) << '\n';
   else
     std::cout << render_text(w);
   return kExitOk;

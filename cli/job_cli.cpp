@@ -67,7 +67,7 @@ int print_job_report(const job::Job &job, const po::variables_map &vm) {
     end_progress();
     warn_if_incomplete(p->trace, report.complete, report.end_reason);
     if (vm.count("json"))
-      std::cout << to_json(report, json_options(vm)).dump(2) << '\n';
+      std::cout << json_text(to_json(report, json_options(vm))) << '\n';
     else
       std::cout << render_text(report,
                                static_cast<size_t>(whole_number_option(vm, "top", 1, 100000)),
@@ -78,7 +78,7 @@ int print_job_report(const job::Job &job, const po::variables_map &vm) {
     if (p.kind == job::Kind::kRank)
       warn_if_incomplete(p.trace, p.report.complete, p.report.end_reason);
   if (vm.count("json"))
-    std::cout << job::to_json(job, json_options(vm)).dump(2) << '\n';
+    std::cout << json_text(job::to_json(job, json_options(vm))) << '\n';
   else
     std::cout << job::render_text(job);
   return kExitOk;

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "../support/process.h"
@@ -118,6 +119,29 @@ TEST(CliInput, EveryReaderWarnsOnCutOrDamagedTraces) {
   Result r = run_cli({"report", whole});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
+}
+
+// Names are bytes: a thread name the kernel cut to 15 bytes inside a character is not UTF-8.
+// The JSON outputs stay UTF-8 (U+FFFD for each bad byte): report --json refused the whole report
+// ("incomplete UTF-8 string", exit 2) and the Perfetto export wrote JSON no parser reads.
+TEST(CliInput, NamesThatAreNotUtf8LeaveTheJsonReadable) {
+  TempDir dir;
+  const std::string cut_name = "\xc3\xa9\xc3\xa9\xc3\xa9\xc3";  // "ééé" and half of "é"
+  Bytes c;
+  c.tag(10, 0, 0).varint(cut_name.size()).text(cut_name);  // the thread's name
+  c.tag(0, 0, 1).zz(0x1000).varint(4096).varint(8);        // alloc 4 KiB
+  Bytes w;
+  w.append(file_header()).append(chunk(0, 0, 1000, 2, c.v, false)).append(footer(2, 1));
+  const std::string trace = save(dir, "t.adtrace", w.v);
+  Result r = run_cli({"report", "--json", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << r.out;
+  EXPECT_EQ(report["trace"]["thread_names"][0], "\xc3\xa9\xc3\xa9\xc3\xa9\xef\xbf\xbd")
+      << report["trace"].dump();
+  ASSERT_EQ(run_cli({"export", trace, "--perfetto", dir / "p.json"}).exit_code, 0);
+  const nlohmann::json perfetto = nlohmann::json::parse(read_file(dir / "p.json"), nullptr, false);
+  EXPECT_FALSE(perfetto.is_discarded()) << read_file(dir / "p.json");
 }
 
 TEST(CliInput, FifoIsRefusedNotWaitedFor) {
