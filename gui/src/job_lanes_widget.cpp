@@ -64,7 +64,8 @@ QSize JobLanesWidget::sizeHint() const {
 }
 
 QSize JobLanesWidget::minimumSizeHint() const {
-  const int lanes = job_ ? std::min<int>(static_cast<int>(job_->lanes.size()), 4) : 2;
+  // Every lane at its least height: a job of many ranks scrolls (the job window's scroll area).
+  const int lanes = job_ ? static_cast<int>(job_->lanes.size()) : 2;
   return {kLabelWidth + 200, kAxisHeight + lanes * (kMinLaneHeight + kGap)};
 }
 

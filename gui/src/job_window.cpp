@@ -12,6 +12,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStatusBar>
@@ -58,8 +59,12 @@ void JobWindow::buildUi() {
   connect(open_rank_, &QPushButton::clicked, this, [this] { openLane(lanes_->selectedLane()); });
   head->addWidget(open_rank_, 0, Qt::AlignTop);
   layout->addLayout(head);
-  lanes_ = new JobLanesWidget(top);
-  layout->addWidget(lanes_, 1);
+  lanes_ = new JobLanesWidget;
+  auto *scroll = new QScrollArea(top);  // a job of many ranks: its lanes scroll
+  scroll->setWidget(lanes_);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  layout->addWidget(scroll, 1);
   model_ = new JobRanksModel(this);
   proxy_ = new QSortFilterProxyModel(this);
   proxy_->setSourceModel(model_);

@@ -10,6 +10,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -85,6 +86,9 @@ class JobTest : public QObject {
 
 void JobTest::initTestCase() {
   QVERIFY(dir_.isValid());
+  // The rank windows' settings and recent files in the test's folder, not the user's.
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_.filePath("settings"));
   job_ = dir_.filePath("job");
   record_node(job_ + "/node0", 0);
   record_node(job_ + "/node1", 1);
