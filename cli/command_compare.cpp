@@ -1,7 +1,7 @@
 // adprof diff BASE NEW [--fail-if GATE]... [--markdown|--json]
-// adprof check [--job] TRACE|REPORT|FOLDER [--max-peak SIZE] [--max-allocs-per-step N] [--max-role
-// ROLE=SIZE]...
-//              [--max-device-peak SIZE] [--fail-if GATE]...
+// adprof diff --base PATH... --new PATH... : two jobs of several machines' folders, rank by rank
+// adprof check [--job] TRACE|REPORT|FOLDER... [--max-peak SIZE] [--max-allocs-per-step N]
+//              [--max-role ROLE=SIZE]... [--max-device-peak SIZE] [--fail-if GATE]...
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +14,13 @@
 namespace adprof::cli {
 
 namespace {
+
+// A job's paths in a message: "'a'" or "'a', 'b'".
+std::string quoted(const std::vector<std::string> &paths) {
+  std::string out;
+  for (const std::string &p : paths) out += (out.empty() ? "'" : ", '") + p + "'";
+  return out;
+}
 
 // A run (trace or report JSON) for a gate. A gate must never pass on data that could not be
 // read: a cut, damaged or incomplete run is an input error (exit 2), unless the user allowed
@@ -88,12 +95,13 @@ constexpr const char *kMetricsHelp =
 
 // check over a job: every rank holds every gate; a failure names its rank. A rank that was
 // not read whole fails the input as one trace does (exit 2), unless --allow-incomplete.
-int check_job(const std::vector<Gate> &gates, const std::string &path,
+// `paths`: one trace or folder per machine's run (as `report` merges them).
+int check_job(const std::vector<Gate> &gates, const std::vector<std::string> &paths,
               const po::variables_map &vm) {
-  const job::Job job = load_job(path);
+  const job::Job job = load_job(paths);
   const std::vector<size_t> ranks = job.ranks();
   if (ranks.empty())
-    throw UsageError("'" + path + "' is no job: no process of its run said it is a rank");
+    throw UsageError(quoted(paths) + " is no job: no process of its run said it is a rank");
   const bool allow_incomplete = vm.count("allow-incomplete") != 0;
   nlohmann::json by_rank = nlohmann::json::array();
   bool failed = false;
@@ -127,9 +135,10 @@ int check_job(const std::vector<Gate> &gates, const std::string &path,
 
 // diff over two jobs: rank by rank (the ranks of both), each rank's diff and gates, a
 // failure naming its rank. A rank in one job only is an input error: the jobs differ in shape.
-int diff_jobs(const std::vector<Gate> &gates, const std::string &base_path,
-              const std::string &new_path, const po::variables_map &vm) {
-  const job::Job base = load_job(base_path), current = load_job(new_path);
+// Each job: one trace or folder per machine's run.
+int diff_jobs(const std::vector<Gate> &gates, const std::vector<std::string> &base_paths,
+              const std::vector<std::string> &new_paths, const po::variables_map &vm) {
+  const job::Job base = load_job(base_paths), current = load_job(new_paths);
   const bool allow_incomplete = vm.count("allow-incomplete") != 0;
   auto rank_list = [](const job::Job &j) {
     std::vector<int64_t> out;
@@ -137,10 +146,16 @@ int diff_jobs(const std::vector<Gate> &gates, const std::string &base_path,
     return out;
   };
   if (rank_list(base).empty())
-    throw UsageError("'" + base_path + "' is no job: no process of its run said it is a rank");
-  if (rank_list(base) != rank_list(current))
-    throw UsageError("the two jobs have different ranks (" + std::to_string(base.ranks().size()) +
-                     " and " + std::to_string(current.ranks().size()) + ")");
+    throw UsageError(quoted(base_paths) + " is no job: no process of its run said it is a rank");
+  if (rank_list(base) != rank_list(current)) {
+    auto names = [](const std::vector<int64_t> &ranks) {
+      std::string out;
+      for (int64_t r : ranks) out += (out.empty() ? "" : " ") + std::to_string(r);
+      return out.empty() ? std::string("none") : out;
+    };
+    throw UsageError("the two jobs have different ranks (" + names(rank_list(base)) + "; " +
+                     names(rank_list(current)) + ")");
+  }
   nlohmann::json by_rank = nlohmann::json::array();
   bool failed = false;
   for (int64_t rank : rank_list(base)) {
@@ -193,7 +208,9 @@ int command_diff(const std::vector<std::string> &args) {
                   "bad input, including a run that is cut, damaged or incomplete (unless\n"
                   "--allow-incomplete).\n"
                   "Two jobs (--job, each a trace of its run, or FOLDERs): rank by rank, each\n"
-                  "gate on every rank, a failure naming its rank.\n\n") +
+                  "gate on every rank, a failure naming its rank. A job recorded on several\n"
+                  "machines: its machines' folders under one FOLDER, or each named:\n"
+                  "  adprof diff --base A/node0 --base A/node1 --new B/node0 --new B/node1\n\n") +
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")(
       "fail-if", po::value<std::vector<std::string>>()->composing(),
@@ -201,20 +218,26 @@ int command_diff(const std::vector<std::string> &args) {
       "markdown", "print a Markdown table (for a pull-request comment)")(
       "json", "print the diff as JSON")("allow-incomplete", kAllowIncompleteHelp)(
       "job", "compare the jobs BASE and NEW belong to, rank by rank")(
-      "base", po::value<std::string>(), "base run")("new", po::value<std::string>(), "new run");
+      "base", po::value<std::vector<std::string>>()->composing(),
+      "base run (repeatable: a job's machines' folders)")(
+      "new", po::value<std::vector<std::string>>()->composing(),
+      "new run (repeatable: a job's machines' folders)");
   auto parsed = parse_command("diff", args, options, {"base", "new"}, 2);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
   std::vector<Gate> gates = gates_from(vm);
   const bool allow_incomplete = vm.count("allow-incomplete") != 0;
+  const auto base_paths = vm["base"].as<std::vector<std::string>>();
+  const auto new_paths = vm["new"].as<std::vector<std::string>>();
   {
     std::error_code ec;
-    if (vm.count("job") || (std::filesystem::is_directory(vm["base"].as<std::string>(), ec) &&
-                            std::filesystem::is_directory(vm["new"].as<std::string>(), ec)))
-      return diff_jobs(gates, vm["base"].as<std::string>(), vm["new"].as<std::string>(), vm);
+    if (vm.count("job") || base_paths.size() > 1 || new_paths.size() > 1 ||
+        (std::filesystem::is_directory(base_paths[0], ec) &&
+         std::filesystem::is_directory(new_paths[0], ec)))
+      return diff_jobs(gates, base_paths, new_paths, vm);
   }
-  Report base = load(vm["base"].as<std::string>(), allow_incomplete);
-  Report current = load(vm["new"].as<std::string>(), allow_incomplete);
+  Report base = load(base_paths[0], allow_incomplete);
+  Report current = load(new_paths[0], allow_incomplete);
   auto mb = report_metrics(base), mc = report_metrics(current);
   std::vector<GateResult> results = run_gates(gates, &mb, mc);
   ReportDiff d = diff_reports(base, current);
@@ -240,14 +263,16 @@ int command_diff(const std::vector<std::string> &args) {
 
 int command_check(const std::vector<std::string> &args) {
   po::options_description options(
-      std::string("usage: adprof check RUN [--max-peak SIZE] [--max-allocs-per-step N]\n"
+      std::string("usage: adprof check RUN... [--max-peak SIZE] [--max-allocs-per-step N]\n"
                   "                    [--max-role ROLE=SIZE]... [--max-device-peak SIZE]\n"
                   "                    [--fail-if GATE]... [--json]\n\n"
                   "Checks one run (a trace or a report JSON) against absolute budgets. Exit 0\n"
                   "when all hold, 1 when one is exceeded, 2 on bad input, including a run that\n"
                   "is cut, damaged or incomplete (unless --allow-incomplete).\n"
                   "A job (--job TRACE: every trace of TRACE's run; or a FOLDER): every rank must\n"
-                  "hold every budget, and each line names its rank.\n\n") +
+                  "hold every budget, and each line names its rank. A job recorded on several\n"
+                  "machines: one TRACE or FOLDER per machine's run (or their parent FOLDER),\n"
+                  "merged by rank as `adprof report` merges them.\n\n") +
       kMetricsHelp + "\nOptions");
   options.add_options()("help,h", "show this help")("max-peak", po::value<std::string>(),
                                                     "budget for peak host bytes, e.g. 64MiB")(
@@ -259,11 +284,18 @@ int command_check(const std::vector<std::string> &args) {
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "any other gate with an unsigned value, e.g. 'op.cast > 1MiB'")(
       "json", "print the results as JSON")("allow-incomplete", kAllowIncompleteHelp)(
-      "job", "check every rank of the job TRACE belongs to")("run", po::value<std::string>(),
-                                                             "trace or report");
-  auto parsed = parse_command("check", args, options, {"run"}, 1);
-  if (!parsed) return kExitOk;
-  const po::variables_map &vm = *parsed;
+      "job", "check every rank of the job TRACE belongs to")(
+      "run", po::value<std::vector<std::string>>(),
+      "trace or report; a job's: one per machine's run");
+  po::positional_options_description positional;
+  positional.add("run", -1);
+  const po::variables_map vm = parse(args, options, positional);
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  if (!vm.count("run")) throw UsageError("check needs RUN (see adprof check --help)");
+  const auto paths = vm["run"].as<std::vector<std::string>>();
   std::vector<Gate> gates = gates_from(vm);
   auto budget = [&](const std::string &metric, const std::string &value) {
     try {
@@ -302,12 +334,11 @@ int command_check(const std::vector<std::string> &args) {
     if (g.change) throw UsageError("'" + g.text + "' compares with a base run: use adprof diff");
   if (gates.empty()) throw UsageError("check needs at least one budget (see adprof check --help)");
   {
-    const std::string path = vm["run"].as<std::string>();
     std::error_code ec;
-    if (vm.count("job") || std::filesystem::is_directory(path, ec))
-      return check_job(gates, path, vm);
+    if (vm.count("job") || paths.size() > 1 || std::filesystem::is_directory(paths[0], ec))
+      return check_job(gates, paths, vm);
   }
-  Report r = load(vm["run"].as<std::string>(), vm.count("allow-incomplete") != 0);
+  Report r = load(paths[0], vm.count("allow-incomplete") != 0);
   std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(r));
   if (vm.count("json")) {
     std::cout << json_text(nlohmann::json{{"schema", "adprof.check"},

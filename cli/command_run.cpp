@@ -648,12 +648,26 @@ int command_run(const std::vector<std::string> &args) {
       reported = image.path;
       ++root_images;
     }
+  // A training job is read before its images are listed, so that the list says what each one
+  // is and which report follows: the job's, or one image's ("<- reported").
+  std::optional<job::Job> job;
+  if (vm.count("torch") && images.size() > 1 && !vm.count("no-report")) {
+    std::vector<std::string> paths;
+    for (const TracedImage &image : images) paths.push_back(image.path);
+    job = run_as_job(paths, reported);
+  }
   if (images.size() > 1) {
     std::cerr << "adprof: traced " << images.size() << " process images of this run:\n";
-    for (const TracedImage &image : images)
+    for (const TracedImage &image : images) {
+      std::string mark;
+      if (job)
+        mark = role_in_job(*job, image.path);
+      else if (image.path == reported && !vm.count("no-report"))
+        mark = "<- reported";
       std::cerr << "  " << image.path << "  pid " << image.pid
                 << (image.pid == static_cast<uint64_t>(child) ? " (the program)" : "") << ", "
-                << image.ending << (image.path == reported ? "  <- reported" : "") << "\n";
+                << image.ending << (mark.empty() ? "" : "  " + mark) << "\n";
+    }
     if (root_images > 1)
       std::cerr << "adprof: " << program[0]
                 << " replaced itself with exec; reporting its last image: " << reported << "\n";
@@ -670,10 +684,9 @@ int command_run(const std::vector<std::string> &args) {
               << (untraced == 1 ? "it" : "they")
               << " allocated is in no trace (adprof traces a forked child once it execs)\n";
   if (vm.count("no-report")) return end_as_the_program(status, exit_code);
-  if (vm.count("torch") && images.size() > 1) {  // a training job: its ranks side by side
-    std::vector<std::string> paths;
-    for (const TracedImage &image : images) paths.push_back(image.path);
-    if (report_run_as_job(paths, reported, vm)) return end_as_the_program(status, exit_code);
+  if (job) {  // a training job: its ranks side by side
+    report_run_as_job(*job, reported, vm);
+    return end_as_the_program(status, exit_code);
   }
   AnalyzeOptions analyze_options = analyze_options_with_progress();
   analyze_options.site_stacks = vm.count("json") > 0;             // the text shows no site's stack

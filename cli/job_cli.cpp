@@ -84,8 +84,8 @@ int print_job_report(const job::Job &job, const po::variables_map &vm) {
   return kExitOk;
 }
 
-bool report_run_as_job(const std::vector<std::string> &traces, const std::string &program_trace,
-                       const po::variables_map &vm) {
+std::optional<job::Job> run_as_job(const std::vector<std::string> &traces,
+                                   const std::string &program_trace) {
   // The program's children first: a run with no rank among them is reported as one process
   // (its trace read once, by the report), not read twice.
   AnalyzeOptions options = analyze_options_with_progress();
@@ -99,15 +99,34 @@ bool report_run_as_job(const std::vector<std::string> &traces, const std::string
     }
   if (ranks) processes.push_back(job::analyze_process(program_trace, options));
   end_progress();
-  if (!ranks) return false;
-  const job::Job job = job::assemble_job(std::move(processes));
-  std::cerr << "adprof: the run is a job of " << job.ranks().size()
-            << (job.ranks().size() == 1 ? " rank" : " ranks")
-            << ": the job's report follows, not the program's alone (one rank's: adprof report "
-               "--rank N "
-            << program_trace << ")\n";
-  print_job_report(job, vm);
-  return true;
+  if (!ranks) return std::nullopt;
+  return job::assemble_job(std::move(processes));
+}
+
+std::string role_in_job(const job::Job &job, const std::string &trace) {
+  for (const job::Process &p : job.processes) {
+    if (p.trace != trace) continue;
+    switch (p.kind) {
+      case job::Kind::kRank:
+        return "rank " + std::to_string(p.rank);
+      case job::Kind::kWorker:
+        return "worker of rank " + std::to_string(p.worker_of);
+      case job::Kind::kLauncher:
+        return "launcher";
+      case job::Kind::kOther:
+        break;
+    }
+  }
+  return "";
+}
+
+int report_run_as_job(const job::Job &job, const std::string &program_trace,
+                      const po::variables_map &vm) {
+  const size_t ranks = job.ranks().size();
+  std::cerr << "adprof: the run is a job of " << ranks << (ranks == 1 ? " rank" : " ranks")
+            << ": the job's report follows, not the program's alone (again: adprof report --job "
+            << program_trace << "; one rank's: adprof report --rank N " << program_trace << ")\n";
+  return print_job_report(job, vm);
 }
 
 }  // namespace adprof::cli

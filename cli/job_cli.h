@@ -2,6 +2,7 @@
 // `adprof run --torch` puts on PYTHONPATH, and the job report of `report`, `run` and `check`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,19 @@ inline job::Job load_job(const std::string &path) { return load_job(std::vector{
 // --full, --details as `report` takes them). Returns the exit status.
 int print_job_report(const job::Job &job, const po::variables_map &vm);
 
-// After `adprof run --torch`: when the traces of the program's children hold ranks, says so and
-// prints the job's report (`traces`: every trace of the run, the program's among them); returns
-// false (nothing printed) when they hold none.
-bool report_run_as_job(const std::vector<std::string> &traces, const std::string &program_trace,
-                       const po::variables_map &vm);
+// After `adprof run --torch`: the run read as a job when the traces of the program's children
+// hold ranks (`traces`: every trace of the run, the program's among them); nullopt when they
+// hold none (then the program's trace was not read: its report reads it once).
+std::optional<job::Job> run_as_job(const std::vector<std::string> &traces,
+                                   const std::string &program_trace);
+
+// What the process of `trace` is in `job`, for the run's list of its images: "rank 1",
+// "launcher", "worker of rank 0", "" for any other process.
+std::string role_in_job(const job::Job &job, const std::string &trace);
+
+// Says that the job's report follows (and how to ask for it, or one rank's, again) and prints it.
+// Returns the exit status.
+int report_run_as_job(const job::Job &job, const std::string &program_trace,
+                      const po::variables_map &vm);
 
 }  // namespace adprof::cli

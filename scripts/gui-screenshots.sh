@@ -10,7 +10,7 @@ build=${1:-build/release}
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$build" --target adprof adprof_preload adprof-gui gui_test_workload -j2
+cmake --build "$build" --target adprof adprof_preload adprof-gui gui_test_workload cli_job_workload -j2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # An adcore sample when it builds (the naive engine, against the default policies as the base:
@@ -26,6 +26,14 @@ fi
 mkdir -p docs/images
 QT_QPA_PLATFORM=offscreen "$build/bin/adprof-gui" --screenshot docs/images \
   "$work/naive.adtrace" "$work/inplace.adtrace"
+# The job view (gui-job.png): tests/cli/job_workload.cpp's job on two "machines" (two runs),
+# two ranks each, rank R with (R + 1) * 3 MiB of forward caches.
+for node in 0 1; do
+  mkdir -p "$work/job/node$node"
+  "$build/bin/adprof" run -o "$work/job/node$node/job.adtrace" --no-report -- \
+    "$build/tests/cli/cli_job_workload" launch "$node" 2 2 3
+done
+QT_QPA_PLATFORM=offscreen "$build/bin/adprof-gui" --screenshot docs/images --job "$work/job"
 for f in docs/images/gui-*.png; do
   size=$(stat -c %s "$f")
   if (( size > 300 * 1024 )); then echo "warning: $f is $((size / 1024)) KiB (> 300 KiB)" >&2; fi

@@ -1,7 +1,10 @@
-// adprof-gui [TRACE [BASE_TRACE]] | --screenshot DIR TRACE [BASE_TRACE]
+// adprof-gui [TRACE [BASE_TRACE]] | [--job] JOB... | --screenshot DIR (TRACE [BASE_TRACE] | --job
+// JOB...)
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
 
+#include "job_window.h"
 #include "main_window.h"
 #include "screenshots.h"
 
@@ -19,10 +22,28 @@ int main(int argc, char **argv) {
   QCommandLineOption screenshot(
       "screenshot", "Render the main views of TRACE as PNG files into DIR, then exit.", "DIR");
   parser.addOption(screenshot);
-  parser.addPositionalArgument("trace", "The trace to open.", "[TRACE]");
+  QCommandLineOption job("job",
+                         "Open the job TRACE belongs to (every trace of its run): a lane per "
+                         "rank on one time axis. A FOLDER is a job's without --job; a job "
+                         "recorded on several machines: one FOLDER (or TRACE) per machine, or "
+                         "the folder holding theirs.");
+  parser.addOption(job);
+  parser.addPositionalArgument("trace", "The trace to open (or a job's FOLDER).", "[TRACE]");
   parser.addPositionalArgument("base", "A base trace to compare it with.", "[BASE_TRACE]");
   parser.process(app);
   const QStringList args = parser.positionalArguments();
+  if (parser.isSet(job) || (!args.isEmpty() && QFileInfo(args[0]).isDir())) {
+    if (args.isEmpty()) {
+      fprintf(stderr, "adprof-gui: --job needs a TRACE or a FOLDER\n");
+      return 2;
+    }
+    if (parser.isSet(screenshot))
+      return adprof::gui::take_job_screenshot(parser.value(screenshot), args);
+    adprof::gui::JobWindow window;
+    window.show();
+    window.openJob(args);
+    return app.exec();
+  }
   if (args.size() > 2) parser.showHelp(2);
   if (parser.isSet(screenshot)) {
     if (args.isEmpty()) {

@@ -32,6 +32,7 @@
 #include <algorithm>
 
 #include "adprof/ad_analysis.h"
+#include "job_window.h"
 #include "palette.h"
 
 namespace adprof::gui {
@@ -330,6 +331,14 @@ void MainWindow::buildActions() {
     if (!path.isEmpty()) openFiles({path}, true);
   });
   base->setShortcut(QKeySequence("Ctrl+Shift+O"));
+  file->addAction(tr("Open &job..."), this,
+                  [this] {
+                    const QString dir = QFileDialog::getExistingDirectory(
+                        this, tr("Open a job's folder (or the folder of its machines' folders)"),
+                        QFileInfo(path_).path());
+                    if (!dir.isEmpty()) openJob({dir});
+                  })
+      ->setShortcut(QKeySequence("Ctrl+J"));
   recent_menu_ = file->addMenu(tr("Open &recent"));
   rebuildRecentMenu();
   file->addSeparator();
@@ -477,9 +486,21 @@ void MainWindow::dropEvent(QDropEvent *event) {
 
 void MainWindow::openFiles(const QStringList &files, bool as_base) {
   if (files.isEmpty()) return;
+  if (QFileInfo(files[0]).isDir()) {
+    openJob(files);
+    return;
+  }
   if (as_base && !path_.isEmpty()) return openBase(files[0]);
   openTrace(files[0]);
   if (files.size() > 1) openBase(files[1]);
+}
+
+JobWindow *MainWindow::openJob(const QStringList &paths) {
+  auto *window = new JobWindow(this);  // a window of its own, closed with this one
+  window->setAttribute(Qt::WA_DeleteOnClose);
+  window->show();
+  window->openJob(paths);
+  return window;
 }
 
 QStringList MainWindow::recentFiles() const {
@@ -636,7 +657,8 @@ void MainWindow::adopt(const QString &path) {
   // The first result of a new trace: forget the previous one.
   pending_first_ = false;
   path_ = path;
-  setWindowTitle(QString("adprof-gui — %1").arg(QFileInfo(path).fileName()));
+  setWindowTitle(QString("adprof-gui — %1").arg(QFileInfo(path).fileName()) +
+                 (title_note_.isEmpty() ? QString() : " — " + title_note_));
   report_.reset();
   live_model_->setInstant({});
   findings_model_->setFindings({});

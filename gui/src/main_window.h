@@ -27,6 +27,8 @@ class QDockWidget;
 
 namespace adprof::gui {
 
+class JobWindow;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -38,8 +40,13 @@ class MainWindow : public QMainWindow {
   void openBase(const QString &path);  // a second trace to diff against
   // What the command line, File > Open, Open recent and a drop share: the first file is the
   // trace and a second one its base; with `as_base` (a drop with Shift) onto a window that
-  // shows a trace, the one file is the base.
+  // shows a trace, the one file is the base. Folders are a job's (openJob).
   void openFiles(const QStringList &files, bool as_base = false);
+  // A job (docs/GUI.md, "Jobs"): its ranks' lanes in a window of their own (JobWindow);
+  // `paths` as `adprof report --job` takes them. openFiles() opens folders this way.
+  JobWindow *openJob(const QStringList &paths);
+  // Words after the file's name in the title ("rank 1 of the job").
+  void setTitleNote(const QString &note) { title_note_ = note; }
   bool exportPng(const QString &path);
   bool exportSvg(const QString &path);
   // File > Export: the trace's export `what` to `out`, off the UI thread; exported() says when.
@@ -141,6 +148,7 @@ class MainWindow : public QMainWindow {
   int base_parts_ = 0;
   bool base_ok_ = true;
   QString last_error_;
+  QString title_note_;
   uint64_t instant_request_ = 0;
   bool lower_panel_chosen_ = false;  // the first trace raised the findings (or live buffers)
 };

@@ -10,6 +10,7 @@
 #include <QTreeView>
 #include <cstdio>
 
+#include "job_window.h"
 #include "main_window.h"
 
 namespace adprof::gui {
@@ -17,8 +18,8 @@ namespace adprof::gui {
 namespace {
 
 // Runs the event loop until `signal` of `window` fires (or `seconds` pass).
-template <class Signal>
-bool wait_for(MainWindow &window, Signal signal, double seconds) {
+template <class Window, class Signal>
+bool wait_for(Window &window, Signal signal, double seconds) {
   QEventLoop loop;
   bool fired = false;
   auto c = QObject::connect(&window, signal, &loop, [&] {
@@ -109,6 +110,22 @@ int take_screenshots(const QString &dir, const QString &trace, const QString &ba
   }
   window.close();
   return ok ? 0 : 1;
+}
+
+int take_job_screenshot(const QString &dir, const QStringList &paths) {
+  QDir().mkpath(dir);
+  JobWindow window;
+  window.resize(1400, 900);
+  window.show();
+  window.openJob(paths);
+  if (!wait_for(window, &JobWindow::jobLoaded, 300) || !window.job()) {
+    std::fprintf(stderr, "adprof-gui: cannot load the job %s: %s\n", qPrintable(paths.join(" ")),
+                 qPrintable(window.lastError()));
+    return 2;
+  }
+  window.lanes()->selectLane(window.job()->outlier_lane);
+  settle();
+  return save(window.grab().toImage(), QDir(dir).filePath("gui-job.png")) ? 0 : 1;
 }
 
 }  // namespace adprof::gui

@@ -115,6 +115,28 @@ void TraceLoader::load(int slot, const QString &path,
       });
 }
 
+void TraceLoader::loadJob(const QStringList &paths,
+                          std::function<void(Outcome<job::JobLanes>)> done) {
+  cancelLoad(kJobSlot);
+  std::vector<std::string> files;
+  for (const QString &path : paths) files.push_back(path.toStdString());
+  auto job = std::make_shared<Job>();
+  job->slot = kJobSlot;
+  start<job::JobLanes>(
+      job,
+      [files](Job &j) {
+        AnalyzeOptions options;
+        options.site_stacks = false;  // the rank's own view reads its trace again, whole
+        job::LaneOptions lanes;
+        lanes.progress = [&j](double f) {
+          j.progress->store(f);
+          if (j.cancel->load()) throw Cancelled{};
+        };
+        return job::analyze_job_lanes(job::job_traces(files), options, lanes);
+      },
+      std::move(done));
+}
+
 void TraceLoader::cancelLoad(int slot) {
   for (auto &job : jobs_)
     if (job->slot == slot) job->cancel->store(true);

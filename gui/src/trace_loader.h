@@ -19,6 +19,7 @@
 
 #include "adprof/ad_analysis.h"
 #include "adprof/exports.h"
+#include "adprof/job_lanes.h"
 #include "gui_data.h"
 
 namespace adprof::gui {
@@ -39,6 +40,12 @@ class TraceLoader : public QObject {
             ReportDone on_report);
   void cancelLoad(int slot);
   bool loading() const;
+
+  // A job (adprof/job.h): `paths` as `adprof report --job` takes them (a folder, a trace of the
+  // run, or one per machine), each trace's report and timeline in one pass, the ranks' lanes on
+  // the job's clock (adprof/job_lanes.h). Slot kJobSlot: a new job cancels the one loading.
+  static constexpr int kJobSlot = 2;
+  void loadJob(const QStringList &paths, std::function<void(Outcome<job::JobLanes>)> done);
 
   // The live set at `time` (a replay up to there). A new request cancels the previous one.
   void snapshot(const QString &path, double time, std::function<void(Outcome<Snapshot>)> done);

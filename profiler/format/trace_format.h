@@ -16,7 +16,9 @@
 //  12  u32      header size (64)
 //  16  u64      pid of the recorded process
 //  24  u64      start timestamp (ticks, same clock as events)
-//  32  u64      start wall clock (ns since the Unix epoch)
+//  32  u64      start wall clock (ns since the Unix epoch): the wall clock at the start
+//               timestamp (since the job's lanes: before, read when the header was written,
+//               2 ms or more after it)
 //  40  u64      estimated ticks per second at start (refined by CLOCK counters)
 //  48  u32      page size
 //  52  u32      flags (bit 0: timestamps are TSC ticks >> 8 (version 1: >> 5); else ns.

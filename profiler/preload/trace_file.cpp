@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -165,9 +166,19 @@ bool write_file_header(uint64_t ticks_per_second) {
   fmt::put_u32(h + 12, fmt::kFileHeaderSize);
   fmt::put_u64(h + 16, static_cast<uint64_t>(getpid()));
   fmt::put_u64(h + 24, g_start_ticks);
+  // The wall clock at the start timestamp, not now: the calibration (2 ms) and the file's
+  // creation lie between them, longer on a loaded machine, and the processes of a job are put
+  // on one clock by this field (profiler/analysis/job/job_lanes.cpp).
   timespec wall;
+  const uint64_t ticks_now = now_ticks();
   clock_gettime(CLOCK_REALTIME, &wall);
-  fmt::put_u64(h + 32, static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + wall.tv_nsec);
+  const uint64_t wall_now = static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + wall.tv_nsec;
+  const uint64_t since_start =
+      ticks_now > g_start_ticks && ticks_per_second > 0
+          ? static_cast<uint64_t>(static_cast<double>(ticks_now - g_start_ticks) * 1e9 /
+                                  static_cast<double>(ticks_per_second))
+          : 0;
+  fmt::put_u64(h + 32, wall_now - std::min(since_start, wall_now));
   fmt::put_u64(h + 40, ticks_per_second);
   fmt::put_u32(h + 48, static_cast<uint32_t>(g_page_size));
   uint32_t flags = g_stacks ? fmt::kFileFlagStacks : 0;

@@ -401,3 +401,36 @@ TEST(JobInput, FoldersAndRunsWithoutRanks) {
 }
 
 }  // namespace
+
+namespace {
+
+// After a job's run, `adprof run` lists the run's process images saying what each one is, and
+// the report it prints is the job's: no image is marked "<- reported" (the launcher's was,
+// above the job's report), and it says how to ask for the job's report again. The job is
+// tests/cli/job_workload.cpp's launcher and two ranks, started by a Python program as --torch
+// takes one.
+TEST(JobRunEnding, TheListSaysWhatEachImageIs) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  write_file(dir / "start_job.py",
+             "import subprocess, sys\n"
+             "sys.exit(subprocess.run([sys.argv[1], 'launch', '0', '2', '1', '1']).returncode)\n");
+  SpawnOptions o;
+  o.argv = {cli_path(),           "run",       "--torch", "-o", dir / "job.adtrace", "--", kPython,
+            dir / "start_job.py", JOB_WORKLOAD};
+  o.env = {{"PYTHONDONTWRITEBYTECODE", "1"}};
+  o.timeout_s = 300;
+  Result r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("traced 4 process images of this run"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("<- reported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  rank 0\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  rank 1\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  launcher\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the job's report follows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("adprof report --job " + dir / "job.adtrace"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("adprof job: run "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Highest peak: rank 1"), std::string::npos) << r.out;
+}
+
+}  // namespace

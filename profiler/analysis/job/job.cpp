@@ -98,7 +98,16 @@ std::vector<std::string> job_traces(const std::string &path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     auto runs = traces_by_run(path);
-    if (runs.empty()) throw TraceError("'" + path + "' holds no trace of an adprof run");
+    if (runs.empty()) {
+      // A job's folder of its machines' folders (node0/, node1/): each one machine's run.
+      std::vector<std::string> machines;
+      for (const auto &entry : fs::directory_iterator(path, ec))
+        if (entry.is_directory(ec) && !traces_by_run(entry.path()).empty())
+          machines.push_back(entry.path().string());
+      std::sort(machines.begin(), machines.end());
+      if (!machines.empty()) return job_traces(machines);
+      throw TraceError("'" + path + "' holds no trace of an adprof run");
+    }
     if (runs.size() > 1)
       throw TraceError("'" + path + "' holds the traces of " + std::to_string(runs.size()) +
                        " runs; name one trace of the run to report (adprof report --job TRACE)");

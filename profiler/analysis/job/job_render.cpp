@@ -67,6 +67,30 @@ uint64_t workers_peak(const Job &job, int64_t rank) {
 
 }  // namespace
 
+std::string outlier_text(const Job &job) {
+  std::string o;
+  const auto out = job.outlier();
+  if (!out) return o;
+  const Process &high = job.processes[out->high], &low = job.processes[out->low];
+  if (high.report.peak == low.report.peak) {
+    add(o, "The ranks peak alike: %s each.\n", format_bytes(high.report.peak).c_str());
+    return o;
+  }
+  add(o, "Highest peak: rank %lld, %s (%s rank %lld's, the lowest).\n",
+      static_cast<long long>(high.rank), format_bytes(high.report.peak).c_str(),
+      ratio(high.report.peak, low.report.peak).c_str(), static_cast<long long>(low.rank));
+  if (out->role >= 0 && out->low_bytes > 0)
+    add(o, "  rank %lld: %s %s rank %lld's (%s against %s)\n", static_cast<long long>(high.rank),
+        role_words(out->role), ratio(out->high_bytes, out->low_bytes).c_str(),
+        static_cast<long long>(low.rank), format_bytes(out->high_bytes).c_str(),
+        format_bytes(out->low_bytes).c_str());
+  else if (out->role >= 0)
+    add(o, "  rank %lld: %s %s, rank %lld none\n", static_cast<long long>(high.rank),
+        role_words(out->role), format_bytes(out->high_bytes).c_str(),
+        static_cast<long long>(low.rank));
+  return o;
+}
+
 std::string render_text(const Job &job) {
   std::string o;
   const std::vector<size_t> ranks = job.ranks();
@@ -123,25 +147,7 @@ std::string render_text(const Job &job) {
       o += "\n";
       if (!r.complete) add(o, "        WARNING: %s\n", r.end_reason.c_str());
     }
-    if (auto out = job.outlier()) {
-      const Process &high = job.processes[out->high], &low = job.processes[out->low];
-      if (high.report.peak == low.report.peak) {
-        add(o, "\nThe ranks peak alike: %s each.\n", format_bytes(high.report.peak).c_str());
-      } else {
-        add(o, "\nHighest peak: rank %lld, %s (%s rank %lld's, the lowest).\n",
-            static_cast<long long>(high.rank), format_bytes(high.report.peak).c_str(),
-            ratio(high.report.peak, low.report.peak).c_str(), static_cast<long long>(low.rank));
-        if (out->role >= 0 && out->low_bytes > 0)
-          add(o, "  rank %lld: %s %s rank %lld's (%s against %s)\n",
-              static_cast<long long>(high.rank), role_words(out->role),
-              ratio(out->high_bytes, out->low_bytes).c_str(), static_cast<long long>(low.rank),
-              format_bytes(out->high_bytes).c_str(), format_bytes(out->low_bytes).c_str());
-        else if (out->role >= 0)
-          add(o, "  rank %lld: %s %s, rank %lld none\n", static_cast<long long>(high.rank),
-              role_words(out->role), format_bytes(out->high_bytes).c_str(),
-              static_cast<long long>(low.rank));
-      }
-    }
+    if (const std::string words = outlier_text(job); !words.empty()) o += "\n" + words;
   }
   bool titled = false;
   for (const Process &p : job.processes) {

@@ -61,8 +61,10 @@ struct Job {
 };
 
 // The trace files of a job named by `path`: a directory (every trace in it, which must all be of
-// one run), or a trace file (it and the traces of the same run in its directory). Sorted by
-// name. Throws TraceError for a path that is neither, or a folder of several runs.
+// one run; or, holding no trace itself, its folders that hold traces: one machine's run each,
+// as the vector form takes them), or a trace file (it and the traces of the same run in its
+// directory). Sorted by name. Throws TraceError for a path that is neither, or a folder of
+// several runs.
 std::vector<std::string> job_traces(const std::string &path);
 
 // The traces of a job recorded on several machines: each path as job_traces() takes it, one
@@ -90,6 +92,10 @@ const char *role_words(int role);
 // The job report: the ranks side by side (peak, when, step, bytes by role at each rank's
 // peak, steps, workers), the outlier in words, the launcher and the other processes.
 std::string render_text(const Job &job);
+// The outlier in words, as render_text() says it: "Highest peak: rank 1, 2.0 MiB
+// (2.0x rank 0's, the lowest)." and "rank 1: forward caches 2.0x rank 0's (...)" on a second
+// line; "The ranks peak alike: ..."; "" with fewer than two ranks.
+std::string outlier_text(const Job &job);
 // {"schema": "adprof.job", "run_id", "ranks": [{rank, ..., "report": <report JSON>}],
 //  "outlier", "processes": [{kind, pid, parent, trace, peak}]}
 nlohmann::json to_json(const Job &job, const JsonOptions &options = {});

@@ -1,0 +1,50 @@
+// The job view's chart: one lane per rank, each its memory over time stacked by role, all on
+// the job's clock (wall clock from the traces' headers) and on one scale, so that lanes compare
+// by eye. The outlier's lane is named; a click selects a lane, a double click (or Enter) asks
+// for its rank's full view.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+
+#include "adprof/job_lanes.h"
+
+namespace adprof::gui {
+
+class JobLanesWidget : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit JobLanesWidget(QWidget *parent = nullptr);
+  void setJob(std::shared_ptr<const job::JobLanes> job);
+  int selectedLane() const { return selected_; }
+  void selectLane(int lane);
+  // Geometry, for tests and screenshots: a lane's band (label and plot), the plot area, and the
+  // x of a time on the job's clock.
+  QRect laneRect(int lane) const;
+  QRect plotRect() const;
+  double xOfTime(double seconds) const;
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ signals:
+  void laneSelected(int lane);
+  void laneActivated(int lane);  // a double click or Enter: open the rank's full view
+
+ protected:
+  void paintEvent(QPaintEvent *event) override;
+  void mousePressEvent(QMouseEvent *event) override;
+  void mouseDoubleClickEvent(QMouseEvent *event) override;
+  void keyPressEvent(QKeyEvent *event) override;
+  bool event(QEvent *event) override;  // tool tips: the lane, the time, the bytes then
+
+ private:
+  int laneAt(const QPoint &pos) const;
+  void paintLane(QPainter &p, int lane);
+  void paintAxis(QPainter &p);
+
+  std::shared_ptr<const job::JobLanes> job_;
+  int selected_ = -1;
+};
+
+}  // namespace adprof::gui

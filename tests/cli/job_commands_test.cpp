@@ -1,0 +1,128 @@
+// `adprof check` and `adprof diff` over a job recorded on several machines (each machine's
+// `adprof run` writing its own folder): the folders merged into one job by run and rank, as
+// `adprof report` merges them; a gate holds on every rank and a failure names the rank; two
+// multi-node jobs compared rank by rank. The job is job_workload.cpp's (no PyTorch): rank R
+// holds (R + 1) * SCALE MiB of forward caches at its peak.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../support/process.h"
+#include "../support/sanitizer_skip.h"
+
+namespace {
+
+using namespace adprof_test;
+using nlohmann::json;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// Two nodes of two ranks each under their own `adprof run`: DIR/node0 (ranks 0, 1) and
+// DIR/node1 (ranks 2, 3).
+void record_two_nodes(const std::string &dir, int scale) {
+  fs::create_directories(dir);
+  for (int node = 0; node < 2; ++node) {
+    const std::string folder = dir + "/node" + std::to_string(node);
+    fs::create_directory(folder);
+    Result r = run_cli({"run", "--no-report", "-o", folder + "/job.adtrace", "--", JOB_WORKLOAD,
+                        "launch", std::to_string(node), "2", "2", std::to_string(scale)});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+}
+
+class JobCommands : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+#ifdef ADPROF_SANITIZED_BUILD
+    return;  // each test skips: the workload runs under the interposer
+#endif
+    record_two_nodes(*dir_ / "a", 1);
+    record_two_nodes(*dir_ / "b", 2);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string a(const std::string &node) { return *dir_ / ("a/" + node); }
+  static std::string b(const std::string &node) { return *dir_ / ("b/" + node); }
+  static TempDir *dir_;
+};
+TempDir *JobCommands::dir_ = nullptr;
+
+// Each rank's forward caches at its peak, from the merged report.
+TEST_F(JobCommands, TheTwoFoldersAreOneJobOfFourRanks) {
+  ADPROF_SKIP_IF_SANITIZED();
+  Result r = run_cli({"report", "--json", a("node0"), a("node1")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(job.is_discarded()) << r.out;
+  ASSERT_EQ(job["ranks"].size(), 4u) << job["processes"].dump();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(job["ranks"][rank]["rank"], rank);
+    EXPECT_EQ(job["ranks"][rank]["node"], rank / 2);
+    EXPECT_EQ(job["ranks"][rank]["peak_by_role"]["forward_cache"], (rank + 1) * kMiB);
+  }
+  EXPECT_EQ(job["outlier"]["rank"], 3);
+  // The parent folder of the machines' folders is the same job.
+  Result parent = run_cli({"report", "--json", *dir_ / "a"});
+  ASSERT_EQ(parent.exit_code, 0) << parent.err;
+  EXPECT_EQ(json::parse(parent.out, nullptr, false)["ranks"].size(), 4u);
+}
+
+// check over the two machines' folders: every rank against every budget, a failure naming its
+// rank; the parent folder alike; JSON with every rank.
+TEST_F(JobCommands, CheckHoldsOnEveryRankOfEveryMachine) {
+  ADPROF_SKIP_IF_SANITIZED();
+  Result failed = run_cli({"check", a("node0"), a("node1"), "--max-role", "forward_cache=2.5MiB"});
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  EXPECT_NE(failed.out.find("ok   rank 0:"), std::string::npos) << failed.out;
+  EXPECT_NE(failed.out.find("ok   rank 1:"), std::string::npos) << failed.out;
+  EXPECT_NE(failed.out.find("FAIL rank 2:"), std::string::npos) << failed.out;
+  EXPECT_NE(failed.out.find("FAIL rank 3:"), std::string::npos) << failed.out;
+  Result parent = run_cli({"check", *dir_ / "a", "--max-role", "forward_cache=2.5MiB"});
+  EXPECT_EQ(parent.exit_code, 1);
+  EXPECT_EQ(parent.out, failed.out);
+  Result held =
+      run_cli({"check", a("node0"), a("node1"), "--max-role", "forward_cache=4MiB", "--json"});
+  EXPECT_EQ(held.exit_code, 0) << held.out << held.err;
+  const json j = json::parse(held.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << held.out;
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(j["ranks"][rank]["rank"], rank);
+    EXPECT_EQ(j["ranks"][rank]["failed"], false);
+  }
+  // One machine's folder alone: its ranks only (2 and 3 fail).
+  Result half = run_cli({"check", a("node1"), "--max-role", "forward_cache=2.5MiB"});
+  EXPECT_EQ(half.exit_code, 1);
+  EXPECT_EQ(half.out.find("rank 0:"), std::string::npos) << half.out;
+  // The same run named twice is refused, as report refuses it.
+  Result twice = run_cli({"check", a("node0"), a("node0"), "--max-peak", "1GiB"});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("a run named twice"), std::string::npos) << twice.err;
+}
+
+// diff of two multi-node jobs rank by rank: B's forward caches are twice A's, so rank R's peak
+// grew by (R + 1) MiB; a gate at +2.5 MiB fails on ranks 2 and 3 and names them.
+TEST_F(JobCommands, DiffOfTwoMultiNodeJobsRankByRank) {
+  ADPROF_SKIP_IF_SANITIZED();
+  Result named = run_cli({"diff", "--base", a("node0"), "--base", a("node1"), "--new", b("node0"),
+                          "--new", b("node1"), "--fail-if", "role.forward_cache > +2.5MiB"});
+  EXPECT_EQ(named.exit_code, 1) << named.out << named.err;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(named.out.find("== rank " + std::to_string(rank)), std::string::npos) << named.out;
+  Result j = run_cli(
+      {"diff", *dir_ / "a", *dir_ / "b", "--fail-if", "role.forward_cache > +2.5MiB", "--json"});
+  EXPECT_EQ(j.exit_code, 1) << j.err;
+  const json diff = json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(diff.is_discarded()) << j.out;
+  ASSERT_EQ(diff["ranks"].size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(diff["ranks"][rank]["rank"], rank);
+    EXPECT_EQ(diff["ranks"][rank]["failed"], rank >= 2) << diff["ranks"][rank].dump();
+  }
+  // A job against one of its machines' folders: the ranks differ, an input error naming them.
+  Result shape = run_cli({"diff", "--base", a("node0"), "--base", a("node1"), "--new", b("node1")});
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_NE(shape.err.find("different ranks (0 1 2 3; 2 3)"), std::string::npos) << shape.err;
+}
+
+}  // namespace

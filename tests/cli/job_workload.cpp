@@ -1,0 +1,92 @@
+// A training job's shape without PyTorch (the job commands' and the GUI's tests): a launcher
+// that starts its node's ranks (fork, then exec of this program, as torchrun does), and ranks
+// that say their facts (adprof/job_facts.h) and run two steps with known bytes.
+//
+//   cli_job_workload launch NODE NPROC NNODES SCALE
+//   (rank R = NODE * NPROC + local rank; WORLD = NPROC * NNODES)
+//
+// Each rank holds 1 MiB of parameters throughout, and in each step (R + 1) * SCALE MiB of
+// forward caches (freed at the step's end): its peak is 1 MiB + (R + 1) * SCALE MiB of known
+// roles, so the last rank is the outlier for its forward caches. SCALE is a whole number.
+#include <adprof/context.h>
+#include <adprof/job_facts.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+void *hold(size_t bytes, adprof_role role) {
+  const adprof_role before = adprof_set_role(role);
+  void *p = malloc(bytes);
+  adprof_set_role(before);
+  memset(p, 1, bytes);  // touched: the program uses what it asked for
+  return p;
+}
+
+int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local_world,
+              uint64_t node, uint64_t scale) {
+  const uint64_t process[] = {static_cast<uint64_t>(getpid()), static_cast<uint64_t>(getppid())};
+  adprof_annotate(adprof_name(ADPROF_JOB_PROCESS), process, 2);
+  const uint64_t facts[] = {rank,
+                            world,
+                            local_rank,
+                            local_world,
+                            node,
+                            adprof_name("localhost"),
+                            adprof_name("cli_job_workload")};
+  adprof_annotate(adprof_name(ADPROF_JOB_RANK), facts, 7);
+  void *parameters = hold(kMiB, ADPROF_ROLE_PARAMETER);
+  for (uint64_t step = 0; step < 2; ++step) {
+    adprof_step(step);
+    adprof_phase before = adprof_set_phase(ADPROF_PHASE_FORWARD);
+    void *caches = hold((rank + 1) * scale * kMiB, ADPROF_ROLE_FORWARD_CACHE);
+    usleep(20000);  // a lane with some width on the job's clock
+    adprof_set_phase(ADPROF_PHASE_BACKWARD);
+    free(caches);
+    adprof_set_phase(before);
+  }
+  free(parameters);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc == 8 && std::string(argv[1]) == "rank")
+    return rank_main(strtoull(argv[2], nullptr, 10), strtoull(argv[3], nullptr, 10),
+                     strtoull(argv[4], nullptr, 10), strtoull(argv[5], nullptr, 10),
+                     strtoull(argv[6], nullptr, 10), strtoull(argv[7], nullptr, 10));
+  if (argc != 6 || std::string(argv[1]) != "launch") return 2;
+  const uint64_t node = strtoull(argv[2], nullptr, 10), nproc = strtoull(argv[3], nullptr, 10),
+                 nnodes = strtoull(argv[4], nullptr, 10);
+  const uint64_t launcher[] = {static_cast<uint64_t>(getpid()), static_cast<uint64_t>(getppid())};
+  adprof_annotate(adprof_name(ADPROF_JOB_PROCESS), launcher, 2);
+  for (uint64_t local = 0; local < nproc; ++local) {
+    const pid_t child = fork();
+    if (child < 0) return 1;
+    if (child == 0) {
+      const std::string args[] = {std::to_string(node * nproc + local),
+                                  std::to_string(nproc * nnodes),
+                                  std::to_string(local),
+                                  std::to_string(nproc),
+                                  std::to_string(node),
+                                  argv[5]};
+      execl("/proc/self/exe", argv[0], "rank", args[0].c_str(), args[1].c_str(), args[2].c_str(),
+            args[3].c_str(), args[4].c_str(), args[5].c_str(), static_cast<char *>(nullptr));
+      _exit(127);
+    }
+  }
+  int failed = 0;
+  for (uint64_t local = 0; local < nproc; ++local) {
+    int status = 0;
+    if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+  }
+  return failed;
+}

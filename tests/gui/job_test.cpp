@@ -1,0 +1,260 @@
+// The job view (JobWindow) under QT_QPA_PLATFORM=offscreen, on a job of two machines recorded
+// here without PyTorch (tests/cli/job_workload.cpp: two `adprof run`s, one per node, two ranks
+// each; rank R holds (R + 1) MiB of forward caches at its peak): a lane per rank, the lanes on
+// one clock (node 1 ran after node 0, so its lanes start after node 0's end), the outlier
+// named, the table equal to `adprof report --job --json`, a rank's full view one double click
+// (or one click on the outlier's name) away.
+#include <QAbstractItemModelTester>
+#include <QDir>
+#include <QFont>
+#include <QImage>
+#include <QLabel>
+#include <QProcess>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <nlohmann/json.hpp>
+
+#include "job_window.h"
+#include "main_window.h"
+
+using namespace adprof;
+using namespace adprof::gui;
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+void record_node(const QString &folder, int node) {
+  QDir().mkpath(folder);
+  QProcess p;
+  p.start(ADPROF_CLI, {"run", "-o", QDir(folder).filePath("job.adtrace"), "--no-report", "--",
+                       JOB_WORKLOAD, "launch", QString::number(node), "2", "2", "1"});
+  if (!p.waitForFinished(60000) || p.exitCode() != 0)
+    qFatal("recording failed: %s", p.readAllStandardError().constData());
+}
+
+nlohmann::json cli_job(const QString &path) {
+  QProcess p;
+  p.start(ADPROF_CLI, {"report", "--json", path});
+  if (!p.waitForFinished(60000) || p.exitCode() != 0)
+    qFatal("adprof report failed: %s", p.readAllStandardError().constData());
+  return nlohmann::json::parse(p.readAllStandardOutput().toStdString());
+}
+
+// Pixels that are not background white nor the light grey of a lane's base line.
+int inked_pixels(const QImage &image, const QRect &area) {
+  int n = 0;
+  for (int y = area.top(); y <= area.bottom(); ++y)
+    for (int x = area.left(); x <= area.right(); ++x) {
+      const QRgb c = image.pixel(x, y);
+      if (qRed(c) < 0xD0 || qGreen(c) < 0xD0 || qBlue(c) < 0xD0) ++n;
+    }
+  return n;
+}
+
+bool load(JobWindow &w, const QStringList &paths) {
+  QSignalSpy loaded(&w, &JobWindow::jobLoaded);
+  w.openJob(paths);
+  if (!loaded.wait(60000)) return false;
+  w.loader().waitForIdle();
+  return loaded.first().first().toBool();
+}
+
+}  // namespace
+
+class JobTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void aLanePerRankOnOneClock();
+  void theOutlierIsNamed();
+  void lanesAreDrawnAtTheirTimes();
+  void aRanksFullViewIsOneClickAway();
+  void foldersOpenAsAJob();
+  void badInputGivesAMessage();
+
+ private:
+  QTemporaryDir dir_;
+  QString job_;
+  nlohmann::json cli_;
+  std::unique_ptr<JobWindow> window_;
+};
+
+void JobTest::initTestCase() {
+  QVERIFY(dir_.isValid());
+  // The rank windows' settings and recent files in the test's folder, not the user's.
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_.filePath("settings"));
+  job_ = dir_.filePath("job");
+  record_node(job_ + "/node0", 0);
+  record_node(job_ + "/node1", 1);
+  cli_ = cli_job(job_);
+  QCOMPARE(cli_["ranks"].size(), size_t(4));
+  window_ = std::make_unique<JobWindow>();
+  window_->resize(1200, 800);
+  window_->show();
+  // Every reset of the table's model is checked as it happens.
+  new QAbstractItemModelTester(
+      window_->ranksModel(), QAbstractItemModelTester::FailureReportingMode::QtTest, window_.get());
+  new QAbstractItemModelTester(window_->ranksView()->model(),
+                               QAbstractItemModelTester::FailureReportingMode::QtTest,
+                               window_.get());
+  QVERIFY(load(*window_, {job_}));
+}
+
+// The lanes and the table: the ranks of both machines in rank order, each equal to the CLI's
+// job report; node 1's lanes after node 0's on the job's clock.
+void JobTest::aLanePerRankOnOneClock() {
+  const auto job = window_->job();
+  QVERIFY(job);
+  QCOMPARE(job->lanes.size(), size_t(4));
+  QCOMPARE(job->job.run_ids.size(), size_t(2));
+  JobRanksModel *model = window_->ranksModel();
+  QCOMPARE(model->rowCount(), 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    const nlohmann::json &c = cli_["ranks"][size_t(rank)];
+    const job::Process *p = model->process(rank);
+    QVERIFY(p);
+    QCOMPARE(p->rank, int64_t(rank));
+    QCOMPARE(p->trace, c["trace"].get<std::string>());
+    QCOMPARE(model->index(rank, JobRanksModel::Rank).data().toString(),
+             QString("rank %1").arg(rank));
+    QCOMPARE(model->index(rank, JobRanksModel::Node).data().toString(), QString::number(rank / 2));
+    QCOMPARE(model->index(rank, JobRanksModel::Peak).data(ModelBase::SortRole).toULongLong(),
+             c["peak"].get<uint64_t>());
+    QCOMPARE(p->report.peak_by_role[ADPROF_ROLE_FORWARD_CACHE], (rank + 1) * kMiB);
+    // The lane's timeline is the rank's memory: its peak is the report's.
+    const job::Lane &lane = job->lanes[size_t(rank)];
+    QCOMPARE(lane.timeline.peak, p->report.peak);
+    QVERIFY(lane.offset >= 0);
+    QVERIFY(lane.offset + lane.timeline.end <= job->end + 1e-9);
+    // The peak's time on the job's clock, in the table.
+    QCOMPARE(model->index(rank, JobRanksModel::PeakAt).data(ModelBase::SortRole).toDouble(),
+             lane.offset + p->report.peak_time);
+  }
+  // One clock: node 1 was recorded after node 0 had ended, and its lanes say so.
+  for (int early : {0, 1})
+    for (int late : {2, 3})
+      QVERIFY2(job->lanes[size_t(late)].offset >=
+                   job->lanes[size_t(early)].offset + job->lanes[size_t(early)].timeline.end,
+               qPrintable(QString("rank %1 at %2 s, rank %3 ends at %4 s")
+                              .arg(late)
+                              .arg(job->lanes[size_t(late)].offset)
+                              .arg(early)
+                              .arg(job->lanes[size_t(early)].offset +
+                                   job->lanes[size_t(early)].timeline.end)));
+  QCOMPARE(job->peak, cli_["ranks"][3]["peak"].get<uint64_t>());
+}
+
+void JobTest::theOutlierIsNamed() {
+  const auto job = window_->job();
+  QCOMPARE(job->outlier_lane, 3);
+  QCOMPARE(cli_["outlier"]["rank"], 3);
+  const QString caption = window_->captionText();
+  QVERIFY2(caption.contains("Job of 4 ranks, 2 runs (one per machine)"), qPrintable(caption));
+  QVERIFY2(caption.contains("Highest peak: <a href=\"lane:3\">rank 3</a>"), qPrintable(caption));
+  QVERIFY2(caption.contains("rank 3: forward caches"), qPrintable(caption));
+  QVERIFY(window_->ranksModel()->index(3, 0).data(Qt::FontRole).value<QFont>().bold());
+  QVERIFY(!window_->ranksModel()->index(0, 0).data(Qt::FontRole).value<QFont>().bold());
+}
+
+// Each lane holds ink; the outlier's area (5 MiB at its peak) outweighs rank 0's (2 MiB); a
+// lane of node 1 is blank before its start on the job's clock.
+void JobTest::lanesAreDrawnAtTheirTimes() {
+  JobLanesWidget *lanes = window_->lanes();
+  const QImage image = lanes->grab().toImage();
+  const QRect plot = lanes->plotRect();
+  int ink[4] = {};
+  for (int i = 0; i < 4; ++i) {
+    const QRect band = lanes->laneRect(i);
+    ink[i] = inked_pixels(image, QRect(plot.left(), band.top(), plot.width(), band.height()));
+    QVERIFY2(ink[i] > 0, qPrintable(QString("lane %1 is empty").arg(i)));
+  }
+  QVERIFY2(ink[3] > ink[0], qPrintable(QString("%1 %2").arg(ink[3]).arg(ink[0])));
+  const auto job = window_->job();
+  const int start = static_cast<int>(lanes->xOfTime(job->lanes[2].offset));
+  const QRect band = lanes->laneRect(2);
+  QVERIFY(start - plot.left() > 10);
+  QCOMPARE(inked_pixels(image, QRect(plot.left(), band.top() + 2, start - plot.left() - 2,
+                                     band.height() - 6)),
+           0);
+}
+
+// A double click on rank 1's lane opens its trace in the full view (a MainWindow: its report
+// equal to the rank's); one click on the outlier's name in the caption opens rank 3's; a click
+// selects a lane and its row.
+void JobTest::aRanksFullViewIsOneClickAway() {
+  JobLanesWidget *lanes = window_->lanes();
+  QTest::mouseClick(lanes, Qt::LeftButton, {}, lanes->laneRect(2).center());
+  QCOMPARE(lanes->selectedLane(), 2);
+  QCOMPARE(window_->ranksView()->currentIndex().row(), 2);
+  QSignalSpy opened(window_.get(), &JobWindow::laneOpened);
+  QTest::mouseDClick(lanes, Qt::LeftButton, {}, lanes->laneRect(1).center());
+  QCOMPARE(opened.count(), 1);
+  auto *rank1 = opened.first().first().value<MainWindow *>();
+  QVERIFY(rank1);
+  QSignalSpy loaded(rank1, &MainWindow::traceLoaded);
+  QVERIFY(loaded.wait(60000));
+  QCOMPARE(loaded.first().first().toBool(), true);
+  rank1->loader().waitForIdle();
+  QCOMPARE(rank1->report()->peak, window_->ranksModel()->process(1)->report.peak);
+  QCOMPARE(rank1->report()->trace, window_->ranksModel()->process(1)->trace);
+  QVERIFY2(rank1->windowTitle().contains("rank 1 of the job"), qPrintable(rank1->windowTitle()));
+  // The same rank again: the window that is open.
+  QCOMPARE(window_->openLane(1), rank1);
+  QCOMPARE(opened.count(), 2);
+  // The outlier's name is a link to its full view.
+  QLabel *caption = nullptr;
+  for (QLabel *l : window_->findChildren<QLabel *>())
+    if (l->text().contains("lane:3")) caption = l;
+  QVERIFY(caption);
+  emit caption->linkActivated("lane:3");
+  QCOMPARE(opened.count(), 3);
+  auto *rank3 = opened.last().first().value<MainWindow *>();
+  QVERIFY(rank3 && rank3 != rank1);
+  QSignalSpy loaded3(rank3, &MainWindow::traceLoaded);
+  QVERIFY(loaded3.wait(60000));
+  rank3->loader().waitForIdle();
+  QCOMPARE(rank3->report()->peak, cli_["ranks"][3]["peak"].get<uint64_t>());
+  rank1->close();
+  rank3->close();
+}
+
+// A folder given to the main window (the command line, File > Open job, a drop) opens the job:
+// the parent folder of the machines' folders, or each machine's folder.
+void JobTest::foldersOpenAsAJob() {
+  MainWindow main;
+  main.openFiles({job_ + "/node0", job_ + "/node1"});
+  auto *job = main.findChild<JobWindow *>();
+  QVERIFY(job);
+  QSignalSpy loaded(job, &JobWindow::jobLoaded);
+  QVERIFY(loaded.count() || loaded.wait(60000));
+  job->loader().waitForIdle();
+  QVERIFY(job->job());
+  QCOMPARE(job->job()->lanes.size(), size_t(4));
+  QCOMPARE(job->job()->outlier_lane, 3);
+  // One machine's folder: its ranks only.
+  JobWindow half;
+  QVERIFY(load(half, {job_ + "/node1"}));
+  QCOMPARE(half.ranksModel()->rowCount(), 2);
+  QCOMPARE(half.ranksModel()->process(0)->rank, int64_t(2));
+}
+
+void JobTest::badInputGivesAMessage() {
+  QTemporaryDir empty;
+  JobWindow w;
+  QVERIFY(!load(w, {empty.path()}));
+  QVERIFY2(w.lastError().contains("holds no trace of an adprof run"), qPrintable(w.lastError()));
+  QVERIFY(!w.job());
+  QCOMPARE(w.ranksModel()->rowCount(), 0);
+  // The same run named twice, as `adprof report` refuses it.
+  QVERIFY(!load(w, {job_ + "/node0", job_ + "/node0"}));
+  QVERIFY2(w.lastError().contains("a run named twice"), qPrintable(w.lastError()));
+}
+
+QTEST_MAIN(JobTest)
+#include "job_test.moc"
