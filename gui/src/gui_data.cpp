@@ -22,7 +22,7 @@ WhatIfData whatif_data(const WhatIf &w) {
   WhatIfData d;
   d.measured_peak = w.measured_peak;
   d.reason = w.reason;
-  if (!w.ad_tape) return d;
+  if (!w.ad_tape && !w.programs) return d;
   auto row = [](const PolicyPrediction &p) {
     WhatIfRow r;
     r.policy = p.title.empty() ? p.name : p.title;

@@ -46,17 +46,20 @@ SPACE_DEVICE_RAW = 4
 SPACE_HOST_PINNED = 5
 
 # ad_protocol.h
-AD_PROTOCOL_VERSION = 5
+AD_PROTOCOL_VERSION = 6
 AD_NONE = (1 << 64) - 1
 AD_ENGINE = "ad.engine"
 AD_POLICY = "ad.policy"
 AD_LABEL_INDEX_WIDENED = "ad.index_widened"
+AD_ARENA_WHATIF = "ad.arena.whatif"
+AD_RESULT_IN_ARGUMENT = "ad.result_in_argument"
 
 # ad_protocol.h: adprof_ad_policy (the bit of the policy masks)
 AD_POLICY_FUSED_OPTIMIZER = 3
 AD_POLICY_CHECKPOINTING = 4
 AD_POLICY_NO_INDEX_WIDENING = 6
 AD_POLICY_FREE_GRADIENTS = 7
+AD_POLICY_DONATED_ARGUMENTS = 8
 
 # ad_protocol.h: the tape's kinds (those a layered engine sends)
 AD_TAPE_BEGIN = "ad.tape.begin"

@@ -1,11 +1,14 @@
 // Arenas (ad_protocol.h version 4): the slicer shows an announced arena as its logical buffers,
-// with their roles, ops, labels and sources, its free bytes as one workspace block, all freed
-// with the arena; and it leaves every other event, and every trace without arenas, as it is.
+// with their roles, ops, labels and sources, each while it is live over the schedule (spread
+// over the call's time), its free bytes at its fullest as one workspace block, all freed with
+// the arena; and it leaves every other event, and every trace without arenas, as it is.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "adprof/ad_protocol.h"
@@ -49,6 +52,7 @@ class Events {
     e.addr = addr;
   }
   std::vector<Event> all() const { return {events_.begin(), events_.end()}; }
+  void at(uint64_t ticks) { ticks_ = ticks - 1; }  // the next event's time
 
  private:
   std::deque<Event> events_;
@@ -83,19 +87,22 @@ void describe(Events &ev) {
   ev.name(kLabelFree, "free");
   ev.name(kProgram, "jit_f");
   // Layout 7: 1000 bytes, fullest at position 3 of 5: a copy of argument 0 (bytes 0-599,
-  // positions 1-4), an adjoint (600-899, 3-4); a buffer live only at 0-1 (600-999) gets no block.
+  // positions 1-4), an adjoint (600-899, 3-4); an activation at position 0 only (600-999).
   ev.annotate(kLayoutKind, {7, 1000, 3, 3, 5, kProgram, kLabelFree});
   ev.annotate(kSliceKind, {7, 0, 600, ADPROF_ROLE_DUPLICATE, ADPROF_PHASE_FORWARD, kOpCopy,
                            kLabelCopy, 1, 4, 0, N, ADPROF_DTYPE_I32, 50, 3});
   ev.annotate(kSliceKind, {7, 600, 300, ADPROF_ROLE_ADJOINT, ADPROF_PHASE_BACKWARD, kOpAdd,
                            kLabelSum, 3, 4, N, N});
   ev.annotate(kSliceKind, {7, 600, 400, ADPROF_ROLE_ACTIVATION, ADPROF_PHASE_FORWARD, kOpAdd,
-                           kLabelSum, 0, 1, N, N});
+                           kLabelSum, 0, 0, N, N});
 }
 
-std::vector<Event> sliced(const std::vector<Event> &events, ArenaSlicer &slicer) {
-  std::span<const Event> out = slicer.rewrite(events);
-  return {out.begin(), out.end()};
+// Each event as the replay sees it, to the trace's end (the driver flushes the slicer there;
+// a run's events are valid until the slicer's next call).
+template <class Each>
+void sliced(const std::vector<Event> &events, ArenaSlicer &slicer, Each each) {
+  for (const Event &e : slicer.rewrite(events)) each(e);
+  for (const Event &e : slicer.flush()) each(e);
 }
 
 TEST(ArenaSlicer, ArenaBecomesItsLogicalBuffersAndTheirFreeBytes) {
@@ -107,8 +114,7 @@ TEST(ArenaSlicer, ArenaBecomesItsLogicalBuffersAndTheirFreeBytes) {
   ev.annotate(kCallEndKind, {7});
   ArenaSlicer slicer;
   Replay replay;
-  const std::vector<Event> out = sliced(ev.all(), slicer);
-  for (const Event &e : out) replay.apply(e);
+  sliced(ev.all(), slicer, [&](const Event &e) { replay.apply(e); });
   EXPECT_EQ(slicer.arenas_found(), 1u);
   const Block *copy = replay.blocks().get(0x9000);
   const Block *sum = replay.blocks().get(0x9000 + 600);
@@ -141,9 +147,79 @@ TEST(ArenaSlicer, ArenaBecomesItsLogicalBuffersAndTheirFreeBytes) {
 
   Events end;
   end.free(0x9000, 3);
-  for (const Event &e : sliced(end.all(), slicer)) replay.apply(e);
+  sliced(end.all(), slicer, [&](const Event &e) { replay.apply(e); });
   EXPECT_EQ(replay.host_live(), 64u);
   EXPECT_EQ(replay.unmatched_frees(), 0u);
+}
+
+// Every logical buffer has a block while it is live, not only those live at the fullest point
+// (issue 30): the schedule's positions spread over the call's time (arena at 1000, call's end
+// at 1500: position p of 5 at 1000 + 100 p), among another thread's events, each buffer freed
+// when its range ends or a buffer of a later position takes its bytes.
+TEST(ArenaSlicer, EveryBufferHasABlockWhileItIsLive) {
+  Events ev;
+  describe(ev);
+  ev.alloc(0x5000, 64);
+  ev.annotate(kCallKind, {7, 1, 0x5000});
+  ev.at(1000);
+  ev.alloc(0x9000, 1000, 3);
+  ev.at(1150);
+  ev.alloc(0x7000, 8, 5);  // another thread, inside the call
+  ev.at(1500);
+  ev.annotate(kCallEndKind, {7});
+  ArenaSlicer slicer;
+  slicer.set_positions(true);
+  Replay replay;
+  // (what happened, address, size or 0, time) of the arena's blocks and the other thread's
+  std::vector<std::tuple<char, uint64_t, uint64_t, uint64_t>> seen;
+  uint64_t most = 0, activation = 0;
+  sliced(ev.all(), slicer, [&](const Event &e) {
+    replay.apply(e);
+    most = std::max(most, replay.host_live());
+    if (e.type == format::EventType::kAlloc && e.addr != 0x5000)
+      seen.emplace_back('+', e.addr, e.a, e.ticks);
+    if (e.type == format::EventType::kFree) seen.emplace_back('-', e.addr, 0, e.ticks);
+    if (const Block *b = replay.blocks().get(0x9000 + 600); b && b->size == 400)
+      activation = b->role == ADPROF_ROLE_ACTIVATION ? b->size : 0;
+  });
+  const std::vector<std::tuple<char, uint64_t, uint64_t, uint64_t>> expected = {
+      {'+', 0x9000 + 600, 400, 1000},  // position 0: the activation,
+      {'+', 0x9000 + 999, 600, 1000},  // the bytes no buffer holds
+      {'-', 0x9000 + 600, 0, 1100},    // position 1: the activation's range ends,
+      {'-', 0x9000 + 999, 0, 1100},    // the free bytes shrink (before the copy is made)
+      {'+', 0x9000 + 999, 400, 1100}, {'+', 0x9000, 600, 1100},  // the copy begins
+      {'+', 0x7000, 8, 1150},                                    // the other thread, in time order
+      {'-', 0x9000 + 999, 0, 1300},                              // position 3
+      {'+', 0x9000 + 999, 100, 1300}, {'+', 0x9000 + 600, 300, 1300},  // the adjoint
+  };
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(activation, 400u) << "the activation had its block, with its role";
+  // The arena is all there at every point, and never more.
+  EXPECT_EQ(most, 64u + 1000 + 8);
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_ADJOINT], 300u);
+}
+
+// A call whose end never comes (a cut trace): its positions end with the trace.
+TEST(ArenaSlicer, CallNeverEndedEndsWithTheTrace) {
+  Events ev;
+  describe(ev);
+  ev.annotate(kCallKind, {7, 1});
+  ev.alloc(0x9000, 1000);
+  ArenaSlicer slicer;
+  slicer.set_positions(true);
+  const std::vector<Event> in = ev.all();
+  std::span<const Event> first = slicer.rewrite(in);
+  const size_t made_now = first.size();
+  Replay replay;
+  for (const Event &e : first) replay.apply(e);
+  EXPECT_EQ(replay.host_live(), 1000u) << "position 0, and the bytes free then";
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_WORKSPACE], 600u);
+  std::span<const Event> rest = slicer.flush();
+  EXPECT_GT(rest.size(), 0u);
+  for (const Event &e : rest) replay.apply(e);
+  EXPECT_EQ(replay.host_live(), 1000u);
+  EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_WORKSPACE], 100u) << "the last position's";
+  EXPECT_GT(made_now, 0u);
 }
 
 TEST(ArenaSlicer, OnlyTheAnnouncedCallsArenaIsCut) {
@@ -182,7 +258,7 @@ TEST(ArenaSlicer, DamagedSlicesGetNoBlock) {
   ev.alloc(0x9000, 1000);
   ArenaSlicer slicer;
   Replay replay;
-  for (const Event &e : sliced(ev.all(), slicer)) replay.apply(e);
+  sliced(ev.all(), slicer, [&](const Event &e) { replay.apply(e); });
   EXPECT_EQ(replay.host_live(), 1000u);
   EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_DUPLICATE], 600u);
   EXPECT_EQ(replay.host_by_role()[ADPROF_ROLE_ADJOINT], 300u);

@@ -6,13 +6,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "adprof/replay.h"
+#include "adprof/replay_driver.h"
+#include "adprof/trace_reader.h"
 
 namespace {
 
@@ -145,6 +150,86 @@ TEST(JaxGather, Int16IndexIsCopiedWidened) {
   EXPECT_TRUE(found) << "no widened copy of idx at the peak";
 }
 
+// The prediction of one policy in `adprof whatif --json TRACE` (null if absent).
+json whatif_row(const std::string &trace, const std::string &policy) {
+  Result r = run_cli({"whatif", "--json", trace}, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  if (j.is_discarded()) return json();
+  for (const json &p : j["policies"])
+    if (p.value("name", "") == policy) return p;
+  return json();
+}
+
+// The timeline of a jitted call shows what is inside the arena when (issue 30): every logical
+// buffer of the training step's arena has a block while it is live, not only those live at its
+// fullest point, and two whose schedule ranges do not meet follow each other in time as their
+// ranges do (the positions spread over the call's time). (The seed's gather has two buffers in
+// its gradient's arena, both live at its fullest point.)
+TEST(JaxMlp, ArenaShowsEveryLogicalBufferInScheduleOrder) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const std::string trace = tmp / "m.adtrace";
+  const json report = run_and_report(trace, {kScripts + "/jax_mlp.py", tmp / "m.json"});
+  if (report.is_discarded()) return;
+  const std::string prefix = "jit_step arena: ";
+  std::set<std::string> at_peak;
+  for (const json &b : report["live_at_peak"])
+    if (b.value("label", "").starts_with(prefix)) at_peak.insert(b.value("label", ""));
+  struct Life {
+    std::string label;
+    uint64_t call = 0, born = 0, died = 0;
+  };
+  std::vector<Life> lives;
+  std::unordered_map<uint64_t, Life> open;  // by address
+  adprof::TraceReader reader(trace);
+  adprof::Replay replay;
+  adprof::ReplayDriver driver(reader, replay, /*arena_positions=*/true);  // the timeline's view
+  auto observer = adprof::observe(
+      [&](const adprof::Event &e, const adprof::Replay::HeapChange &) {
+        if (e.type != adprof::format::EventType::kFree) return;
+        auto it = open.find(e.addr);
+        if (it == open.end()) return;
+        it->second.died = e.ticks;
+        lives.push_back(it->second);
+        open.erase(it);
+      },
+      [&](const adprof::Event &e, bool) {
+        if (e.type != adprof::format::EventType::kLabel) return;
+        const std::string &label = replay.name(static_cast<uint32_t>(e.a));
+        const adprof::Block *b = replay.blocks().get(e.addr);
+        if (b && label.starts_with(prefix) && label.find("(schedule ") != std::string::npos)
+          open[e.addr] = Life{label, b->op_instance, e.ticks, 0};  // the call's number
+      });
+  driver.run(observer);
+  // "(schedule A-B of N)" -> {A, B}
+  auto range = [](const std::string &label) {
+    const auto at = label.rfind("(schedule ");
+    unsigned a = 0, b = 0, n = 0;
+    std::sscanf(label.c_str() + at, "(schedule %u-%u of %u)", &a, &b, &n);
+    return std::pair<unsigned, unsigned>{a, b};
+  };
+  std::set<std::string> seen;
+  for (const Life &l : lives) seen.insert(l.label);
+  size_t elsewhere = 0;
+  for (const std::string &l : seen) elsewhere += !at_peak.count(l);
+  std::printf("[ jax      ] step's arena: %zu logical buffers shown, %zu of them at the peak\n",
+              seen.size(), seen.size() - elsewhere);
+  EXPECT_GT(elsewhere, 0u) << "only the buffers live at the fullest point have blocks";
+  for (const std::string &l : at_peak) {
+    if (l.find("(schedule ") != std::string::npos) {
+      EXPECT_TRUE(seen.count(l)) << l;
+    }
+  }
+  for (const Life &a : lives) {
+    for (const Life &b : lives) {
+      if (a.call == b.call && range(a.label).second < range(b.label).first) {
+        EXPECT_LE(a.died, b.born) << a.label << " ends before " << b.label << " begins";
+      }
+    }
+  }
+}
+
 // The seed's ratio: what the program holds at the peak (its arguments, its arena cut into its
 // logical buffers, its results), gradient over function, is XLA's own (argument + temp + output
 // of each executable) within 5%.
@@ -226,16 +311,19 @@ double number_after(const std::string &text, const std::string &after) {
 
 // The checkpointing finding predicts, from one recording, what jax.checkpoint(loss,
 // policy=nothing_saveable) leaves in the step's arena; a run with that policy holds it (5%):
-// XLA's temp size, and the arena adprof shows at the peak.
+// XLA's temp size, and the arena adprof shows at the peak. `adprof whatif`'s checkpointing row
+// predicts the run's peak from the same recording (5%).
 TEST(JaxMlp, RematPredictionHoldsForACheckpointedRun) {
   SKIP_WITHOUT_JAX();
   TempDir tmp;
   const json plain = run_and_report(tmp / "a.adtrace", {kScripts + "/jax_mlp.py", tmp / "a.json"});
   double predicted = -1;
+  std::string plain_fix;
   for (const json &f : plain["findings"]) {
     const std::string fix = f.value("fix", "");
     if (fix.find("jax.checkpoint") == std::string::npos) continue;
     predicted = number_after(fix, "B now, ");
+    plain_fix = fix;
   }
   ASSERT_GT(predicted, 0) << "no prediction in the findings: " << plain["findings"].dump();
   const json ck =
@@ -248,6 +336,52 @@ TEST(JaxMlp, RematPredictionHoldsForACheckpointedRun) {
               predicted, temp, shown);
   EXPECT_NEAR(predicted / temp, 1.0, 0.05);
   EXPECT_NEAR(predicted / shown, 1.0, 0.05);
+  // The table carries that prediction: its checkpointing row is the recording's peak with every
+  // call's arena the predicted size (here the arena at its fullest stays as it is: 5%). The run
+  // with the policy peaks higher than any arena-level prediction says: XLA's CPU runtime makes
+  // one 32 MiB heap block per checkpointed call outside its buffer assignment (foreign: not in
+  // temp_size_in_bytes either), none without checkpointing (docs/JAX.md, "Limits").
+  const json row = whatif_row(tmp / "a.adtrace", "checkpointing");
+  ASSERT_TRUE(row.is_object() && row.value("applicable", false)) << row.dump();
+  const double recorded = plain["peak"]["bytes"].get<double>();
+  const double arena_change = predicted - number_after(plain_fix, "holds ");
+  std::printf(
+      "[ jax      ] remat: whatif's predicted peak %.0f B (recorded %.0f B), the run's %.0f B\n",
+      row["predicted_peak"].get<double>(), recorded, ck["peak"]["bytes"].get<double>());
+  EXPECT_NEAR(row["predicted_peak"].get<double>() / (recorded + arena_change), 1.0, 0.05);
+  EXPECT_NE(row.value("explanation", "").find("arenas"), std::string::npos) << row.dump();
+}
+
+// donate_argnums (issue 30): a step that returns new parameters and optimizer state beside the
+// old ones. From one recording, the finding quotes jax.jit(step, donate_argnums=(0, 1)) and
+// `adprof whatif` predicts the peak with it; a run with donation has that peak (5%), the
+// saving being most of the parameters' and state's bytes (so that 5% means something).
+TEST(JaxMlp, DonationPredictionHoldsForADonatingRun) {
+  SKIP_WITHOUT_JAX();
+  TempDir tmp;
+  const json plain =
+      run_and_report(tmp / "p.adtrace", {kScripts + "/jax_mlp.py", tmp / "p.json", "wide"});
+  const json side = side_of(tmp / "p.json");
+  if (plain.is_discarded() || side.is_discarded()) return;
+  bool quoted = false;
+  for (const json &f : plain["findings"])
+    if (f.value("kind", "") == "policy.donated_arguments" &&
+        f.value("fix", "").find("jax.jit(step, donate_argnums=(0, 1))") != std::string::npos)
+      quoted = true;
+  EXPECT_TRUE(quoted) << plain["findings"].dump();
+  const json row = whatif_row(tmp / "p.adtrace", "donated_arguments");
+  ASSERT_TRUE(row.is_object() && row.value("applicable", false)) << row.dump();
+  const json donated = run_and_report(tmp / "d.adtrace",
+                                      {kScripts + "/jax_mlp.py", tmp / "d.json", "wide", "donate"});
+  if (donated.is_discarded()) return;
+  const double predicted = row["predicted_peak"].get<double>();
+  const double measured = donated["peak"]["bytes"].get<double>();
+  const double replaced =
+      side["parameter_bytes"].get<double>() + side["moment_bytes"].get<double>();
+  std::printf("[ jax      ] donation: peak %.0f B, predicted with it %.0f B, measured %.0f B\n",
+              plain["peak"]["bytes"].get<double>(), predicted, measured);
+  EXPECT_GT(row["saving"].get<double>(), 0.5 * replaced);
+  EXPECT_NEAR(predicted / measured, 1.0, 0.05);
 }
 
 // Not under adprof, the hook runs the script as plain python does.

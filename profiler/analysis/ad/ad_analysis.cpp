@@ -13,8 +13,8 @@ void add_predictions(Report &r, const WhatIf &w) {
   r.policy_savings.clear();
   for (const PolicyPrediction &p : w.policies)
     if (p.applicable && !p.recorded_on)
-      r.policy_savings.push_back(
-          {p.name, p.title, p.switch_on, p.predicted_peak, p.saving, p.explanation});
+      r.policy_savings.push_back({p.name, p.title, p.switch_on, p.predicted_peak, p.saving,
+                                  p.explanation, p.engine_predicted});
   if (!r.engine.described()) r.engine = w.engine;
   // Wordings with placeholders (ad_protocol.h) as the prediction filled them.
   for (const PolicyPrediction &p : w.policies)
@@ -60,11 +60,11 @@ WhatIf PendingPrediction::finish() { return state_->second_pass(); }
 Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
                      const AnalyzeOptions &options) {
   // One pass for the report with the what-if's pass 1 riding on it; pass 2 only for a trace
-  // with an AD tape.
+  // with an AD tape (or an engine's what-ifs of its compiled programs).
   Analysis a;
   PendingPrediction::State state(reader, trace_path);
   a.report = state.first_pass(options);
-  if (state.pass.ad_tape()) {
+  if (state.pass.predicts()) {
     a.whatif = state.second_pass();
     add_predictions(a.report, *a.whatif);
   }
@@ -81,7 +81,7 @@ FirstPass analyze_first(const std::string &trace_path, const AnalyzeOptions &opt
                                                           trace_path);
   FirstPass f;
   f.report = state->first_pass(options);
-  if (state->pass.ad_tape()) f.prediction = std::make_shared<PendingPrediction>(std::move(state));
+  if (state->pass.predicts()) f.prediction = std::make_shared<PendingPrediction>(std::move(state));
   return f;
 }
 

@@ -39,6 +39,12 @@ constexpr Named kProtocolNames[] = {
     {ADPROF_AD_TAPE_OPTIMIZER_BEGIN, Kind::kOptimizerBegin},
     {ADPROF_AD_TAPE_OPTIMIZER_END, Kind::kOptimizerEnd},
     {ADPROF_AD_DEVICE_OOM, Kind::kDeviceOom},
+    {ADPROF_AD_ARENA_LAYOUT, Kind::kArenaLayout},
+    {ADPROF_AD_ARENA_SLICE, Kind::kArenaSlice},
+    {ADPROF_AD_ARENA_CALL, Kind::kArenaCall},
+    {ADPROF_AD_ARENA_CALL_END, Kind::kArenaCallEnd},
+    {ADPROF_AD_ARENA_WHATIF, Kind::kArenaWhatIf},
+    {ADPROF_AD_RESULT_IN_ARGUMENT, Kind::kResultInArgument},
     {ADPROF_AD_LABEL_INDEX_WIDENED, Kind::kLabelIndexWidened},
     {ADPROF_AD_LABEL_ARENA_IDLE, Kind::kLabelArenaIdle},
 };
@@ -52,6 +58,7 @@ constexpr std::array<PolicyName, ADPROF_AD_POLICY_COUNT> kPolicyNames = {{
     {ADPROF_AD_POLICY_REUSABLE_TAPE, "reusable_tape", "reusable tape"},
     {ADPROF_AD_POLICY_NO_INDEX_WIDENING, "no_index_widening", "no index widening"},
     {ADPROF_AD_POLICY_FREE_GRADIENTS, "free_gradients", "gradients freed, not zeroed", 2},
+    {ADPROF_AD_POLICY_DONATED_ARGUMENTS, "donated_arguments", "donated arguments", 6},
 }};
 
 constexpr const char *kPlaceholders[] = {"{first}",     "{last}",           "{parent}",

@@ -187,7 +187,10 @@ void policy_savings(const Report &r, std::vector<Finding> &out) {
     f.bytes = static_cast<uint64_t>(p.saving);
     f.message = share(f.bytes, r.peak) + " would be saved by " + p.title + ": predicted peak " +
                 format_bytes(p.predicted_peak) + " instead of " + format_bytes(r.peak);
-    f.evidence = p.explanation + " (adprof whatif replays the recorded tape)";
+    f.evidence =
+        p.explanation + (p.engine_predicted ? " (adprof whatif replays the recording "
+                                              "with the engine's own prediction)"
+                                            : " (adprof whatif replays the recorded tape)");
     const std::string generic = p.name == "checkpointing"
                                     ? "checkpoint the longest chain in sqrt(n) segments"
                                     : "switch " + p.title + " on";

@@ -193,7 +193,7 @@ Timeline build_timeline(TraceReader &reader, const TimelineOptions &options) {
   // One pass through the replay driver (replay_driver.h).
   Replay replay;
   TimelineBuilder::Impl timeline(reader, replay, options);
-  ReplayDriver driver(reader, replay);
+  ReplayDriver driver(reader, replay, /*arena_positions=*/true);  // what is in an arena when
   driver.run(timeline);
   return timeline.finish();
 }

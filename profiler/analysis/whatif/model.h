@@ -28,9 +28,10 @@ constexpr uint64_t kActivity = 1ULL << ADPROF_AD_POLICY_ACTIVITY_ANALYSIS,
                    kCheckpoint = 1ULL << ADPROF_AD_POLICY_CHECKPOINTING,
                    kReuse = 1ULL << ADPROF_AD_POLICY_REUSABLE_TAPE,
                    kNativeIndices = 1ULL << ADPROF_AD_POLICY_NO_INDEX_WIDENING,
-                   kFreeGradients = 1ULL << ADPROF_AD_POLICY_FREE_GRADIENTS;
+                   kFreeGradients = 1ULL << ADPROF_AD_POLICY_FREE_GRADIENTS,
+                   kDonated = 1ULL << ADPROF_AD_POLICY_DONATED_ARGUMENTS;
 constexpr uint64_t kPredictable =
-    kActivity | kEarlyRelease | kInplace | kFused | kNativeIndices | kFreeGradients;
+    kActivity | kEarlyRelease | kInplace | kFused | kNativeIndices | kFreeGradients | kDonated;
 constexpr uint64_t kDeferred = ADPROF_AD_CONTRIBUTION_DEFERRED;
 
 // The policies a prediction may switch on: those the engine described, or all of them when it

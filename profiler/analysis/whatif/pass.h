@@ -26,6 +26,8 @@ class Pass {
   }
   void on_event(const Event &e, uint64_t index) { tape_.on_event(e, index); }
   bool ad_tape() const { return tape_.ad_tape; }
+  // Pass 2 has something to predict: a tape, or an engine's what-ifs of its compiled programs.
+  bool predicts() const { return tape_.ad_tape || tape_.programs.any(); }
 
   // Pass 1 ended after `events` events; runs pass 2 (reads `reader` from its start again) and
   // returns the predictions. `measured_peak`: the recording's host peak.

@@ -104,6 +104,19 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
   const uint64_t available = available_policies(engine);
   for (Scenario &s : sc)
     if (s.flip & kNativeIndices) plan_no_index_widening(tape.widened, s.plan);
+  // The engine's own what-ifs of its compiled programs (version 6): checkpointing's in the
+  // checkpointing scenario, the others in their policy's scenarios and "all".
+  w.programs = tape.programs.any();
+  std::vector<ProgramPlans::Applied> applied(ADPROF_AD_POLICY_COUNT);
+  for (Scenario &s : sc)
+    for (int id = 0; id < ADPROF_AD_POLICY_COUNT; ++id) {
+      const uint64_t bit = 1ULL << id;
+      if (!(available & bit) || !tape.programs.predicts(id)) continue;
+      if (bit == kCheckpoint ? s.chain : (s.flip & bit) != 0) {
+        ProgramPlans::Applied a = tape.programs.apply(id, s.plan, ids_);
+        if (bit == kCheckpoint || s.flip == bit) applied[static_cast<size_t>(id)] = a;
+      }
+    }
 
   // ---- pass 2 ----
   Replay replay;  // its names serve the explanations
@@ -141,10 +154,19 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
     p.recorded_on = w.ad_tape && (w.recorded_bits_and & bit);
     p.recorded_mixed = w.ad_tape && !p.recorded_on && (w.recorded_bits_or & bit);
     p.measured_peak = measured;
-    if (!w.ad_tape) {
+    if ((available & bit) && tape.programs.predicts(d.id) && policy_scenario[i] >= 0) {
+      // The engine's prediction for its compiled programs, applied to the recording.
+      const Scenario &s = sc[static_cast<size_t>(policy_scenario[i])];
+      p.applicable = true;
+      p.engine_predicted = true;
+      fill(p, s);
+      p.explanation = explain_programs(applied[static_cast<size_t>(d.id)]);
+    } else if (!w.ad_tape && !w.programs) {
       p.reason = no_tape;
     } else if (!(available & bit)) {
       p.reason = "the engine (" + engine.name + ") does not describe this policy";
+    } else if (!w.ad_tape) {
+      p.reason = no_tape;
     } else if (bit == kCheckpoint && tape.checkpoint_nodes) {
       p.reason = "already on in the recording (it has checkpoint segments)";
     } else if (p.recorded_on && bit != kCheckpoint) {
@@ -197,7 +219,7 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
   w.all.name = "all";
   w.all.title = "all policies on";
   w.all.measured_peak = measured;
-  if (!w.ad_tape) {
+  if (!w.ad_tape && !w.programs) {
     w.all.reason = no_tape;
   } else if ((w.recorded_bits_and & kPredictable & available) == (kPredictable & available)) {
     w.all.reason = "every predictable policy is already on";
@@ -216,7 +238,7 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
     w.all.explanation +=
         "; checkpointing not included (the program must mark its segments: see its own row)";
   }
-  if (!w.ad_tape) w.reason = no_tape;
+  if (!w.ad_tape && !w.programs) w.reason = no_tape;
   return w;
 }
 

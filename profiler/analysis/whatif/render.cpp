@@ -37,6 +37,21 @@ std::string counted(uint64_t count, const char *noun, uint64_t bytes) {
 
 }  // namespace
 
+std::string explain_programs(const ProgramPlans::Applied &a) {
+  std::string out;
+  if (a.arenas)
+    out = std::to_string(a.arenas) + " compiled programs' arenas " +
+          mib(static_cast<double>(a.predicted_bytes)) + " in all instead of " +
+          mib(static_cast<double>(a.recorded_bytes)) +
+          ", as the engine predicts them from the compiler's schedule";
+  if (a.results)
+    out += (out.empty() ? "" : "; ") + std::to_string(a.results) +
+           " results written into the buffers of the arguments they replace (" +
+           mib(static_cast<double>(a.result_bytes)) +
+           ") instead of new buffers beside them: each argument's buffer lives on as its result";
+  return out;
+}
+
 std::string explain(int id, const Plan &pl, const Replay &replay, uint64_t widened,
                     uint64_t widened_bytes, CheckpointChain &out_chain) {
   char line[512];
@@ -205,6 +220,7 @@ nlohmann::json to_json(const WhatIf &w) {
   nlohmann::json j;
   j["trace"] = w.trace;
   j["ad_tape"] = w.ad_tape;
+  j["compiled_programs"] = w.programs;
   if (w.engine.described()) j["engine"] = {{"name", w.engine.name}, {"version", w.engine.version}};
   if (!w.reason.empty()) j["reason"] = w.reason;
   j["measured_peak"] = w.measured_peak;
@@ -223,7 +239,7 @@ std::string render_text(const WhatIf &w) {
   char line[512];
   out += "adprof whatif: " + w.trace + "\n";
   out += "Measured peak: " + mib(static_cast<double>(w.measured_peak)) + " of host memory\n";
-  if (!w.ad_tape) {
+  if (!w.ad_tape && !w.programs) {
     out += "No prediction: " + w.reason + ".\n";
     return out;
   }

@@ -109,6 +109,7 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
     return;
   }
   if (e.type == T::kLabel) {
+    if (watching_arenas_) programs.on_label(tracker_.storage_at(e.addr).first, e.a);
     if (decoder_.label(e) == Kind::kLabelIndexWidened) {
       auto [s, size] = tracker_.storage_at(e.addr);
       if (s) {
@@ -145,6 +146,32 @@ void TapeCollector::follow(const Event &e, uint64_t index) {
     ts.tapes.push_back(g.get());
     open_.push_back(std::move(g));
     return;
+  }
+  switch (k) {  // version 4 and 6: compiled programs' arenas and the engine's own what-ifs
+    case Kind::kArenaLayout:
+      watching_arenas_ = true;
+      programs.on_layout(v);
+      return;
+    case Kind::kArenaSlice:
+      programs.on_slice(v);
+      return;
+    case Kind::kArenaWhatIf:
+      programs.on_whatif(v);
+      return;
+    case Kind::kArenaCall:
+      programs.on_call(v);
+      return;
+    case Kind::kArenaCallEnd:
+      programs.on_call_end(v);
+      return;
+    case Kind::kResultInArgument: {
+      if (v.size() < 3) return;
+      const auto [result, bytes] = tracker_.storage_at(v[1]);
+      programs.on_result_in_argument(v[0], result, bytes, tracker_.storage_at(v[2]).first);
+      return;
+    }
+    default:
+      break;
   }
   switch (k) {  // version 2: parameters' gradients, whether a generation is open or not
     case Kind::kGradArrived:

@@ -14,6 +14,7 @@
 #include "adprof/replay.h"
 #include "model.h"
 #include "plan.h"
+#include "program_plans.h"
 
 namespace adprof::whatif {
 
@@ -53,6 +54,8 @@ class TapeCollector {
   uint64_t widened_bytes = 0;
   // Version 2: gradient buffers zeroed in place, gradients ready, separate optimizer steps.
   uint64_t grad_zeroed = 0, grad_ready = 0, optimizer_steps = 0;
+  // Version 6: what-ifs the engine of compiled programs predicted for itself.
+  ProgramPlans programs;
 
  private:
   ThreadState &thread(uint32_t t) {
@@ -80,6 +83,7 @@ class TapeCollector {
   std::vector<ThreadState> threads_;
   std::vector<std::unique_ptr<Gen>> open_;  // generations in flight
   bool first_bits_ = true;
+  bool watching_arenas_ = false;  // an arena was described: follow its blocks' labels
 };
 
 }  // namespace adprof::whatif

@@ -1,4 +1,4 @@
-/* adprof AD protocol, version 5: what an automatic-differentiation engine tells the profiler
+/* adprof AD protocol, version 6: what an automatic-differentiation engine tells the profiler
  * beyond the context API (context.h), so that the analysis can explain the peak in the
  * engine's own words and replay its tape under other memory policies (adprof whatif).
  *
@@ -28,6 +28,9 @@
  * ("Arenas" below). Traces of earlier versions read as before.
  *
  * Version 5: the placeholder {container_path} in a policy's wording (below).
+ *
+ * Version 6 (what-ifs a compiled program's engine predicts for itself): policy 8 (donated
+ * arguments), ad.arena.whatif and ad.result_in_argument ("Arenas" below).
  */
 #ifndef ADPROF_AD_PROTOCOL_H
 #define ADPROF_AD_PROTOCOL_H
@@ -40,7 +43,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 5
+#define ADPROF_AD_PROTOCOL_VERSION 6
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -116,8 +119,12 @@ typedef enum adprof_ad_policy {
    * parameter has no gradient buffer, and that first gradient becomes it. Off when the program
    * zeroes gradients in place (ad.tape.grad_zeroed). */
   ADPROF_AD_POLICY_FREE_GRADIENTS = 7,
+  /* (version 6) A compiled program's result that replaces one of its arguments (the same shape
+   * and type, e.g. new parameters for the old) is written into that argument's buffer, which the
+   * caller gives up, instead of into a new buffer beside it (ad.result_in_argument). */
+  ADPROF_AD_POLICY_DONATED_ARGUMENTS = 8,
 } adprof_ad_policy;
-#define ADPROF_AD_POLICY_COUNT 8
+#define ADPROF_AD_POLICY_COUNT 9
 
 /* ---------------- the tape ----------------
  *
@@ -268,7 +275,8 @@ typedef enum adprof_ad_contribution {
  * "ad.arena.layout": {layout, bytes, slices, fullest position, schedule length,
  *                     program name (name id), label of the free bytes (name id)}
  *   the arena of a program: its size, how many ad.arena.slice events follow, and the schedule
- *   position where it holds the most (the logical buffers shown for it).
+ *   position where it holds the most (the analysis walks the whole schedule, and takes the
+ *   most itself since version 6).
  *
  * "ad.arena.slice": {layout, offset, bytes, role (adprof_role), phase (adprof_phase),
  *                    op (name id), label (name id), live from, live to (positions, inclusive),
@@ -285,11 +293,27 @@ typedef enum adprof_ad_contribution {
  *
  * "ad.arena.call_end": {layout}
  *   the call returned (its arena is freed by then or later).
+ *
+ * Version 6: what-ifs the engine predicts itself (from the compiler's own schedule), which the
+ * what-if analysis applies to the recording as it applies its own plans:
+ *
+ * "ad.arena.whatif": {layout, policy id, bytes}
+ *   with the policy on, every call's arena of this layout would be `bytes` (a what-if replaces
+ *   the blocks the arena was cut into by one block of that size, for the arena's life). Sent
+ *   after the layout; the last one for a (layout, policy) counts.
+ *
+ * "ad.result_in_argument": {policy id, result address, argument address}
+ *   with the policy on, the live result at `result address` would have been written into the
+ *   buffer of the argument at `argument address` (the argument given up for it): a what-if
+ *   never allocates the result, and keeps the argument's buffer until the result dies. Sent
+ *   after the call returned, while both are live, once per such result.
  */
 #define ADPROF_AD_ARENA_LAYOUT "ad.arena.layout"
 #define ADPROF_AD_ARENA_SLICE "ad.arena.slice"
 #define ADPROF_AD_ARENA_CALL "ad.arena.call"
 #define ADPROF_AD_ARENA_CALL_END "ad.arena.call_end"
+#define ADPROF_AD_ARENA_WHATIF "ad.arena.whatif"
+#define ADPROF_AD_RESULT_IN_ARGUMENT "ad.result_in_argument"
 
 /* ---------------- other AD facts ----------------
  *

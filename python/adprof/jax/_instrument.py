@@ -34,7 +34,7 @@ _SLICE = "ad.arena.slice"
 _CALL = "ad.arena.call"
 _CALL_END = "ad.arena.call_end"
 _NONE = P.AD_NONE
-_VERSION = 4  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION that these events follow (arenas)
+_VERSION = 6  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION these events follow (the what-ifs)
 _MAX_SOURCES = 29  # ad.arena.call: layout, call, then the source arguments' addresses
 # A result's own block is cut like an arena from this size on (it holds temporaries before its
 # result); smaller ones are left whole: an exact size that small is too common to be matched
@@ -44,6 +44,7 @@ _MIN_OUTPUT_LAYOUT = 64 << 10
 # ad_protocol.h: policy ids
 _POLICY_CHECKPOINTING = 4
 _POLICY_NO_INDEX_WIDENING = 6
+_POLICY_DONATED_ARGUMENTS = P.AD_POLICY_DONATED_ARGUMENTS
 
 _WORDS = {
     _POLICY_CHECKPOINTING: (
@@ -64,6 +65,15 @@ _WORDS = {
         "x[tuple(idx.T)]-style indexing: its gradient normalizes and re-concatenates a copy of "
         "idx"),
 }
+
+# Described once a jitted function of the program's own returns a result that replaces one of
+# its arguments (the same pytree of shapes and types, not donated): then with its name and
+# argument numbers (_describe_donation).
+_DONATION_WORDS = (
+    "jax.jit(f, donate_argnums=...) for the arguments a jitted function returns replaced (its "
+    "parameters, its optimizer state): their buffers become the results",
+    "jax.jit(f) without donate_argnums (each result a new buffer beside the argument it "
+    "replaces)")
 
 _DTYPES = {"float32": P.DTYPE_F32, "float64": P.DTYPE_F64, "int32": P.DTYPE_I32,
            "int64": P.DTYPE_I64, "bool": P.DTYPE_BOOL}
@@ -113,6 +123,8 @@ class _Program:
         self.layouts = []   # (layout id, bytes, [source parameter numbers])
         self.outputs = []   # per result: (role, phase, label)
         self.parameters = {}  # parameter number -> label (the HLO's name for it)
+        self.layout_of = {}   # allocation index -> layout id (the allocations adprof cuts)
+        self.donation_predicted = False
 
 
 class Instrumentation:
@@ -131,6 +143,7 @@ class Instrumentation:
         self._restore = []
         self._warned = set()
         self.missing = []        # programs run without a dump (named in the report)
+        self._donatable = {}     # jitted function name -> argument numbers donation would take
 
     # ---- set-up ----
     def install(self):
@@ -174,6 +187,9 @@ class Instrumentation:
         ctx.annotate(P.AD_ENGINE, [_VERSION, ctx.name("jax"), ctx.name(version)])
         for policy, (on_words, off_words) in _WORDS.items():
             ctx.annotate(P.AD_POLICY, [policy, 0, ctx.name(on_words), ctx.name(off_words)])
+        on_words, off_words = _DONATION_WORDS
+        ctx.annotate(P.AD_POLICY, [_POLICY_DONATED_ARGUMENTS, 0, ctx.name(on_words),
+                                   ctx.name(off_words)])
 
     def mark(self, tree, role):
         import jax
@@ -212,18 +228,27 @@ class Instrumentation:
                 roles = {}
             previous = getattr(self._local, "roles", None)
             previous_made = getattr(self._local, "made", None)
+            previous_program = getattr(self._local, "program", None)
+            self._local.program = None
             self._local.roles = roles
             self._local.made = {}  # result address -> the role the module gave it
             made = self._local.made
             try:
                 result = orig(p, args_flat, fun, args, kwargs)
             finally:
+                program = self._local.program
                 self._local.roles = previous
                 self._local.made = previous_made
+                self._local.program = previous_program
             try:
                 self._tag_results(result[0], args, roles, made)
             except Exception as e:
                 self._warn(f"adprof.jax: results not tagged: {e!r}")
+            if _is_users(fun):
+                try:
+                    self._results_in_arguments(p, fun, args, kwargs, result[0], program)
+                except Exception as e:
+                    self._warn(f"adprof.jax: donation not predicted: {e!r}")
             return result
         return run_python_pjit
 
@@ -270,6 +295,102 @@ class Instrumentation:
             for leaf in tu.tree_leaves(out):
                 if made.get(_address(leaf)) is None:
                     self._retag(leaf, role, None)
+
+    def _results_in_arguments(self, p, fun, args, kwargs, outs, program=None):
+        """ad.result_in_argument for each result leaf that replaces a leaf of a positional
+        argument not donated: a top-level result with that argument's pytree structure, leaf by
+        leaf the same shape and dtype (new parameters for the old, new optimizer state). What
+        donate_argnums would write into the argument's buffer (ad_protocol.h, policy 8)."""
+        import jax
+        tu = jax.tree_util
+        top = outs if isinstance(outs, (tuple, list)) else (outs,)
+        donated = p.params.get("donated_invars") or ()
+        flat_offset, argnums, taken, donated_outputs = 0, [], set(), []
+        out_offsets, n = [], 0
+        for out in top:
+            out_offsets.append(n)
+            n += len(tu.tree_leaves(out))
+        for number, arg in enumerate(args):
+            leaves = tu.tree_leaves(arg)
+            offset, flat_offset = flat_offset, flat_offset + len(leaves)
+            if not leaves or any(donated[offset:offset + len(leaves)]):
+                continue
+            structure = tu.tree_structure(arg)
+            for j, out in enumerate(top):
+                if j in taken or tu.tree_structure(out) != structure:
+                    continue
+                out_leaves = tu.tree_leaves(out)
+                if not all(getattr(a, "shape", None) == getattr(o, "shape", 0) and
+                           getattr(a, "dtype", None) == getattr(o, "dtype", 0)
+                           for a, o in zip(leaves, out_leaves)):
+                    continue
+                pairs = [(_address(o), _address(a)) for a, o in zip(leaves, out_leaves)]
+                pairs = [(o, a) for o, a in pairs if o and a and o != a]
+                if not pairs:
+                    continue
+                taken.add(j)
+                argnums.append(number)
+                donated_outputs.extend(range(out_offsets[j], out_offsets[j] + len(out_leaves)))
+                for o, a in pairs:
+                    self.ctx.annotate(P.AD_RESULT_IN_ARGUMENT, [_POLICY_DONATED_ARGUMENTS, o, a])
+                break
+        if argnums:
+            name = getattr(fun, "__name__", None) or p.params.get("name", "f")
+            self._describe_donation(name, tuple(argnums))
+            if program is not None and not program.donation_predicted:
+                program.donation_predicted = True
+                self._predict_donation(program, donated_outputs)
+
+    def _predict_donation(self, program, outputs):
+        """ad.arena.whatif of the donation policy for the program's allocations (once): each
+        donated result's own block is the argument's buffer then (0 bytes of its own), and the
+        temporaries XLA kept in that block before the result move to the temp arena, which then
+        holds at each schedule position its own values and those (_classify.donation_temp)."""
+        module = program.module
+        root = _classify.root_of(module)
+        if root is None:
+            return
+        parts = root.operands if root.opcode == "tuple" else [root.name]
+        finals = {parts[k] for k in outputs if k < len(parts)}
+        donated = [a for a in module.allocations if a.kind == "output" and
+                   any(v.instruction in finals for v in a.values)]
+        displaced = [v for a in donated for v in a.values if v.instruction not in finals]
+        ctx = self.ctx
+        for a in donated:
+            layout = program.layout_of.get(a.index)
+            if layout is not None:
+                ctx.annotate(P.AD_ARENA_WHATIF, [layout, _POLICY_DONATED_ARGUMENTS, 0])
+        for a in module.allocations:
+            layout = program.layout_of.get(a.index)
+            if a.kind == "temp" and layout is not None:
+                now = max(_classify.fullest(a.values, module.schedule_length)[0], 0)
+                held = sum(v.size for v in _classify.live_at(a.values, now))
+                with_it = _classify.donation_temp(module, a.values, displaced)
+                ctx.annotate(P.AD_ARENA_WHATIF, [layout, _POLICY_DONATED_ARGUMENTS,
+                                                 with_it + max(a.size - held, 0)])
+
+    def _describe_donation(self, name, argnums):
+        """The donation policy described again in the program's own terms (the last
+        description counts): jax.jit(step, donate_argnums=(0, 1)) for each jitted function
+        seen returning results that replace its arguments."""
+        with self._lock:
+            known = self._donatable.get(name, ())
+            merged = tuple(sorted(set(known) | set(argnums)))
+            if merged == known:
+                return
+            self._donatable[name] = merged
+            fixes = []
+            for fname, nums in self._donatable.items():
+                spelled = "(" + ", ".join(str(n) for n in nums) + ("," if len(nums) == 1 else "") + ")"
+                fixes.append(f"jax.jit({fname}, donate_argnums={spelled}) (as a decorator: "
+                             f"@functools.partial(jax.jit, donate_argnums={spelled})); the "
+                             f"arguments' buffers become the results that replace them, so "
+                             f"read none of them after the call")
+            off = "; ".join(f"jax.jit({fname}) without donate_argnums"
+                            for fname in self._donatable)
+        ctx = self.ctx
+        ctx.annotate(P.AD_POLICY, [_POLICY_DONATED_ARGUMENTS, 0, ctx.name("; ".join(fixes)),
+                                   ctx.name(off)])
 
     def _retag(self, array, role, source):
         addr = _address(array)
@@ -358,18 +479,19 @@ class Instrumentation:
                 slices.append([layout, v.offset, v.size, role, phase, ctx.name(op),
                                ctx.name(label), live[0], live[1], src_arg, src_offset, dtype]
                               + dims[:20])
-            if alloc.kind == "temp":
-                self._predict_remat(name, module, cls, alloc, position)
             ctx.annotate(_LAYOUT, [layout, alloc.size, len(slices), max(position, 0),
                                    module.schedule_length, ctx.name(name),
                                    ctx.name(f"{name} {what}: bytes free at its fullest point")])
             for s in slices:
                 ctx.annotate(_SLICE, s)
+            if alloc.kind == "temp":
+                self._predict_remat(name, module, cls, alloc, position, layout)
             program.layouts.append((layout, alloc.size, sources))
+            program.layout_of[alloc.index] = layout
         program.outputs = self._output_roles(module, cls, name)
         return program
 
-    def _predict_remat(self, name, module, cls, alloc, position):
+    def _predict_remat(self, name, module, cls, alloc, position, layout):
         """The checkpointing policy described again with what it would do to this program's
         arena (the last description counts, ad_protocol.h): predicted from the recorded schedule
         (_classify.remat_prediction), in bytes, so that a reader can hold it against a run."""
@@ -388,6 +510,10 @@ class Instrumentation:
         ctx = self.ctx
         ctx.annotate(P.AD_POLICY, [_POLICY_CHECKPOINTING, 0, ctx.name(on_words + note),
                                    ctx.name(off_words)])
+        # The arena with it, for adprof whatif: the predicted bytes plus what the arena holds
+        # beyond its values at its fullest now (alignment), kept as it is.
+        ctx.annotate(P.AD_ARENA_WHATIF, [layout, _POLICY_CHECKPOINTING,
+                                         predicted + max(alloc.size - now, 0)])
 
     def _output_roles(self, module, cls, name):
         """Per result of the entry (the ROOT tuple's operands, or the ROOT itself): the role its
@@ -417,6 +543,7 @@ class Instrumentation:
 
     def _call(self, orig, execute, program, args):
         ctx = self.ctx
+        self._local.program = program
         roles = getattr(self._local, "roles", None) or {}
         kept = [a for i, a in enumerate(args) if i in execute.kept_var_idx]
         addresses = [_address(a) for a in kept]

@@ -1,8 +1,10 @@
 """A 2-layer MLP trained with optax Adam for a few steps, one jitted step
-(value_and_grad + opt.update + apply_updates). argv: SIDE.json [checkpoint]; SIDE.json gets
+(value_and_grad + opt.update + apply_updates). argv: SIDE.json [WORD...]; SIDE.json gets
 JAX's own account: the parameters' and Adam moments' nbytes, the residuals JAX lists for the
-gradient (jax.ad_checkpoint.saved_residuals), and memory_analysis of the step. With
-`checkpoint`, the loss is wrapped in jax.checkpoint(policy=nothing_saveable)."""
+gradient (jax.ad_checkpoint.saved_residuals), and memory_analysis of the step. Words:
+`checkpoint` wraps the loss in jax.checkpoint(policy=nothing_saveable); `donate` jits the step
+with donate_argnums=(0, 1) (params and optimizer state); `wide` makes the parameters the larger
+part (2048-2048-16, batch 1024) where they are 1 MiB of a 64 MiB arena otherwise."""
 import json
 import sys
 import time
@@ -12,7 +14,9 @@ import jax.numpy as jnp
 import optax
 from jax._src import ad_checkpoint  # saved_residuals: what print_saved_residuals prints
 
-checkpoint = len(sys.argv) > 2 and sys.argv[2] == "checkpoint"
+words = set(sys.argv[2:])
+checkpoint = "checkpoint" in words
+sizes, batch = ([2048, 2048, 16], 1024) if "wide" in words else ([256, 1024, 16], 8192)
 
 
 def init(key, sizes):
@@ -33,20 +37,21 @@ def loss(p, x, y):
 if checkpoint:
     loss = jax.checkpoint(loss, policy=jax.checkpoint_policies.nothing_saveable)
 
-params = init(jax.random.PRNGKey(0), [256, 1024, 16])
+params = init(jax.random.PRNGKey(0), sizes)
 opt = optax.adam(1e-3)
 state = opt.init(params)
 
 
-@jax.jit
 def step(p, s, x, y):
     value, grads = jax.value_and_grad(loss)(p, x, y)
     updates, s = opt.update(grads, s, p)
     return optax.apply_updates(p, updates), s, value
 
 
-x = jax.random.normal(jax.random.PRNGKey(1), (8192, 256), jnp.float32)
-y = jax.random.normal(jax.random.PRNGKey(2), (8192, 16), jnp.float32)
+step = jax.jit(step, donate_argnums=(0, 1)) if "donate" in words else jax.jit(step)
+
+x = jax.random.normal(jax.random.PRNGKey(1), (batch, sizes[0]), jnp.float32)
+y = jax.random.normal(jax.random.PRNGKey(2), (batch, sizes[-1]), jnp.float32)
 
 # JAX's own account first (its tracing and compiling allocate too: before the steps, whose peak
 # the test reads).

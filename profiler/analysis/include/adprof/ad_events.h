@@ -50,6 +50,12 @@ enum class Kind : uint8_t {
   kOptimizerBegin,
   kOptimizerEnd,
   kDeviceOom,
+  kArenaLayout,  // version 4 (the arena slicer reads these by name itself)
+  kArenaSlice,
+  kArenaCall,
+  kArenaCallEnd,
+  kArenaWhatIf,  // version 6
+  kResultInArgument,
   kLabelIndexWidened,  // labels (adprof_label), not annotations
   kLabelArenaIdle,
 };

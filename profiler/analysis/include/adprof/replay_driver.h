@@ -70,7 +70,12 @@ struct ObserverPair {
 
 class ReplayDriver {
  public:
-  ReplayDriver(TraceReader &reader, Replay &replay) : reader_(reader), replay_(replay) {}
+  // arena_positions: arenas walk their schedule (a timeline's view, arena_slicer.h), instead
+  // of being shown at their fullest point.
+  ReplayDriver(TraceReader &reader, Replay &replay, bool arena_positions = false)
+      : reader_(reader), replay_(replay) {
+    slicer_.set_positions(arena_positions);
+  }
 
   // Reads the trace from where the reader is to its end (or until the observer stops it).
   // Returns the number of events read.
@@ -82,7 +87,11 @@ class ReplayDriver {
     // than it saves.
     constexpr size_t kAhead = 16;
     constexpr size_t kPrefetchBlocksAbove = size_t{1} << 16;  // live blocks
-    for (std::span<const Event> run; !(run = slicer_.rewrite(reader_.next_events())).empty();) {
+    for (bool more = true; more;) {
+      // (The slicer may hold a run's events back, and hands them on at the end.)
+      const std::span<const Event> raw = reader_.next_events();
+      more = !raw.empty();
+      const std::span<const Event> run = more ? slicer_.rewrite(raw) : slicer_.flush();
       const bool prefetch_blocks = replay_.live_blocks() > kPrefetchBlocksAbove;
       for (size_t i = 0; i < run.size(); ++i) {
         if (i + kAhead < run.size()) {

@@ -128,6 +128,9 @@ struct PolicySaving {
   uint64_t predicted_peak = 0;
   int64_t saving = 0;
   std::string explanation;
+  // The engine's own what-if of its compiled programs (ad_protocol.h version 6), applied to
+  // the recording; else a replay of its tape.
+  bool engine_predicted = false;
 };
 
 struct Report {

@@ -59,12 +59,16 @@ struct PolicyPrediction {
   double saving_fraction = 0;   // saving / measured
   std::string explanation;      // one line: what changes, in bytes and buffers
   CheckpointChain chain;        // checkpointing only, when applicable: the chain and schedule
+  bool engine_predicted = false;  // from the engine's what-ifs of its compiled programs
 };
 
 struct WhatIf {
   std::string trace;
-  bool ad_tape = false;          // the trace holds tape events of the AD protocol
-  std::string reason;            // when !ad_tape: why nothing is predicted
+  bool ad_tape = false;  // the trace holds tape events of the AD protocol
+  // The engine predicted what-ifs of its compiled programs (ad.arena.whatif,
+  // ad.result_in_argument: ad_protocol.h version 6), applied to the recording like a tape's.
+  bool programs = false;
+  std::string reason;            // when neither: why nothing is predicted
   ad::EngineDescription engine;  // who recorded the tape (empty: it did not say)
   uint64_t measured_peak = 0;
   uint64_t tapes = 0;                                    // tape generations seen
