@@ -15,6 +15,7 @@
 #include <string>
 
 #include "../support/process.h"
+#include "../support/sanitizer_skip.h"
 #include "adprof/replay.h"
 #include "adprof/report.h"
 #include "adprof/trace_reader.h"
@@ -389,6 +390,7 @@ TEST(TorchSnapshot, TimelineFollowsTheTrace) {
 // bytes live at the end (categories are the roles at the peak; a snapshot is read back as the
 // run's memory).
 TEST(TorchSnapshotExport, ARunReadsBackAsItself) {
+  ADPROF_SKIP_IF_SANITIZED();  // densenet is sanitized there
   TempDir dir;
   const std::string trace = dir.path() + "/d.adtrace", pickle = dir.path() + "/d.pickle";
   Result run = run_cli({"run", "--no-report", "-o", trace, "--", DENSENET, "--naive", "--quiet",
@@ -459,6 +461,7 @@ TEST(TorchSnapshotExport, DeviceMemoryIsDeviceZeroAndTheHostFollows) {
 // A run recorded with call stacks: each allocation's frames are its label and op, then its
 // stack, innermost first; the categories are adprof's roles.
 TEST(TorchSnapshotExport, FramesCarryOpAndCallStack) {
+  ADPROF_SKIP_IF_SANITIZED();  // densenet is sanitized there
   TempDir dir;
   const std::string trace = dir.path() + "/s.adtrace", pickle = dir.path() + "/s.pickle";
   ASSERT_EQ(run_cli({"run", "--stacks", "--no-report", "-o", trace, "--", DENSENET, "--quiet",
