@@ -11,6 +11,7 @@
 
 #include "../support/process.h"
 #include "adprof/findings.h"
+#include "adprof/job.h"
 #include "adprof/report.h"
 #include "adprof/trace_reader.h"
 
@@ -159,6 +160,39 @@ TEST(StepWindowCli, MalformedWindowIsAUsageError) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--steps takes A:B"), std::string::npos) << r.err;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The job's report names a rank whose memory grows step by step (its growth finding), and only
+// that rank.
+TEST(StepWindowJob, TheRankThatGrowsIsNamed) {
+  std::vector<adprof::job::Process> processes(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    adprof::job::Process &p = processes[rank];
+    p.trace = "rank" + std::to_string(rank) + ".adtrace";
+    p.pid = 100 + rank;
+    p.said_process = true;
+    p.rank = rank;
+    p.world_size = 2;
+    p.report.peak = 64 << 20;
+    p.report.complete = true;
+    for (uint64_t i = 0; i < 6; ++i) {
+      adprof::StepSummary s;
+      s.step = i;
+      s.start = static_cast<double>(i);
+      s.end = s.start + 1;
+      s.live_by_role[ADPROF_ROLE_FORWARD_CACHE] = rank == 1 ? (i + 1) << 21 : 1 << 21;
+      p.report.steps.push_back(s);
+    }
+    p.report.findings = adprof::find_findings(p.report);
+  }
+  const std::string text = adprof::job::render_text(adprof::job::assemble_job(processes));
+  EXPECT_NE(text.find("Rank 1 grows: forward_cache memory grows every step"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("Rank 0 grows"), std::string::npos) << text;
 }
 
 }  // namespace

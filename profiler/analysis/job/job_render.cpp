@@ -142,6 +142,12 @@ std::string render_text(const Job &job) {
               static_cast<long long>(low.rank));
       }
     }
+    // A rank whose memory grows from step to step (its report's growth finding: a leak).
+    for (size_t i : ranks)
+      for (const Finding &f : job.processes[i].report.findings)
+        if (f.kind == "growth")
+          add(o, "Rank %lld grows: %s\n", static_cast<long long>(job.processes[i].rank),
+              f.message.c_str());
   }
   bool titled = false;
   for (const Process &p : job.processes) {
