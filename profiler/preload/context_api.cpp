@@ -148,7 +148,7 @@ ADPROF_EXPORT void adprof_step(uint64_t step) {
   // The writer's step window (step_window.h), when there is one: at its edges this thread's
   // buffer is handed over before the mark (the epoch moved), the step's events in a new one.
   const uint64_t t = now_ticks();
-  if (recording()) publish_step_mark(step, t);
+  if (recording()) publish_step_mark(step, t, ts.has_tid ? ts.tid : UINT32_MAX);
   if (!reserve(ts, kMaxFixedEvent)) return;
   uint8_t *p = begin_event(ts, fmt::EventType::kStep, 0, t);
   end_event(ts, fmt::put_varint(p, step));

@@ -46,13 +46,17 @@ uint64_t g_first_step = 0, g_end_step = 0;
 struct Mark {
   std::atomic<uint64_t> ready;
   uint64_t step, ticks, ns;
+  uint32_t thread;  // the marking thread's index (kNoThread: it had none yet)
 };
+constexpr uint32_t kNoThread = UINT32_MAX;
 constexpr uint64_t kMarks = 1 << 14;
 Mark g_marks[kMarks];
 std::atomic<uint64_t> g_marks_claimed{0};
 
-// A step is summarised once it has been over for this long: every thread that records hands
-// its buffer over at each flush tick (100 ms), and an idle thread's buffer holds no event of it.
+// A step is summarised once the writer has read its marking thread's events past its end (the
+// next mark), and it has been over for this long: every other thread that records hands its
+// buffer over at each flush tick (100 ms). (Time alone is not enough: a writer busy with a
+// large live set lags behind the program by more than that.)
 constexpr uint64_t kSettleNs = 400'000'000;
 // Summaries are written in chunks of at most this many, or after kSummaryFlushNs.
 constexpr uint32_t kSummariesPerChunk = 64;
@@ -70,7 +74,8 @@ uint64_t label_key(uint32_t label, uint8_t role) { return uint64_t{label} << 8 |
 
 struct StepFigures {
   uint64_t step = 0, start = 0, end = UINT64_MAX, end_ns = 0;
-  bool started = false;  // its figures at the start taken
+  uint32_t end_thread = kNoThread;  // the thread of the mark that ended it
+  bool started = false;             // its figures at the start taken
   uint64_t allocations = 0, frees = 0, bytes = 0, peak = 0, peak_ticks = 0, last_ticks = 0;
   std::array<uint64_t, kRoles> peak_by_role{}, start_by_role{};
   std::vector<std::pair<uint64_t, uint64_t>> start_labels;  // label_key -> bytes, most first
@@ -146,6 +151,7 @@ struct WindowState {
   std::array<uint64_t, kRoles> by_role{};
   std::unordered_map<uint64_t, uint64_t> by_label;  // label_key -> bytes live
   std::vector<uint8_t> thread_role;                 // by thread index
+  std::vector<uint64_t> read_until;                 // by thread index: its last event read
   std::vector<bool> tape_names;                     // name ids of "ad.tape.*"
   uint64_t next_mark = 0, last_mark_ticks = 0;
   std::deque<StepFigures> steps;  // the open ones, in mark order
@@ -194,6 +200,7 @@ void read_marks(WindowState &w) {
     if (!w.steps.empty() && w.steps.back().end == UINT64_MAX) {
       w.steps.back().end = ticks;
       w.steps.back().end_ns = m.ns;
+      w.steps.back().end_thread = m.thread;
     }
     StepFigures &s = w.steps.emplace_back();
     s.step = m.step;
@@ -531,7 +538,10 @@ void close_steps(WindowState &w, Compressor &k, bool all) {
   const uint64_t now = now_ns();
   while (!w.steps.empty()) {
     StepFigures &s = w.steps.front();
-    if (!all && (s.end == UINT64_MAX || now - std::min(now, s.end_ns) < kSettleNs)) break;
+    if (!all && (s.end == UINT64_MAX || now - std::min(now, s.end_ns) < kSettleNs ||
+                 (s.end_thread != kNoThread &&
+                  (s.end_thread >= w.read_until.size() || w.read_until[s.end_thread] < s.end))))
+      break;
     if (!s.started) take_start(w, s);
     if (!in_window(w, s)) write_summary(w, k, s);
     w.steps.pop_front();
@@ -564,13 +574,14 @@ bool configure_step_window() {
   return true;
 }
 
-bool publish_step_mark(uint64_t step, uint64_t ticks) {
+bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
   if (!g_step_window) return false;
   const uint64_t i = g_marks_claimed.fetch_add(1, std::memory_order_relaxed);
   Mark &m = g_marks[i % kMarks];
   m.step = step;
   m.ticks = ticks;
   m.ns = now_ns();
+  m.thread = thread;
   m.ready.store(i + 1, std::memory_order_release);
   static std::atomic<bool> opened{false}, closed{false};
   const bool opens = step >= g_first_step && !opened.exchange(true, std::memory_order_relaxed);
@@ -598,6 +609,8 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
     write_live_set(w, k, std::min(first, b->base_ts) - 1);
   }
   for (const Folded &e : w.folded) apply(w, e);
+  if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
+  w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
   if (whole || !fits || w.kept.events == 0)
     write_buffer_whole(b, k);
   else

@@ -22,7 +22,8 @@ bool configure_step_window();
 // reads). Not the allocation hook: a few atomic operations and stores. True when the mark opens
 // or closes the window: then every thread hands its buffer over at its next event (the flush
 // epoch), so that the window's chunks begin at its edges.
-bool publish_step_mark(uint64_t step, uint64_t ticks);
+// `thread`: the calling thread's index, UINT32_MAX when it has none yet.
+bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread);
 
 // The writer's side, on the writer thread (or the thread that ends the recording once the
 // writer has stopped): writes `b` whole, or folded (above). Chunks of the summaries and of the

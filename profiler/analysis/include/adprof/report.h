@@ -110,7 +110,7 @@ struct StepSummary {
   // at its start by (label, role), most first (the growth finding's module).
   bool summarized = false;
   uint64_t frees = 0;
-  std::vector<LabelBytes> labels_at_start;
+  std::vector<LabelBytes> labels_at_start{};
 };
 
 struct Finding {
