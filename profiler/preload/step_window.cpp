@@ -40,16 +40,18 @@ bool is_host(uint8_t space) {
 uint64_t g_first_step = 0, g_end_step = 0;
 
 // The marks' ring: a recording thread claims an entry, fills it and publishes it (`ready` = its
-// index + 1); the writer reads them in order. 16,384 marks: the writer reads them at least every
-// ADPROF_SAMPLE_MS, far more often than a program can step that many times. Static (zero
-// pages until used), so that a fork child has its parent's ring and state as they were.
+// index + 1); the writer reads them before each buffer and at least every ADPROF_SAMPLE_MS:
+// 1,024 marks are a second of a program stepping a thousand times a second while the writer is
+// busy (a mark overwritten before it was read merges its step into the one before). Static, so
+// that a fork child has its parent's ring and state as they were; small, as every byte of the
+// preload library counts against a program's RLIMIT_AS (Signals.ProfilersOwnAddressSpaceIsSmall).
 struct Mark {
   std::atomic<uint64_t> ready;
   uint64_t step, ticks, ns;
   uint32_t thread;  // the marking thread's index (kNoThread: it had none yet)
 };
 constexpr uint32_t kNoThread = UINT32_MAX;
-constexpr uint64_t kMarks = 1 << 14;
+constexpr uint64_t kMarks = 1 << 10;
 Mark g_marks[kMarks];
 std::atomic<uint64_t> g_marks_claimed{0};
 
@@ -187,7 +189,7 @@ void read_marks(WindowState &w) {
     Mark &m = g_marks[w.next_mark % kMarks];
     const uint64_t ready = m.ready.load(std::memory_order_acquire);
     if (ready != w.next_mark + 1) {
-      // Overwritten before it was read (the writer was 16,384 marks behind): on from the mark
+      // Overwritten before it was read (the writer was kMarks marks behind): on from the mark
       // that took its place.
       if (ready > w.next_mark + 1) {
         w.next_mark = ready - 1;
