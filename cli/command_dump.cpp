@@ -25,10 +25,10 @@ int command_dump(const std::vector<std::string> &args) {
   TraceReader reader(trace);
   Replay names;  // only to resolve interned names
   Event e;
-  static const char *types[] = {"alloc",  "free",     "op_begin", "op_end",   "phase",
-                                "role",   "retag",    "step",     "counter",  "name",
-                                "thread", "annotate", "label",    "describe", "hash",
-                                "heap",   "stack",    "mapping",  "unmapping"};
+  static const char *types[] = {"alloc",  "free",     "op_begin", "op_end",    "phase",
+                                "role",   "retag",    "step",     "counter",   "name",
+                                "thread", "annotate", "label",    "describe",  "hash",
+                                "heap",   "stack",    "mapping",  "unmapping", "step_summary"};
   for (uint64_t n = 0; n < limit && reader.next(e); ++n) {
     names.apply(e);
     printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread, types[static_cast<int>(e.type)]);
@@ -52,6 +52,12 @@ int command_dump(const std::vector<std::string> &args) {
       case format::EventType::kUnmapping:
         printf(" 0x%" PRIx64 " bias=0x%" PRIx64, e.a, e.addr);
         break;
+      case format::EventType::kStepSummary: {
+        const auto v = e.values();
+        printf(" step=%" PRIu64 " peak=%" PRIu64 " allocations=%" PRIu64 " bytes=%" PRIu64, e.a,
+               v[format::kSummaryPeak], v[format::kSummaryAllocations], v[format::kSummaryBytes]);
+        break;
+      }
       case format::EventType::kFree:
         printf(" %s 0x%" PRIx64, space_name(e.operand), e.addr);
         if (e.a) printf(" length=%" PRIu64, e.a);

@@ -460,8 +460,8 @@ std::string find_preload() {
 
 int command_run(const std::vector<std::string> &args) {
   po::options_description options(
-      "usage: adprof run [-o TRACE] [--stacks] [--torch | --jax] [--json] [--no-report] [--]\n"
-      "                  PROGRAM [ARGS...]\n\n"
+      "usage: adprof run [-o TRACE] [--stacks] [--steps A:B] [--torch | --jax] [--json]\n"
+      "                  [--no-report] [--] PROGRAM [ARGS...]\n\n"
       "Runs PROGRAM under the adprof interposer (every allocation is served by jemalloc and\n"
       "recorded with the op, phase and role the program declares), writes the trace and prints\n"
       "the memory report. Exits with PROGRAM's exit status; when signal N ended PROGRAM, adprof\n"
@@ -480,7 +480,11 @@ int command_run(const std::vector<std::string> &args) {
       "spawned workers), each saying what it is; a run with ranks is reported as a job, the\n"
       "ranks side by side (adprof report --job; docs/PYTORCH.md, \"Training jobs\").\n"
       "--jax: the same for a JAX script: every program XLA compiles is read from XLA's own\n"
-      "buffer assignment, its temp arena cut into its logical buffers (docs/JAX.md).\n\n"
+      "buffer assignment, its temp arena cut into its logical buffers (docs/JAX.md).\n"
+      "--steps A:B: a long job's trace stays small: every event of the steps A to B-1 (the\n"
+      "program's step marks: an optimizer's steps under --torch) is recorded, and of every\n"
+      "other step a summary (its peak, bytes by role at its peak and at its start,\n"
+      "allocations); the report shows every step's peak (docs/RECORDING.md, \"Step windows\").\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
@@ -490,9 +494,11 @@ int command_run(const std::vector<std::string> &args) {
       "the report then names the allocation sites; a Python script's (CPython 3.11-3.13) "
       "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
-      "torch",
-      "PROGRAM is python running a PyTorch script, or a Python program starting them "
-      "(torchrun): record the AD roles of each")(
+      "steps", po::value<std::string>(),
+      "A:B (0 <= A < B): record every event of steps A to B-1 only, a summary of each other "
+      "step")("torch",
+              "PROGRAM is python running a PyTorch script, or a Python program starting them "
+              "(torchrun): record the AD roles of each")(
       "jax", "PROGRAM is python running a JAX script: record XLA's buffers and their AD roles");
   add_report_options(options);
 
@@ -505,7 +511,7 @@ int command_run(const std::vector<std::string> &args) {
       break;
     }
     if (a.empty() || a[0] != '-') break;
-    program_at += (a == "-o" || a == "--output" || a == "--top") ? 2 : 1;
+    program_at += (a == "-o" || a == "--output" || a == "--top" || a == "--steps") ? 2 : 1;
   }
   program_at = std::min(program_at, args.size());
   std::vector<std::string> own(args.begin(),
@@ -522,6 +528,20 @@ int command_run(const std::vector<std::string> &args) {
   std::string python_path;
   if (vm.count("torch") && vm.count("jax"))
     throw UsageError("--torch and --jax: one engine per run");
+  std::string steps;  // ADPROF_STEPS (preload/step_window.h)
+  if (vm.count("steps")) {
+    steps = vm["steps"].as<std::string>();
+    const size_t colon = steps.find(':');
+    const std::string first = steps.substr(0, colon),
+                      end = colon == std::string::npos ? "" : steps.substr(colon + 1);
+    auto digits = [](const std::string &s) {
+      return !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(first) || !digits(end) || std::stoull(first) >= std::stoull(end))
+      throw UsageError(
+          "--steps takes A:B, whole numbers with A < B (the steps A to B-1 in full), not '" +
+          steps + "'");
+  }
   if (vm.count("torch") || vm.count("jax")) {
     const std::string engine = vm.count("jax") ? "jax" : "torch";
     python_path = find_python_package();
@@ -587,6 +607,10 @@ int command_run(const std::vector<std::string> &args) {
       setenv("ADPROF_STACKS", "1", 1);
     else
       unsetenv("ADPROF_STACKS");
+    if (!steps.empty())
+      setenv("ADPROF_STEPS", steps.c_str(), 1);
+    else
+      unsetenv("ADPROF_STEPS");
     if (!python_path.empty()) {
       // Under --torch, the bootstrap first: every Python process of the run (a launcher's
       // ranks, spawned workers) installs the instrumentation when it imports torch (its

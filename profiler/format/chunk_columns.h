@@ -158,6 +158,14 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c, bool sta
       } else if (operand == kUnmappingOperand) {
         c.varint();
         c.varint();
+      } else if (operand == kStepSummaryOperand) {  // version 8 (trace_format.h)
+        for (int i = 0; i < 7; ++i) c.varint();     // step .. peak
+        const uint64_t roles = c.varint();
+        if (roles > 64) return false;
+        for (uint64_t i = 0; i < 2 * roles; ++i) c.varint();
+        const uint64_t labels = c.varint();
+        if (labels > kMaxStepSummaryLabels) return false;
+        for (uint64_t i = 0; i < 3 * labels; ++i) c.varint();
       } else {
         c.bytes(c.varint());
       }
@@ -184,6 +192,7 @@ inline bool skip_general_body(uint8_t type, uint8_t operand, Cursor &c, bool sta
     case EventType::kStack:
     case EventType::kMapping:
     case EventType::kUnmapping:
+    case EventType::kStepSummary:
       return false;
   }
   return !c.bad;

@@ -85,10 +85,22 @@ std::unique_ptr<Coder> ChunkDecoder::take_spare(std::vector<std::unique_ptr<Code
 
 bool ChunkDecoder::load(const uint8_t *header, const ChunkHeader &c, const uint8_t *stored,
                         PayloadInflater &inflater) {
+  if (!chunk_checksum_ok(header, stored, c.stored) || !inflater.inflate(c, stored, data_)) {
+    park();
+    return false;
+  }
+  return open(c);
+}
+
+bool ChunkDecoder::load_raw(const ChunkHeader &c, const uint8_t *raw) {
+  data_.assign(raw, raw + c.raw);
+  return open(c);
+}
+
+bool ChunkDecoder::open(const ChunkHeader &c) {
   const uint32_t version = trace_->version;
   ChunkParts parts;
-  if (!chunk_checksum_ok(header, stored, c.stored) || !inflater.inflate(c, stored, data_) ||
-      !split_chunk(data_.data(), data_.size(), c, version, parts)) {
+  if (!split_chunk(data_.data(), data_.size(), c, version, parts)) {
     park();
     return false;
   }
@@ -191,6 +203,7 @@ bool ChunkDecoder::decode(Event &e) {
     case EventType::kStack:  // on disk: kThreadName's operands
     case EventType::kMapping:
     case EventType::kUnmapping:
+    case EventType::kStepSummary:
       return false;  // kHeap: decoded in runs (decode_heap_run), never one at a time
     case EventType::kAlloc:
       if (e.operand >= ADPROF_SPACE_COUNT) return false;
@@ -349,9 +362,41 @@ bool ChunkDecoder::decode_stack_event(Cursor &c, Event &e) {
       e.addr = c.varint();
       e.a = c.varint();
       break;
+    case kStepSummaryOperand:
+      if (trace_->version < 8) return false;
+      return decode_step_summary(c, e);
     default:
       return false;
   }
+  return !bad();
+}
+
+// A step's summary (trace_format.h, "Step windows"), yielded as kStepSummary: a = the step,
+// values = StepSummaryField's fields, then the (label, role, bytes) triples.
+bool ChunkDecoder::decode_step_summary(Cursor &c, Event &e) {
+  e.type = EventType::kStepSummary;
+  e.a = c.varint();
+  const uint64_t start_back = c.varint(), peak_back = c.varint();
+  if (start_back > e.ticks || peak_back > e.ticks) return false;
+  values_.assign(kStepSummaryFixedFields, 0);
+  values_[kSummaryStart] = e.ticks - start_back;
+  values_[kSummaryPeakTime] = e.ticks - peak_back;
+  values_[kSummaryAllocations] = c.varint();
+  values_[kSummaryFrees] = c.varint();
+  values_[kSummaryBytes] = c.varint();
+  values_[kSummaryPeak] = c.varint();
+  const uint64_t roles = c.varint();
+  if (roles != ADPROF_ROLE_COUNT) return false;
+  for (uint64_t i = 0; i < 2 * roles; ++i) values_.push_back(c.varint());
+  const uint64_t labels = c.varint();
+  if (labels > kMaxStepSummaryLabels) return false;
+  values_.push_back(labels);
+  for (uint64_t i = 0; i < 3 * labels; ++i) values_.push_back(c.varint());
+  // Byte counts and counts are bounded as an allocation's are (trace_event.h); label ids and
+  // roles are checked where they are read (analysis/memory/step_summaries.cpp).
+  for (size_t i = kSummaryAllocations; i < values_.size(); ++i)
+    if (values_[i] > kMaxTotalBytes) return false;
+  e.set_values(values_);
   return !bad();
 }
 

@@ -1,6 +1,6 @@
 // The reader's half of the trace format (trace_format.h, chunk_columns.h, heap_coder.h), beside
 // the writer's: a chunk header read and checked, a chunk's payload checked (CRC-32) and inflated
-// (zstd), its columns opened, and its events decoded, format versions 1 to 7. The one chunk
+// (zstd), its columns opened, and its events decoded, format versions 1 to 8. The one chunk
 // decoder: the trace reader (analysis/read/trace_reader.cpp) merges the threads' decoders by time,
 // the column bench (bench/profiler/trace_columns.cpp) reads the chunks' parts through it.
 #pragma once
@@ -85,6 +85,10 @@ class ChunkDecoder {
   // parts do not add up (the chunk is damaged; the decoder holds no chunk).
   bool load(const uint8_t *header, const ChunkHeader &c, const uint8_t *stored,
             PayloadInflater &inflater);
+  // Opens a raw chunk (tags, then bodies: c.raw bytes, not compressed, unchecked) as a
+  // recording thread wrote it: the writer thread's step window (preload/step_window.cpp) reads
+  // the buffers it folds through it. False: its parts do not add up.
+  bool load_raw(const ChunkHeader &c, const uint8_t *raw);
   // Events are left in the open chunk.
   bool more() const { return tag_ ? tag_ < tag_end_ : cur_.p && !cur_.done(); }
   // The chunk's tags are apart from the bodies (version 2 on): its compact heap events are
@@ -113,7 +117,9 @@ class ChunkDecoder {
   static std::unique_ptr<Coder> take_spare(std::vector<std::unique_ptr<Coder>> &spare);
   uint64_t addr(int column = kColOther);
   bool bad() const;
+  bool open(const ChunkHeader &c);
   bool decode_stack_event(Cursor &c, Event &e);
+  bool decode_step_summary(Cursor &c, Event &e);
   bool stack_id(uint64_t v, uint32_t &id);
   bool against_previous(uint32_t &last, uint64_t &v) const;
   bool on_heap_alloc(uint64_t addr, uint32_t cls);

@@ -1,4 +1,4 @@
-// The adprof trace file format, version 7 (the reader also reads versions 1 to 6; "Version
+// The adprof trace file format, version 8 (the reader also reads versions 1 to 7; "Version
 // history" at the end of this comment). The writer (preload/recorder.h, preload/chunk_writer.cpp)
 // and the reader (chunk_decoder.h, analysis/read/trace_reader.cpp) both include this file and
 // heap_coder.h; the layout documented here is the one they implement, and
@@ -8,8 +8,9 @@
 //
 // FileHeader (64 bytes)
 //   0  char[8]  magic "ADPROFTR"
-//   8  u32      version (7; 6 = stack ids are written as they are (see "Call stacks"); 5 = a
-//               kHeap free by slot is the slot itself; 4 = columnar chunks
+//   8  u32      version (8; 7 = no step summaries (see "Step windows"); 6 = stack ids are
+//               written as they are (see "Call stacks"); 5 = a kHeap free by slot is the
+//               slot itself; 4 = columnar chunks
 //               code the kHeap delta in the tag and an addressed free against the previous
 //               address, chunk_columns.h; 3 = no stacks, no seventh column; 2 = other heap
 //               slots, 1 = no kHeap events)
@@ -164,6 +165,41 @@
 // frames when none is in the eval loop; count <= kMaxStackFrames still holds (the outermost
 // Python frames are left out of a deeper stack).
 //
+// Step windows (version 8; `adprof run --steps A:B`, ADPROF_STEPS=A:B; the writer thread:
+// preload/step_window.cpp). A long job is recorded in full only for the steps A to B-1 (a step
+// is the time from one adprof_step() mark to the next, of any thread: steps are per process);
+// outside that window the writer thread folds each buffer a thread hands it into per-step
+// figures instead of writing its events. Such a folded chunk keeps its thread, sequence number
+// and base timestamp, and holds only the events later chunks may need, at their own times: the
+// restated phase, names (kName), thread names, stack definitions and mappings, counters, and
+// the annotations whose kind is not the AD tape's ("ad.tape.*": its per-op records). Every
+// chunk with an event in the window, and every chunk handed over while the window is open, is
+// written whole. Before the first whole chunk, the writer writes the blocks then live (heap
+// and pinned host blocks of the folded events) as ordinary events of a thread of its own,
+// kLiveSetThread: its name "adprof-live-set" (kThreadName hi=0), then for each block
+// [kRole] kAlloc (slack as recorded, stack 0) [kLabel], all at one time just before that
+// first whole chunk's base timestamp, so that the window's frees find their blocks and its
+// live bytes start where the job's were. The figures of each step outside the window are
+// written, once the step is over, as a record of a second thread of its own,
+// kStepSummaryThread (named "adprof-steps"), at the step's end time:
+//   kThreadName hi=5 (kStepSummaryOperand) step:varint start_back:varint peak_back:varint
+//       allocations:varint frees:varint bytes:varint peak:varint
+//       roles:varint peak_by_role:varint*roles start_by_role:varint*roles
+//       labels:varint (label:varint role:varint bytes:varint)*labels
+//     start = the event's time - start_back (the step's mark); peak_back likewise the time its
+//     host bytes (heap and pinned host blocks) were highest; allocations, frees and bytes
+//     allocated in the step; peak: those live bytes at their highest in the step (at least
+//     those live at its start); roles = ADPROF_ROLE_COUNT; peak_by_role: the live bytes by
+//     role at that peak; start_by_role: by role at the step's start; labels (at most
+//     kMaxStepSummaryLabels, most bytes first): the bytes live at the step's start by (label
+//     name id, role), label 0 for unlabelled blocks.
+//   The reader yields it as kStepSummary (a: the step; values: StepSummaryField, then the
+//   2*roles by-role figures, labels, 3*labels values). A step's events are those timed from
+//   its mark to the next; the writer counts them in the order the buffers reach it (a thread's
+//   events in order, threads buffer by buffer), so the peak of a step whose allocations come
+//   from several threads at once is the one of that order, not always the clock's (the
+//   window's steps are replayed exactly).
+//
 // The footer chunk (thread kFooterThread, raw) holds: events:varint chunks:varint
 // dropped_events:varint end_reason:varint end_signal:varint [untraced_fork_children:varint].
 // A trace without it was cut. untraced_fork_children (written since issue 28; readers ignore
@@ -227,6 +263,9 @@
 //      neither claim nor share a share tick, which is now 2^10 ticks (about 105 us): a program
 //      thread that records alone keeps coarse times while the writer samples. On the Python
 //      run with stacks the trace went from about 0.047 to 0.036 B/event.
+//   8  Step windows ("Step windows" above): the step summaries (kThreadName hi=5) and the
+//      threads kLiveSetThread and kStepSummaryThread of a trace recorded with --steps A:B. A
+//      trace recorded without it is a version 7 trace with a new number.
 #pragma once
 
 #include <cstddef>
@@ -236,7 +275,7 @@
 namespace adprof::format {
 
 inline constexpr char kFileMagic[8] = {'A', 'D', 'P', 'R', 'O', 'F', 'T', 'R'};
-inline constexpr uint32_t kVersion = 7;
+inline constexpr uint32_t kVersion = 8;
 inline constexpr uint32_t kOldestVersion = 1;  // the oldest version the reader reads
 inline constexpr uint32_t kFileHeaderSize = 64;
 
@@ -244,6 +283,8 @@ inline constexpr uint32_t kChunkMagic = 0x43504441;  // "ADPC"
 inline constexpr uint32_t kChunkHeaderSize = 40;
 inline constexpr uint32_t kMaxChunkBytes = 4u << 20;
 inline constexpr uint32_t kFooterThread = 0xFFFFFFFFu;
+inline constexpr uint32_t kStepSummaryThread = 0xFFFFFFFEu;  // version 8: "Step windows"
+inline constexpr uint32_t kLiveSetThread = 0xFFFFFFFDu;
 inline constexpr uint32_t kChunkFlagZstd = 1;
 inline constexpr uint32_t kChunkFlagSnapshot = 2;
 inline constexpr uint32_t kChunkFlagColumns = 4;  // the bodies are in columns (chunk_columns.h)
@@ -254,6 +295,18 @@ inline constexpr uint8_t kStackOperand = 1;  // kThreadName operands (version 4 
 inline constexpr uint8_t kMappingOperand = 2;
 inline constexpr uint8_t kUnmappingOperand = 3;
 inline constexpr uint8_t kSharedStackOperand = 4;  // version 6
+inline constexpr uint8_t kStepSummaryOperand = 5;  // version 8
+inline constexpr uint32_t kMaxStepSummaryLabels = 1024;
+// A kStepSummary event's values (the reader's), before the by-role figures and the labels.
+enum StepSummaryField : uint8_t {
+  kSummaryStart = 0,  // ticks
+  kSummaryPeakTime = 1,
+  kSummaryAllocations = 2,
+  kSummaryFrees = 3,
+  kSummaryBytes = 4,
+  kSummaryPeak = 5,
+  kStepSummaryFixedFields = 6,
+};
 inline constexpr uint32_t kMaxStackFrames = 64;
 // Python frames in stacks ("Python frames" above).
 inline constexpr uint64_t kPythonFrameTag = uint64_t{1} << 63;
@@ -284,9 +337,10 @@ enum class EventType : uint8_t {
   kContentHash = 14,
   kHeap = 15,  // compact heap allocation or free (version 2 on); the reader yields kAlloc/kFree
   // Yielded by the reader only; on disk kThreadName with operand 1, 2, 3 (version 4 on).
-  kStack = 16,      // a: id; values: the frames
-  kMapping = 17,    // addr: bias; a: start; b: end; text: path '\0' build-id bytes
-  kUnmapping = 18,  // addr: bias; a: start
+  kStack = 16,        // a: id; values: the frames
+  kMapping = 17,      // addr: bias; a: start; b: end; text: path '\0' build-id bytes
+  kUnmapping = 18,    // addr: bias; a: start
+  kStepSummary = 19,  // version 8: a: the step; values: "Step windows"
 };
 inline constexpr uint8_t kEventTypeCount = 16;  // on disk (a tag's low 4 bits)
 

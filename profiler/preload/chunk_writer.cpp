@@ -11,6 +11,7 @@
 #include "preload_internal.h"
 #include "recorder_internal.h"
 #include "stacks.h"
+#include "step_window.h"
 
 namespace adprof::preload {
 
@@ -237,6 +238,13 @@ void write_buffer(Buffer *b, Compressor &k) {
     g_events_dropped.fetch_add(b->events, std::memory_order_relaxed);
     return;
   }
+  if (g_step_window)
+    write_windowed_buffer(b, k);  // step_window.cpp: whole, or folded outside the window
+  else
+    write_buffer_whole(b, k);
+}
+
+void write_buffer_whole(Buffer *b, Compressor &k) {
   uint32_t flags = 0, raw = 0;
   if (size_t n = compress_chunk(k, b->tags, b->events, b->tags + b->events, b->used - b->events,
                                 &flags, &raw)) {
@@ -254,6 +262,9 @@ void write_buffers(Buffer *list, Compressor &k) {
     recycle_buffer(list);
     list = next;
   }
+  // The last buffers, written by the thread that ends the recording after the writer stopped:
+  // the steps not yet summarised are over.
+  if (!g_writer_running.load(std::memory_order_acquire)) write_remaining_steps(k);
 }
 
 }  // namespace adprof::preload

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "recorder.h"
+#include "step_window.h"
 
 using namespace adprof::preload;
 
@@ -144,8 +145,13 @@ ADPROF_EXPORT void adprof_retag(const void *ptr, adprof_role role, const void *s
 
 ADPROF_EXPORT void adprof_step(uint64_t step) {
   ThreadState &ts = t_state;
+  // The writer's step window (step_window.h), when there is one: at its edges this thread's
+  // buffer is handed over before the mark (the epoch moved), the step's events in a new one.
+  const uint64_t t = now_ticks();
+  if (recording()) publish_step_mark(step, t, ts.has_tid ? ts.tid : UINT32_MAX);
   if (!reserve(ts, kMaxFixedEvent)) return;
-  end_event(ts, fmt::put_varint(begin(ts, fmt::EventType::kStep), step));
+  uint8_t *p = begin_event(ts, fmt::EventType::kStep, 0, t);
+  end_event(ts, fmt::put_varint(p, step));
 }
 
 ADPROF_EXPORT void adprof_label(const void *ptr, uint32_t name_id) {

@@ -5,6 +5,7 @@
 //   buffer_pool.cpp    the buffer pool, the queue to the writer, the thread registry, refill
 //   chunk_writer.cpp   chunk compression and writing, the chunk counters
 //   writer_thread.cpp  the writer thread: queue, counter samples, snapshots of idle threads
+//   step_window.cpp    --steps A:B: buffers outside the window folded into per-step summaries
 //   recording_end.cpp  the trace's ending: exit, _exit, quick_exit, exec, fork, fatal signals
 #pragma once
 
@@ -129,6 +130,7 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
                  const uint8_t *payload, uint32_t stored, uint32_t raw, bool in_handler = false);
 void seal(Buffer *b, uint32_t events, uint32_t body_bytes);
 void write_buffer(Buffer *b, Compressor &k);
+void write_buffer_whole(Buffer *b, Compressor &k);  // never folded (step_window.h)
 void write_buffers(Buffer *list, Compressor &k);
 void stop_recording(const char *what, const char *detail);
 void stop_for_memory();

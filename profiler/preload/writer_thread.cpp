@@ -15,6 +15,7 @@
 
 #include "own_fds.h"
 #include "recorder_internal.h"
+#include "step_window.h"
 
 namespace adprof::preload {
 
@@ -194,6 +195,7 @@ void *writer_main(void *) {
     pthread_mutex_unlock(&g_queue_mutex);
     write_buffers(list, k);
     if (stop) break;
+    write_settled_steps(k);
 
     uint64_t now = now_ns();
     if (now - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u) {
@@ -209,7 +211,10 @@ void *writer_main(void *) {
     }
     if (now - last_flush >= kFlushIntervalMs * 1000000ull) {
       last_flush = now;
-      if (copy) snapshot_idle_threads(k, copy);
+      // Under a step window a snapshot's events could be folded later (its buffer's chunk
+      // then holds fewer events than the snapshot it should replace): none are taken; the
+      // threads' buffers still reach the writer at each flush tick, or at the end.
+      if (copy && !g_step_window) snapshot_idle_threads(k, copy);
       g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -236,6 +241,7 @@ void *writer_main(void *) {
 // writer would race with the shell's own main thread). Its stack is small: address space
 // counts against a program's RLIMIT_AS.
 bool start_writer() {
+  configure_step_window();  // once, before the program runs
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -148,6 +148,12 @@ std::string render_text(const Job &job) {
       if (!r.complete) add(o, "        WARNING: %s\n", r.end_reason.c_str());
     }
     if (const std::string words = outlier_text(job); !words.empty()) o += "\n" + words;
+    // A rank whose memory grows from step to step (its report's growth finding: a leak).
+    for (size_t i : ranks)
+      for (const Finding &f : job.processes[i].report.findings)
+        if (f.kind == "growth")
+          add(o, "Rank %lld grows: %s\n", static_cast<long long>(job.processes[i].rank),
+              f.message.c_str());
   }
   bool titled = false;
   for (const Process &p : job.processes) {

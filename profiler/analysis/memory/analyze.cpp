@@ -16,6 +16,7 @@
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
 #include "analyze_with.h"
+#include "step_summaries.h"
 #include "whatif/pass.h"
 
 namespace adprof {
@@ -113,6 +114,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   std::array<bool, format::kCounterKindCount> have_at_peak{};
   bool in_step = false;
   StepSummary step;
+  std::vector<StepSummary> summaries;  // a step window's (step_summaries.h)
   auto close_step = [&](uint64_t ticks) {
     if (!in_step) return;
     step.end = reader.seconds(ticks);
@@ -161,7 +163,11 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       ph.peak = live;
       ph.peak_time = reader.seconds(e.ticks);
     }
-    if (in_step) step.peak = std::max(step.peak, live);
+    if (in_step && live > step.peak) {
+      step.peak = live;
+      step.peak_time = reader.seconds(e.ticks);
+      step.peak_by_role = replay.host_by_role();
+    }
   };
   // One pass through the replay driver (replay_driver.h): heap events on its fast path.
   ReplayDriver driver(reader, replay);
@@ -181,6 +187,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     } else {
       ++r.frees;
       ++r.phases[thread_phase].frees;
+      step.frees += in_step;
       if (c.temporary) count_temporary(b);
     }
     track_host_peak(e, thread_phase);
@@ -225,7 +232,11 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       step.step = e.a;
       step.start = reader.seconds(e.ticks);
       step.peak = replay.host_live();
-      step.live_by_role = replay.host_by_role();
+      step.peak_time = step.start;
+      step.live_by_role = step.peak_by_role = replay.host_by_role();
+    } else if (e.type == format::EventType::kStepSummary) {
+      StepSummary summary;
+      if (step_from_summary(e, reader, replay, summary)) summaries.push_back(std::move(summary));
     } else if (e.type == format::EventType::kAnnotate) {
       if (options.on_annotation) options.on_annotation(e, replay);
       const ad::Decoder::Annotation a = ad_events.annotation(e);
@@ -267,6 +278,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     } else if (c.free && host && e.type == format::EventType::kFree) {
       ++r.frees;
       ++r.phases[thread_phase].frees;
+      step.frees += in_step;
       if (c.temporary) count_temporary(b);
     }
     track_host_peak(e, thread_phase);
@@ -283,6 +295,8 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   drive.progress = options.progress;
   driver.run(report, drive);
   close_step(last_ticks);
+  r.step_window = !summaries.empty();
+  merge_step_summaries(r.steps, std::move(summaries));
   r.events = reader.stats().events;
   r.duration = reader.seconds(last_ticks);
   r.threads = reader.thread_count();

@@ -344,13 +344,23 @@ void describe_report(V &v, R &r, const JsonOptions &options) {
     o.field("live_at_peak", s.live_at_peak);
     o.array("labels_at_peak", s.labels_at_peak, NamedBytesAs<kLabel>());
   });
-  v.array("steps", r.steps, [](V &t, auto &s) {
+  // A step window's (adprof run --steps A:B): the steps outside it are the writer's summaries
+  // ("summarized": true), and every step says when it peaked and its bytes by role then.
+  v.optional("step_window", r.step_window, r.step_window);
+  v.array("steps", r.steps, [&r](V &t, auto &s) {
     t.field("step", s.step);
     t.field("start_s", s.start);
     t.field("end_s", s.end);
     t.field("allocations", s.allocations);
     t.field("bytes", s.bytes);
     t.field("peak", s.peak);
+    if (r.step_window) {
+      t.optional("summarized", s.summarized, s.summarized);
+      t.field("frees", s.frees);
+      t.field("peak_time_s", s.peak_time);
+      t.named("peak_by_role", s.peak_by_role, role_name);
+      t.named("live_at_start_by_role", s.live_by_role, role_name);
+    }
   });
   v.number_or_null("steady_allocations_per_step", r.steady_allocations_per_step);
   // Compact by default: the largest buffers only (every buffer live at the peak made a Python

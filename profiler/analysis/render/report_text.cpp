@@ -112,6 +112,51 @@ static int64_t step_at(const Report &r, double time) {
   return -1;
 }
 
+// A trace recorded with a step window: which steps were recorded in full, and every step's
+// peak as a sparkline (each character the highest peak of its share of the steps) with the
+// highest step named.
+static void render_step_window(std::string &o, const Report &r) {
+  size_t summarized = 0;
+  const StepSummary *first_full = nullptr, *last_full = nullptr, *highest = &r.steps[0];
+  uint64_t lowest = UINT64_MAX;
+  for (const StepSummary &s : r.steps) {
+    summarized += s.summarized;
+    if (!s.summarized) {
+      if (!first_full) first_full = &s;
+      last_full = &s;
+    }
+    if (s.peak > highest->peak) highest = &s;
+    lowest = std::min(lowest, s.peak);
+  }
+  add(o, "Step window: ");
+  if (first_full)
+    add(o, "steps %llu to %llu recorded in full (the peak above is theirs), ",
+        static_cast<unsigned long long>(first_full->step),
+        static_cast<unsigned long long>(last_full->step));
+  else
+    add(o, "no step recorded in full, ");
+  add(o, "%zu summarized\n", summarized);
+  add(o, "Step peaks: %s to %s, highest at step %llu (%s at %.3f s%s)\n",
+      format_bytes(lowest).c_str(), format_bytes(highest->peak).c_str(),
+      static_cast<unsigned long long>(highest->step), format_bytes(highest->peak).c_str(),
+      highest->peak_time, highest->summarized ? ", summarized" : "");
+  static const char *const kBars[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                      "\u2585", "\u2586", "\u2587", "\u2588"};
+  constexpr size_t kWidth = 64;
+  const size_t columns = std::min(kWidth, r.steps.size());
+  add(o, "  steps %llu..%llu: ", static_cast<unsigned long long>(r.steps.front().step),
+      static_cast<unsigned long long>(r.steps.back().step));
+  for (size_t c = 0; c < columns; ++c) {
+    const size_t from = c * r.steps.size() / columns, to = (c + 1) * r.steps.size() / columns;
+    uint64_t peak = 0;
+    for (size_t i = from; i < to; ++i) peak = std::max(peak, r.steps[i].peak);
+    const uint64_t span = highest->peak - lowest;
+    const size_t level = span ? static_cast<size_t>((peak - lowest) * 7 / span) : 0;
+    o += kBars[level];
+  }
+  o += "\n";
+}
+
 std::string render_text(const Report &r, size_t top, bool details) {
   std::string o;
   add(o, "adprof report: %s\n", r.trace.c_str());
@@ -315,6 +360,7 @@ std::string render_text(const Report &r, size_t top, bool details) {
       add(o, ", %s allocations per step after the first (median)",
           count(static_cast<uint64_t>(r.steady_allocations_per_step)).c_str());
     add(o, "\n");
+    if (r.step_window) render_step_window(o, r);
   }
   return o;
 }

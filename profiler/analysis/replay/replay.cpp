@@ -321,6 +321,7 @@ bool Replay::apply(const Event &e) {
     case fmt::EventType::kStack:  // call stacks: the symbolizer's (stacks.h), not the replay's
     case fmt::EventType::kMapping:
     case fmt::EventType::kUnmapping:
+    case fmt::EventType::kStepSummary:  // the report's (analysis/memory/step_summaries.cpp)
       return false;
   }
   return false;

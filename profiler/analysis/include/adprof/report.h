@@ -101,6 +101,16 @@ struct StepSummary {
   // Host bytes live by role when the step began (a role that grows from step to step is kept
   // by the program: the "growth" finding). Not in the JSON.
   std::array<uint64_t, kRoleCount> live_by_role{};
+  // When the host bytes were highest in the step, and by role then. In the JSON of a trace
+  // recorded with a step window (Report::step_window).
+  double peak_time = 0;
+  std::array<uint64_t, kRoleCount> peak_by_role{};
+  // Outside a step window (`adprof run --steps A:B`): the writer's summary of the step, not a
+  // replay of its events (trace_format.h, "Step windows"), with its frees and the bytes live
+  // at its start by (label, role), most first (the growth finding's module).
+  bool summarized = false;
+  uint64_t frees = 0;
+  std::vector<LabelBytes> labels_at_start{};
 };
 
 struct Finding {
@@ -196,6 +206,9 @@ struct Report {
   std::array<PhaseSummary, kPhaseCount> phases;
   std::vector<OpSummary> ops;  // descending by bytes
   std::vector<StepSummary> steps;
+  // Recorded with a step window (`adprof run --steps A:B`): some steps are summaries, and the
+  // peak, the live set and the breakdowns above are those of the events recorded in full.
+  bool step_window = false;
   double steady_allocations_per_step = -1;  // median over steps after the first; -1: < 2 steps
   uint64_t temporaries = 0;
   uint64_t temporary_bytes = 0;

@@ -1,0 +1,634 @@
+// The writer thread's side of a step window (step_window.h; the encoding: trace_format.h, "Step
+// windows"). Every buffer handed over is decoded here (the reader's chunk decoder, on the raw
+// bytes), its heap events kept in a live map (address -> size, role, label) and counted into
+// the figures of the step their time falls in; the buffer is then written whole (in the
+// window, or while it is open) or folded: a chunk of the same thread and number holding only
+// the events later chunks may need. Nothing here runs on a recording thread but
+// publish_step_mark; the writer's allocations (the maps) are the profiler's (its guard is up).
+#include "step_window.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "chunk_decoder.h"
+#include "preload_internal.h"
+#include "recorder_internal.h"
+
+namespace adprof::preload {
+
+bool g_step_window = false;
+
+namespace {
+
+constexpr int kRoles = ADPROF_ROLE_COUNT;
+
+// The report's host bytes (analysis: is_host_space).
+bool is_host(uint8_t space) {
+  return space == ADPROF_SPACE_HEAP || space == ADPROF_SPACE_HOST_PINNED;
+}
+
+// The steps [g_first_step, g_end_step) are recorded in full.
+uint64_t g_first_step = 0, g_end_step = 0;
+
+// The marks' ring: a recording thread claims an entry, fills it and publishes it (`ready` = its
+// index + 1); the writer reads them before each buffer and at least every ADPROF_SAMPLE_MS:
+// 1,024 marks are a second of a program stepping a thousand times a second while the writer is
+// busy (a mark overwritten before it was read merges its step into the one before). Static, so
+// that a fork child has its parent's ring and state as they were; small, as every byte of the
+// preload library counts against a program's RLIMIT_AS (Signals.ProfilersOwnAddressSpaceIsSmall).
+struct Mark {
+  std::atomic<uint64_t> ready;
+  uint64_t step, ticks, ns;
+  uint32_t thread;  // the marking thread's index (kNoThread: it had none yet)
+};
+constexpr uint32_t kNoThread = UINT32_MAX;
+constexpr uint64_t kMarks = 1 << 10;
+Mark g_marks[kMarks];
+std::atomic<uint64_t> g_marks_claimed{0};
+
+// A step is summarised once the writer has read its marking thread's events past its end (the
+// next mark), and it has been over for this long: every other thread that records hands its
+// buffer over at each flush tick (100 ms). (Time alone is not enough: a writer busy with a
+// large live set lags behind the program by more than that.)
+constexpr uint64_t kSettleNs = 400'000'000;
+// Summaries are written in chunks of at most this many, or after kSummaryFlushNs.
+constexpr uint32_t kSummariesPerChunk = 64;
+constexpr uint64_t kSummaryFlushNs = 1'000'000'000;
+
+struct LiveBlock {
+  uint64_t size;
+  uint32_t slack;
+  uint32_t label;  // name id, 0: none
+  uint8_t role;
+  uint8_t space;
+};
+
+uint64_t label_key(uint32_t label, uint8_t role) { return uint64_t{label} << 8 | role; }
+
+struct StepFigures {
+  uint64_t step = 0, start = 0, end = UINT64_MAX, end_ns = 0;
+  uint32_t end_thread = kNoThread;  // the thread of the mark that ended it
+  bool started = false;             // its figures at the start taken
+  uint64_t allocations = 0, frees = 0, bytes = 0, peak = 0, peak_ticks = 0, last_ticks = 0;
+  std::array<uint64_t, kRoles> peak_by_role{}, start_by_role{};
+  std::vector<std::pair<uint64_t, uint64_t>> start_labels;  // label_key -> bytes, most first
+};
+
+// An event kept of a heap event or a context event for the live map, applied after the chunk's
+// fate is decided (the live set written before a whole chunk holds none of its events).
+struct Folded {
+  fmt::EventType type;
+  uint8_t operand;
+  uint32_t thread;
+  uint64_t ticks, addr, a, b;
+};
+
+// Events appended to a scratch buffer as a recording thread would write them (trace_format.h),
+// then written as one chunk through the writer's compressor.
+struct ChunkBuilder {
+  Buffer *buf = nullptr;
+  uint32_t events = 0;
+  uint8_t *cursor = nullptr;
+  uint64_t last_ts = 0, last_addr = 0;
+  uint32_t last_defined = 0;  // the chunk's previous stack definition's id (version 7)
+
+  void start(uint32_t tid, uint32_t seq, uint64_t base_ts) {
+    buf->tid = tid;
+    buf->seq = seq;
+    buf->base_ts = base_ts;
+    events = 0;
+    cursor = buf->bodies;
+    last_ts = base_ts;
+    last_addr = 0;
+    last_defined = 0;
+  }
+  // Room for an event of `bytes` at most.
+  bool room(size_t bytes) const {
+    return events < kTagBytes && static_cast<size_t>(buf->bodies + kBodyBytes - cursor) >= bytes;
+  }
+  uint8_t *begin(fmt::EventType type, uint8_t operand, uint64_t t) {
+    t = std::max(t, last_ts);
+    buf->tags[events] = static_cast<uint8_t>(static_cast<uint8_t>(type) | operand << 4);
+    uint8_t *p = fmt::put_varint(cursor, t - last_ts);
+    last_ts = t;
+    return p;
+  }
+  void end(uint8_t *p) {
+    cursor = p;
+    ++events;
+  }
+  uint8_t *addr(uint8_t *p, uint64_t a) {
+    p = fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(a - last_addr)));
+    last_addr = a;
+    return p;
+  }
+  uint8_t *bytes(uint8_t *p, std::string_view s) {
+    p = fmt::put_varint(p, s.size());
+    memcpy(p, s.data(), s.size());
+    return p + s.size();
+  }
+  void write(Compressor &k) {
+    if (events == 0) return;
+    seal(buf, events, static_cast<uint32_t>(cursor - buf->bodies));
+    write_buffer_whole(buf, k);
+  }
+};
+
+struct WindowState {
+  fmt::TraceDecoding decoding;
+  std::unique_ptr<fmt::ChunkDecoder> decoder;
+  std::vector<adprof::Event> run;
+  std::vector<Folded> folded;
+  std::unordered_map<uint64_t, LiveBlock> live;
+  uint64_t live_total = 0;
+  std::array<uint64_t, kRoles> by_role{};
+  std::unordered_map<uint64_t, uint64_t> by_label;  // label_key -> bytes live
+  std::vector<uint8_t> thread_role;                 // by thread index
+  std::vector<uint64_t> read_until;                 // by thread index: its last event read
+  std::vector<bool> tape_names;                     // name ids of "ad.tape.*"
+  uint64_t next_mark = 0, last_mark_ticks = 0;
+  std::deque<StepFigures> steps;  // the open ones, in mark order
+  size_t started = 0;             // how many of them, from the first, have begun (take_start)
+  uint64_t window_open = UINT64_MAX, window_close = UINT64_MAX;
+  bool opened = false;  // the live set is written: every chunk whole until the window closes
+  ChunkBuilder kept, live_set, summaries;
+  uint32_t live_set_seq = 0, summary_seq = 0, pending_summaries = 0;
+  uint64_t pending_since_ns = 0;
+  bool ready = false;
+};
+alignas(WindowState) unsigned char g_window_storage[sizeof(WindowState)];
+WindowState *g_window = nullptr;  // in g_window_storage, once configured
+
+bool set_up(WindowState &w) {
+  if (w.ready) return true;
+  for (ChunkBuilder *b : {&w.kept, &w.live_set, &w.summaries}) {
+    b->buf = static_cast<Buffer *>(profiler_mmap(sizeof(Buffer)));
+    if (!b->buf) return false;
+  }
+  w.decoding.version = fmt::kVersion;
+  w.decoding.stacks = g_stacks;
+  w.decoder = std::make_unique<fmt::ChunkDecoder>(w.decoding);
+  w.run.resize(1024);
+  w.ready = true;
+  return true;
+}
+
+// The marks published since the last look: each ends the step before it and opens or closes
+// the window.
+void read_marks(WindowState &w) {
+  for (;;) {
+    Mark &m = g_marks[w.next_mark % kMarks];
+    const uint64_t ready = m.ready.load(std::memory_order_acquire);
+    if (ready != w.next_mark + 1) {
+      // Overwritten before it was read (the writer was kMarks marks behind): on from the mark
+      // that took its place.
+      if (ready > w.next_mark + 1) {
+        w.next_mark = ready - 1;
+        continue;
+      }
+      return;
+    }
+    const uint64_t ticks = std::max(m.ticks, w.last_mark_ticks);
+    w.last_mark_ticks = ticks;
+    if (!w.steps.empty() && w.steps.back().end == UINT64_MAX) {
+      w.steps.back().end = ticks;
+      w.steps.back().end_ns = m.ns;
+      w.steps.back().end_thread = m.thread;
+    }
+    StepFigures &s = w.steps.emplace_back();
+    s.step = m.step;
+    s.start = ticks;
+    if (m.step >= g_first_step && w.window_open == UINT64_MAX) w.window_open = ticks;
+    if (m.step >= g_end_step && w.window_open != UINT64_MAX && w.window_close == UINT64_MAX)
+      w.window_close = ticks;
+    ++w.next_mark;
+  }
+}
+
+bool in_window(const WindowState &w, const StepFigures &s) {
+  return s.step >= g_first_step && s.step < g_end_step && s.start >= w.window_open &&
+         s.start < w.window_close;
+}
+
+void take_start(WindowState &w, StepFigures &s) {
+  s.started = true;
+  s.peak = w.live_total;
+  s.peak_ticks = s.start;
+  s.peak_by_role = s.start_by_role = w.by_role;
+  s.start_labels.clear();
+  for (const auto &[key, bytes] : w.by_label)
+    if (bytes) s.start_labels.emplace_back(key, bytes);
+  std::sort(s.start_labels.begin(), s.start_labels.end(),
+            [](const auto &x, const auto &y) { return x.second > y.second; });
+  if (s.start_labels.size() > fmt::kMaxStepSummaryLabels)
+    s.start_labels.resize(fmt::kMaxStepSummaryLabels);
+}
+
+// The step an event at `ticks` belongs to (null: before the first mark, or a step already
+// summarised), the figures at the start taken of every step begun by then. The steps are in
+// time order and most events belong to the last one begun: searched from there back.
+StepFigures *step_at(WindowState &w, uint64_t ticks) {
+  while (w.started < w.steps.size() && w.steps[w.started].start <= ticks)
+    take_start(w, w.steps[w.started++]);
+  for (size_t i = w.started; i-- > 0;) {
+    StepFigures &s = w.steps[i];
+    if (s.start <= ticks) return ticks < s.end ? &s : nullptr;
+  }
+  return nullptr;
+}
+
+void add_bytes(WindowState &w, const LiveBlock &b, int64_t sign) {
+  const uint64_t delta = sign > 0 ? b.size : 0 - b.size;
+  w.live_total += delta;
+  w.by_role[b.role] += delta;
+  w.by_label[label_key(b.label, b.role)] += delta;
+}
+
+void apply(WindowState &w, const Folded &e) {
+  switch (e.type) {
+    case fmt::EventType::kRole:
+      if (e.thread >= w.thread_role.size())
+        w.thread_role.resize(e.thread + 1, uint8_t{ADPROF_ROLE_FOREIGN});
+      w.thread_role[e.thread] = e.operand;
+      return;
+    case fmt::EventType::kAlloc: {
+      if (!is_host(e.operand)) return;
+      if (auto it = w.live.find(e.addr); it != w.live.end()) {  // its free was not seen
+        add_bytes(w, it->second, -1);
+        w.live.erase(it);
+      }
+      const uint8_t role =
+          e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
+      const LiveBlock b{e.a, static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)), 0, role,
+                        e.operand};
+      w.live.emplace(e.addr, b);
+      add_bytes(w, b, +1);
+      if (StepFigures *s = step_at(w, e.ticks)) {
+        ++s->allocations;
+        s->bytes += e.a;
+        s->last_ticks = e.ticks;
+        if (w.live_total > s->peak) {
+          s->peak = w.live_total;
+          s->peak_ticks = e.ticks;
+          s->peak_by_role = w.by_role;
+        }
+      }
+      return;
+    }
+    case fmt::EventType::kFree: {
+      if (!is_host(e.operand)) return;
+      auto it = w.live.find(e.addr);
+      if (it == w.live.end()) return;  // allocated before recording began
+      add_bytes(w, it->second, -1);
+      w.live.erase(it);
+      if (StepFigures *s = step_at(w, e.ticks)) {
+        ++s->frees;
+        s->last_ticks = e.ticks;
+      }
+      return;
+    }
+    case fmt::EventType::kRetag:
+    case fmt::EventType::kLabel: {
+      auto it = w.live.find(e.addr);
+      if (it == w.live.end()) return;
+      add_bytes(w, it->second, -1);
+      if (e.type == fmt::EventType::kRetag)
+        it->second.role = e.operand;
+      else
+        it->second.label = static_cast<uint32_t>(std::min<uint64_t>(e.a, UINT32_MAX));
+      add_bytes(w, it->second, +1);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// The event `e` of a folded chunk kept in it (trace_format.h, "Step windows"): false when it
+// is not one to keep, or does not fit (the chunk is then written whole).
+bool keep(WindowState &w, const adprof::Event &e, bool &fits) {
+  ChunkBuilder &c = w.kept;
+  const std::string_view text = e.text();
+  const auto values = e.values();
+  // The largest kept event: a name or a mapping's path and build-id, or 64 frames.
+  const size_t need = 64 + text.size() + values.size() * fmt::kMaxVarintBytes;
+  auto check = [&] {
+    if (!c.room(need)) fits = false;
+    return fits;
+  };
+  uint8_t *p;
+  switch (e.type) {
+    case fmt::EventType::kPhase:
+      if (!check()) return false;
+      c.end(c.begin(e.type, e.operand, e.ticks));
+      return true;
+    case fmt::EventType::kCounter:
+      if (!check()) return false;
+      c.end(fmt::put_varint(c.begin(e.type, e.operand, e.ticks), e.a));
+      return true;
+    case fmt::EventType::kName:
+      if (!check()) return false;
+      p = fmt::put_varint(c.begin(e.type, 0, e.ticks), e.a);
+      c.end(c.bytes(p, text));
+      return true;
+    case fmt::EventType::kThreadName:
+      if (!check()) return false;
+      c.end(c.bytes(c.begin(e.type, 0, e.ticks), text));
+      return true;
+    case fmt::EventType::kAnnotate:
+      if (e.a < w.tape_names.size() && w.tape_names[e.a]) return false;
+      if (!check()) return false;
+      p = fmt::put_varint(c.begin(e.type, 0, e.ticks), e.a);
+      p = fmt::put_varint(p, values.size());
+      for (const uint64_t v : values) p = fmt::put_varint(p, v);
+      c.end(p);
+      return true;
+    case fmt::EventType::kStack: {
+      if (!check() || values.empty()) return false;
+      const uint64_t shared = e.b;
+      const uint32_t id = static_cast<uint32_t>(e.a);
+      p = c.begin(fmt::EventType::kThreadName,
+                  shared ? fmt::kSharedStackOperand : fmt::kStackOperand, e.ticks);
+      p = fmt::put_varint(p, fmt::zigzag(static_cast<int64_t>(id) - c.last_defined));
+      c.last_defined = id;
+      p = fmt::put_varint(p, values.size());
+      if (shared) p = fmt::put_varint(p, shared);
+      const size_t inner = values.size() - shared;
+      for (size_t i = 0; i < (shared ? inner : values.size()); ++i)
+        p = fmt::put_varint(
+            p, i == 0 ? values[0] : fmt::zigzag(static_cast<int64_t>(values[i] - values[i - 1])));
+      c.end(p);
+      return true;
+    }
+    case fmt::EventType::kMapping: {
+      if (!check()) return false;
+      const size_t zero = text.find('\0');
+      const std::string_view path = text.substr(0, zero);
+      const std::string_view id =
+          zero == std::string_view::npos ? std::string_view() : text.substr(zero + 1);
+      p = c.begin(fmt::EventType::kThreadName, fmt::kMappingOperand, e.ticks);
+      p = fmt::put_varint(p, e.addr);
+      p = fmt::put_varint(p, e.a);
+      p = fmt::put_varint(p, e.b);
+      p = c.bytes(p, path);
+      c.end(c.bytes(p, id));
+      return true;
+    }
+    case fmt::EventType::kUnmapping:
+      if (!check()) return false;
+      p = c.begin(fmt::EventType::kThreadName, fmt::kUnmappingOperand, e.ticks);
+      p = fmt::put_varint(p, e.addr);
+      c.end(fmt::put_varint(p, e.a));
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Folded's share of an event: what the live map and the steps' figures read.
+void note(WindowState &w, const adprof::Event &e) {
+  switch (e.type) {
+    case fmt::EventType::kName:
+      if (e.text().starts_with("ad.tape.")) {
+        if (e.a >= w.tape_names.size()) w.tape_names.resize(e.a + 1);
+        w.tape_names[e.a] = true;
+      }
+      return;
+    case fmt::EventType::kAlloc:
+    case fmt::EventType::kFree:
+    case fmt::EventType::kRole:
+    case fmt::EventType::kRetag:
+    case fmt::EventType::kLabel:
+      w.folded.push_back({e.type, e.operand, e.thread, e.ticks, e.addr, e.a, e.b});
+      return;
+    default:
+      return;
+  }
+}
+
+// Decodes `b`: its events into w.folded, its kept ones into w.kept; its first and last times.
+// False: it does not decode (written whole, the live map unchanged).
+bool decode(WindowState &w, Buffer *b, uint64_t &first, uint64_t &last, bool &fits) {
+  fmt::ChunkHeader c;
+  c.thread = b->tid;
+  c.base_ts = b->base_ts;
+  c.events = b->events;
+  c.seq = b->seq;
+  c.raw = b->used;
+  fmt::ChunkDecoder &d = *w.decoder;
+  d.set_thread(b->tid);
+  if (!d.load_raw(c, b->tags)) return false;
+  w.folded.clear();
+  w.kept.start(b->tid, b->seq, b->base_ts);
+  first = UINT64_MAX;
+  last = b->base_ts;
+  fits = true;
+  adprof::Event e, pending;
+  auto take = [&](const adprof::Event &x) {
+    first = std::min(first, x.ticks);
+    last = std::max(last, x.ticks);
+    note(w, x);
+    keep(w, x, fits);
+  };
+  while (d.more()) {
+    size_t written = 0;
+    bool has_pending = false;
+    if (d.tags_apart() &&
+        !d.decode_heap_run(w.run.data(), w.run.size(), UINT64_MAX, written, pending, has_pending))
+      return false;
+    for (size_t i = 0; i < written; ++i) take(w.run[i]);
+    if (has_pending) take(pending);
+    if (written || has_pending) continue;
+    if (!d.decode(e)) return false;
+    take(e);
+  }
+  d.park();
+  if (first == UINT64_MAX) first = b->base_ts;
+  return true;
+}
+
+// The blocks live now, as events of the live set's thread at `ticks` (trace_format.h).
+void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
+  ChunkBuilder &c = w.live_set;
+  c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
+  c.end(c.bytes(c.begin(fmt::EventType::kThreadName, 0, ticks), "adprof-live-set"));
+  // By role, then address: one role event per role, and small address deltas (a Python
+  // process has hundreds of thousands of blocks live after its start-up).
+  std::vector<std::pair<uint64_t, const LiveBlock *>> blocks;
+  blocks.reserve(w.live.size());
+  for (const auto &[addr, b] : w.live) blocks.emplace_back(addr, &b);
+  std::sort(blocks.begin(), blocks.end(), [](const auto &x, const auto &y) {
+    return x.second->role != y.second->role ? x.second->role < y.second->role : x.first < y.first;
+  });
+  uint8_t role = 0xFF;
+  for (const auto &[addr, block] : blocks) {
+    const LiveBlock &b = *block;
+    if (!c.room(3 * kMaxFixedEvent)) {
+      c.write(k);
+      c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
+      role = 0xFF;
+    }
+    if (b.role != role) {
+      c.end(c.begin(fmt::EventType::kRole, b.role, ticks));
+      role = b.role;
+    }
+    uint8_t *p = c.addr(c.begin(fmt::EventType::kAlloc, b.space, ticks), addr);
+    p = fmt::put_varint(p, b.size);
+    p = fmt::put_varint(p, b.slack);
+    if (g_stacks) p = fmt::put_varint(p, 0);  // no stack (zz(0 - 0))
+    c.end(p);
+    if (b.label) {
+      p = c.addr(c.begin(fmt::EventType::kLabel, 0, ticks), addr);
+      c.end(fmt::put_varint(p, b.label));
+    }
+  }
+  c.write(k);
+}
+
+void flush_summaries(WindowState &w, Compressor &k) {
+  if (w.pending_summaries == 0) return;
+  w.summaries.write(k);
+  w.pending_summaries = 0;
+}
+
+// The summary of step `s` (trace_format.h, "Step windows").
+void write_summary(WindowState &w, Compressor &k, const StepFigures &s) {
+  const uint64_t end = s.end != UINT64_MAX ? s.end : std::max(s.last_ticks, s.start);
+  ChunkBuilder &c = w.summaries;
+  const size_t need =
+      128 + 2 * kRoles * fmt::kMaxVarintBytes + s.start_labels.size() * 3 * fmt::kMaxVarintBytes;
+  if (w.pending_summaries && !c.room(need)) flush_summaries(w, k);
+  if (w.pending_summaries == 0) {
+    c.start(fmt::kStepSummaryThread, w.summary_seq, std::max(end, c.last_ts));
+    if (w.summary_seq++ == 0)
+      c.end(c.bytes(c.begin(fmt::EventType::kThreadName, 0, end), "adprof-steps"));
+    w.pending_since_ns = now_ns();
+  }
+  uint8_t *p = c.begin(fmt::EventType::kThreadName, fmt::kStepSummaryOperand, end);
+  const uint64_t at = c.last_ts;  // the event's time (never before the previous one)
+  p = fmt::put_varint(p, s.step);
+  p = fmt::put_varint(p, at - std::min(s.start, at));
+  p = fmt::put_varint(p, at - std::min(s.peak_ticks, at));
+  p = fmt::put_varint(p, s.allocations);
+  p = fmt::put_varint(p, s.frees);
+  p = fmt::put_varint(p, s.bytes);
+  p = fmt::put_varint(p, s.peak);
+  p = fmt::put_varint(p, kRoles);
+  for (const uint64_t v : s.peak_by_role) p = fmt::put_varint(p, v);
+  for (const uint64_t v : s.start_by_role) p = fmt::put_varint(p, v);
+  p = fmt::put_varint(p, s.start_labels.size());
+  for (const auto &[key, bytes] : s.start_labels) {
+    p = fmt::put_varint(p, key >> 8);
+    p = fmt::put_varint(p, key & 0xFF);
+    p = fmt::put_varint(p, bytes);
+  }
+  c.end(p);
+  if (++w.pending_summaries >= kSummariesPerChunk) flush_summaries(w, k);
+}
+
+// Closes the oldest open steps: those over for kSettleNs (all of them when `all`).
+void close_steps(WindowState &w, Compressor &k, bool all) {
+  const uint64_t now = now_ns();
+  while (!w.steps.empty()) {
+    StepFigures &s = w.steps.front();
+    if (!all && (s.end == UINT64_MAX || now - std::min(now, s.end_ns) < kSettleNs ||
+                 (s.end_thread != kNoThread &&
+                  (s.end_thread >= w.read_until.size() || w.read_until[s.end_thread] < s.end))))
+      break;
+    if (!s.started) take_start(w, s);
+    if (!in_window(w, s)) write_summary(w, k, s);
+    w.steps.pop_front();
+    if (w.started > 0) --w.started;
+  }
+  if (w.pending_summaries && (all || now - w.pending_since_ns >= kSummaryFlushNs))
+    flush_summaries(w, k);
+}
+
+}  // namespace
+
+bool configure_step_window() {
+  const char *text = getenv("ADPROF_STEPS");
+  if (!text || !*text || g_step_window) return true;
+  char *end = nullptr;
+  const unsigned long long first = strtoull(text, &end, 10);
+  const bool colon = end != text && *end == ':';
+  const char *second_text = colon ? end + 1 : end;
+  const unsigned long long second = colon ? strtoull(second_text, &end, 10) : 0;
+  if (!colon || end == second_text || *end || first >= second || text[0] == '-' ||
+      second_text[0] == '-') {
+    say("ADPROF_STEPS must be A:B with 0 <= A < B (the steps A to B-1 in full); recording every "
+        "step in full");
+    return false;
+  }
+  g_window = new (g_window_storage) WindowState();
+  g_first_step = first;
+  g_end_step = second;
+  g_step_window = true;
+  return true;
+}
+
+bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
+  if (!g_step_window) return false;
+  const uint64_t i = g_marks_claimed.fetch_add(1, std::memory_order_relaxed);
+  Mark &m = g_marks[i % kMarks];
+  m.step = step;
+  m.ticks = ticks;
+  m.ns = now_ns();
+  m.thread = thread;
+  m.ready.store(i + 1, std::memory_order_release);
+  static std::atomic<bool> opened{false}, closed{false};
+  const bool opens = step >= g_first_step && !opened.exchange(true, std::memory_order_relaxed);
+  const bool closes = step >= g_end_step && !closed.exchange(true, std::memory_order_relaxed);
+  if (opens || closes) g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+  return opens || closes;
+}
+
+void write_windowed_buffer(Buffer *b, Compressor &k) {
+  WindowState &w = *g_window;
+  if (!set_up(w)) {
+    write_buffer_whole(b, k);
+    return;
+  }
+  read_marks(w);
+  uint64_t first = 0, last = 0;
+  bool fits = true;
+  if (!decode(w, b, first, last, fits)) {
+    write_buffer_whole(b, k);
+    return;
+  }
+  const bool whole = first < w.window_close && (w.opened || last >= w.window_open);
+  if (whole && !w.opened) {
+    w.opened = true;
+    write_live_set(w, k, std::min(first, b->base_ts) - 1);
+  }
+  for (const Folded &e : w.folded) apply(w, e);
+  if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
+  w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
+  if (whole || !fits || w.kept.events == 0)
+    write_buffer_whole(b, k);
+  else
+    w.kept.write(k);
+}
+
+void write_settled_steps(Compressor &k) {
+  if (!g_step_window || !g_window->ready) return;
+  read_marks(*g_window);
+  close_steps(*g_window, k, false);
+}
+
+void write_remaining_steps(Compressor &k) {
+  if (!g_step_window || !g_window->ready) return;
+  read_marks(*g_window);
+  close_steps(*g_window, k, true);
+}
+
+}  // namespace adprof::preload

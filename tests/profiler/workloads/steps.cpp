@@ -1,0 +1,89 @@
+// Steps workload: a training loop's allocation pattern, step by step (tests of step windows,
+// `adprof run --steps A:B`).
+//
+// usage: steps N [leak] [pause_us]
+//
+// Parameters (4 MiB) are made once before step 0. Each step i marks itself (adprof_step(i)),
+// makes activations and forward caches whose sizes vary with the step (so every step has a
+// peak of its own), 2,000 temporaries of pseudo-random sizes, and frees them all at its end. With
+// `leak`, each step keeps one forward cache of 256 KiB labelled "model.head" (a loss kept with its
+// graph). pause_us (default 2000): a pause at each step's end, so that a run spans several flush
+// ticks.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <vector>
+
+#include "adprof/context.h"
+
+namespace {
+
+constexpr size_t kKiB = 1024;
+
+void *touch(void *p, size_t n) {
+  memset(p, 1, n);
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: steps N [leak] [pause_us]\n");
+    return 2;
+  }
+  const long steps = atol(argv[1]);
+  const bool leak = argc > 2 && strcmp(argv[2], "leak") == 0;
+  const long pause_us = argc > 3 ? atol(argv[3]) : 2000;
+  const uint32_t forward = adprof_name("forward"), layer = adprof_name("model.layer"),
+                 head = adprof_name("model.head"), weights = adprof_name("model.weight");
+  adprof_set_role(ADPROF_ROLE_PARAMETER);
+  void *parameters = touch(malloc(4096 * kKiB), 4096 * kKiB);
+  adprof_label(parameters, weights);
+  adprof_set_role(ADPROF_ROLE_FOREIGN);
+  uint64_t random_state = 1;
+  std::vector<void *> kept;
+  kept.reserve(static_cast<size_t>(steps));
+  for (long i = 0; i < steps; ++i) {
+    adprof_step(static_cast<uint64_t>(i));
+    adprof_op_begin(forward, static_cast<uint64_t>(i) + 1);
+    adprof_set_phase(ADPROF_PHASE_FORWARD);
+    std::vector<void *> step_blocks;
+    for (int j = 0; j < 8; ++j) {
+      adprof_set_role(ADPROF_ROLE_ACTIVATION);
+      step_blocks.push_back(touch(malloc((64 + 16 * ((i + j) % 5)) * kKiB), 64 * kKiB));
+      adprof_set_role(ADPROF_ROLE_FORWARD_CACHE);
+      void *cache = touch(malloc((128 + 32 * ((i * 3 + j) % 7)) * kKiB), 64 * kKiB);
+      adprof_label(cache, layer);
+      step_blocks.push_back(cache);
+    }
+    adprof_set_role(ADPROF_ROLE_FOREIGN);
+    // Sizes from a pseudo-random sequence: a real step's pattern is not one zstd folds into a
+    // few bytes, and the trace's size then says what a window saves.
+    for (int j = 0; j < 2000; ++j) {
+      random_state = random_state * 6364136223846793005ull + 1442695040888963407ull;
+      free(touch(malloc(16 + (random_state >> 33) % 4096), 16));
+    }
+    if (leak) {
+      adprof_set_role(ADPROF_ROLE_FORWARD_CACHE);
+      void *loss = touch(malloc(256 * kKiB), 256 * kKiB);
+      adprof_label(loss, head);
+      kept.push_back(loss);
+      adprof_set_role(ADPROF_ROLE_FOREIGN);
+    }
+    adprof_set_phase(ADPROF_PHASE_OTHER);
+    adprof_op_end();
+    for (void *p : step_blocks) free(p);
+    if (pause_us > 0) {
+      timespec t{0, pause_us * 1000};
+      nanosleep(&t, nullptr);
+    }
+  }
+  for (void *p : kept) free(p);
+  free(parameters);
+  printf("%ld steps\n", steps);
+  return 0;
+}
