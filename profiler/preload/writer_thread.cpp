@@ -266,4 +266,11 @@ void stop_writer() {
   pthread_join(g_writer, nullptr);
 }
 
+// The parent's writer is not in the child: the child's starts as the first of a new trace.
+void reset_writer_in_fork_child() {
+  g_writer_running.store(false);
+  g_writer_ready.store(false);
+  g_writer_identity = {};
+}
+
 }  // namespace adprof::preload
