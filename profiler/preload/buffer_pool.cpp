@@ -252,6 +252,7 @@ void on_thread_exit(void *arg) {
   // ForkChildsThreadExitNeverHangs).
   if (g_state.load() == kForkChild) return;
   auto *ts = static_cast<ThreadState *>(arg);
+  if (syscall(SYS_gettid) == getpid()) g_main_thread_left_ns.store(now_ns());
   ++ts->guard;
   if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
   if (ts->registry_slot != ~0u) {

@@ -152,6 +152,9 @@ void stop_for_memory();
 // ---- writer_thread.cpp: the writer thread ----------------------------------------------------
 
 extern int g_sample_ms;  // ADPROF_SAMPLE_MS: how often the writer samples the counters
+// When the main thread left (pthread_exit; on_thread_exit), 0: it has not. The writer then
+// looks for the process's end every millisecond for a while (writer_thread.cpp).
+extern std::atomic<uint64_t> g_main_thread_left_ns;
 extern pthread_t g_writer;
 extern std::atomic<bool> g_writer_running;
 // The writer thread's own: it never waits for room in the queue it empties (refill).
