@@ -467,10 +467,11 @@ int command_run(const std::vector<std::string> &args) {
       "the memory report. Exits with PROGRAM's exit status; when signal N ended PROGRAM, adprof\n"
       "dies of N too (SIGINT, SIGTERM, ...: a shell loop stops at Ctrl-C), or exits 128+N when N\n"
       "dumps core (SIGSEGV, SIGABRT, SIGQUIT, ...).\n"
-      "Processes PROGRAM starts with exec are traced into TRACE.<pid>; forked children that do\n"
-      "not exec are not traced (adprof says how many after the run); an image that replaces\n"
-      "itself with exec continues in TRACE.1, TRACE.2, ... Every file of one run carries the\n"
-      "run's id, and adprof lists them.\n"
+      "Every process PROGRAM starts is traced into TRACE.<pid>: a forked child (a DataLoader's\n"
+      "or multiprocessing's worker) as its own image, naming its parent, from the fork on\n"
+      "(ADPROF_FORK=0: only once it execs); one that execs at once as the image it execs. An\n"
+      "image that replaces itself with exec continues in TRACE.1, TRACE.2, ... Every file of\n"
+      "one run carries the run's id, and adprof lists them.\n"
       "While PROGRAM runs, adprof ignores SIGINT and SIGQUIT (the terminal sends them to\n"
       "PROGRAM too) and forwards other terminating signals sent to it.\n"
       "--torch: PROGRAM is a Python interpreter running a PyTorch script (adprof run --torch\n"
@@ -696,17 +697,19 @@ int command_run(const std::vector<std::string> &args) {
       std::cerr << "adprof: " << program[0]
                 << " replaced itself with exec; reporting its last image: " << reported << "\n";
   }
-  // Fork children that never exec'd are not traced (yet): said once, plainly, so that a
-  // report of a program with worker processes (multiprocessing, a DataLoader's workers) is
-  // not taken for the whole job's.
+  // Fork children with no trace of their own when their parent ended (ADPROF_FORK=0 and no
+  // exec, killed before their first chunk, a trace that could not be created): said once,
+  // plainly, so that a report of a program with worker processes is not taken for the whole
+  // job's.
   uint64_t untraced = 0;
   for (const TracedImage &image : images) untraced += image.untraced_fork_children;
   if (untraced > 0)
     std::cerr << "adprof: " << untraced << (untraced == 1 ? " process" : " processes")
-              << " forked by " << program[0] << " did not exec and "
-              << (untraced == 1 ? "was" : "were") << " not traced: what "
+              << " forked by " << program[0] << " had no trace of "
+              << (untraced == 1 ? "its" : "their") << " own when "
+              << (untraced == 1 ? "its parent" : "their parent") << " ended: what "
               << (untraced == 1 ? "it" : "they")
-              << " allocated is in no trace (adprof traces a forked child once it execs)\n";
+              << " allocated is in no trace (ADPROF_FORK=0, or ended before its first chunk)\n";
   if (vm.count("no-report")) return end_as_the_program(status, exit_code);
   if (job) {  // a training job: its ranks side by side
     report_run_as_job(*job, reported, vm);

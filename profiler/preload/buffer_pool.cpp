@@ -252,6 +252,7 @@ void on_thread_exit(void *arg) {
   // ForkChildsThreadExitNeverHangs).
   if (g_state.load() == kForkChild) return;
   auto *ts = static_cast<ThreadState *>(arg);
+  if (syscall(SYS_gettid) == getpid()) g_main_thread_left_ns.store(now_ns());
   ++ts->guard;
   if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
   if (ts->registry_slot != ~0u) {
@@ -314,6 +315,39 @@ bool refill(ThreadState &ts, size_t bytes) {
   if (fresh_thread) record_thread_name(ts);
   --ts.guard;
   return true;
+}
+
+// The parent's buffers, heap coders and registry pages were wiped by the fork (profiler_mmap):
+// each reads as freshly mapped memory (a coder is reset with each buffer, a registry page of
+// zeroes has every slot free), but the lists linking them are gone. The heads are kept (each a
+// list of one), the queued buffers (the parent's events) dropped; the rest stays mapped and
+// unused (address space only: no page of it is touched again).
+void reset_buffers_in_fork_child(ThreadState &ts) {
+  g_queue_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_work_cond = PTHREAD_COND_INITIALIZER;
+  g_space_cond = PTHREAD_COND_INITIALIZER;
+  g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_full_head = g_full_tail = nullptr;
+  g_full_count = 0;
+  g_stop_writer = false;
+  if (g_free_list) g_free_list->next = nullptr;
+  if (g_free_coders) g_free_coders->next = nullptr;
+  g_next_tid.store(0);
+  // The forking thread starts as a new thread of the new trace: a tid, a slot, a first buffer
+  // (refill) that restates its phase and role, its name. Its heap coder is kept (wiped: reset
+  // with that buffer); op scopes begun in the parent end there (their ends are ignored).
+  ts.buf = nullptr;
+  ts.cursor = ts.end = nullptr;
+  ts.events = 0;
+  ts.has_tid = false;
+  ts.tid = 0;
+  ts.next_seq = 0;
+  ts.owner_id = 0;
+  ts.claimed_tick = 0;
+  ts.published = &g_unread_slot;
+  ts.registry_slot = ~0u;
+  ts.op_depth = 0;
+  ts.emitted_role = 0xFF;
 }
 
 }  // namespace adprof::preload

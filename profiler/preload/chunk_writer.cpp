@@ -111,6 +111,8 @@ bool write_chunk(uint32_t tid, uint32_t seq, uint64_t base_ts, uint32_t events, 
   crc = crc32(crc, payload, stored);
   fmt::put_u32(header + 4, static_cast<uint32_t>(crc));
   iovec iov[2] = {{header, sizeof header}, {const_cast<uint8_t *>(payload), stored}};
+  if (g_trace_file.load(std::memory_order_acquire) != kTraceOpen && !trace_ready())
+    return false;  // a fork child's trace that could not be made (said), or given up at exec
   if (!write_all(iov, 2, in_handler)) {
     stop_on_write_error(errno);
     return false;
@@ -265,6 +267,13 @@ void write_buffers(Buffer *list, Compressor &k) {
   // The last buffers, written by the thread that ends the recording after the writer stopped:
   // the steps not yet summarised are over.
   if (!g_writer_running.load(std::memory_order_acquire)) write_remaining_steps(k);
+}
+
+void reset_chunk_writer_in_fork_child() {
+  g_events_written.store(0);
+  g_chunks_written.store(0);
+  g_events_dropped.store(0);
+  g_write_error_said.store(false);
 }
 
 }  // namespace adprof::preload

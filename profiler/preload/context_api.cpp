@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "recorder.h"
+#include "recorder_internal.h"
 #include "step_window.h"
 
 using namespace adprof::preload;
@@ -77,6 +78,26 @@ uint32_t intern(const char *name, size_t length) {
   pthread_mutex_unlock(&g_names_mutex);
   return id;
 }
+
+}  // namespace
+
+namespace adprof::preload {
+
+void reset_names_in_fork_child(ThreadState &ts) {
+  g_names_mutex = PTHREAD_MUTEX_INITIALIZER;
+  if (!g_slots) return;
+  // A slot another thread was filling at the fork may be half written: only whole ones count.
+  for (size_t i = 0; i < kNameSlots; ++i) {
+    const NameSlot &slot = g_slots[i];
+    if (slot.hash != 0 && slot.text && slot.id != 0 && slot.id < g_next_name_id &&
+        slot.text + slot.length <= g_arena + g_arena_used)
+      record_name(ts, slot.id, slot.text, slot.length);
+  }
+}
+
+}  // namespace adprof::preload
+
+namespace {
 
 ADPROF_HOT uint8_t *begin(ThreadState &ts, fmt::EventType type, uint8_t operand = 0) {
   return begin_event(ts, type, operand, now_ticks());

@@ -111,6 +111,13 @@ void forget_own_fds() {
   }
 }
 
+// The parent's trace and /proc files (which name the parent: /proc/self is resolved when
+// opened) are closed; libunwind's pipe is kept (libunwind holds its numbers).
+void reset_own_fds_in_fork_child() {
+  g_own_mutex = PTHREAD_MUTEX_INITIALIZER;
+  for (OwnFd which : {OwnFd::kTrace, OwnFd::kStatm, OwnFd::kStat}) close_own_fd(which);
+}
+
 bool ensure_trace_fd(const char *path, dev_t dev, ino_t ino) {
   int fd = own_fd(OwnFd::kTrace);
   struct stat st;

@@ -58,6 +58,8 @@ alignas(64) std::atomic<uint64_t> g_tick_owner{kTickShared};
 std::atomic<int> g_state{kInert};
 uint64_t g_start_ns = 0;
 uint64_t g_start_ticks = 0;
+uint64_t g_start_wall_ns = 0;
+uint64_t g_ticks_per_second = 0;
 size_t g_page_size = 4096;
 
 pid_t g_recording_pid = 0;
@@ -84,6 +86,7 @@ __attribute__((constructor(101))) void start_recording() {
   g_recording_pid = getpid();
   g_start_ns = now_ns();
   g_start_ticks = now_ticks();
+  g_start_wall_ns = wall_clock_ns();
   int fd = create_trace_file(path, sizeof path);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !absolute_path(path, g_trace_path, sizeof g_trace_path)) {
@@ -95,7 +98,8 @@ __attribute__((constructor(101))) void start_recording() {
   }
   g_trace_dev = st.st_dev;
   g_trace_ino = st.st_ino;
-  if (adopt_own_fd(OwnFd::kTrace, fd) < 0 || !write_file_header(calibrate_ticks_per_second())) {
+  g_ticks_per_second = calibrate_ticks_per_second();
+  if (adopt_own_fd(OwnFd::kTrace, fd) < 0 || !write_file_header()) {
     say("cannot write trace '", path, "'; not recording");
     close_own_fd(OwnFd::kTrace);
     --ts.guard;
@@ -111,7 +115,7 @@ __attribute__((constructor(101))) void start_recording() {
   }
   g_final_copy = static_cast<uint8_t *>(profiler_mmap(kTagBytes + kBodyBytes));
   pthread_key_create(&g_thread_key, on_thread_exit);
-  pthread_atfork(nullptr, nullptr, on_fork_child);
+  pthread_atfork(nullptr, nullptr, on_fork_child);  // before the program's: they may allocate
   g_state.store(kRecording);
   record_initial_mappings(ts);
   if (!start_writer()) {

@@ -7,6 +7,8 @@
 //   writer_thread.cpp  the writer thread: queue, counter samples, snapshots of idle threads
 //   step_window.cpp    --steps A:B: buffers outside the window folded into per-step summaries
 //   recording_end.cpp  the trace's ending: exit, _exit, quick_exit, exec, fork, fatal signals
+//   fork_child.cpp     a fork child's own recording, started afresh (each file's part of it:
+//                      its *_in_fork_child function)
 #pragma once
 
 #include <pthread.h>
@@ -30,6 +32,8 @@ enum State : int { kInert = 0, kRecording = 1, kStopped = 2, kForkChild = 3, kFi
 extern std::atomic<int> g_state;
 extern uint64_t g_start_ns;
 extern uint64_t g_start_ticks;
+extern uint64_t g_start_wall_ns;     // CLOCK_REALTIME at g_start_ticks (the header's)
+extern uint64_t g_ticks_per_second;  // calibrated once, by the first image (the header's)
 extern size_t g_page_size;
 // The process that records (a vfork child shares this memory, and must not finish it).
 extern pid_t g_recording_pid;
@@ -46,6 +50,14 @@ extern dev_t g_trace_dev;
 extern ino_t g_trace_ino;
 // ADPROF_OUTPUT, absolute: a process started by fork+exec writes ADPROF_OUTPUT.<pid>.
 extern char g_output_base[4096];
+// ADPROF_FORK (default 1): a fork child records into a trace of its own (fork_child.cpp);
+// 0: it is not traced unless it execs.
+extern bool g_trace_forks;
+// The trace file: open (every image but a fork child), or a fork child's, created before its
+// first chunk (pending), being created, or given up (the child exec'd first, or it could not be
+// created: nothing is written).
+enum TraceFile : int { kTraceOpen = 0, kTracePending = 1, kTraceCreating = 2, kTraceAbandoned = 3 };
+extern std::atomic<int> g_trace_file;
 
 // The environment's settings (ADPROF_OUTPUT and the rest); `path` gets this process's trace
 // name. False (said on stderr when malformed): do not record.
@@ -53,8 +65,12 @@ bool read_settings(char *path, size_t path_size, bool &want_stacks);
 int create_trace_file(char *path, size_t path_size);
 bool absolute_path(const char *path, char *out, size_t out_size);
 uint64_t calibrate_ticks_per_second();
-bool write_file_header(uint64_t ticks_per_second);
+uint64_t wall_clock_ns();
+bool write_file_header();
 off_t trace_size();
+// Before a chunk is written: true when the trace can take it; a fork child's pending trace is
+// created first (false when it cannot be: recording stops, said once).
+bool trace_ready();
 
 // ---- buffer_pool.cpp: buffers, the writer's queue, the thread registry -----------------------
 
@@ -138,6 +154,9 @@ void stop_for_memory();
 // ---- writer_thread.cpp: the writer thread ----------------------------------------------------
 
 extern int g_sample_ms;  // ADPROF_SAMPLE_MS: how often the writer samples the counters
+// When the main thread left (pthread_exit; on_thread_exit), 0: it has not. The writer then
+// looks for the process's end every millisecond for a while (writer_thread.cpp).
+extern std::atomic<uint64_t> g_main_thread_left_ns;
 extern pthread_t g_writer;
 extern std::atomic<bool> g_writer_running;
 // The writer thread's own: it never waits for room in the queue it empties (refill).
@@ -153,5 +172,23 @@ void stop_writer();
 
 void on_fork_child();
 void finish_at_quick_exit();
+
+// ---- fork_child.cpp and each file's part: a fork child's own recording ----------------------
+
+// In the child, from the fork handler: a fresh recording (its trace pending) of this process.
+// False: the child is not recorded.
+bool record_fork_child(pid_t parent);
+// Each file's state, made the child's: its locks new (another thread of the parent may have
+// held one at the fork, for good in the child), what they guarded abandoned or emptied.
+void reset_trace_file_in_fork_child();
+void reset_buffers_in_fork_child(ThreadState &ts);
+void reset_chunk_writer_in_fork_child();
+void reset_writer_in_fork_child();
+void reset_recording_end_in_fork_child();
+void reset_own_fds_in_fork_child();
+void reset_stacks_in_fork_child(ThreadState &ts);
+// The names interned so far (the table is the parent's copy), written again into the child's
+// trace: the ids a program cached stay valid.
+void reset_names_in_fork_child(ThreadState &ts);
 
 }  // namespace adprof::preload

@@ -1,7 +1,7 @@
 // The trace's ending, once, whichever way the process goes: exit (after every library's
 // destructor), _exit and quick_exit, exec (ended, and taken up again if the exec fails), a
-// fork (the child records nothing), a fatal signal (async-signal-safe writes only). The rules
-// are at the top of recorder.cpp.
+// fork (the child's own recording starts: fork_child.cpp), a fatal signal (async-signal-safe
+// writes only). The rules are at the top of recorder.cpp.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -16,8 +16,9 @@ namespace adprof::preload {
 
 namespace {
 
-// The children this process forked, for the footer's count of those never traced (a fork
-// child is traced only once it execs: it then writes g_output_base.<pid>). The first
+// The children this process forked, for the footer's count of those with no trace of their own
+// when it ends (g_output_base.<pid>: a fork child's own, or the image it exec'd; none under
+// ADPROF_FORK=0 until it execs, none for a child killed before its first chunk). The first
 // kForkedSlots are kept; later forks are counted, not checked.
 constexpr uint32_t kForkedSlots = 4096;
 std::atomic<uint32_t> g_forked_count{0};
@@ -90,14 +91,31 @@ void write_final_snapshots(bool in_handler) {
 
 }  // namespace
 
+// The fork handler, in the child (registered when recording starts, before the program's own
+// handlers, which may allocate). Only the forking thread is left; the recording goes on as the
+// child's own (fork_child.cpp), or, when it cannot or must not (ADPROF_FORK=0, the parent's
+// recording stopped or ending), the child records nothing.
 void on_fork_child() {
-  if (g_state.load() == kRecording || g_state.load() == kStopped) {
-    g_state.store(kForkChild);
-    ThreadState &ts = t_state;
-    ts.buf = nullptr;
-    ts.cursor = ts.end = nullptr;
-    forget_own_fds();
+  const int state = g_state.load();
+  if (state != kRecording && state != kStopped && state != kFinished) return;
+  const pid_t parent = g_recording_pid;
+  ThreadState &ts = t_state;
+  ++ts.guard;
+  g_state.store(kForkChild);
+  if (state == kRecording && g_trace_forks && record_fork_child(parent)) {
+    --ts.guard;
+    return;
   }
+  ts.buf = nullptr;
+  ts.cursor = ts.end = nullptr;
+  forget_own_fds();
+  --ts.guard;
+}
+
+void reset_recording_end_in_fork_child() {
+  g_forked_count.store(0);
+  g_end_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_exec_footer_at.store(-1);
 }
 
 namespace {
@@ -178,6 +196,11 @@ void finish_at_quick_exit() { finish(fmt::EndReason::kExit); }
 // thread writes to the file then) and the writer restarted: the trace goes on as if no exec had
 // been tried, and what the other threads recorded meanwhile is written with the rest. Before, a
 // failed exec ended recording, and every later event of the program was lost.
+//
+// A fork child whose trace is still pending (it wrote no chunk yet: subprocess's and most
+// fork+exec children exec at once) gives its recording up instead: the image it execs is its
+// trace, ADPROF_OUTPUT.<pid> as without fork tracing; what it allocated between the fork and
+// the exec (little or nothing) is not written. A failed exec leaves it unrecorded.
 bool end_before_exec() {
   if (getpid() != g_recording_pid) return false;  // a vfork child: the recording is its parent's
   pthread_mutex_lock(&g_end_mutex);
@@ -187,6 +210,16 @@ bool end_before_exec() {
   }
   ThreadState &ts = t_state;
   ++ts.guard;
+  int pending = kTracePending;
+  if (g_trace_file.compare_exchange_strong(pending, kTraceAbandoned)) {
+    g_state.store(kForkChild);  // the writer drops what it holds; refill fails from now on
+    g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+    stop_writer();
+    ts.buf = nullptr;
+    ts.cursor = ts.end = nullptr;
+    --ts.guard;
+    return true;  // g_end_mutex stays held until the exec fails
+  }
   off_t footer_at = -1;
   if (write_the_end(fmt::EndReason::kExec, &footer_at) && footer_at >= 0)
     g_exec_footer_at.store(footer_at);

@@ -827,6 +827,21 @@ void release_stack_table(ThreadState &ts) {
   pthread_mutex_unlock(&g_pool_mutex);
 }
 
+// The child's trace defines its stacks and objects afresh: every thread table emptied (a new
+// generation), the objects recorded again (record_initial_mappings), the pooled tables (wiped)
+// left unused.
+void reset_stacks_in_fork_child(ThreadState &ts) {
+  if (!g_stacks) return;
+  g_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_map_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_table_pool = nullptr;
+  g_object_count = 0;
+  g_seen_adds.store(~0ull);
+  g_seen_subs.store(~0ull);
+  g_unload_generation.fetch_add(1, std::memory_order_acq_rel);
+  ts.stacks = nullptr;
+}
+
 // Called by the dlclose hook after the real dlclose.
 void note_unload() {
   if (!g_stacks) return;

@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +19,8 @@ char g_trace_path[4096];
 dev_t g_trace_dev = 0;
 ino_t g_trace_ino = 0;
 char g_output_base[4096];
+bool g_trace_forks = true;
+std::atomic<int> g_trace_file{kTraceOpen};
 
 namespace {
 
@@ -63,6 +64,13 @@ bool read_settings(char *path, size_t path_size, bool &want_stacks) {
       return false;
     }
     want_stacks = v == 1;
+  }
+  if (const char *s = getenv("ADPROF_FORK")) {
+    if (!parse_int(s, 0, 1, &v)) {
+      say("ADPROF_FORK must be 0 or 1; not recording");
+      return false;
+    }
+    g_trace_forks = v == 1;
   }
   long root = 0;
   const char *root_text = getenv("ADPROF_ROOT_PID");
@@ -159,27 +167,20 @@ uint64_t calibrate_ticks_per_second() {
   return static_cast<uint64_t>(static_cast<double>(t1 - t0) * 1e9 / static_cast<double>(n1 - n0));
 }
 
-bool write_file_header(uint64_t ticks_per_second) {
-  uint8_t h[fmt::kFileHeaderSize] = {};
+// The header (trace_format.h) of this process's trace: its pid, the recording's start (ticks
+// and wall clock, taken together) and the tick rate.
+void fill_file_header(uint8_t (&h)[fmt::kFileHeaderSize]) {
+  memset(h, 0, sizeof h);
   memcpy(h, fmt::kFileMagic, 8);
   fmt::put_u32(h + 8, fmt::kVersion);
   fmt::put_u32(h + 12, fmt::kFileHeaderSize);
   fmt::put_u64(h + 16, static_cast<uint64_t>(getpid()));
   fmt::put_u64(h + 24, g_start_ticks);
-  // The wall clock at the start timestamp, not now: the calibration (2 ms) and the file's
-  // creation lie between them, longer on a loaded machine, and the processes of a job are put
-  // on one clock by this field (profiler/analysis/job/job_lanes.cpp).
-  timespec wall;
-  const uint64_t ticks_now = now_ticks();
-  clock_gettime(CLOCK_REALTIME, &wall);
-  const uint64_t wall_now = static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + wall.tv_nsec;
-  const uint64_t since_start =
-      ticks_now > g_start_ticks && ticks_per_second > 0
-          ? static_cast<uint64_t>(static_cast<double>(ticks_now - g_start_ticks) * 1e9 /
-                                  static_cast<double>(ticks_per_second))
-          : 0;
-  fmt::put_u64(h + 32, wall_now - std::min(since_start, wall_now));
-  fmt::put_u64(h + 40, ticks_per_second);
+  // The wall clock read with the start timestamp (init, fork_child), not now: the calibration
+  // (2 ms) and the file's creation lie between, longer on a loaded machine, and the processes of
+  // a job are put on one clock by this field (profiler/analysis/job/job_lanes.cpp).
+  fmt::put_u64(h + 32, g_start_wall_ns);
+  fmt::put_u64(h + 40, g_ticks_per_second);
   fmt::put_u32(h + 48, static_cast<uint32_t>(g_page_size));
   uint32_t flags = g_stacks ? fmt::kFileFlagStacks : 0;
 #if defined(__x86_64__) || defined(__i386__)
@@ -188,8 +189,83 @@ bool write_file_header(uint64_t ticks_per_second) {
   fmt::put_u32(h + 52, flags);
   fmt::put_u32(h + 56, g_run_id);
   fmt::put_u32(h + 60, static_cast<uint32_t>(crc32(0L, h, 60)));
+}
+
+uint64_t wall_clock_ns() {
+  timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  return static_cast<uint64_t>(wall.tv_sec) * 1000000000ull + static_cast<uint64_t>(wall.tv_nsec);
+}
+
+bool write_file_header() {
+  uint8_t h[fmt::kFileHeaderSize];
+  fill_file_header(h);
   iovec iov[1] = {{h, sizeof h}};
   return write_all(iov, 1);
+}
+
+namespace {
+
+std::atomic<bool> g_pending_said{false};
+
+// Creates a fork child's trace, ADPROF_OUTPUT.<pid>, and writes its header (as the exec'd
+// children's: create_trace_file). Async-signal-safe but for snprintf of integers.
+bool create_fork_childs_trace() {
+  char path[sizeof g_trace_path];
+  if (snprintf(path, sizeof path, "%s.%ld", g_output_base, static_cast<long>(getpid())) >=
+      static_cast<int>(sizeof path))
+    return false;
+  int fd = create_trace_file(path, sizeof path);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (!g_pending_said.exchange(true))
+      say("cannot create trace '", path,
+          errno == EEXIST ? "': file exists; this forked process is not recorded"
+                          : "'; this forked process is not recorded");
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  uint8_t h[fmt::kFileHeaderSize];
+  fill_file_header(h);
+  size_t done = 0;
+  while (done < sizeof h) {
+    const ssize_t n = write(fd, h + done, sizeof h - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  memcpy(g_trace_path, path, sizeof path);
+  g_trace_dev = st.st_dev;
+  g_trace_ino = st.st_ino;
+  return adopt_own_fd(OwnFd::kTrace, fd) >= 0;
+}
+
+}  // namespace
+
+// A fork child's trace is created before its first chunk (recording_end.cpp says why). One
+// creator: the others (a signal handler on another thread) wait for it, at most about a second.
+bool trace_ready() {
+  int state = g_trace_file.load(std::memory_order_acquire);
+  if (state == kTracePending &&
+      g_trace_file.compare_exchange_strong(state, kTraceCreating, std::memory_order_acq_rel)) {
+    const bool created = create_fork_childs_trace();
+    g_trace_file.store(created ? kTraceOpen : kTraceAbandoned, std::memory_order_release);
+    if (!created) {
+      int expected = kRecording;
+      if (g_state.compare_exchange_strong(expected, kStopped))
+        g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+    }
+    return created;
+  }
+  for (int i = 0; i < 1000 && state == kTraceCreating; ++i) {
+    timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+    state = g_trace_file.load(std::memory_order_acquire);
+  }
+  return state == kTraceOpen;
 }
 
 // The trace file's size (where the next chunk goes: it is opened O_APPEND); -1 when unknown.
@@ -200,6 +276,14 @@ off_t trace_size() {
                   fstat(own_fd(OwnFd::kTrace), &st) == 0;
   unlock_own_fds();
   return ok ? st.st_size : -1;
+}
+
+void reset_trace_file_in_fork_child() {
+  g_trace_file.store(kTracePending, std::memory_order_release);
+  g_pending_said.store(false);
+  g_trace_path[0] = 0;
+  g_trace_dev = 0;
+  g_trace_ino = 0;
 }
 
 }  // namespace adprof::preload

@@ -20,6 +20,7 @@
 namespace adprof::preload {
 
 int g_sample_ms = 10;
+std::atomic<uint64_t> g_main_thread_left_ns{0};
 pthread_t g_writer;
 std::atomic<bool> g_writer_running{false};
 thread_local bool t_is_writer __attribute__((tls_model("initial-exec"))) = false;
@@ -153,6 +154,14 @@ void snapshot_idle_threads(Compressor &k, uint8_t *copy) {
   pthread_mutex_unlock(&g_registry_mutex);
 }
 
+// For 100 ms after the main thread left, the process's end is looked for every millisecond, not
+// every sample: a fork child whose only thread leaves (forked from a thread) waited up to a
+// sample interval for its writer to end it. Later, other threads still run: sampling goes on.
+bool soon_after_main_left() {
+  const uint64_t left = g_main_thread_left_ns.load(std::memory_order_relaxed);
+  return left != 0 && now_ns() - left < 100000000u;
+}
+
 void *writer_main(void *) {
   ThreadState &ts = t_state;
   t_is_writer = true;
@@ -185,7 +194,7 @@ void *writer_main(void *) {
     if (!g_full_head && !g_stop_writer) {
       timespec deadline;
       clock_gettime(CLOCK_REALTIME, &deadline);
-      deadline.tv_nsec += static_cast<long>(g_sample_ms) * 1000000L;
+      deadline.tv_nsec += (soon_after_main_left() ? 1L : static_cast<long>(g_sample_ms)) * 1000000L;
       deadline.tv_sec += deadline.tv_nsec / 1000000000L;
       deadline.tv_nsec %= 1000000000L;
       pthread_cond_timedwait(&g_work_cond, &g_queue_mutex, &deadline);
@@ -198,9 +207,12 @@ void *writer_main(void *) {
     write_settled_steps(k);
 
     uint64_t now = now_ns();
-    if (now - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u) {
-      last_sample = now;
-      if (g_state.load() == kRecording) sample_counters(ts, false);
+    const bool sample_due = now - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u;
+    if (sample_due || soon_after_main_left()) {
+      if (sample_due) {
+        last_sample = now;
+        if (g_state.load() == kRecording) sample_counters(ts, false);
+      }
       if (!ending_the_process && g_state.load() == kRecording &&
           only_the_writer_left(main_thread_name)) {
         pthread_t ender;
@@ -270,6 +282,14 @@ void stop_writer() {
   pthread_cond_signal(&g_work_cond);
   pthread_mutex_unlock(&g_queue_mutex);
   pthread_join(g_writer, nullptr);
+}
+
+// The parent's writer is not in the child: the child's starts as the first of a new trace.
+void reset_writer_in_fork_child() {
+  g_main_thread_left_ns.store(0);
+  g_writer_running.store(false);
+  g_writer_ready.store(false);
+  g_writer_identity = {};
 }
 
 }  // namespace adprof::preload

@@ -9,6 +9,7 @@ Functions take and return plain ints. Pointers are addresses (int), 0 for NULL.
 """
 
 import ctypes
+import os
 import threading
 
 from . import _protocol as P
@@ -52,10 +53,19 @@ class Context:
             self.device_memory_is_reserve = fns["adprof_device_memory_is_reserve"]
             self._describe = fns["adprof_describe"]
             self._annotate = fns["adprof_annotate"]
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=self._after_fork_in_child)
         else:
             self.op_begin = self.op_end = self.set_phase = self.set_role = _noop
             self.retag = self.step = self.label = self.content_hash = _noop
             self.track_alloc = self.track_free = self.device_memory_is_reserve = _noop
+
+    def _after_fork_in_child(self):
+        """A fork child records into a trace of its own from the fork on (docs/RECORDING.md):
+        these functions reach it as they are, and the name ids cached here stay valid (the
+        child's trace defines every name its parent had). Only a lock another thread held at
+        the fork (interning a name, the GIL released in the C call) would be held for good."""
+        self._names_lock = threading.Lock()
 
     def name(self, text):
         """The name id of `text` (interned once per process; cached here). 0 when inert."""
@@ -140,6 +150,15 @@ def _find():
 
 _process_context = None
 _process_context_lock = threading.Lock()
+
+
+def _renew_process_context_lock():
+    global _process_context_lock  # a fork child's own (another thread may have held it)
+    _process_context_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_process_context_lock)
 
 
 def context():

@@ -1,11 +1,16 @@
-// The recorder's life cycle: normal exit, fork (child untraced), exec (same pid: TRACE.1),
+// The recorder's life cycle: normal exit, fork (the child in TRACE.<pid>, naming its parent;
+// untraced under ADPROF_FORK=0), exec (same pid: TRACE.1),
 // fork+exec (TRACE.<pid>), abort (footer names SIGABRT), SIGKILL (chunks flushed), and the exit
 // status of `adprof run`.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "../support/process.h"
 #include "../support/trace_summary.h"
+#include "adprof/job.h"
 #include "adprof/report.h"
 
 namespace {
@@ -13,12 +18,18 @@ namespace {
 using namespace adprof_test;
 
 // `adprof run -o TRACE --no-report -- lifecycle ARGS...`
-Result run_lifecycle(const std::string &trace, std::vector<std::string> args,
-                     double timeout_s = 60) {
-  std::vector<std::string> cli = {"run", "-o", trace, "--no-report", "--", ADPROF_TEST_LIFECYCLE};
-  cli.insert(cli.end(), args.begin(), args.end());
-  return run_cli(cli, timeout_s);
+Result run_lifecycle(const std::string &trace, std::vector<std::string> args, double timeout_s = 60,
+                     std::vector<std::pair<std::string, std::string>> env = {}) {
+  SpawnOptions o;
+  o.argv = {cli_path(), "run", "-o", trace, "--no-report", "--", ADPROF_TEST_LIFECYCLE};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.timeout_s = timeout_s;
+  o.env = std::move(env);
+  return run(o);
 }
+
+// Under ADPROF_FORK=0 a fork child is not traced unless it execs (the behaviour before issue 29).
+const std::vector<std::pair<std::string, std::string>> kNoForkTracing = {{"ADPROF_FORK", "0"}};
 
 // A run of the workload to a normal end (status 0), its trace read back (it must be complete).
 struct CleanRun {
@@ -157,10 +168,70 @@ TEST(Lifecycle, RunExitsWithTheProgramsStatus) {
   EXPECT_TRUE(summarize(dir / "t").complete);
 }
 
-TEST(Lifecycle, ForkedChildIsNotTraced) {
+// Fork children that do not exec are process images of their own (issue 29): each writes
+// TRACE.<pid>, says its parent (job.process), and holds exactly its own allocations: none of
+// its parent's (the parent's unwritten events are wiped by the fork), and the free of a block
+// it inherited is no allocation of its. The parent's trace is as without children.
+TEST(Lifecycle, ForkedChildrenAreTracedWithTheirParent) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  Result r = run_lifecycle(trace, {"fork_children"});
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kv = key_values(r.out);
+  ASSERT_TRUE(kv.count("children") && kv.count("grandchild")) << r.out;
+  std::vector<std::string> children;
+  std::stringstream list(kv["children"]);
+  for (std::string pid; std::getline(list, pid, ',');) children.push_back(pid);
+  ASSERT_EQ(children.size(), 3u);
+  const std::string grandchild = kv["grandchild"];
+  std::vector<std::string> expected = {"t", "t." + grandchild};
+  for (const std::string &child : children) expected.push_back("t." + child);
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(files_in(dir.path()), expected);
+
+  TraceSummary parent = summarize(trace);
+  EXPECT_TRUE(parent.complete) << parent.reason;
+  EXPECT_EQ(parent.ops["parent"].allocations, 1000u);
+  EXPECT_EQ(parent.ops["after_fork"].allocations, 10u);
+  EXPECT_EQ(parent.ops.count("child"), 0u) << "a child's allocations in its parent's trace";
+  EXPECT_EQ(parent.ops.count("grandchild"), 0u);
+  EXPECT_EQ(parent.corrupt_chunks, 0u);
+  adprof::TraceReader parent_reader(trace);
+  EXPECT_EQ(parent_reader.end().untraced_fork_children, 0u);
+  const uint64_t parent_pid = parent_reader.header().pid;
+
+  auto check_image = [&](const std::string &pid, uint64_t its_parent, const char *op,
+                         uint64_t count, uint64_t size) {
+    SCOPED_TRACE(op + std::string(" ") + pid);
+    const std::string path = trace + "." + pid;
+    TraceSummary s = summarize(path);
+    EXPECT_TRUE(s.complete) << s.reason;
+    EXPECT_EQ(s.corrupt_chunks + s.missing_chunks, 0u);
+    EXPECT_EQ(s.ops[op].allocations, count);
+    EXPECT_EQ(s.ops[op].bytes, count * size);
+    EXPECT_EQ(s.ops[op].frees, count / 2);
+    for (const auto &[name, counts] : s.ops) {
+      if (name == op) continue;
+      EXPECT_EQ(counts.allocations, 0u) << "op '" << name << "' in " << path;
+    }
+    adprof::TraceReader reader(path);
+    EXPECT_EQ(reader.header().pid, std::stoull(pid));
+    EXPECT_EQ(reader.header().run_id, parent_reader.header().run_id);
+    const adprof::job::Process p = adprof::job::analyze_process(path, {});
+    EXPECT_TRUE(p.said_process);
+    EXPECT_EQ(p.parent, its_parent);
+  };
+  for (size_t k = 0; k < children.size(); ++k)
+    check_image(children[k], parent_pid, "child", (k + 1) * 100, 1000 + k);
+  check_image(grandchild, std::stoull(children[2]), "grandchild", 50, 555);
+}
+
+// ADPROF_FORK=0: the child records nothing and writes nothing.
+TEST(Lifecycle, ForkedChildIsNotTracedUnderForkZero) {
   TempDir dir;
   std::string trace = dir / "t";
-  Result r = run_lifecycle(trace, {"fork"});
+  Result r = run_lifecycle(trace, {"fork"}, 60, kNoForkTracing);
   ASSERT_TRUE(r.exited) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   pid_t child = child_pid(r.out);
@@ -175,17 +246,17 @@ TEST(Lifecycle, ForkedChildIsNotTraced) {
   EXPECT_EQ(s.corrupt_chunks, 0u);
 }
 
-// A fork child that does not exec is not traced (another issue will trace whole jobs): adprof
-// run says so once, after the program, with how many (issue 28, item 9: multiprocessing's and
-// a DataLoader's workers were missing from the trace and nothing said so). A child that execs
-// has its own trace and is not counted. The program's own output is unchanged.
+// A fork child with no trace of its own (ADPROF_FORK=0 here; a child killed before its first
+// chunk) is counted in its parent's footer, and adprof run says so once, after the program, with
+// how many (issue 28, item 9). A child that execs has its own trace and is not counted. The
+// program's own output is unchanged.
 TEST(Lifecycle, UntracedForkChildrenAreSaidOnce) {
   TempDir dir;
-  Result r = run_lifecycle(dir / "t", {"fork"});
+  Result r = run_lifecycle(dir / "t", {"fork"}, 60, kNoForkTracing);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   size_t said = 0;
   for (const std::string &line : lines_of(r.err))
-    if (line.find("did not exec and was not traced") != std::string::npos) {
+    if (line.find("had no trace of its own") != std::string::npos) {
       ++said;
       EXPECT_EQ(line.rfind("adprof: 1 process forked by ", 0), 0u) << line;
     }
@@ -195,10 +266,12 @@ TEST(Lifecycle, UntracedForkChildrenAreSaidOnce) {
   plain.argv = {ADPROF_TEST_LIFECYCLE, "fork"};
   EXPECT_EQ(child_pid(run(plain).out) > 0, child_pid(r.out) > 0);
 
-  Result exec = run_lifecycle(dir / "e", {"forkexec"});
-  ASSERT_EQ(exec.exit_code, 0) << exec.err;
-  EXPECT_EQ(exec.err.find("not traced"), std::string::npos) << exec.err;
-  EXPECT_EQ(adprof::TraceReader(dir / "e").end().untraced_fork_children, 0u);
+  for (const char *mode : {"forkexec", "fork"}) {  // exec'd, or traced as it is
+    Result traced = run_lifecycle(dir / mode, {mode});
+    ASSERT_EQ(traced.exit_code, 0) << traced.err;
+    EXPECT_EQ(traced.err.find("trace of its own"), std::string::npos) << traced.err;
+    EXPECT_EQ(adprof::TraceReader(dir / mode).end().untraced_fork_children, 0u);
+  }
 }
 
 // execl (through glibc's execve), execveat, which reaches the kernel without it, and the system
@@ -255,8 +328,9 @@ TEST(Lifecycle, FailedExecLosesNoEvent) {
 
 // A thread forks while the writer and the program's threads hold the recorder's locks now and
 // then; in each child that thread leaves (pthread_exit's path, which runs the recorder's
-// thread-exit handler), and the child must end: the child records nothing and must take no
-// lock that another thread of its parent held at the fork.
+// thread-exit handler), and the child must end: it takes no lock that another thread of its
+// parent held at the fork (its recording's locks are its own, made at the fork), and once its
+// only thread has left, its writer ends it as glibc would have. Each child is traced.
 TEST(Lifecycle, ForkChildsThreadExitNeverHangs) {
   TempDir dir;
   const std::string trace = dir / "t";
@@ -266,8 +340,13 @@ TEST(Lifecycle, ForkChildsThreadExitNeverHangs) {
   auto kv = key_values(r.out);
   EXPECT_EQ(kv["forks"], "300") << r.out;
   EXPECT_EQ(kv["hung"], "0") << r.out;
-  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"t"});
+  const std::vector<std::string> files = files_in(dir.path());
+  EXPECT_EQ(files.size(), 301u);
   EXPECT_TRUE(summarize(trace).complete);
+  EXPECT_EQ(adprof::TraceReader(trace).end().untraced_fork_children, 0u);
+  size_t incomplete = 0;
+  for (const std::string &file : files) incomplete += !summarize(dir / file).complete;
+  EXPECT_EQ(incomplete, 0u);
 }
 
 TEST(Lifecycle, ForkedChildThatExecsHasItsOwnTrace) {

@@ -128,6 +128,31 @@ void expect_two_exact_ranks(const TempDir &dir, const json &job, size_t launcher
   EXPECT_EQ(found.size(), launchers) << job["processes"].dump();
 }
 
+// The workers job_ddp.py's ranks started, each of which wrote OUTDIR/worker<r>-<pid> (the test's
+// own count): the job's report has exactly those as the rank's workers (`per_rank` each), each
+// in its own trace TRACE.<pid>, said to be its rank's, with a peak of its own.
+void expect_workers_as_counted(const TempDir &dir, const json &job, size_t per_rank) {
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    std::set<uint64_t> written, reported;
+    const std::string prefix = "worker" + std::to_string(rank) + "-";
+    for (const std::string &name : files_in(dir.path()))
+      if (name.rfind(prefix, 0) == 0) written.insert(std::stoull(name.substr(prefix.size())));
+    EXPECT_EQ(written.size(), per_rank);
+    const json &r = job["ranks"][rank];
+    for (const json &w : r["workers"]) {
+      reported.insert(w["pid"].get<uint64_t>());
+      EXPECT_EQ(w["kind"], "worker");
+      EXPECT_EQ(w["parent"], r["pid"]);
+      EXPECT_GT(w["peak"].get<uint64_t>(), 0u);
+      EXPECT_EQ(w["complete"], true);
+      EXPECT_EQ(w["trace"], (dir / "job.adtrace") + "." + std::to_string(w["pid"].get<uint64_t>()));
+    }
+    EXPECT_EQ(reported, written) << job["processes"].dump();
+    EXPECT_GT(r["workers_peak"].get<uint64_t>(), 0u);
+  }
+}
+
 // torchrun, as the PyTorch docs start a job (PyTorch 2.x: Debian's 1.13 torchrun fails on
 // Python 3.11 with or without adprof). Its report, in words, names the outlier; a gate over the
 // job fails on rank 1 only, and says so.
@@ -246,9 +271,8 @@ TEST(TorchJob, TwoNodesMergedIntoOneJob) {
 }
 
 // torch.multiprocessing.spawn: the ranks are told their rank by the program (the environment
-// names none), said when they join the process group. Their DataLoaders fork their workers: the
-// fork children are not traced (said after the run), and nothing else changes: the ranks are
-// still exact.
+// names none), said when they join the process group. Their DataLoaders fork their workers:
+// each is traced as its own process, the worker of its rank, and the ranks are still exact.
 TEST(TorchJob, SpawnedRanksWithForkedWorkers) {
   SKIP_WITHOUT_TORCH();
   TempDir dir;
@@ -256,9 +280,10 @@ TEST(TorchJob, SpawnedRanksWithForkedWorkers) {
       run_job(dir, {kPython, kScripts + "/job_ddp.py", dir.path(), "--spawn", "2", "--workers", "2",
                     "--context", "fork", "--steps", "2", "--port", free_port(2)});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("did not exec and were not traced"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("trace of its own"), std::string::npos) << r.err;
   const json job = job_report(dir / "job.adtrace");
   expect_two_exact_ranks(dir, job);
+  expect_workers_as_counted(dir, job, 2);
   EXPECT_EQ(job["ranks"][0]["local_rank"], nullptr);  // the environment named none
   // The launcher's own trace is the program's: adprof's TRACE.
   for (const json &p : job["processes"])
@@ -311,6 +336,26 @@ TEST(TorchJob, CollectiveWorkHoldsNoneOfAdprofsObjects) {
   ASSERT_TRUE(held.contains("mode") && held.contains("pack_hook")) << r.out << r.err;
   EXPECT_EQ(held["mode"], 0) << r.out;
   EXPECT_EQ(held["pack_hook"], 0) << r.out;
+}
+
+// A DataLoader(num_workers=2) in its default context (fork, on Linux) in each of two ranks a
+// plain launcher starts: each worker is traced from the fork on, as its own process, and the
+// job's report counts each rank's workers as the workers themselves did (issue 29); the ranks
+// are still exact (a worker's memory is never its rank's).
+TEST(TorchJob, DataLoadersForkedWorkersAreTheirRanks) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  Result r =
+      run_job(dir, {kPython, kScripts + "/job_ddp.py", dir.path(), "--launch", "2", "--workers",
+                    "2", "--context", "default", "--steps", "2", "--port", free_port(5)});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("trace of its own"), std::string::npos) << r.err;
+  const json job = job_report(dir / "job.adtrace");
+  expect_two_exact_ranks(dir, job);
+  expect_workers_as_counted(dir, job, 2);
+  Result text = run_cli({"report", "--job", dir / "job.adtrace"}, 600);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("worker of rank 1"), std::string::npos) << text.out;
 }
 
 // The bootstrap on PYTHONPATH chains to the sitecustomize the environment had (Debian's, or

@@ -220,13 +220,30 @@ Job assemble_job(std::vector<Process> all) {
   for (Process &p : all) {
     if (p.kind == Kind::kRank) continue;
     const Key self{p.run_id, p.pid};
-    if (launchers.count(self) && !rank_of.count(self)) {
-      p.kind = Kind::kLauncher;
-    } else if (p.said_process && rank_of.count(parent_of(p))) {
-      p.kind = Kind::kWorker;
-      p.worker_of = rank_of[parent_of(p)];
-    }
+    if (launchers.count(self) && !rank_of.count(self)) p.kind = Kind::kLauncher;
   }
+  // A rank's workers: its children, and theirs (a forkserver's forked workers, a worker's own
+  // fork children), whatever started them; a launcher's other children are not.
+  std::map<Key, size_t> process_at;
+  for (size_t i = 0; i < all.size(); ++i) process_at.emplace(Key{all[i].run_id, all[i].pid}, i);
+  auto worker_of = [&](const Process &p) -> int64_t {
+    const Process *at = &p;
+    for (size_t hops = 0; at->said_process && hops < all.size(); ++hops) {
+      if (auto rank = rank_of.find(parent_of(*at)); rank != rank_of.end()) return rank->second;
+      auto parent = process_at.find(parent_of(*at));
+      if (parent == process_at.end() || all[parent->second].kind != Kind::kOther) break;
+      at = &all[parent->second];
+    }
+    return -1;
+  };
+  std::vector<int64_t> worker_ranks(all.size(), -1);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].kind == Kind::kOther) worker_ranks[i] = worker_of(all[i]);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (worker_ranks[i] >= 0) {
+      all[i].kind = Kind::kWorker;
+      all[i].worker_of = worker_ranks[i];
+    }
   auto order = [](const Process &p) {
     switch (p.kind) {
       case Kind::kRank:

@@ -7,7 +7,7 @@
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
 //                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
 //                  execve_syscall | exit_group_syscall | late_thread_destructors |
-//                  threads_alive N join|exit | vmsize
+//                  threads_alive N join|exit | vmsize | fork_children
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -126,6 +126,47 @@ int main(int argc, char **argv) {
     allocate("after_fork", 10, 3333);
     printf("child %d\n", static_cast<int>(child));
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  }
+  if (!strcmp(mode, "fork_children")) {
+    // Three children that do not exec, side by side: child k allocates (k+1)*100 blocks of
+    // 1000+k bytes in op "child" (half freed) and frees a block its parent allocated before the
+    // fork; child 0 ends with exit, 1 with _exit, 2 forks a grandchild (50 blocks of 555 in op
+    // "grandchild") and waits for it. Prints "children A,B,C" and "grandchild G" (nothing else
+    // allocates in the children).
+    allocate("parent", 1000, 2222);
+    void *inherited = malloc(4242);
+    printf("parent %d\n", static_cast<int>(getpid()));  // stdout's buffer: the parent's
+    fflush(nullptr);
+    pid_t children[3];
+    int failed = 0;
+    for (int k = 0; k < 3; ++k) {
+      children[k] = fork();
+      if (children[k] != 0) continue;
+      free(inherited);
+      allocate("child", (k + 1) * 100, 1000 + static_cast<size_t>(k));
+      if (k == 1) _exit(0);
+      if (k == 2) {
+        const pid_t grandchild = fork();
+        if (grandchild == 0) {
+          allocate("grandchild", 50, 555);
+          _exit(0);
+        }
+        int status = 0;
+        waitpid(grandchild, &status, 0);
+        printf("grandchild %d\n", static_cast<int>(grandchild));
+      }
+      exit(0);
+    }
+    for (const pid_t child : children) {
+      int status = 0;
+      waitpid(child, &status, 0);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    allocate("after_fork", 10, 3333);
+    free(inherited);
+    printf("children %d,%d,%d\n", static_cast<int>(children[0]), static_cast<int>(children[1]),
+           static_cast<int>(children[2]));
+    return failed == 0 ? 0 : 1;
   }
   if (!strcmp(mode, "exec")) {
     allocate("before_exec", 10, 4444);

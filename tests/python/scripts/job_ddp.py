@@ -8,11 +8,13 @@ none) or with --launch N (a plain launcher: N children with RANK, WORLD_SIZE, MA
 Rank r trains on batches of 2048 * (r + 1) rows: its forward caches are r + 1 times rank 0's.
 Each rank writes OUTDIR/rank<r>.json: PyTorch's own account of its parameters and optimizer
 state (bytes of the unique storages), its batch and its pid, for the test to hold adprof's
-report against. --workers K: a DataLoader with K workers started by --context (spawn: traced
-processes of their own; fork: not traced, the rank must still be exact).
+report against. --workers K: a DataLoader with K workers started by --context (spawn, fork,
+or default: the DataLoader's own, fork on Linux); each worker is a process of its own, traced,
+and writes its pid into OUTDIR/worker<r>-<pid> (worker_init_fn: the test's own count).
 """
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -38,6 +40,11 @@ def storage_bytes(tensors):
     return total
 
 
+def note_worker(outdir, rank, _worker_id):
+    with open(os.path.join(outdir, f"worker{rank}-{os.getpid()}"), "w") as f:
+        f.write(str(os.getppid()))
+
+
 def train(rank, world_size, args):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.Tanh(),
@@ -50,7 +57,9 @@ def train(rank, world_size, args):
     loader_options = {}
     if args.workers:
         loader_options = {"num_workers": args.workers,
-                          "multiprocessing_context": args.context}
+                          "worker_init_fn": functools.partial(note_worker, args.outdir, rank)}
+        if args.context != "default":
+            loader_options["multiprocessing_context"] = args.context
     loader = torch.utils.data.DataLoader(data, batch_size=batch, **loader_options)
     batches = 0
     for x, y in loader:

@@ -18,7 +18,7 @@ namespace adprof::job {
 enum class Kind {
   kRank,      // said "job.rank"
   kLauncher,  // the parent of a rank
-  kWorker,    // a child of a rank (a DataLoader's worker, a pool's process)
+  kWorker,    // a child of a rank (a DataLoader's worker, a pool's process), or a child of one
   kOther,     // any other process of the run (a shell, a compiler, a process that said nothing)
 };
 const char *kind_name(Kind kind);  // "rank", "launcher", "worker", "process"
