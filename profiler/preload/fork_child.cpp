@@ -17,6 +17,8 @@
 //   - The trace is created with the child's first chunk, not at the fork: a child that execs
 //     before (subprocess, posix_spawn through fork, a shell) is traced as the image it execs,
 //     ADPROF_OUTPUT.<pid>, as before, and costs no file (recording_end.cpp, end_before_exec).
+//   - A step window (--steps) is the child's own, over its own steps (step_window.cpp): the
+//     parent writer's window state is abandoned.
 //   - The hot path is unchanged: a forked thread's first allocation takes a fresh buffer
 //     through refill, as a new thread's does.
 // A vfork child runs no fork handler, shares its parent's memory and records nothing.
@@ -29,6 +31,7 @@
 #include "own_fds.h"
 #include "recorder_internal.h"
 #include "stacks.h"
+#include "step_window.h"
 
 extern "C" uint32_t adprof_name(const char *name);
 extern "C" void adprof_annotate(uint32_t kind_name_id, const uint64_t *values, uint32_t count);
@@ -44,6 +47,7 @@ bool record_fork_child(pid_t parent) {
   reset_writer_in_fork_child();
   reset_recording_end_in_fork_child();
   reset_stacks_in_fork_child(ts);
+  reset_step_window_in_fork_child();
   g_recording_pid = getpid();
   g_start_ns = now_ns();
   g_start_ticks = now_ticks();

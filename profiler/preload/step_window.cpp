@@ -54,6 +54,8 @@ constexpr uint32_t kNoThread = UINT32_MAX;
 constexpr uint64_t kMarks = 1 << 10;
 Mark g_marks[kMarks];
 std::atomic<uint64_t> g_marks_claimed{0};
+// A mark has opened (closed) the window: every thread was told to hand its buffer over then.
+std::atomic<bool> g_window_opened{false}, g_window_closed{false};
 
 // A step is summarised once the writer has read its marking thread's events past its end (the
 // next mark), and it has been over for this long: every other thread that records hands its
@@ -570,10 +572,23 @@ bool configure_step_window() {
     return false;
   }
   g_window = new (g_window_storage) WindowState();
+  // From the marks published from now on (a fork child's ring holds its parent's).
+  g_window->next_mark = g_marks_claimed.load(std::memory_order_relaxed);
   g_first_step = first;
   g_end_step = second;
   g_step_window = true;
   return true;
+}
+
+void reset_step_window_in_fork_child() {
+  // The window's state is the parent writer's (its live map of the parent's blocks, the marks it
+  // had read), copied at any point of that writer's work: abandoned, never touched. The child's
+  // writer configures a window of its own (start_writer), over the child's own steps: the
+  // parent's marks still in the ring are not the child's, and its window's edges are its own.
+  g_step_window = false;
+  g_window = nullptr;
+  g_window_opened.store(false, std::memory_order_relaxed);
+  g_window_closed.store(false, std::memory_order_relaxed);
 }
 
 bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
@@ -585,9 +600,10 @@ bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
   m.ns = now_ns();
   m.thread = thread;
   m.ready.store(i + 1, std::memory_order_release);
-  static std::atomic<bool> opened{false}, closed{false};
-  const bool opens = step >= g_first_step && !opened.exchange(true, std::memory_order_relaxed);
-  const bool closes = step >= g_end_step && !closed.exchange(true, std::memory_order_relaxed);
+  const bool opens =
+      step >= g_first_step && !g_window_opened.exchange(true, std::memory_order_relaxed);
+  const bool closes =
+      step >= g_end_step && !g_window_closed.exchange(true, std::memory_order_relaxed);
   if (opens || closes) g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
   return opens || closes;
 }

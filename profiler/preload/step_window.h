@@ -18,6 +18,10 @@ extern bool g_step_window;
 // on stderr; the recording goes on without a window).
 bool configure_step_window();
 
+// A fork child (fork_child.cpp): the parent writer's window state abandoned; the child's writer
+// configures a window of its own over the child's own steps (start_writer).
+void reset_step_window_in_fork_child();
+
 // adprof_step(): the step `step` starts at `ticks` (any thread; a lock-free ring the writer
 // reads). Not the allocation hook: a few atomic operations and stores. True when the mark opens
 // or closes the window: then every thread hands its buffer over at its next event (the flush

@@ -227,6 +227,45 @@ TEST(Lifecycle, ForkedChildrenAreTracedWithTheirParent) {
   check_image(grandchild, std::stoull(children[2]), "grandchild", 50, 555);
 }
 
+// Under a step window (--steps A:B) each process's writer folds its buffers outside the window
+// into per-step summaries (step_window.cpp). A fork child's window is its own, over its own
+// steps: the parent writer's state (its live map, the marks it had read, the ring's marks of
+// the parent's steps) copied at the fork is not the child's. Before, each child's trace held
+// the summaries of its parent's steps 1 and 2 beside its own step 3.
+TEST(Lifecycle, ForkedChildrenHaveTheirOwnStepWindow) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  SpawnOptions o;
+  o.argv = {cli_path(),     "run", "--steps",
+            "100:101",      "-o",  trace,
+            "--no-report",  "--",  ADPROF_TEST_LIFECYCLE,
+            "fork_children"};
+  o.timeout_s = 60;
+  Result r = run(o);
+  ASSERT_TRUE(r.exited) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kv = key_values(r.out);
+  ASSERT_TRUE(kv.count("children")) << r.out;
+  std::vector<std::string> children;
+  std::stringstream list(kv["children"]);
+  for (std::string pid; std::getline(list, pid, ',');) children.push_back(pid);
+  ASSERT_EQ(children.size(), 3u);
+  const adprof::Report parent = adprof::analyze(trace);
+  ASSERT_EQ(parent.steps.size(), 2u);
+  EXPECT_EQ(parent.steps[0].allocations, 1000u);
+  for (size_t k = 0; k < children.size(); ++k) {
+    SCOPED_TRACE(children[k]);
+    const adprof::Report child = adprof::analyze(trace + "." + children[k]);
+    ASSERT_EQ(child.steps.size(), 1u) << "the parent's steps in a child's trace";
+    EXPECT_EQ(child.steps[0].step, 3u);
+    EXPECT_TRUE(child.steps[0].summarized);
+    EXPECT_EQ(child.steps[0].allocations, (k + 1) * 100);
+    EXPECT_EQ(child.steps[0].bytes, (k + 1) * 100 * (1000 + k));
+    // (The free of the block it inherited is of a block allocated before its recording began.)
+    EXPECT_EQ(child.steps[0].frees, (k + 1) * 50);
+  }
+}
+
 // ADPROF_FORK=0: the child records nothing and writes nothing.
 TEST(Lifecycle, ForkedChildIsNotTracedUnderForkZero) {
   TempDir dir;

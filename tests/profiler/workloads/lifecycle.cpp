@@ -132,8 +132,11 @@ int main(int argc, char **argv) {
     // 1000+k bytes in op "child" (half freed) and frees a block its parent allocated before the
     // fork; child 0 ends with exit, 1 with _exit, 2 forks a grandchild (50 blocks of 555 in op
     // "grandchild") and waits for it. Prints "children A,B,C" and "grandchild G" (nothing else
-    // allocates in the children).
+    // allocates in the children). Steps are marked (parent: 1 and 2, each child: 3) for the
+    // step-window test; they change nothing else.
+    adprof_step(1);
     allocate("parent", 1000, 2222);
+    adprof_step(2);
     void *inherited = malloc(4242);
     printf("parent %d\n", static_cast<int>(getpid()));  // stdout's buffer: the parent's
     fflush(nullptr);
@@ -142,6 +145,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; ++k) {
       children[k] = fork();
       if (children[k] != 0) continue;
+      adprof_step(3);
       free(inherited);
       allocate("child", (k + 1) * 100, 1000 + static_cast<size_t>(k));
       if (k == 1) _exit(0);
