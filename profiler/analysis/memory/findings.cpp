@@ -318,56 +318,46 @@ void growth(const Report &r, std::vector<Finding> &out) {
     const bool grows = increments <= 10 ? grew == increments : grew * 10 >= increments * 9;
     const uint64_t first = steps[1].live_by_role[role], last = steps.back().live_by_role[role];
     if (!grows || last <= first || last - first < floor) continue;
+    std::string label, evidence = std::to_string(steps.size()) + " steps";
     if (r.step_window) {
       const GrowingLabel g = growing_label_of_summaries(steps, role);
-      Finding f;
-      f.kind = "growth";
-      f.bytes = last - first;
-      f.message = std::string(role_name(role)) + " memory grows every step: +" +
-                  format_bytes((last - first) / increments) + " a step (" + format_bytes(first) +
-                  " at the start of step " + std::to_string(steps[1].step) + ", " +
-                  format_bytes(last) + " at the start of step " +
-                  std::to_string(steps.back().step) + ")" +
-                  (g.label.empty() ? "" : ", in " + g.label);
-      f.evidence = std::to_string(steps.size()) + " steps, grew in " + std::to_string(grew) +
-                   " of " + std::to_string(increments) + " (steps outside the window summarized)";
-      if (!g.label.empty())
-        f.evidence += "; " + g.label + ": " + format_bytes(g.first) + " -> " +
-                      format_bytes(g.last) + " at the summarized steps' starts, grew in " +
-                      std::to_string(g.grew) + " of " + std::to_string(g.increments);
-      f.fix =
-          "the program keeps something of every step (a list of outputs or losses): keep a plain "
-          "number (a loss's value) or a copy detached from the computation graph when the "
-          "values are needed (a value kept with its graph keeps that step's saved tensors too), "
-          "or drop the reference";
-      out.push_back(std::move(f));
-      continue;
-    }
-    // The label that grows: its buffers live at the peak, made in the most distinct steps.
-    auto step_of = [&](double t) {
-      size_t k = 0;
-      while (k + 1 < steps.size() && steps[k + 1].start <= t) ++k;
-      return k;
-    };
-    std::map<std::string, std::pair<std::set<size_t>, std::pair<uint64_t, uint64_t>>> by_label;
-    for (const LiveBuffer &b : r.live_at_peak) {
-      if (b.label.empty() || role_from_name(b.role) != role || b.alloc_time < steps[0].start)
-        continue;
-      auto &entry = by_label[b.label];
-      entry.first.insert(step_of(b.alloc_time));
-      entry.second.first += b.size;
-      ++entry.second.second;
-    }
-    std::string label;
-    size_t most = 1;
-    uint64_t label_bytes = 0, label_buffers = 0;
-    for (const auto &[name, entry] : by_label)
-      if (entry.first.size() > most) {
-        most = entry.first.size();
-        label = name;
-        label_bytes = entry.second.first;
-        label_buffers = entry.second.second;
+      label = g.label;
+      evidence += ", grew in " + std::to_string(grew) + " of " + std::to_string(increments) +
+                  " (steps outside the window summarized)";
+      if (!label.empty())
+        evidence += "; " + label + ": " + format_bytes(g.first) + " -> " + format_bytes(g.last) +
+                    " at the summarized steps' starts, grew in " + std::to_string(g.grew) + " of " +
+                    std::to_string(g.increments);
+    } else {
+      // The label that grows: its buffers live at the peak, made in the most distinct steps.
+      auto step_of = [&](double t) {
+        size_t k = 0;
+        while (k + 1 < steps.size() && steps[k + 1].start <= t) ++k;
+        return k;
+      };
+      std::map<std::string, std::pair<std::set<size_t>, std::pair<uint64_t, uint64_t>>> by_label;
+      for (const LiveBuffer &b : r.live_at_peak) {
+        if (b.label.empty() || role_from_name(b.role) != role || b.alloc_time < steps[0].start)
+          continue;
+        auto &entry = by_label[b.label];
+        entry.first.insert(step_of(b.alloc_time));
+        entry.second.first += b.size;
+        ++entry.second.second;
       }
+      size_t most = 1;
+      uint64_t label_bytes = 0, label_buffers = 0;
+      for (const auto &[name, entry] : by_label)
+        if (entry.first.size() > most) {
+          most = entry.first.size();
+          label = name;
+          label_bytes = entry.second.first;
+          label_buffers = entry.second.second;
+        }
+      if (!label.empty())
+        evidence += "; " + label + ": " + std::to_string(label_buffers) + " buffers (" +
+                    format_bytes(label_bytes) + ") live at the peak, made in " +
+                    std::to_string(most) + " different steps";
+    }
     Finding f;
     f.kind = "growth";
     f.bytes = last - first;
@@ -376,11 +366,7 @@ void growth(const Report &r, std::vector<Finding> &out) {
                 " at the start of step " + std::to_string(steps[1].step) + ", " +
                 format_bytes(last) + " at the start of step " + std::to_string(steps.back().step) +
                 ")" + (label.empty() ? "" : ", in " + label);
-    f.evidence = std::to_string(steps.size()) + " steps";
-    if (!label.empty())
-      f.evidence += "; " + label + ": " + std::to_string(label_buffers) + " buffers (" +
-                    format_bytes(label_bytes) + ") live at the peak, made in " +
-                    std::to_string(most) + " different steps";
+    f.evidence = std::move(evidence);
     f.fix =
         "the program keeps something of every step (a list of outputs or losses): keep a plain "
         "number (a loss's value) or a copy detached from the computation graph when the values "
