@@ -19,6 +19,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "load_status.h"
 #include "palette.h"
 
 namespace adprof::gui {
@@ -105,17 +106,10 @@ void JobWindow::buildUi() {
   connect(table_, &QTableView::doubleClicked, this,
           [this](const QModelIndex &index) { openLane(laneOfRow(index)); });
 
-  status_ = new QLabel(this);
-  statusBar()->addWidget(status_, 1);
-  progress_ = new QProgressBar(this);
-  progress_->setRange(0, 1000);
-  progress_->setMaximumWidth(220);
-  progress_->setFormat(tr("loading %p%"));
-  progress_->hide();
-  statusBar()->addPermanentWidget(progress_);
-  cancel_ = new QPushButton(tr("Cancel"), this);
-  cancel_->hide();
-  statusBar()->addPermanentWidget(cancel_);
+  const LoadStatus loading = addLoadStatus(this);
+  status_ = loading.message;
+  progress_ = loading.progress;
+  cancel_ = loading.cancel;
   connect(cancel_, &QPushButton::clicked, this,
           [this] { loader_.cancelLoad(TraceLoader::kJobSlot); });
 }

@@ -33,6 +33,7 @@
 
 #include "adprof/ad_analysis.h"
 #include "job_window.h"
+#include "load_status.h"
 #include "palette.h"
 
 namespace adprof::gui {
@@ -298,17 +299,10 @@ void MainWindow::buildUi() {
   instant_dock->raise();
 
   // ---- status bar: progress and cancel ----
-  status_ = new QLabel(this);
-  statusBar()->addWidget(status_, 1);
-  progress_ = new QProgressBar(this);
-  progress_->setRange(0, 1000);
-  progress_->setMaximumWidth(220);
-  progress_->setFormat(tr("loading %p%"));
-  progress_->hide();
-  statusBar()->addPermanentWidget(progress_);
-  cancel_ = new QPushButton(tr("Cancel"), this);
-  cancel_->hide();
-  statusBar()->addPermanentWidget(cancel_);
+  const LoadStatus loading = addLoadStatus(this);
+  status_ = loading.message;
+  progress_ = loading.progress;
+  cancel_ = loading.cancel;
   connect(cancel_, &QPushButton::clicked, this, [this] {
     loader_.cancelLoad(0);
     loader_.cancelLoad(1);

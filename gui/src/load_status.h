@@ -1,0 +1,18 @@
+// The status bar of a window that reads traces in the background: a message, the reading's
+// progress and its Cancel button, both hidden until a reading runs. Shared by the trace's window
+// and the job's.
+#pragma once
+
+class QLabel;
+class QMainWindow;
+class QProgressBar;
+class QPushButton;
+
+struct LoadStatus {
+  QLabel *message = nullptr;
+  QProgressBar *progress = nullptr;
+  QPushButton *cancel = nullptr;
+};
+
+// Adds them to `window`'s status bar (the window owns them).
+LoadStatus addLoadStatus(QMainWindow *window);
