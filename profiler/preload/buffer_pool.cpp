@@ -254,8 +254,18 @@ void on_thread_exit(void *arg) {
   auto *ts = static_cast<ThreadState *>(arg);
   if (syscall(SYS_gettid) == getpid()) g_main_thread_left_ns.store(now_ns());
   ++ts->guard;
-  if (ts->buf && ts->events > 0 && g_state.load() == kRecording) hand_off(*ts);
-  if (ts->registry_slot != ~0u) {
+  bool unwritten = false;
+  if (ts->buf && ts->events > 0) {
+    if (g_state.load() == kRecording)
+      hand_off(*ts);
+    else
+      unwritten = true;
+  }
+  // The recording is ending (finish, or an exec's end, is writing the trace): the buffer stays
+  // published in the registry, where the final snapshots find it (write_final_snapshots, under
+  // the registry's mutex). Taken out, every event of a thread that ended then was lost from a
+  // trace that read as complete (Lifecycle.ThreadEndingWhileTheTraceIsFinishedKeepsItsEvents).
+  if (ts->registry_slot != ~0u && !unwritten) {
     pthread_mutex_lock(&g_registry_mutex);
     ts->published->registered = false;
     ts->published = &g_unread_slot;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,27 @@ int main(int argc, char **argv) {
     allocate("after_fork", 10, 3333);
     printf("child %d\n", static_cast<int>(child));
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  }
+  if (!strcmp(mode, "thread_ends_while_finishing")) {
+    // A detached thread allocates 100 blocks of 4321 bytes in op "late_thread" (the odd ones
+    // kept), then waits, allocating nothing, until the recording is ending (main has returned:
+    // adprof_active() turns 0 when the trace starts to be finished) and only then ends: its
+    // exit comes while the trace is being finished, as a Python thread's can (CPython's join
+    // returns before the joined thread's own pthread_exit).
+    static std::atomic<bool> allocated{false};
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void *) -> void * {
+          allocate("late_thread", 100, 4321);
+          allocated.store(true);
+          while (adprof_active()) sched_yield();
+          return nullptr;
+        },
+        nullptr);
+    pthread_detach(t);
+    while (!allocated.load()) sched_yield();
+    return 0;
   }
   if (!strcmp(mode, "fork_children")) {
     // Three children that do not exec, side by side: child k allocates (k+1)*100 blocks of
