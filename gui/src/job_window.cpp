@@ -29,13 +29,6 @@ JobWindow::JobWindow(QWidget *parent) : QMainWindow(parent) {
   buildUi();
   buildActions();
   resize(1200, 800);
-  connect(&loader_, &TraceLoader::progress, this,
-          [this](double f) { progress_->setValue(int(f * 1000)); });
-  connect(&loader_, &TraceLoader::busyChanged, this, [this](bool busy) {
-    progress_->setVisible(busy);
-    cancel_->setVisible(busy);
-    if (!busy) progress_->setValue(0);
-  });
 }
 
 JobWindow::~JobWindow() = default;
@@ -106,7 +99,7 @@ void JobWindow::buildUi() {
   connect(table_, &QTableView::doubleClicked, this,
           [this](const QModelIndex &index) { openLane(laneOfRow(index)); });
 
-  const LoadStatus loading = addLoadStatus(this);
+  const LoadStatus loading = addLoadStatus(this, loader_);
   status_ = loading.message;
   progress_ = loading.progress;
   cancel_ = loading.cancel;

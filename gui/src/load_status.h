@@ -8,11 +8,18 @@ class QMainWindow;
 class QProgressBar;
 class QPushButton;
 
+namespace adprof::gui {
+
+class TraceLoader;
+
 struct LoadStatus {
   QLabel *message = nullptr;
   QProgressBar *progress = nullptr;
   QPushButton *cancel = nullptr;
 };
 
-// Adds them to `window`'s status bar (the window owns them).
-LoadStatus addLoadStatus(QMainWindow *window);
+// Adds them to `window`'s status bar (the window owns them), following `loader`: its progress,
+// and the bar and Cancel shown while it is busy.
+LoadStatus addLoadStatus(QMainWindow *window, TraceLoader &loader);
+
+}  // namespace adprof::gui

@@ -95,13 +95,6 @@ MainWindow::MainWindow(QWidget *parent) : QMainWindow(parent) {
   buildUi();
   buildActions();
   fitToScreen(false);
-  connect(&loader_, &TraceLoader::progress, this,
-          [this](double f) { progress_->setValue(int(f * 1000)); });
-  connect(&loader_, &TraceLoader::busyChanged, this, [this](bool busy) {
-    progress_->setVisible(busy);
-    cancel_->setVisible(busy);
-    if (!busy) progress_->setValue(0);
-  });
 }
 
 MainWindow::~MainWindow() = default;
@@ -299,7 +292,7 @@ void MainWindow::buildUi() {
   instant_dock->raise();
 
   // ---- status bar: progress and cancel ----
-  const LoadStatus loading = addLoadStatus(this);
+  const LoadStatus loading = addLoadStatus(this, loader_);
   status_ = loading.message;
   progress_ = loading.progress;
   cancel_ = loading.cancel;

@@ -25,6 +25,22 @@ uint64_t at(std::span<const uint64_t> v, size_t i) { return i < v.size() ? v[i] 
 
 }  // namespace
 
+ArenaSlicer::Slice ArenaSlicer::free_bytes_slice(uint64_t offset, uint64_t bytes,
+                                                 uint64_t unused_label) {
+  return Slice{.offset = offset,
+               .bytes = bytes,
+               .role = ADPROF_ROLE_WORKSPACE,
+               .phase = ADPROF_AD_NONE,
+               .op = 0,
+               .label = unused_label,
+               .from = 0,
+               .to = 0,
+               .source_argument = ADPROF_AD_NONE,
+               .source_offset = ADPROF_AD_NONE,
+               .dtype = 0,
+               .dims = {}};
+}
+
 std::span<const Event> ArenaSlicer::rewrite(std::span<const Event> run) {
   out_.clear();  // the last call's events, and their payloads, are the caller's no more
   payloads_.clear();
@@ -107,18 +123,7 @@ void ArenaSlicer::end_timelines(Done done, uint64_t end) {
           std::erase(parts, addr);
         }
         if (after) {
-          Slice s{.offset = t.free_offset,
-                  .bytes = after,
-                  .role = ADPROF_ROLE_WORKSPACE,
-                  .phase = ADPROF_AD_NONE,
-                  .op = 0,
-                  .label = layout->second.unused_label,
-                  .from = 0,
-                  .to = 0,
-                  .source_argument = ADPROF_AD_NONE,
-                  .source_offset = ADPROF_AD_NONE,
-                  .dtype = 0,
-                  .dims = {}};
+          const Slice s = free_bytes_slice(t.free_offset, after, layout->second.unused_label);
           make_slice(like, t.call, t.addr, layout->second.bytes, s, t.phase_before, t.role_before,
                      false, steps);
           parts.push_back(addr);
@@ -374,18 +379,7 @@ void ArenaSlicer::expand_alloc(const Event &arena, const Call &call, const Layou
                                         [&](const Slice &s) { return s.offset == free_offset; }))
     --free_offset;
   auto free_bytes = [&](uint64_t bytes) {
-    return Slice{.offset = free_offset,
-                 .bytes = bytes,
-                 .role = ADPROF_ROLE_WORKSPACE,
-                 .phase = ADPROF_AD_NONE,
-                 .op = 0,
-                 .label = layout.unused_label,
-                 .from = 0,
-                 .to = 0,
-                 .source_argument = ADPROF_AD_NONE,
-                 .source_offset = ADPROF_AD_NONE,
-                 .dtype = 0,
-                 .dims = {}};
+    return free_bytes_slice(free_offset, bytes, layout.unused_label);
   };
   bool first = true;
   auto make = [&](const Slice &s) {

@@ -66,6 +66,9 @@ class ArenaSlicer {
     uint64_t dtype = 0;                               // adprof_dtype; 0: unknown
     std::vector<uint64_t> dims;
   };
+  // The block of an arena's bytes that no logical buffer holds: workspace, labelled as the
+  // layout's unused bytes.
+  static Slice free_bytes_slice(uint64_t offset, uint64_t bytes, uint64_t unused_label);
   struct Layout {
     uint64_t bytes = 0, fullest = 0, schedule = 0, unused_label = 0;
     std::vector<Slice> slices;
