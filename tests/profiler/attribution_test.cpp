@@ -8,6 +8,7 @@
 
 #include "../support/process.h"
 #include "adprof/report.h"
+#include "adprof/timeline.h"
 
 namespace {
 
@@ -152,6 +153,36 @@ TEST(Attribution, KnownPeakIsExact) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("adjoint buffers"), std::string::npos);
   EXPECT_NE(text.out.find("10.0 MiB"), std::string::npos) << text.out;
+}
+
+// A thread that names no phase (a library's worker: ATen's intra-op threads, OpenBLAS's) works
+// for the process in the phase the process is in: its 12 MiB, made while the main thread waits
+// in backward, are backward's, and so is the peak they make (it was "other"); the thread that
+// allocates once the main thread is back in "other" is "other"'s.
+TEST(Attribution, ThreadThatNamesNoPhaseTakesTheProcesssPhase) {
+  TempDir dir;
+  const std::string trace = record(dir, "helper_thread");
+  adprof::Report r = adprof::analyze(trace);
+  ASSERT_TRUE(r.complete) << r.end_reason;
+  EXPECT_EQ(r.peak_phase, "backward");
+  ASSERT_FALSE(r.live_at_peak.empty());
+  EXPECT_EQ(r.live_at_peak[0].size, 12 * kMiB);
+  EXPECT_EQ(r.live_at_peak[0].phase, "backward");
+  EXPECT_EQ(r.live_at_peak[0].role, "foreign");  // its role is not inferred: only its phase
+  // 13 MiB and what pthread_create allocates on the main thread (a few hundred bytes).
+  EXPECT_GE(r.peak_by_phase[ADPROF_PHASE_BACKWARD], 13 * kMiB);
+  EXPECT_LT(r.peak_by_phase[ADPROF_PHASE_BACKWARD], 13 * kMiB + (64 << 10));
+  EXPECT_EQ(r.phases[ADPROF_PHASE_BACKWARD].bytes, r.peak_by_phase[ADPROF_PHASE_BACKWARD]);
+  EXPECT_GE(r.phases[ADPROF_PHASE_OTHER].bytes, 2 * kMiB);
+  // The timeline's bands: one backward band, not cut by the worker's chunks restating "other".
+  adprof::TraceReader reader(trace);
+  const adprof::Timeline t = adprof::build_timeline(reader);
+  std::vector<adprof::PhaseBand> backward;
+  for (const adprof::PhaseBand &b : t.phases)
+    if (b.phase == ADPROF_PHASE_BACKWARD) backward.push_back(b);
+  ASSERT_EQ(backward.size(), 1u);
+  EXPECT_LE(backward[0].start, r.peak_time);
+  EXPECT_GE(backward[0].end, r.peak_time) << "the band ended before the peak it holds";
 }
 
 }  // namespace

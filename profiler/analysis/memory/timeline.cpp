@@ -67,11 +67,14 @@ class TimelineBuilder::Impl {
   }
 
   void on_event(const Event &e, bool changed) {
-    if (e.type == format::EventType::kPhase && e.operand != band_phase) {
+    // The bands follow the process's phase (Replay::thread_phase): a chunk's restated "other"
+    // of a thread that names no phase does not end the band.
+    if (e.type == format::EventType::kPhase) {
+      const int phase = replay_.process_phase();
+      if (phase == band_phase) return;
       if (!t.phases.empty()) t.phases.back().end = now;
-      if (e.operand != ADPROF_PHASE_OTHER || !t.phases.empty())
-        t.phases.push_back({now, now, e.operand});
-      band_phase = e.operand;
+      if (phase != ADPROF_PHASE_OTHER || !t.phases.empty()) t.phases.push_back({now, now, phase});
+      band_phase = phase;
       return;
     }
     if (e.type == format::EventType::kStep) {

@@ -173,7 +173,7 @@ void Replay::on_alloc(const Event &e) {
   b->device = e.device;
   b->stack = e.stack;
   b->role = ctx.role;
-  b->phase = ctx.phase;
+  b->phase = phase_of(ctx);
   b->space = space;
   if (!ctx.ops.empty()) {
     b->op_name = ctx.ops.back().name;
@@ -272,9 +272,13 @@ bool Replay::apply(const Event &e) {
       if (!ops.empty()) ops.pop_back();
       return false;
     }
-    case fmt::EventType::kPhase:
-      context(e.thread).phase = e.operand;
+    case fmt::EventType::kPhase: {
+      ThreadContext &ctx = context(e.thread);
+      ctx.phase = e.operand;
+      ctx.names_phases |= e.operand != ADPROF_PHASE_OTHER;
+      if (ctx.names_phases) process_phase_ = e.operand;
       return false;
+    }
     case fmt::EventType::kRole:
       context(e.thread).role = e.operand;
       return false;

@@ -1,12 +1,16 @@
 // Attribution workload: allocations whose op, phase and role are known in advance.
 //
-// usage: attribution scopes | known
+// usage: attribution scopes | known | helper_thread
 //
 // scopes: nested op scopes, phases and roles set both by the C calls and by the RAII scopes,
 //         a retag, a label and a description, a duplicate naming its source; then the block
 //         "peak_marker" (8 MiB) makes the peak, and everything is freed.
 // known:  5 MiB as forward_cache in the forward phase, then 10 MiB as adjoint in the backward
 //         phase (the peak: 15 MiB above the runtime's own baseline), then both are freed.
+// helper_thread: the main thread in the backward phase (1 MiB adjoint) waits for a thread that
+//         names no phase (a library's worker) while it allocates 12 MiB (the peak); after the
+//         main thread is back in "other", a second such thread allocates 2 MiB.
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +88,34 @@ int known() {
   return 0;
 }
 
+void *helper_allocates(void *bytes) {
+  const size_t n = *static_cast<size_t *>(bytes);
+  free(touch(malloc(n), n));
+  return nullptr;
+}
+
+int helper_thread() {
+  adprof_set_phase(ADPROF_PHASE_BACKWARD);
+  adprof_set_role(ADPROF_ROLE_ADJOINT);
+  void *adjoint = touch(malloc(1 * kMiB), kMiB);
+  size_t peak_bytes = 12 * kMiB, later_bytes = 2 * kMiB;
+  pthread_t t;
+  if (pthread_create(&t, nullptr, helper_allocates, &peak_bytes) || pthread_join(t, nullptr))
+    return 1;
+  adprof_set_role(ADPROF_ROLE_FOREIGN);
+  adprof_set_phase(ADPROF_PHASE_OTHER);
+  free(adjoint);
+  if (pthread_create(&t, nullptr, helper_allocates, &later_bytes) || pthread_join(t, nullptr))
+    return 1;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   if (!strcmp(argv[1], "scopes")) return scopes();
   if (!strcmp(argv[1], "known")) return known();
+  if (!strcmp(argv[1], "helper_thread")) return helper_thread();
   return 2;
 }

@@ -217,10 +217,13 @@ class Replay {
   uint64_t host_slack() const { return host_slack_; }
   uint64_t live_blocks() const { return index_.size() + mmap_.size(); }
 
-  // Context of the thread of the last applied event.
+  // Context of the thread of the last applied event. A thread that has never named a phase (a
+  // library's worker pool: ATen's intra-op threads, OpenBLAS's) works for the process in the
+  // phase the process is in: the phase a thread that names phases named last.
   int thread_phase(uint32_t thread) const {
-    return thread < threads_.size() ? threads_[thread].phase : static_cast<int>(ADPROF_PHASE_OTHER);
+    return thread < threads_.size() ? phase_of(threads_[thread]) : process_phase_;
   }
+  int process_phase() const { return process_phase_; }
   const std::vector<OpFrame> &op_stack(uint32_t thread) const;
 
   const std::string &name(uint32_t id) const;   // "" for unknown ids
@@ -255,9 +258,15 @@ class Replay {
   struct ThreadContext {
     uint8_t phase = ADPROF_PHASE_OTHER;
     uint8_t role = ADPROF_ROLE_FOREIGN;
+    // Has been in a phase other than "other": its "other" is its own from then on. (Each chunk
+    // restates its thread's phase, so a phase event alone does not say the thread named one.)
+    bool names_phases = false;
     std::vector<OpFrame> ops;
     uint64_t last_alloc_serial = 0;  // the serial of the thread's latest allocation
   };
+  uint8_t phase_of(const ThreadContext &ctx) const {
+    return ctx.names_phases ? ctx.phase : process_phase_;
+  }
   ThreadContext &context(uint32_t thread) {
     return thread < threads_.size() ? threads_[thread] : grow_context(thread);
   }
@@ -300,6 +309,7 @@ class Replay {
   uint64_t host_live_ = 0, device_live_ = 0, device_reserved_ = 0, host_slack_ = 0;
   std::array<uint64_t, kRoleCount> host_by_role_{}, device_by_role_{};
   std::array<uint64_t, kPhaseCount> host_by_phase_{};
+  uint8_t process_phase_ = ADPROF_PHASE_OTHER;  // thread_phase()
   std::array<uint64_t, kSpaceCount> by_space_{};
   uint64_t unmatched_frees_ = 0, unknown_retags_ = 0, serial_ = 0;
   LastChange last_;
@@ -439,7 +449,7 @@ inline Replay::HeapChange Replay::apply_heap(const Event &e) {
             .op_instance = op.instance,
             .op_name = op.name,
             .role = ctx.role,
-            .phase = ctx.phase,
+            .phase = phase_of(ctx),
             .thread = e.thread,
             .stack = e.stack,
             .alloc_ticks = e.ticks};

@@ -39,7 +39,7 @@ struct StepMark {
 
 struct Timeline {
   std::vector<TimelineSample> samples;
-  std::vector<PhaseBand> phases;  // phase of the thread that last changed phase
+  std::vector<PhaseBand> phases;  // the process's phase (Replay::process_phase)
   std::vector<StepMark> steps;
   std::vector<std::string> op_names;    // names of the by_op series (last: "other ops")
   std::vector<std::string> site_names;  // names of the by_site series (sites.h)
