@@ -352,6 +352,16 @@ TEST(JaxMlp, RematPredictionsHoldForCheckpointedRuns) {
   EXPECT_NEAR(nothing_arena / temp, 1.0, 0.05);
   EXPECT_NEAR(nothing_arena / shown, 1.0, 0.05);
   EXPECT_NEAR(row["predicted_peak"].get<double>() / ck["peak"]["bytes"].get<double>(), 1.0, 0.05);
+  // What the forward holds beside the arena, as recorded: the largest foreign block at the peak
+  // (said, not checked: which block XLA's runtime makes is its business; the peak is checked).
+  const json *largest = nullptr;
+  for (const json &b : ck["live_at_peak"])
+    if (b["role"] == "foreign" && (!largest || b["size"] > (*largest)["size"])) largest = &b;
+  if (largest)
+    std::printf(
+        "[ jax      ] nothing_saveable: predicted beside the arena %.0f B; the run's "
+        "largest foreign block at its peak %.0f B\n",
+        nothing_call - nothing_arena, (*largest)["size"].get<double>());
 
   const json dots =
       run_and_report(tmp / "d.adtrace", {kScripts + "/jax_mlp.py", tmp / "d.json", "dots"});
