@@ -503,7 +503,7 @@ class Instrumentation:
         now = sum(v.size for v in _classify.live_at(alloc.values, position))
         on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
         note = (f" (predicted for {name}: its arena at its fullest holds {now:,} B now; "
-                f"with nothing_saveable the call holds at most {nothing.call:,} B: "
+                f"with nothing_saveable at most {nothing.call:,} B: "
                 f"{_remat_effect(nothing, now)}; with dots_saveable at most {dots.call:,} B: "
                 f"{_remat_effect(dots, now)})")
         ctx = self.ctx
