@@ -337,6 +337,7 @@ TEST(JaxMlp, RematPredictionsHoldForCheckpointedRuns) {
   ASSERT_TRUE(row.is_object() && row.value("applicable", false)) << row.dump();
   EXPECT_NEAR(row["predicted_peak"].get<double>() / (recorded + nothing_call - now), 1.0, 0.01)
       << "the row replays the finding's prediction";
+  EXPECT_NE(row.value("explanation", "").find("beside them"), std::string::npos) << row.dump();
 
   const json ck =
       run_and_report(tmp / "c.adtrace", {kScripts + "/jax_mlp.py", tmp / "c.json", "checkpoint"});
