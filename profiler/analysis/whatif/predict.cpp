@@ -160,7 +160,7 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
       p.applicable = true;
       p.engine_predicted = true;
       fill(p, s);
-      p.explanation = explain_programs(applied[static_cast<size_t>(d.id)]);
+      p.explanation = explain_programs(d.id, applied[static_cast<size_t>(d.id)]);
     } else if (!w.ad_tape && !w.programs) {
       p.reason = no_tape;
     } else if (!(available & bit)) {

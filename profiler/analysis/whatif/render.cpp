@@ -37,11 +37,15 @@ std::string counted(uint64_t count, const char *noun, uint64_t bytes) {
 
 }  // namespace
 
-std::string explain_programs(const ProgramPlans::Applied &a) {
+std::string explain_programs(int policy, const ProgramPlans::Applied &a) {
   std::string out;
+  // A checkpointing prediction counts, with the arena, what the call would hold beside it (the
+  // forward that the returned value needs, in buffers of its own): ad_protocol.h.
+  const char *beside =
+      policy == ADPROF_AD_POLICY_CHECKPOINTING ? " (with what a call would hold beside them)" : "";
   if (a.arenas)
     out = std::to_string(a.arenas) + " compiled programs' arenas " +
-          mib(static_cast<double>(a.predicted_bytes)) + " in all instead of " +
+          mib(static_cast<double>(a.predicted_bytes)) + " in all" + beside + " instead of " +
           mib(static_cast<double>(a.recorded_bytes)) +
           ", as the engine predicts them from the compiler's schedule";
   if (a.results)

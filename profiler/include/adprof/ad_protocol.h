@@ -298,9 +298,11 @@ typedef enum adprof_ad_contribution {
  * what-if analysis applies to the recording as it applies its own plans:
  *
  * "ad.arena.whatif": {layout, policy id, bytes}
- *   with the policy on, every call's arena of this layout would be `bytes` (a what-if replaces
- *   the blocks the arena was cut into by one block of that size, for the arena's life). Sent
- *   after the layout; the last one for a (layout, policy) counts.
+ *   with the policy on, every call's arena of this layout would be `bytes`, with what the
+ *   engine says the call would hold beside it at the same time (with checkpointing: the
+ *   forward the returned value needs, in buffers of its own) (a what-if replaces the blocks
+ *   the arena was cut into by one block of that size, for the arena's life). Sent after the
+ *   layout; the last one for a (layout, policy) counts.
  *
  * "ad.result_in_argument": {policy id, result address, argument address}
  *   with the policy on, the live result at `result address` would have been written into the

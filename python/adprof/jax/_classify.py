@@ -161,36 +161,109 @@ def live_at(values, pos):
     return kept
 
 
-def remat_prediction(module, cls, values):
-    """The bytes the allocation would hold at its fullest if the function were wrapped in
-    jax.checkpoint with nothing saved (policy nothing_saveable): each forward cache lives only
-    while the forward reads it, and again from the backward's start (JAX recomputes the
-    forward there) to its last use. None when the module has no backward or no forward cache.
-    A bound from the recorded schedule: XLA schedules the recomputed program anew."""
+# Element-wise opcodes a residual may be made of and still be computed once with its
+# recomputation under dots_saveable (what XLA does with tanh(x @ w + b): measured, docs/JAX.md).
+_POINTWISE = _ELEMENTWISE | {"multiply", "divide", "tanh", "exponential", "log", "logistic",
+                             "maximum", "minimum", "sqrt", "rsqrt", "power", "abs", "sign",
+                             "sine", "cosine", "exponential-minus-one", "log-plus-one"}
+
+
+class RematPrediction:
+    """What the program's call would hold with a checkpoint policy around the differentiated
+    function: `arena`, the bytes its arena holds at its fullest; `beside`, the bytes of the
+    forward's residuals made once more for the value the program returns, outside the arena
+    and at the same time as the backward at most; `recomputed`, the residuals recomputed."""
+
+    def __init__(self, arena, beside, recomputed):
+        self.arena, self.beside, self.recomputed = arena, beside, recomputed
+
+    @property
+    def call(self):
+        return self.arena + self.beside
+
+
+def _op_tail(op_name):
+    return op_name.rsplit("/", 1)[-1]
+
+
+def made_from_dots(module, name, depth=0):
+    """Whether an instruction is a matmul's output (its op_name's last part dot_general), or
+    made from matmuls' outputs, arguments and constants by element-wise instructions only
+    (a fusion of them counts as one)."""
+    ins = module.instructions.get(name)
+    if ins is None or depth > 32:
+        return False
+    if ins.opcode in ("parameter", "constant") or ins.opcode == "dot" or \
+            _op_tail(ins.op_name) == "dot_general":
+        return True
+    if ins.opcode == "fusion":
+        body = [module.instructions[n].opcode for n in module.computations.get(ins.calls, [])
+                if n in module.instructions]
+        if not body or not all(op in _POINTWISE for op in body):
+            return False
+    elif ins.opcode not in _POINTWISE:
+        return False
+    return all(made_from_dots(module, o, depth + 1) for o in ins.operands)
+
+
+def returns_forward_value(module):
+    """Whether a result of the program is made by the JVP part (value_and_grad's value): its
+    forward then still runs with the residuals recomputed (jax.grad's alone would not)."""
+    root = root_of(module)
+    if root is None:
+        return False
+    parts = root.operands if root.opcode == "tuple" else [root.name]
+    return any(in_forward(module.instructions[p].op_name) for p in parts
+               if p in module.instructions)
+
+
+def remat_prediction(module, cls, values, policy="nothing_saveable"):
+    """A RematPrediction for jax.checkpoint(f, policy=jax.checkpoint_policies.POLICY) around
+    the differentiated function, or None when the module has no backward or no forward cache.
+    nothing_saveable recomputes every forward cache; dots_saveable keeps the matmuls' outputs
+    and what is made from them element-wise only (XLA computes that once for the forward and
+    the recomputation), and recomputes the rest. A recomputed residual lives only while the
+    forward reads it, and again from the backward's start (JAX recomputes the forward there) to
+    its last use; if the program returns a value of the forward, that forward runs again beside
+    the backward and makes its residuals once more outside the arena (`beside`: on XLA's CPU
+    runtime one fused kernel whose buffers are its own, docs/JAX.md). Bounds from the recorded
+    schedule: XLA schedules the recomputed program anew."""
     if cls.first_transpose is None:
         return None
     position = {name: i for i, name in enumerate(module.sequence)}
-    changed, caches = [], 0
+    changed, forward, caches, recomputed = [], [], 0, 0
     for v in values:
         role, _phase, _src = cls.role(v)
         if role != P.ROLE_FORWARD_CACHE or not v.live:
             changed.append(v)
             continue
         caches += 1
+        if policy == "dots_saveable" and made_from_dots(module, v.instruction):
+            changed.append(v)
+            continue
+        recomputed += 1
         forward_uses = [position[u] for u in v.uses
                         if u in position and not in_transpose(cls.op_name(u))]
         last_forward = max(forward_uses, default=v.live[0])
         start = v.live[0]
         # (offsets of its own: the recomputed value is placed anew, not where it was)
-        changed.append(_Range(v, (start, max(start, last_forward)), 1 << 62))
+        forward.append(_Range(v, (start, max(start, last_forward)), 1 << 62))
+        changed.append(forward[-1])
         changed.append(_Range(v, (max(cls.first_transpose, start), v.live[1]), 1 << 63))
     if not caches:
         return None
-    # Half-open ranges here: a buffer's last reader may write its result into it (in place),
-    # and XLA's inclusive ranges would count both at that position.
+    beside = _fullest_half_open(forward, module.schedule_length) \
+        if returns_forward_value(module) else 0
+    return RematPrediction(_fullest_half_open(changed, module.schedule_length), beside,
+                           recomputed)
+
+
+def _fullest_half_open(values, schedule_length):
+    """The most bytes live at one position, ranges half-open: a buffer's last reader may write
+    its result into it (in place), and XLA's inclusive ranges would count both there."""
     best = 0
-    for pos in range(max(module.schedule_length, 1)):
-        live = [v for v in changed if v.live and v.live[0] <= pos and
+    for pos in range(max(schedule_length, 1)):
+        live = [v for v in values if v.live and v.live[0] <= pos and
                 (pos < v.live[1] or v.live[0] == v.live[1])]
         best = max(best, sum(v.size for v in live))
     return best

@@ -492,28 +492,28 @@ class Instrumentation:
         return program
 
     def _predict_remat(self, name, module, cls, alloc, position, layout):
-        """The checkpointing policy described again with what it would do to this program's
-        arena (the last description counts, ad_protocol.h): predicted from the recorded schedule
-        (_classify.remat_prediction), in bytes, so that a reader can hold it against a run."""
-        predicted = _classify.remat_prediction(module, cls, alloc.values)
-        if predicted is None:
+        """The checkpointing policy described again with what two policies would do to this
+        program's calls (the last description counts, ad_protocol.h): predicted from the
+        recorded schedule (_classify.remat_prediction), in bytes, so that a reader can hold
+        them against a run; adprof whatif's row is nothing_saveable's."""
+        nothing = _classify.remat_prediction(module, cls, alloc.values, "nothing_saveable")
+        if nothing is None:
             return
+        dots = _classify.remat_prediction(module, cls, alloc.values, "dots_saveable")
         now = sum(v.size for v in _classify.live_at(alloc.values, position))
         on_words, off_words = _WORDS[_POLICY_CHECKPOINTING]
-        if predicted < now:
-            effect = f"{now - predicted:,} B less"
-        else:
-            effect = ("no less: the recomputed residuals are live with the adjoints there; "
-                      "checkpoint smaller parts, e.g. each layer or a jax.lax.scan body")
-        note = (f" (predicted for {name}: its arena at its fullest holds {now:,} B now, "
-                f"{predicted:,} B with it, {effect})")
+        note = (f" (predicted for {name}: its arena at its fullest holds {now:,} B now; "
+                f"with nothing_saveable at most {nothing.call:,} B: "
+                f"{_remat_effect(nothing, now)}; with dots_saveable at most {dots.call:,} B: "
+                f"{_remat_effect(dots, now)})")
         ctx = self.ctx
         ctx.annotate(P.AD_POLICY, [_POLICY_CHECKPOINTING, 0, ctx.name(on_words + note),
                                    ctx.name(off_words)])
-        # The arena with it, for adprof whatif: the predicted bytes plus what the arena holds
-        # beyond its values at its fullest now (alignment), kept as it is.
+        # The arena with it, for adprof whatif: the call's predicted bytes (the arena and what
+        # the forward makes beside it, one block for the call's life: an upper bound) plus what
+        # the arena holds beyond its values at its fullest now (alignment), kept as it is.
         ctx.annotate(P.AD_ARENA_WHATIF, [layout, _POLICY_CHECKPOINTING,
-                                         predicted + max(alloc.size - now, 0)])
+                                         nothing.call + max(alloc.size - now, 0)])
 
     def _output_roles(self, module, cls, name):
         """Per result of the entry (the ROOT tuple's operands, or the ROOT itself): the role its
@@ -596,6 +596,23 @@ class Instrumentation:
     def close(self):
         if self.own_dump_dir and self.dump_dir:
             shutil.rmtree(self.dump_dir, ignore_errors=True)
+
+
+def _remat_effect(prediction, now):
+    """A remat prediction in words: where its bytes are, and what that changes."""
+    if not prediction.recomputed:
+        return ("every residual is a matmul's output or made from one element-wise only, "
+                "which XLA computes once for the forward and the recomputation: as now")
+    words = f"the arena {prediction.arena:,} B"
+    if prediction.arena >= now:
+        words += ", the recomputed residuals live with the adjoints"
+    if prediction.beside:
+        words += (f", and {prediction.beside:,} B beside it: the forward that the returned "
+                  "value needs makes its residuals once more, in buffers of its own")
+    if prediction.call < now:
+        return words + f"; {now - prediction.call:,} B less"
+    return (words + f"; no less ({prediction.call - now:,} B more): checkpoint smaller parts, "
+            "e.g. each layer or a jax.lax.scan body")
 
 
 def _describe_array(ctx, addr, array):

@@ -2,7 +2,8 @@
 (value_and_grad + opt.update + apply_updates). argv: SIDE.json [WORD...]; SIDE.json gets
 JAX's own account: the parameters' and Adam moments' nbytes, the residuals JAX lists for the
 gradient (jax.ad_checkpoint.saved_residuals), and memory_analysis of the step. Words:
-`checkpoint` wraps the loss in jax.checkpoint(policy=nothing_saveable); `donate` jits the step
+`checkpoint` wraps the loss in jax.checkpoint(policy=nothing_saveable), `dots` in
+jax.checkpoint(policy=dots_saveable); `donate` jits the step
 with donate_argnums=(0, 1) (params and optimizer state); `wide` makes the parameters the larger
 part (2048-2048-16, batch 1024) where they are 1 MiB of a 64 MiB arena otherwise."""
 import json
@@ -15,7 +16,8 @@ import optax
 from jax._src import ad_checkpoint  # saved_residuals: what print_saved_residuals prints
 
 words = set(sys.argv[2:])
-checkpoint = "checkpoint" in words
+policy = ("nothing_saveable" if "checkpoint" in words else
+          "dots_saveable" if "dots" in words else None)
 sizes, batch = ([2048, 2048, 16], 1024) if "wide" in words else ([256, 1024, 16], 8192)
 
 
@@ -34,8 +36,8 @@ def loss(p, x, y):
     return jnp.mean((out - y) ** 2)
 
 
-if checkpoint:
-    loss = jax.checkpoint(loss, policy=jax.checkpoint_policies.nothing_saveable)
+if policy:
+    loss = jax.checkpoint(loss, policy=getattr(jax.checkpoint_policies, policy))
 
 params = init(jax.random.PRNGKey(0), sizes)
 opt = optax.adam(1e-3)
