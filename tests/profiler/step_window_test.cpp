@@ -147,6 +147,9 @@ TEST_F(StepWindow, BeforeTheFirstStepRecordedInFull) {
       dataset_thread = names[e.thread];
     }
   }
+  // The start-up ends at the first step's mark (a summary's), as in the whole recording.
+  EXPECT_NEAR(windowed.start_up_end, windowed.steps[0].start, 1e-6);
+  EXPECT_NEAR(whole.start_up_end, whole.steps[0].start, 1e-6);
   ASSERT_NE(step0, 0u);
   ASSERT_NE(dataset_at, 0u) << "no allocation of the dataset";
   EXPECT_LT(dataset_at, step0);
