@@ -94,7 +94,7 @@ struct TracedDeath {
 // Device blocks (device_block, device_segment, device_raw) by address and space, as the reader
 // keys them (a segment and its first block share an address).
 uint64_t device_key(uint64_t addr, uint8_t space) {
-  return addr ^ uint64_t { space } << 61;
+  return addr ^ static_cast<uint64_t>(space) << 61;
 }
 
 uint64_t label_key(uint32_t label, uint8_t role) { return uint64_t{label} << 8 | role; }
@@ -618,7 +618,8 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
   for (auto &[addr, b] : w.live)
     if (!b.traced) blocks.emplace_back(addr, &b);
   for (auto &[key, b] : w.device_blocks)
-    if (!b.traced) blocks.emplace_back(key ^ uint64_t{b.space} << 61, &b);
+    if (!b.traced)
+      blocks.emplace_back(key ^ static_cast<uint64_t>(b.space) << 61, &b);  // its address
   for (auto &[addr, b] : w.mappings)
     if (!b.traced) blocks.emplace_back(addr, &b);
   std::vector<TracedDeath> &deaths = w.traced_deaths;

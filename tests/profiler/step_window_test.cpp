@@ -12,6 +12,7 @@
 #include "../support/process.h"
 #include "adprof/findings.h"
 #include "adprof/job.h"
+#include "adprof/replay.h"
 #include "adprof/report.h"
 #include "adprof/trace_reader.h"
 
@@ -142,7 +143,8 @@ TEST_F(StepWindow, BeforeTheFirstStepRecordedInFull) {
     if (e.type == adprof::format::EventType::kThreadName) names[e.thread] = std::string(e.text());
     if (e.type == adprof::format::EventType::kStepSummary && e.a == 0)
       step0 = e.values()[adprof::format::kSummaryStart];
-    if (e.type == adprof::format::EventType::kAlloc && e.a == 8u << 20) {
+    if (e.type == adprof::format::EventType::kAlloc && e.operand == ADPROF_SPACE_HEAP &&
+        e.a == 8u << 20) {
       dataset_at = e.ticks;
       dataset_thread = names[e.thread];
     }
@@ -154,6 +156,34 @@ TEST_F(StepWindow, BeforeTheFirstStepRecordedInFull) {
   ASSERT_NE(dataset_at, 0u) << "no allocation of the dataset";
   EXPECT_LT(dataset_at, step0);
   EXPECT_NE(dataset_thread, "adprof-live-set");
+}
+
+// Anonymous mappings and device blocks at the window's first step as the whole recording has
+// them: of those made before step 0, what step 50 unmapped or freed is gone (the second half of
+// a mapping whose first half it unmapped stays), and what step 60 made is there.
+TEST_F(StepWindow, MappingsAndDeviceBlocksAtTheWindowsStart) {
+  struct Live {
+    uint64_t mapped = UINT64_MAX, device = UINT64_MAX;
+  };
+  auto at_window = [](const std::string &trace) {
+    adprof::TraceReader reader(trace);
+    adprof::Replay replay;
+    adprof::Event e;
+    Live live;
+    while (reader.next(e)) {
+      if (e.type == adprof::format::EventType::kStep && e.a == kFirst) {
+        live = {replay.mapped_live(), replay.device_live()};
+        break;
+      }
+      replay.apply(e);
+    }
+    return live;
+  };
+  const Live whole = at_window(whole_), windowed = at_window(windowed_);
+  EXPECT_EQ(whole.device, 8u << 20);
+  EXPECT_GE(whole.mapped, (3u << 20) / 2);
+  EXPECT_EQ(windowed.device, whole.device);
+  EXPECT_EQ(windowed.mapped, whole.mapped);
 }
 
 // Full events only before the first step and inside the window: the program's step marks and

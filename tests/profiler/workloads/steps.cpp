@@ -15,10 +15,15 @@
 // 2 MiB of staging, freed at step 50): the run's peak is there, before any step; and at step 1
 // it forks a worker that never marks a step (a DataLoader's): 40 batches of four 256 KiB
 // blocks, three batches live at a time, then _exit. Prints "worker PID" (waited for at the end).
+// The other spaces too: before step 0, an anonymous mapping of 1 MiB and one of 2 MiB, and a
+// device block of 4 MiB (declared, at a made-up address); at step 50 the first mapping and
+// the first half of the second are unmapped and the device block freed; at step 60 a mapping of
+// 512 KiB and a device block of 8 MiB are made, kept to the end.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +82,21 @@ int main(int argc, char **argv) {
     staging = touch(malloc(2048 * kKiB), 2048 * kKiB);
     free(scratch);
   }
+  constexpr size_t kMiB = 1024 * kKiB;
+  auto map = [](size_t n) {
+    void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : touch(p, n);
+  };
+  // Made-up device addresses: the program only declares them (no device here).
+  const void *device_early = reinterpret_cast<void *>(uintptr_t{0x7e0000000000}),
+             *device_late = reinterpret_cast<void *>(uintptr_t{0x7e0100000000});
+  void *mapped_early = nullptr, *mapped_halved = nullptr, *mapped_late = nullptr;
+  if (with_worker) {
+    mapped_early = map(kMiB);
+    mapped_halved = map(2 * kMiB);
+    if (!mapped_early || !mapped_halved) return 1;
+    adprof_track_alloc(device_early, 4 * kMiB, ADPROF_SPACE_DEVICE_BLOCK, 0);
+  }
   adprof_set_role(ADPROF_ROLE_FOREIGN);
   pid_t worker = -1;
   uint64_t random_state = 1;
@@ -92,6 +112,15 @@ int main(int argc, char **argv) {
     if (i == 50) {
       free(staging);
       staging = nullptr;
+      if (with_worker) {
+        munmap(mapped_early, kMiB);
+        munmap(mapped_halved, kMiB);
+        adprof_track_free(device_early, ADPROF_SPACE_DEVICE_BLOCK, 0);
+      }
+    }
+    if (i == 60 && with_worker) {
+      if (!(mapped_late = map(kMiB / 2))) return 1;
+      adprof_track_alloc(device_late, 8 * kMiB, ADPROF_SPACE_DEVICE_BLOCK, 0);
     }
     adprof_op_begin(forward, static_cast<uint64_t>(i) + 1);
     adprof_set_phase(ADPROF_PHASE_FORWARD);
@@ -129,6 +158,11 @@ int main(int argc, char **argv) {
   for (void *p : kept) free(p);
   free(parameters);
   free(dataset);
+  if (with_worker) {
+    munmap(static_cast<char *>(mapped_halved) + kMiB, kMiB);
+    munmap(mapped_late, kMiB / 2);
+    adprof_track_free(device_late, ADPROF_SPACE_DEVICE_BLOCK, 0);
+  }
   if (worker > 0) {
     int status = 0;
     if (waitpid(worker, &status, 0) != worker || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
