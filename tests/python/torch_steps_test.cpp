@@ -195,7 +195,8 @@ TEST(TorchSteps, LossesKeptWithTheirGraphAreALeakOutsideTheWindow) {
 // are recorded whole, as without a window (before, their events were folded with no step to
 // hold them: each worker's trace held its names only, and the job's report counted their
 // peaks as nothing). Each rank's workers, and the sum of their peaks, as in a whole recording
-// of the same job (5%: the workers' Python objects vary a little from run to run).
+// of the same job (5%: the workers' Python objects vary a little from run to run); and the
+// launcher's peak.
 TEST(TorchSteps, JobsWorkersUnderAWindowAsRecordedWhole) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
@@ -234,6 +235,14 @@ TEST(TorchSteps, JobsWorkersUnderAWindowAsRecordedWhole) {
                 windowed["workers_peak"].get<double>());
     EXPECT_NEAR(windowed["workers_peak"].get<double>(), peak, 0.05 * peak);
   }
+  // The launcher marks no step either: its peak (its imports) as in the whole recording.
+  double launcher_peaks[2] = {};
+  for (int windowed = 0; windowed < 2; ++windowed)
+    for (const json &p : jobs[windowed]["processes"])
+      if (p["kind"] == "launcher") launcher_peaks[windowed] = p["peak"].get<double>();
+  std::printf("[ launcher ] whole %.0f, window 1:2 %.0f\n", launcher_peaks[0], launcher_peaks[1]);
+  EXPECT_GT(launcher_peaks[0], 0);
+  EXPECT_NEAR(launcher_peaks[1], launcher_peaks[0], 0.05 * launcher_peaks[0]);
 }
 
 }  // namespace
