@@ -485,7 +485,10 @@ int command_run(const std::vector<std::string> &args) {
       "--steps A:B: a long job's trace stays small: every event of the steps A to B-1 (the\n"
       "program's step marks: an optimizer's steps under --torch) is recorded, and of every\n"
       "other step a summary (its peak, bytes by role at its peak and at its start,\n"
-      "allocations); the report shows every step's peak (docs/RECORDING.md, \"Step windows\").\n\n"
+      "allocations); the report shows every step's peak (docs/RECORDING.md, \"Step windows\").\n"
+      "What a process does before its first step mark is recorded in full (its start-up; a\n"
+      "process that never marks one, as a launcher or a DataLoader's worker, is recorded\n"
+      "whole).\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
@@ -496,10 +499,11 @@ int command_run(const std::vector<std::string> &args) {
       "with its Python functions and lines")("json", "print the report as JSON")(
       "no-report", "only record; print no report")(
       "steps", po::value<std::string>(),
-      "A:B (0 <= A < B): record every event of steps A to B-1 only, a summary of each other "
-      "step")("torch",
-              "PROGRAM is python running a PyTorch script, or a Python program starting them "
-              "(torchrun): record the AD roles of each")(
+      "A:B (0 <= A < B): record every event of steps A to B-1 and before the first step, a "
+      "summary of each other step")(
+      "torch",
+      "PROGRAM is python running a PyTorch script, or a Python program starting them "
+      "(torchrun): record the AD roles of each")(
       "jax", "PROGRAM is python running a JAX script: record XLA's buffers and their AD roles");
   add_report_options(options);
 

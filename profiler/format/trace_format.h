@@ -173,13 +173,18 @@
 // and base timestamp, and holds only the events later chunks may need, at their own times: the
 // restated phase, names (kName), thread names, stack definitions and mappings, counters, and
 // the annotations whose kind is not the AD tape's ("ad.tape.*": its per-op records). Every
-// chunk with an event in the window, and every chunk handed over while the window is open, is
-// written whole. Before the first whole chunk, the writer writes the blocks then live (heap
-// and pinned host blocks of the folded events) as ordinary events of a thread of its own,
-// kLiveSetThread: its name "adprof-live-set" (kThreadName hi=0), then for each block
-// [kRole] kAlloc (slack as recorded, stack 0) [kLabel], all at one time just before that
-// first whole chunk's base timestamp, so that the window's frees find their blocks and its
-// live bytes start where the job's were. The figures of each step outside the window are
+// chunk with an event before the process's first step mark (a process that never marks one is
+// recorded as without a window), every chunk with an event in the window, and every chunk
+// handed over while the window is open, is written whole. Before the window's first whole
+// chunk, the writer writes what the trace needs to hold the blocks then live (heap and pinned
+// host blocks) as ordinary events of a thread of its own, kLiveSetThread: its name
+// "adprof-live-set" (kThreadName hi=0), then a kFree of each block the trace holds live that
+// died in a folded chunk (or was retagged or relabelled there), then for each live block the
+// trace does not hold [kRole] kAlloc (slack as recorded, stack 0) [kLabel], all at one time
+// just before that first whole chunk's base timestamp, so that the window's frees find their
+// blocks and its live bytes start where the job's were (nothing when the trace holds them
+// all; before issue 29's last change, every live block was written there, and nothing before
+// the first step mark was). The figures of each step outside the window are
 // written, once the step is over, as a record of a second thread of its own,
 // kStepSummaryThread (named "adprof-steps"), at the step's end time:
 //   kThreadName hi=5 (kStepSummaryOperand) step:varint start_back:varint peak_back:varint

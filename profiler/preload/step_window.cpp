@@ -1,10 +1,13 @@
 // The writer thread's side of a step window (step_window.h; the encoding: trace_format.h, "Step
 // windows"). Every buffer handed over is decoded here (the reader's chunk decoder, on the raw
 // bytes), its heap events kept in a live map (address -> size, role, label) and counted into
-// the figures of the step their time falls in; the buffer is then written whole (in the
-// window, or while it is open) or folded: a chunk of the same thread and number holding only
-// the events later chunks may need. Nothing here runs on a recording thread but
-// publish_step_mark; the writer's allocations (the maps) are the profiler's (its guard is up).
+// the figures of the step their time falls in; the buffer is then written whole (before the
+// process's first step mark, in the window, or while it is open) or folded: a chunk of the same
+// thread and number holding only the events later chunks may need. The live map also knows
+// which blocks the trace holds as live (their allocation written, their free not), so that the
+// window's first chunk is preceded by the difference only. Nothing here runs on a recording
+// thread but publish_step_mark; the writer's allocations (the maps) are the profiler's (its
+// guard is up).
 #include "step_window.h"
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <new>
 #include <string_view>
@@ -54,8 +58,9 @@ constexpr uint32_t kNoThread = UINT32_MAX;
 constexpr uint64_t kMarks = 1 << 10;
 Mark g_marks[kMarks];
 std::atomic<uint64_t> g_marks_claimed{0};
-// A mark has opened (closed) the window: every thread was told to hand its buffer over then.
-std::atomic<bool> g_window_opened{false}, g_window_closed{false};
+// A mark has opened (closed) the window, or was the process's first: every thread was told to
+// hand its buffer over then.
+std::atomic<bool> g_window_opened{false}, g_window_closed{false}, g_first_marked{false};
 
 // A step is summarised once the writer has read its marking thread's events past its end (the
 // next mark), and it has been over for this long: every other thread that records hands its
@@ -69,10 +74,28 @@ constexpr uint64_t kSummaryFlushNs = 1'000'000'000;
 struct LiveBlock {
   uint64_t size;
   uint32_t slack;
-  uint32_t label;  // name id, 0: none
+  uint32_t label;   // name id, 0: none
+  uint32_t device;  // as recorded (a host pinned block's)
   uint8_t role;
   uint8_t space;
+  // The trace holds it as live, as it is: its allocation (role, label) was written, whole or in
+  // the window's live set, and no free of it.
+  bool traced;
 };
+
+// A block the trace holds as live that died in a folded chunk (freed, replaced, or retagged or
+// relabelled there): the window's live set frees it (`length`: an anonymous mapping's range).
+struct TracedDeath {
+  uint64_t addr, length;
+  uint32_t device;
+  uint8_t space;
+};
+
+// Device blocks (device_block, device_segment, device_raw) by address and space, as the reader
+// keys them (a segment and its first block share an address).
+uint64_t device_key(uint64_t addr, uint8_t space) {
+  return addr ^ static_cast<uint64_t>(space) << 61;
+}
 
 uint64_t label_key(uint32_t label, uint8_t role) { return uint64_t{label} << 8 | role; }
 
@@ -90,7 +113,7 @@ struct StepFigures {
 struct Folded {
   fmt::EventType type;
   uint8_t operand;
-  uint32_t thread;
+  uint32_t thread, device;
   uint64_t ticks, addr, a, b;
 };
 
@@ -151,6 +174,11 @@ struct WindowState {
   std::vector<adprof::Event> run;
   std::vector<Folded> folded;
   std::unordered_map<uint64_t, LiveBlock> live;
+  // The blocks of the other spaces, known only for what the trace holds of them (they count in
+  // no step's figures): device blocks (device_key), anonymous mappings (start: a piece, split
+  // by a partial munmap as the reader splits it).
+  std::unordered_map<uint64_t, LiveBlock> device_blocks;
+  std::map<uint64_t, LiveBlock> mappings;
   uint64_t live_total = 0;
   std::array<uint64_t, kRoles> by_role{};
   std::unordered_map<uint64_t, uint64_t> by_label;  // label_key -> bytes live
@@ -158,8 +186,10 @@ struct WindowState {
   std::vector<uint64_t> read_until;                 // by thread index: its last event read
   std::vector<bool> tape_names;                     // name ids of "ad.tape.*"
   uint64_t next_mark = 0, last_mark_ticks = 0;
-  std::deque<StepFigures> steps;  // the open ones, in mark order
-  size_t started = 0;             // how many of them, from the first, have begun (take_start)
+  std::vector<TracedDeath> traced_deaths;  // until the window's live set is written
+  uint64_t first_mark = UINT64_MAX;        // the process's first step mark (its time)
+  std::deque<StepFigures> steps;           // the open ones, in mark order
+  size_t started = 0;  // how many of them, from the first, have begun (take_start)
   uint64_t window_open = UINT64_MAX, window_close = UINT64_MAX;
   bool opened = false;  // the live set is written: every chunk whole until the window closes
   ChunkBuilder kept, live_set, summaries;
@@ -209,6 +239,7 @@ void read_marks(WindowState &w) {
     StepFigures &s = w.steps.emplace_back();
     s.step = m.step;
     s.start = ticks;
+    w.first_mark = std::min(w.first_mark, ticks);
     if (m.step >= g_first_step && w.window_open == UINT64_MAX) w.window_open = ticks;
     if (m.step >= g_end_step && w.window_open != UINT64_MAX && w.window_close == UINT64_MAX)
       w.window_close = ticks;
@@ -255,7 +286,100 @@ void add_bytes(WindowState &w, const LiveBlock &b, int64_t sign) {
   w.by_label[label_key(b.label, b.role)] += delta;
 }
 
-void apply(WindowState &w, const Folded &e) {
+// The trace no longer holds `b` as it is live (an event of a folded chunk changed it): the
+// window's live set frees it, and allocates it anew if it is still live then.
+void untrace(WindowState &w, uint64_t addr, LiveBlock &b) {
+  if (!b.traced) return;
+  b.traced = false;
+  if (!w.opened) w.traced_deaths.push_back({addr, b.size, b.device, b.space});
+}
+
+// munmap of [start, start + length) (or a MAP_FIXED mapping over it): the pieces of the
+// mappings there end, as the reader ends them (Replay::unmap_range); a piece the trace holds
+// dies there unless the trace holds the event (`written`).
+void unmap_range(WindowState &w, uint64_t start, uint64_t length, bool written) {
+  if (length == 0 || w.mappings.empty()) return;
+  const uint64_t end = start + length;
+  auto it = w.mappings.upper_bound(start);
+  if (it != w.mappings.begin()) --it;
+  while (it != w.mappings.end() && it->first < end) {
+    const uint64_t piece_start = it->first, piece_end = it->first + it->second.size;
+    if (piece_end <= start) {
+      ++it;
+      continue;
+    }
+    const LiveBlock b = it->second;
+    it = w.mappings.erase(it);
+    const uint64_t hole = std::max(start, piece_start), hole_end = std::min(end, piece_end);
+    if (b.traced && !written && !w.opened)
+      w.traced_deaths.push_back({hole, hole_end - hole, b.device, b.space});
+    if (piece_start < start) {  // the part before the hole
+      LiveBlock head = b;
+      head.size = start - piece_start;
+      head.slack = 0;
+      w.mappings.emplace(piece_start, head);
+    }
+    if (piece_end > end) {  // and the part after it
+      LiveBlock tail = b;
+      tail.size = piece_end - end;
+      tail.slack = 0;
+      it = std::next(w.mappings.emplace(end, tail).first);
+    }
+  }
+}
+
+// A block of the other spaces at `addr`: as the reader finds it (Replay::find).
+LiveBlock *find_other(WindowState &w, uint64_t addr) {
+  for (const uint8_t space :
+       {ADPROF_SPACE_DEVICE_BLOCK, ADPROF_SPACE_DEVICE_RAW, ADPROF_SPACE_DEVICE_SEGMENT})
+    if (auto it = w.device_blocks.find(device_key(addr, space)); it != w.device_blocks.end())
+      return &it->second;
+  auto m = w.mappings.find(addr);
+  return m != w.mappings.end() ? &m->second : nullptr;
+}
+
+// An allocation or free of the other spaces, kept as the reader would (Replay::on_alloc,
+// on_free) for what the trace holds of them.
+void apply_other(WindowState &w, const Folded &e, bool written) {
+  const uint8_t space = e.operand;
+  if (space == ADPROF_SPACE_MMAP) {
+    unmap_range(w, e.addr, e.a, written);  // a MAP_FIXED mapping replaces what was there
+    if (e.type == fmt::EventType::kAlloc) {
+      const uint8_t role =
+          e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
+      w.mappings[e.addr] = {e.a, 0, 0, e.device, role, space, written};
+    }
+    return;
+  }
+  auto end_block = [&](uint64_t key) {
+    auto it = w.device_blocks.find(key);
+    if (it == w.device_blocks.end()) return false;
+    if (!written) untrace(w, e.addr, it->second);
+    w.device_blocks.erase(it);
+    return true;
+  };
+  if (e.type == fmt::EventType::kFree) {
+    // The same driver memory may be seen in the other space (a segment declared over a raw
+    // cudaMalloc): the reader looks there too.
+    if (!end_block(device_key(e.addr, space)) &&
+        (space == ADPROF_SPACE_DEVICE_RAW || space == ADPROF_SPACE_DEVICE_SEGMENT))
+      end_block(device_key(e.addr, space == ADPROF_SPACE_DEVICE_RAW ? ADPROF_SPACE_DEVICE_SEGMENT
+                                                                    : ADPROF_SPACE_DEVICE_RAW));
+    return;
+  }
+  if (space == ADPROF_SPACE_DEVICE_SEGMENT)
+    end_block(device_key(e.addr, ADPROF_SPACE_DEVICE_RAW));  // counted once, as reserve
+  end_block(device_key(e.addr, space));                      // its free was not seen
+  const uint8_t role =
+      e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
+  w.device_blocks[device_key(e.addr, space)] = {
+      e.a,    static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)), 0, e.device, role, space,
+      written};
+}
+
+// `e` counted into the live map and its step; `written`: its buffer is written whole (the trace
+// holds the event).
+void apply(WindowState &w, const Folded &e, bool written) {
   switch (e.type) {
     case fmt::EventType::kRole:
       if (e.thread >= w.thread_role.size())
@@ -263,18 +387,26 @@ void apply(WindowState &w, const Folded &e) {
       w.thread_role[e.thread] = e.operand;
       return;
     case fmt::EventType::kAlloc: {
-      if (!is_host(e.operand)) return;
+      if (!is_host(e.operand)) {
+        apply_other(w, e, written);
+        return;
+      }
+      // The figures at the start of a step it begins are taken before it counts.
+      StepFigures *s = step_at(w, e.ticks);
       if (auto it = w.live.find(e.addr); it != w.live.end()) {  // its free was not seen
+        if (!written) untrace(w, e.addr, it->second);
         add_bytes(w, it->second, -1);
         w.live.erase(it);
       }
       const uint8_t role =
           e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
-      const LiveBlock b{e.a, static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)), 0, role,
-                        e.operand};
+      const LiveBlock b{e.a,    static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)),
+                        0,      e.device,
+                        role,   e.operand,
+                        written};
       w.live.emplace(e.addr, b);
       add_bytes(w, b, +1);
-      if (StepFigures *s = step_at(w, e.ticks)) {
+      if (s) {
         ++s->allocations;
         s->bytes += e.a;
         s->last_ticks = e.ticks;
@@ -287,12 +419,17 @@ void apply(WindowState &w, const Folded &e) {
       return;
     }
     case fmt::EventType::kFree: {
-      if (!is_host(e.operand)) return;
+      if (!is_host(e.operand)) {
+        apply_other(w, e, written);
+        return;
+      }
       auto it = w.live.find(e.addr);
       if (it == w.live.end()) return;  // allocated before recording began
+      StepFigures *s = step_at(w, e.ticks);
+      if (!written) untrace(w, e.addr, it->second);
       add_bytes(w, it->second, -1);
       w.live.erase(it);
-      if (StepFigures *s = step_at(w, e.ticks)) {
+      if (s) {
         ++s->frees;
         s->last_ticks = e.ticks;
       }
@@ -300,8 +437,19 @@ void apply(WindowState &w, const Folded &e) {
     }
     case fmt::EventType::kRetag:
     case fmt::EventType::kLabel: {
+      step_at(w, e.ticks);
       auto it = w.live.find(e.addr);
-      if (it == w.live.end()) return;
+      if (it == w.live.end()) {
+        if (LiveBlock *b = find_other(w, e.addr)) {
+          if (!written) untrace(w, e.addr, *b);
+          if (e.type == fmt::EventType::kRetag)
+            b->role = e.operand;
+          else
+            b->label = static_cast<uint32_t>(std::min<uint64_t>(e.a, UINT32_MAX));
+        }
+        return;
+      }
+      if (!written) untrace(w, e.addr, it->second);
       add_bytes(w, it->second, -1);
       if (e.type == fmt::EventType::kRetag)
         it->second.role = e.operand;
@@ -410,7 +558,7 @@ void note(WindowState &w, const adprof::Event &e) {
     case fmt::EventType::kRole:
     case fmt::EventType::kRetag:
     case fmt::EventType::kLabel:
-      w.folded.push_back({e.type, e.operand, e.thread, e.ticks, e.addr, e.a, e.b});
+      w.folded.push_back({e.type, e.operand, e.thread, e.device, e.ticks, e.addr, e.a, e.b});
       return;
     default:
       return;
@@ -458,27 +606,58 @@ bool decode(WindowState &w, Buffer *b, uint64_t &first, uint64_t &last, bool &fi
   return true;
 }
 
-// The blocks live now, as events of the live set's thread at `ticks` (trace_format.h).
+// The window's live set, as events of the live set's thread at `ticks` (trace_format.h): what
+// the trace needs to hold the blocks live now, given what it holds already (written whole
+// before the first step mark): a free of each block it holds that has died since, then an
+// allocation of each live block it does not hold. Every live block is then held.
 void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
   ChunkBuilder &c = w.live_set;
-  c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
-  c.end(c.bytes(c.begin(fmt::EventType::kThreadName, 0, ticks), "adprof-live-set"));
   // By role, then address: one role event per role, and small address deltas (a Python
   // process has hundreds of thousands of blocks live after its start-up).
-  std::vector<std::pair<uint64_t, const LiveBlock *>> blocks;
-  blocks.reserve(w.live.size());
-  for (const auto &[addr, b] : w.live) blocks.emplace_back(addr, &b);
+  std::vector<std::pair<uint64_t, LiveBlock *>> blocks;
+  for (auto &[addr, b] : w.live)
+    if (!b.traced) blocks.emplace_back(addr, &b);
+  for (auto &[key, b] : w.device_blocks)
+    if (!b.traced)
+      blocks.emplace_back(key ^ static_cast<uint64_t>(b.space) << 61, &b);  // its address
+  for (auto &[addr, b] : w.mappings)
+    if (!b.traced) blocks.emplace_back(addr, &b);
+  std::vector<TracedDeath> &deaths = w.traced_deaths;
+  if (blocks.empty() && deaths.empty()) return;
   std::sort(blocks.begin(), blocks.end(), [](const auto &x, const auto &y) {
     return x.second->role != y.second->role ? x.second->role < y.second->role : x.first < y.first;
   });
+  // A block may have died twice (held again through a late whole chunk): one free.
+  auto order = [](const TracedDeath &x, const TracedDeath &y) {
+    return x.space != y.space ? x.space < y.space : x.addr < y.addr;
+  };
+  std::sort(deaths.begin(), deaths.end(), order);
+  deaths.erase(std::unique(deaths.begin(), deaths.end(),
+                           [](const TracedDeath &x, const TracedDeath &y) {
+                             return x.space == y.space && x.addr == y.addr;
+                           }),
+               deaths.end());
+  c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
+  c.end(c.bytes(c.begin(fmt::EventType::kThreadName, 0, ticks), "adprof-live-set"));
+  auto next_chunk_if_full = [&](uint8_t &role) {
+    if (c.room(3 * kMaxFixedEvent)) return;
+    c.write(k);
+    c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
+    role = 0xFF;
+  };
   uint8_t role = 0xFF;
+  for (const TracedDeath &d : deaths) {
+    next_chunk_if_full(role);
+    uint8_t *p = c.addr(c.begin(fmt::EventType::kFree, d.space, ticks), d.addr);
+    if (d.space == ADPROF_SPACE_MMAP) p = fmt::put_varint(p, d.length);
+    if (d.space >= ADPROF_SPACE_DEVICE_BLOCK) p = fmt::put_varint(p, d.device);
+    c.end(p);
+  }
+  deaths.clear();
+  deaths.shrink_to_fit();
   for (const auto &[addr, block] : blocks) {
-    const LiveBlock &b = *block;
-    if (!c.room(3 * kMaxFixedEvent)) {
-      c.write(k);
-      c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
-      role = 0xFF;
-    }
+    LiveBlock &b = *block;
+    next_chunk_if_full(role);
     if (b.role != role) {
       c.end(c.begin(fmt::EventType::kRole, b.role, ticks));
       role = b.role;
@@ -486,12 +665,14 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
     uint8_t *p = c.addr(c.begin(fmt::EventType::kAlloc, b.space, ticks), addr);
     p = fmt::put_varint(p, b.size);
     p = fmt::put_varint(p, b.slack);
+    if (b.space >= ADPROF_SPACE_DEVICE_BLOCK) p = fmt::put_varint(p, b.device);
     if (g_stacks) p = fmt::put_varint(p, 0);  // no stack (zz(0 - 0))
     c.end(p);
     if (b.label) {
       p = c.addr(c.begin(fmt::EventType::kLabel, 0, ticks), addr);
       c.end(fmt::put_varint(p, b.label));
     }
+    b.traced = true;
   }
   c.write(k);
 }
@@ -589,6 +770,7 @@ void reset_step_window_in_fork_child() {
   g_window = nullptr;
   g_window_opened.store(false, std::memory_order_relaxed);
   g_window_closed.store(false, std::memory_order_relaxed);
+  g_first_marked.store(false, std::memory_order_relaxed);
 }
 
 bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
@@ -604,8 +786,11 @@ bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
       step >= g_first_step && !g_window_opened.exchange(true, std::memory_order_relaxed);
   const bool closes =
       step >= g_end_step && !g_window_closed.exchange(true, std::memory_order_relaxed);
-  if (opens || closes) g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
-  return opens || closes;
+  // The first mark ends what is written whole before the steps: the buffers end there too.
+  const bool first = !g_first_marked.load(std::memory_order_relaxed) &&
+                     !g_first_marked.exchange(true, std::memory_order_relaxed);
+  if (opens || closes || first) g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+  return opens || closes || first;
 }
 
 void write_windowed_buffer(Buffer *b, Compressor &k) {
@@ -621,15 +806,18 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
     write_buffer_whole(b, k);
     return;
   }
-  const bool whole = first < w.window_close && (w.opened || last >= w.window_open);
-  if (whole && !w.opened) {
-    w.opened = true;
+  const bool in_window = first < w.window_close && (w.opened || last >= w.window_open);
+  if (in_window && !w.opened) {
     write_live_set(w, k, std::min(first, b->base_ts) - 1);
+    w.opened = true;
   }
-  for (const Folded &e : w.folded) apply(w, e);
+  // Before the process's first step mark there is no step to hold the events: the buffer is
+  // written whole (a process that never marks a step is recorded as without a window).
+  const bool whole = in_window || first < w.first_mark || !fits || w.kept.events == 0;
+  for (const Folded &e : w.folded) apply(w, e, whole);
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
-  if (whole || !fits || w.kept.events == 0)
+  if (whole)
     write_buffer_whole(b, k);
   else
     w.kept.write(k);

@@ -23,9 +23,10 @@ bool configure_step_window();
 void reset_step_window_in_fork_child();
 
 // adprof_step(): the step `step` starts at `ticks` (any thread; a lock-free ring the writer
-// reads). Not the allocation hook: a few atomic operations and stores. True when the mark opens
-// or closes the window: then every thread hands its buffer over at its next event (the flush
-// epoch), so that the window's chunks begin at its edges.
+// reads). Not the allocation hook: a few atomic operations and stores. True when the mark is the
+// process's first, or opens or closes the window: then every thread hands its buffer over at its
+// next event (the flush epoch), so that the chunks written whole before the first mark end
+// there, and the window's chunks begin at its edges.
 // `thread`: the calling thread's index, UINT32_MAX when it has none yet.
 bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread);
 

@@ -12,6 +12,7 @@
 #include "../support/process.h"
 #include "adprof/findings.h"
 #include "adprof/job.h"
+#include "adprof/replay.h"
 #include "adprof/report.h"
 #include "adprof/trace_reader.h"
 
@@ -22,15 +23,25 @@ using namespace adprof_test;
 constexpr int kSteps = 200;
 constexpr uint64_t kFirst = 100, kEnd = 110;
 
-std::string record(const TempDir &dir, const std::string &name, bool leak, bool window) {
+// The steps workload (workloads/steps.cpp) under the preload library, with a step window or
+// whole; `worker`: it loads a dataset before step 0 and forks a worker that never marks a step.
+// Returns its trace; `worker_pid`, when asked, the worker's pid.
+std::string record(const TempDir &dir, const std::string &name, bool leak, bool window,
+                   bool worker = false, std::string *worker_pid = nullptr) {
   const std::string trace = dir / name;
   SpawnOptions o;
-  o.argv = {ADPROF_TEST_STEPS, std::to_string(kSteps), leak ? "leak" : "steady"};
+  o.argv = {ADPROF_TEST_STEPS, std::to_string(kSteps), leak ? "leak" : "steady", "2000",
+            worker ? "worker" : "none"};
   o.trace = trace;
   if (window)
     o.env.emplace_back("ADPROF_STEPS", std::to_string(kFirst) + ":" + std::to_string(kEnd));
   const Result r = run(o);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (worker_pid) {
+    const size_t at = r.out.find("worker ");
+    *worker_pid =
+        at == std::string::npos ? "" : r.out.substr(at + 7, r.out.find('\n', at) - at - 7);
+  }
   return trace;
 }
 
@@ -44,15 +55,16 @@ class StepWindow : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    whole_ = record(*dir_, "whole.adtrace", false, false);
-    windowed_ = record(*dir_, "windowed.adtrace", false, true);
+    whole_ = record(*dir_, "whole.adtrace", false, false, true, &whole_worker_);
+    windowed_ = record(*dir_, "windowed.adtrace", false, true, true, &windowed_worker_);
   }
   static void TearDownTestSuite() { delete dir_; }
   static TempDir *dir_;
-  static std::string whole_, windowed_;
+  static std::string whole_, windowed_, whole_worker_, windowed_worker_;
 };
 TempDir *StepWindow::dir_ = nullptr;
-std::string StepWindow::whole_, StepWindow::windowed_;
+std::string StepWindow::whole_, StepWindow::windowed_, StepWindow::whole_worker_,
+    StepWindow::windowed_worker_;
 
 // Every step of the run is in the report, its peak the one the whole recording replays: the
 // steps outside the window from the writer's summaries, those inside from their events.
@@ -78,22 +90,113 @@ TEST_F(StepWindow, EveryStepsPeakAsTheWholeRecordingHasIt) {
                 static_cast<double>(full.live_by_role[ADPROF_ROLE_PARAMETER]), tolerance);
     EXPECT_NEAR(static_cast<double>(w.peak_by_role[ADPROF_ROLE_FORWARD_CACHE]),
                 static_cast<double>(full.peak_by_role[ADPROF_ROLE_FORWARD_CACHE]), tolerance);
+    // The dataset made before step 0 (8 MiB, and 2 MiB of staging to step 50): live in every
+    // step, in the window's replay too.
+    EXPECT_EQ(w.live_by_role[ADPROF_ROLE_INPUT], full.live_by_role[ADPROF_ROLE_INPUT]);
+    EXPECT_EQ(w.live_by_role[ADPROF_ROLE_INPUT], (i <= 50 ? 10u : 8u) << 20);
     // 16 blocks, 2,000 temporaries a step (and the vector's own).
     EXPECT_GE(w.allocations, 2016u);
     EXPECT_LE(w.allocations, full.allocations + 8);
   }
 }
 
-// Full events only inside the window: the program's step marks and allocations are those of
-// steps 100 to 109 (the blocks live before it come as the live set's, at its start), and the
-// trace is a fraction of the whole one.
-TEST_F(StepWindow, FullEventsOnlyInsideTheWindow) {
+// A process that never marks a step (a DataLoader's worker, a launcher) is recorded whole under
+// a window, as without one: the worker the workload forks at step 1 has its 160 blocks and its
+// peak (three batches of four 256 KiB blocks) in both traces.
+TEST_F(StepWindow, AProcessThatNeverMarksAStepIsRecordedWhole) {
+  ASSERT_FALSE(whole_worker_.empty());
+  ASSERT_FALSE(windowed_worker_.empty());
+  const adprof::Report whole = adprof::analyze(whole_ + "." + whole_worker_);
+  const adprof::Report windowed = adprof::analyze(windowed_ + "." + windowed_worker_);
+  ASSERT_TRUE(windowed.complete) << windowed.end_reason;
+  constexpr uint64_t kBatchesLive = 3 * 4 * 256 * 1024;
+  EXPECT_GE(whole.peak, kBatchesLive);
+  EXPECT_LT(whole.peak, kBatchesLive + 64 * 1024);
+  EXPECT_EQ(windowed.peak, whole.peak);
+  EXPECT_GE(windowed.allocations, 160u);
+  EXPECT_EQ(windowed.allocations, whole.allocations);
+  EXPECT_EQ(windowed.bytes_allocated, whole.bytes_allocated);
+  EXPECT_TRUE(windowed.steps.empty());
+}
+
+// What a process does before its first step mark is recorded in full under a window: the
+// dataset it loads (16 MiB of scratch, then 8 MiB kept) makes the run's peak, before step 0, as
+// the whole recording has it, and the dataset's block is the program's own allocation, at its
+// time (not one of the window's live set).
+TEST_F(StepWindow, BeforeTheFirstStepRecordedInFull) {
+  const adprof::Report whole = adprof::analyze(whole_);
+  const adprof::Report windowed = adprof::analyze(windowed_);
+  ASSERT_FALSE(whole.steps.empty());
+  ASSERT_FALSE(windowed.steps.empty());
+  ASSERT_LT(whole.peak_time, whole.steps[0].start) << "the workload's peak is before step 0";
+  EXPECT_LT(windowed.peak_time, windowed.steps[0].start);
+  EXPECT_NEAR(static_cast<double>(windowed.peak), static_cast<double>(whole.peak),
+              0.01 * static_cast<double>(whole.peak));
+  EXPECT_EQ(windowed.peak_by_role[ADPROF_ROLE_INPUT], 26u << 20);
+  EXPECT_EQ(windowed.peak_by_role[ADPROF_ROLE_INPUT], whole.peak_by_role[ADPROF_ROLE_INPUT]);
+  adprof::TraceReader reader(windowed_);
+  adprof::Event e;
+  std::map<uint32_t, std::string> names;
+  uint64_t step0 = 0, dataset_at = 0;
+  std::string dataset_thread;
+  while (reader.next(e)) {
+    if (e.type == adprof::format::EventType::kThreadName) names[e.thread] = std::string(e.text());
+    if (e.type == adprof::format::EventType::kStepSummary && e.a == 0)
+      step0 = e.values()[adprof::format::kSummaryStart];
+    if (e.type == adprof::format::EventType::kAlloc && e.operand == ADPROF_SPACE_HEAP &&
+        e.a == 8u << 20) {
+      dataset_at = e.ticks;
+      dataset_thread = names[e.thread];
+    }
+  }
+  // The start-up ends at the first step's mark (a summary's), as in the whole recording.
+  EXPECT_NEAR(windowed.start_up_end, windowed.steps[0].start, 1e-6);
+  EXPECT_NEAR(whole.start_up_end, whole.steps[0].start, 1e-6);
+  ASSERT_NE(step0, 0u);
+  ASSERT_NE(dataset_at, 0u) << "no allocation of the dataset";
+  EXPECT_LT(dataset_at, step0);
+  EXPECT_NE(dataset_thread, "adprof-live-set");
+}
+
+// Anonymous mappings and device blocks at the window's first step as the whole recording has
+// them: of those made before step 0, what step 50 unmapped or freed is gone (the second half of
+// a mapping whose first half it unmapped stays), and what step 60 made is there.
+TEST_F(StepWindow, MappingsAndDeviceBlocksAtTheWindowsStart) {
+  struct Live {
+    uint64_t mapped = UINT64_MAX, device = UINT64_MAX;
+  };
+  auto at_window = [](const std::string &trace) {
+    adprof::TraceReader reader(trace);
+    adprof::Replay replay;
+    adprof::Event e;
+    Live live;
+    while (reader.next(e)) {
+      if (e.type == adprof::format::EventType::kStep && e.a == kFirst) {
+        live = {replay.mapped_live(), replay.device_live()};
+        break;
+      }
+      replay.apply(e);
+    }
+    return live;
+  };
+  const Live whole = at_window(whole_), windowed = at_window(windowed_);
+  EXPECT_EQ(whole.device, 8u << 20);
+  EXPECT_GE(whole.mapped, (3u << 20) / 2);
+  EXPECT_EQ(windowed.device, whole.device);
+  EXPECT_EQ(windowed.mapped, whole.mapped);
+}
+
+// Full events only before the first step and inside the window: the program's step marks and
+// allocations are those of its start-up and of steps 100 to 109 (the blocks born in the steps
+// between and live at the window's start come as the live set's, at its start), and the trace
+// is a fraction of the whole one.
+TEST_F(StepWindow, FullEventsOnlyBeforeTheStepsAndInsideTheWindow) {
   adprof::TraceReader reader(windowed_);
   adprof::Event e;
   std::set<uint64_t> marks;
   std::map<uint32_t, std::string> names;
   std::map<uint32_t, uint64_t> allocations;  // by thread
-  uint64_t open = 0, close = UINT64_MAX;
+  uint64_t first = 0, open = 0, close = UINT64_MAX;
   std::vector<uint64_t> program_times;  // the program's allocations
   while (reader.next(e)) {
     if (e.type == adprof::format::EventType::kThreadName) names[e.thread] = std::string(e.text());
@@ -101,6 +204,8 @@ TEST_F(StepWindow, FullEventsOnlyInsideTheWindow) {
       marks.insert(e.a);
       if (e.a == kFirst) open = e.ticks;
     }
+    if (e.type == adprof::format::EventType::kStepSummary && e.a == 0)
+      first = e.values()[adprof::format::kSummaryStart];
     if (e.type == adprof::format::EventType::kStepSummary && e.a == kEnd)
       close = e.values()[adprof::format::kSummaryStart];
     if (e.type == adprof::format::EventType::kAlloc) {
@@ -108,10 +213,19 @@ TEST_F(StepWindow, FullEventsOnlyInsideTheWindow) {
       if (names[e.thread] != "adprof-live-set") program_times.push_back(e.ticks);
     }
   }
+  ASSERT_NE(first, 0u);
+  uint64_t start_up = 0;
   for (const uint64_t t : program_times) {
+    if (t < first) {
+      ++start_up;
+      continue;
+    }
     EXPECT_GE(t, open) << "an allocation before the window";
     EXPECT_LT(t, close) << "an allocation after the window";
   }
+  // The parameters, the dataset's scratch, the dataset and its staging (the C runtime's own).
+  EXPECT_GE(start_up, 4u);
+  EXPECT_LE(start_up, 16u);
   std::set<uint64_t> window;
   for (uint64_t s = kFirst; s < kEnd; ++s) window.insert(s);
   EXPECT_EQ(marks, window);
@@ -120,8 +234,8 @@ TEST_F(StepWindow, FullEventsOnlyInsideTheWindow) {
   for (const auto &[thread, n] : allocations)
     if (names[thread] != "adprof-live-set") program_allocations += n;
   EXPECT_EQ(program_allocations, program_times.size());
-  EXPECT_GE(program_allocations, (kEnd - kFirst) * 2016);
-  EXPECT_LE(program_allocations, (kEnd - kFirst) * 2100);
+  EXPECT_GE(program_allocations - start_up, (kEnd - kFirst) * 2016);
+  EXPECT_LE(program_allocations - start_up, (kEnd - kFirst) * 2100);
   const auto whole_bytes = std::filesystem::file_size(whole_);
   const auto windowed_bytes = std::filesystem::file_size(windowed_);
   EXPECT_LT(windowed_bytes * 5, whole_bytes) << windowed_bytes << " against " << whole_bytes;
@@ -150,6 +264,10 @@ TEST_F(StepWindow, GrowthOverSummarizedStepsNamesRoleAndLabel) {
             std::string::npos)
       << growth->message;
   EXPECT_NE(growth->message.find("in model.head"), std::string::npos) << growth->message;
+  // The losses kept in the summarized steps before the window are live in its replay.
+  ASSERT_GT(r.steps.size(), kFirst);
+  EXPECT_FALSE(r.steps[kFirst].summarized);
+  EXPECT_EQ(r.steps[kFirst].live_by_role[ADPROF_ROLE_FORWARD_CACHE], kFirst * (256u << 10));
   EXPECT_EQ(growth_of(adprof::find_findings(adprof::analyze(windowed_))), nullptr);
 }
 

@@ -236,7 +236,15 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       step.live_by_role = step.peak_by_role = replay.host_by_role();
     } else if (e.type == format::EventType::kStepSummary) {
       StepSummary summary;
-      if (step_from_summary(e, reader, replay, summary)) summaries.push_back(std::move(summary));
+      if (step_from_summary(e, reader, replay, summary)) {
+        // A step window's first steps are summaries (their marks folded): the start-up ends at
+        // the first one's mark, unless an op began before it.
+        if (r.start_up_end < 0) {
+          r.start_up_end = summary.start;
+          start_up_serial = replay.serial();
+        }
+        summaries.push_back(std::move(summary));
+      }
     } else if (e.type == format::EventType::kAnnotate) {
       if (options.on_annotation) options.on_annotation(e, replay);
       const ad::Decoder::Annotation a = ad_events.annotation(e);
