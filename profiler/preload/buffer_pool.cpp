@@ -47,6 +47,11 @@ constexpr size_t kMaxQueuedBuffers = 128;  // 128 MiB of raw events waiting for 
 Buffer *g_free_list = nullptr;
 std::atomic<uint32_t> g_next_tid{0};
 
+// Hand-offs that read the recording as on and have not yet reached the writer's queue
+// (hand_off_while_recording); the thread's own, in t_handing_off.
+std::atomic<uint32_t> g_hand_offs_in_flight{0};
+thread_local bool t_handing_off = false;
+
 // Heap coders (about 140 KiB each) of exited threads, for the next threads to reuse.
 struct PooledCoder {
   fmt::HeapCoder coder;  // first: a thread's coder pointer is its PooledCoder's
@@ -177,6 +182,28 @@ void hand_off(ThreadState &ts) {
   ts.cursor = ts.end = nullptr;
 }
 
+bool hand_off_while_recording(ThreadState &ts) {
+  // Both sequentially consistent: the count is raised before the state is read here, the state
+  // changed before the count is read at the end (wait_for_hand_offs); one sees the other.
+  g_hand_offs_in_flight.fetch_add(1);
+  t_handing_off = true;
+  const bool on = g_state.load() == kRecording;
+  if (on) hand_off(ts);
+  t_handing_off = false;
+  g_hand_offs_in_flight.fetch_sub(1, std::memory_order_release);
+  return on;
+}
+
+void wait_for_hand_offs() {
+  // At most a second: a thread stopped inside a hand-off must not hang the program's end. A
+  // fatal signal's handler may have interrupted this thread's own hand-off.
+  const uint32_t own = t_handing_off ? 1 : 0;
+  for (int i = 0; i < 10000 && g_hand_offs_in_flight.load() > own; ++i) {
+    timespec pause{0, 100'000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
 namespace {
 
 void start_buffer(ThreadState &ts, Buffer *b) {
@@ -254,13 +281,7 @@ void on_thread_exit(void *arg) {
   auto *ts = static_cast<ThreadState *>(arg);
   if (syscall(SYS_gettid) == getpid()) g_main_thread_left_ns.store(now_ns());
   ++ts->guard;
-  bool unwritten = false;
-  if (ts->buf && ts->events > 0) {
-    if (g_state.load() == kRecording)
-      hand_off(*ts);
-    else
-      unwritten = true;
-  }
+  const bool unwritten = ts->buf && ts->events > 0 && !hand_off_while_recording(*ts);
   // The recording is ending (finish, or an exec's end, is writing the trace): the buffer stays
   // published in the registry, where the final snapshots find it (write_final_snapshots, under
   // the registry's mutex). Taken out, every event of a thread that ended then was lost from a
@@ -298,7 +319,11 @@ bool refill(ThreadState &ts, size_t bytes) {
       --ts.guard;
       return true;
     }
-    hand_off(ts);
+    if (!hand_off_while_recording(ts)) {  // the recording ended since the check above
+      ts.end = ts.cursor;
+      --ts.guard;
+      return false;
+    }
   } else {
     pthread_setspecific(g_thread_key, &ts);  // flush at thread exit
     if (ts.registry_slot == ~0u) register_thread(ts);
@@ -343,6 +368,7 @@ void reset_buffers_in_fork_child(ThreadState &ts) {
   if (g_free_list) g_free_list->next = nullptr;
   if (g_free_coders) g_free_coders->next = nullptr;
   g_next_tid.store(0);
+  g_hand_offs_in_flight.store(0);  // the parent's threads' hand-offs: not the child's
   // The forking thread starts as a new thread of the new trace: a tid, a slot, a first buffer
   // (refill) that restates its phase and role, its name. Its heap coder is kept (wiped: reset
   // with that buffer); op scopes begun in the parent end there (their ends are ignored).

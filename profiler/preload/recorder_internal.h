@@ -89,6 +89,14 @@ void recycle_buffer(Buffer *b);
 Buffer *take_queue_locked();
 // Seals the thread's buffer and queues it for the writer; the thread has none after.
 void hand_off(ThreadState &ts);
+// hand_off while the recording is on; false when it is not (the buffer stays the thread's, and
+// published: the final snapshots copy its complete events). The end of the recording leaves
+// kRecording, then waits for the hand-offs that read it as on (wait_for_hand_offs) before it
+// writes the queue and the final snapshots: a hand-off that reached the queue after those was
+// lost, its buffer no longer published either
+// (Lifecycle.HandOffUnderWayWhenTheTraceIsFinishedLosesNothing).
+bool hand_off_while_recording(ThreadState &ts);
+void wait_for_hand_offs();
 void on_thread_exit(void *arg);
 
 // The threads with a buffer (registry), for the snapshots of their complete events.

@@ -155,6 +155,7 @@ void finish(fmt::EndReason reason) {
   ThreadState &ts = t_state;
   ++ts.guard;
   g_flush_epoch.fetch_add(1, std::memory_order_relaxed);  // other threads stop appending
+  wait_for_hand_offs();
   write_the_end(reason);
   close_own_fd(OwnFd::kTrace);
   close_own_fd(OwnFd::kStatm);
@@ -268,6 +269,7 @@ void finish_in_handler(int sig) {
   ThreadState &ts = t_state;
   ++ts.guard;
   g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+  wait_for_hand_offs();
   // Another thread's exec is under way and its footer may be written: the process ends here.
   if (const off_t footer_at = g_exec_footer_at.exchange(-1); footer_at >= 0)
     if (ftruncate(own_fd(OwnFd::kTrace), footer_at) == 0)

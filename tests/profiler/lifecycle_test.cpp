@@ -287,6 +287,37 @@ TEST(Lifecycle, ThreadEndingWhileTheTraceIsFinishedKeepsItsEvents) {
   }
 }
 
+// A hand-off under way when the trace is finished: a thread's exit handler read the recording
+// as on and handed its buffer over (taken out of its slot first), but reached the writer's queue
+// only after the end of the recording had written the queue and the final snapshots, which no
+// longer saw the buffer: every event in it was lost. The workload holds the hand-off at the
+// queue's lock until the trace is being finished, at exit or in the handler of a fatal signal.
+TEST(Lifecycle, HandOffUnderWayWhenTheTraceIsFinishedLosesNothing) {
+  for (const std::string ending : {"exit", "signal"}) {
+    SCOPED_TRACE(ending);
+    TempDir dir;
+    const std::string trace = dir / "t";
+    SpawnOptions o;
+    o.argv = {cli_path(), "run", "-o", trace, "--no-report", "--", ADPROF_TEST_LATE_HAND_OFF,
+              ending};
+    o.timeout_s = 60;
+    Result r = run(o);
+    if (ending == "exit") {
+      ASSERT_TRUE(r.exited) << r.err;
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    } else {
+      EXPECT_EQ(r.signal, SIGTERM) << r.err;  // adprof run ends as its program did
+    }
+    TraceSummary s = summarize(trace);
+    if (ending == "exit") {
+      EXPECT_TRUE(s.complete) << s.reason;
+    }
+    EXPECT_EQ(s.corrupt_chunks, 0u);
+    EXPECT_EQ(s.ops["late_hand_off"].allocations, 100u);
+    EXPECT_EQ(s.ops["late_hand_off"].frees, 50u);
+  }
+}
+
 // ADPROF_FORK=0: the child records nothing and writes nothing.
 TEST(Lifecycle, ForkedChildIsNotTracedUnderForkZero) {
   TempDir dir;

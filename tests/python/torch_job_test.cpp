@@ -292,33 +292,39 @@ TEST(TorchJob, SpawnedRanksWithForkedWorkers) {
     }
 }
 
-// A plain launcher setting RANK/WORLD_SIZE for its children, whose DataLoaders spawn their
-// workers: each worker is traced, the worker of its rank; it inherited its rank's RANK but does
-// not say it is a rank.
-TEST(TorchJob, LaunchedRanksAndTheirSpawnedWorkers) {
-  SKIP_WITHOUT_TORCH();
-  TempDir dir;
+// A plain launcher (job_ddp.py --launch 2) setting RANK, WORLD_SIZE, LOCAL_RANK and
+// LOCAL_WORLD_SIZE for its two ranks, each with a DataLoader of two workers started in
+// `context` (spawn, fork, or default: the DataLoader's own, fork on Linux); `job` is the run's
+// job report. What holds in every context: the ranks exact and as the launcher set them, each
+// worker traced as its own process and counted as the workers counted themselves, each saying
+// its parent and none saying it is a rank (a spawned worker inherits its rank's RANK).
+void run_launched(const TempDir &dir, const std::string &context, int port_offset, json &job) {
   Result r =
       run_job(dir, {kPython, kScripts + "/job_ddp.py", dir.path(), "--launch", "2", "--workers",
-                    "2", "--context", "spawn", "--steps", "2", "--port", free_port(3)});
+                    "2", "--context", context, "--steps", "2", "--port", free_port(port_offset)});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const json job = job_report(dir / "job.adtrace");
-  expect_two_exact_ranks(dir, job);
+  EXPECT_EQ(r.err.find("trace of its own"), std::string::npos) << r.err;
+  job = job_report(dir / "job.adtrace");
+  ASSERT_NO_FATAL_FAILURE(expect_two_exact_ranks(dir, job));
   EXPECT_EQ(job["ranks"][0]["local_rank"], 0);
   EXPECT_EQ(job["ranks"][1]["local_world_size"], 2);
-  for (int rank = 0; rank < 2; ++rank) {
-    const json &workers = job["ranks"][rank]["workers"];
-    EXPECT_EQ(workers.size(), 2u) << "rank " << rank << ": " << job["processes"].dump();
-    for (const json &w : workers) {
-      EXPECT_EQ(w["kind"], "worker");
-      EXPECT_EQ(w["parent"], job["ranks"][rank]["pid"]);
-      EXPECT_GT(w["peak"].get<uint64_t>(), 0u);
+  expect_workers_as_counted(dir, job, 2);
+  for (int rank = 0; rank < 2; ++rank)
+    for (const json &w : job["ranks"][rank]["workers"]) {
       Result dump = run_cli({"dump", w["trace"]}, 300);
       EXPECT_NE(dump.out.find("annotate  job.process"), std::string::npos) << w["trace"];
       EXPECT_EQ(dump.out.find("annotate  job.rank"), std::string::npos)
           << w["trace"] << ": a worker said it is a rank";
     }
-  }
+}
+
+// A plain launcher's ranks whose DataLoaders spawn their workers: each worker is traced, the
+// worker of its rank; it inherited its rank's RANK but does not say it is a rank.
+TEST(TorchJob, LaunchedRanksAndTheirSpawnedWorkers) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  json job;
+  run_launched(dir, "spawn", 3, job);
 }
 
 // A collective's work outlives the collective on the backend's thread with a copy of the
@@ -345,14 +351,8 @@ TEST(TorchJob, CollectiveWorkHoldsNoneOfAdprofsObjects) {
 TEST(TorchJob, DataLoadersForkedWorkersAreTheirRanks) {
   SKIP_WITHOUT_TORCH();
   TempDir dir;
-  Result r =
-      run_job(dir, {kPython, kScripts + "/job_ddp.py", dir.path(), "--launch", "2", "--workers",
-                    "2", "--context", "default", "--steps", "2", "--port", free_port(5)});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.err.find("trace of its own"), std::string::npos) << r.err;
-  const json job = job_report(dir / "job.adtrace");
-  expect_two_exact_ranks(dir, job);
-  expect_workers_as_counted(dir, job, 2);
+  json job;
+  ASSERT_NO_FATAL_FAILURE(run_launched(dir, "default", 5, job));
   Result text = run_cli({"report", "--job", dir / "job.adtrace"}, 600);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("worker of rank 1"), std::string::npos) << text.out;
