@@ -2,8 +2,9 @@
 // windows"): a 200-step training loop recorded with the window 100:110 has every step's peak as
 // the whole recording has it, full events only for the window's steps, and a much smaller
 // trace; a loop that keeps each step's loss with its graph is a growth finding naming the role
-// and the module, a steady loop none. A job's DataLoader workers, which mark no step, are
-// recorded whole under the window: the job's report counts them as without one.
+// and the module, a steady loop none. A DataLoader's workers mark their batches as steps: under
+// the window their traces are bounded as their rank's, the program's losses are unchanged, and
+// the job's report counts their peaks as without a window.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
