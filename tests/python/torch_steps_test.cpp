@@ -2,14 +2,16 @@
 // windows"): a 200-step training loop recorded with the window 100:110 has every step's peak as
 // the whole recording has it, full events only for the window's steps, and a much smaller
 // trace; a loop that keeps each step's loss with its graph is a growth finding naming the role
-// and the module, a steady loop none. A job's DataLoader workers, which mark no step, are
-// recorded whole under the window: the job's report counts them as without one.
+// and the module, a steady loop none. A DataLoader's workers mark their batches as steps: under
+// the window their traces are bounded as their rank's, the program's losses are unchanged, and
+// the job's report counts their peaks as without a window.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -243,6 +245,151 @@ TEST(TorchSteps, JobsWorkersUnderAWindowAsRecordedWhole) {
   std::printf("[ launcher ] whole %.0f, window 1:2 %.0f\n", launcher_peaks[0], launcher_peaks[1]);
   EXPECT_GT(launcher_peaks[0], 0);
   EXPECT_NEAR(launcher_peaks[1], launcher_peaks[0], 0.05 * launcher_peaks[0]);
+}
+
+// A loop fed by a DataLoader's two persistent workers (scripts/loader_steps.py), 2 epochs of
+// `batches` batches each, recorded by `adprof run --torch` (with `window` when not empty; no
+// adprof at all when `plain`) into DIR/job.adtrace. RANK and WORLD_SIZE make the program rank 0
+// of a job of one, so that the job's report says whose workers they are.
+struct LoaderRun {
+  std::string dir;
+  json job;                          // adprof report --job --json (null when plain)
+  std::vector<std::string> losses;   // every step's loss, repr() of the float
+  std::vector<std::string> workers;  // their traces (the job's report's)
+  uint64_t worker_bytes = 0;         // their traces' bytes, summed
+  size_t workers_counted = 0;        // the processes that ran worker_init_fn
+};
+
+LoaderRun run_loader(const TempDir &tmp, const std::string &name, int batches,
+                     const std::string &window, const std::string &context = "default",
+                     bool plain = false) {
+  LoaderRun out;
+  out.dir = tmp / name;
+  std::filesystem::create_directory(out.dir);
+  SpawnOptions o;
+  if (!plain) {
+    o.argv = {ADPROF_TEST_CLI, "run", "--torch", "--no-report", "-o", out.dir + "/job.adtrace"};
+    if (!window.empty()) o.argv.insert(o.argv.end(), {"--steps", window});
+    o.argv.push_back("--");
+  }
+  o.argv.insert(o.argv.end(), {kPython, kScripts + "/loader_steps.py", out.dir, "--batches",
+                               std::to_string(batches), "--context", context});
+  o.env = {{"PYTHONDONTWRITEBYTECODE", "1"},
+           {"OMP_NUM_THREADS", "1"},
+           {"RANK", "0"},
+           {"WORLD_SIZE", "1"}};
+  o.timeout_s = 600;
+  const Result r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << name << ": " << r.out << r.err;
+  std::ifstream losses(out.dir + "/losses.json");
+  const json l = json::parse(losses, nullptr, false);
+  if (l.is_array())
+    for (const json &v : l) out.losses.push_back(v.get<std::string>());
+  EXPECT_EQ(out.losses.size(), static_cast<size_t>(2 * batches)) << name;
+  for (const auto &e : std::filesystem::directory_iterator(out.dir))
+    if (e.path().filename().string().rfind("worker-", 0) == 0) ++out.workers_counted;
+  if (plain) return out;
+  const Result report = run_cli({"report", "--job", "--json", out.dir + "/job.adtrace"}, 600);
+  EXPECT_EQ(report.exit_code, 0) << name << ": " << report.err;
+  out.job = json::parse(report.out, nullptr, false);
+  if (!out.job.is_object() || out.job["ranks"].size() != 1) {
+    ADD_FAILURE() << name << ": not a job of one rank: " << report.out;
+    out.job = json();
+    return out;
+  }
+  for (const json &w : out.job["ranks"][0]["workers"]) {
+    out.workers.push_back(w["trace"].get<std::string>());
+    out.worker_bytes += std::filesystem::file_size(out.workers.back());
+  }
+  return out;
+}
+
+// A DataLoader's worker marks a step per batch it takes (python/adprof/torch/_workers.py): its
+// rank's step when it started plus the batch's index, counted on over a persistent worker's
+// epochs. Under a window its trace is then bounded as its rank's: a summary per batch, no longer
+// every event of every batch (which it was, as a process that marks no step).
+TEST(TorchSteps, WorkersMarkTheirBatchesAsSteps) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  constexpr int kShort = 10, kLong = 30;  // batches per epoch; 2 epochs
+  const LoaderRun plain = run_loader(tmp, "plain", kLong, "", "default", true);
+  const LoaderRun whole_short = run_loader(tmp, "whole10", kShort, "");
+  const LoaderRun whole_long = run_loader(tmp, "whole30", kLong, "");
+  const LoaderRun window_short = run_loader(tmp, "window10", kShort, "4:6");
+  const LoaderRun window_long = run_loader(tmp, "window30", kLong, "4:6");
+  for (const LoaderRun *r : {&whole_short, &whole_long, &window_short, &window_long}) {
+    SCOPED_TRACE(r->dir);
+    ASSERT_TRUE(r->job.is_object());
+    // The job's report counts the workers as the program's own count does (persistent: 2).
+    EXPECT_EQ(r->workers.size(), 2u);
+    EXPECT_EQ(r->workers_counted, 2u);
+  }
+  // The program is unchanged: the same batches in the same order give the same losses.
+  EXPECT_EQ(whole_long.losses, plain.losses);
+  EXPECT_EQ(window_long.losses, plain.losses);
+  EXPECT_EQ(window_short.losses, whole_short.losses);
+
+  // Bounded: 40 batches more add a fraction of what they add to the whole recording's workers.
+  const double whole_growth = static_cast<double>(whole_long.worker_bytes) -
+                              static_cast<double>(whole_short.worker_bytes),
+               window_growth = static_cast<double>(window_long.worker_bytes) -
+                               static_cast<double>(window_short.worker_bytes);
+  std::printf(
+      "[ workers  ] trace bytes, 2 workers, %d / %d batches: whole %llu / %llu (+%.0f), "
+      "window 4:6 %llu / %llu (+%.0f)\n",
+      2 * kShort, 2 * kLong, static_cast<unsigned long long>(whole_short.worker_bytes),
+      static_cast<unsigned long long>(whole_long.worker_bytes), whole_growth,
+      static_cast<unsigned long long>(window_short.worker_bytes),
+      static_cast<unsigned long long>(window_long.worker_bytes), window_growth);
+  EXPECT_GT(whole_growth, 0);
+  EXPECT_LT(window_growth, 0.3 * whole_growth) << "a worker's trace grows with its batches";
+
+  // Each batch is one worker's step: numbers rising within the process, within the job's
+  // steps; outside the window they are summaries.
+  size_t steps = 0;
+  for (const std::string &trace : window_long.workers) {
+    SCOPED_TRACE(trace);
+    const json report = report_of(trace);
+    EXPECT_EQ(report["step_window"], true);
+    size_t summarized = 0;
+    int64_t last = -1;
+    for (const json &s : report["steps"]) {
+      const int64_t step = s["step"].get<int64_t>();
+      EXPECT_GT(step, last) << "a worker's step numbers go back";
+      EXPECT_LT(step, 2 * kLong);
+      last = step;
+      summarized += s.value("summarized", false) ? 1 : 0;
+    }
+    steps += report["steps"].size();
+    EXPECT_GE(summarized + 1, report["steps"].size()) << "at most one step (4 or 5) in full";
+  }
+  EXPECT_EQ(steps, static_cast<size_t>(2 * kLong)) << "a step per batch";
+
+  // The job's workers' total under the window: their peaks as the whole recording's.
+  const double whole_peak = whole_long.job["ranks"][0]["workers_peak"].get<double>(),
+               window_peak = window_long.job["ranks"][0]["workers_peak"].get<double>();
+  std::printf("[ workers  ] workers_peak: whole %.0f, window 4:6 %.0f\n", whole_peak, window_peak);
+  EXPECT_NEAR(window_peak, whole_peak, 0.1 * whole_peak);
+}
+
+// A spawned worker (multiprocessing_context="spawn") is sent the step marking through pickle:
+// its batches are steps too, and its batches are the forked workers'.
+TEST(TorchSteps, SpawnedWorkersMarkTheirBatchesAsSteps) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const LoaderRun forked = run_loader(tmp, "forked", 6, "", "default", true);
+  const LoaderRun spawned = run_loader(tmp, "spawned", 6, "2:3", "spawn");
+  ASSERT_TRUE(spawned.job.is_object());
+  EXPECT_EQ(spawned.losses, forked.losses);
+  ASSERT_EQ(spawned.workers.size(), 2u);
+  EXPECT_EQ(spawned.workers_counted, 2u);
+  size_t steps = 0;
+  for (const std::string &trace : spawned.workers) {
+    const json report = report_of(trace);
+    EXPECT_EQ(report["step_window"], true) << trace;
+    steps += report["steps"].size();
+  }
+  EXPECT_EQ(steps, 12u) << "a step per batch";
 }
 
 }  // namespace

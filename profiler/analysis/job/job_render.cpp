@@ -59,9 +59,24 @@ std::string ratio(uint64_t high, uint64_t low) {
   return text;
 }
 
+// A worker's peak. Under a step window (`adprof run --steps A:B`) a worker marks a step per
+// batch (python/adprof/torch/_workers.py) and the report's peak is that of the events recorded
+// in full: a worker whose batches all lie outside the window has its highest batch in a step
+// summary only. The higher of the two; without a window the report's peak.
+struct WorkerPeak {
+  uint64_t bytes;
+  double time;
+};
+WorkerPeak worker_peak(const Report &r) {
+  WorkerPeak peak{r.peak, r.peak_time};
+  for (const StepSummary &s : r.steps)
+    if (s.summarized && s.peak > peak.bytes) peak = {s.peak, s.peak_time};
+  return peak;
+}
+
 uint64_t workers_peak(const Job &job, int64_t rank) {
   uint64_t sum = 0;
-  for (size_t i : job.workers_of(rank)) sum += job.processes[i].report.peak;
+  for (size_t i : job.workers_of(rank)) sum += worker_peak(job.processes[i].report).bytes;
   return sum;
 }
 
@@ -165,9 +180,9 @@ std::string render_text(const Job &job) {
     }
     std::string what = kind_name(p.kind);
     if (p.kind == Kind::kWorker) what += " of rank " + std::to_string(p.worker_of);
+    const uint64_t peak = p.kind == Kind::kWorker ? worker_peak(p.report).bytes : p.report.peak;
     add(o, "  %-18s pid %-8llu peak %10s  %s\n", what.c_str(),
-        static_cast<unsigned long long>(p.pid), format_bytes(p.report.peak).c_str(),
-        p.trace.c_str());
+        static_cast<unsigned long long>(p.pid), format_bytes(peak).c_str(), p.trace.c_str());
   }
   if (!ranks.empty()) {
     add(o, "\nTraces by rank:\n");
@@ -192,12 +207,14 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
     return j;
   };
   auto brief = [&](const Process &p) {
+    const WorkerPeak peak = p.kind == Kind::kWorker ? worker_peak(p.report)
+                                                    : WorkerPeak{p.report.peak, p.report.peak_time};
     json j = {{"kind", kind_name(p.kind)},
               {"pid", p.pid},
               {"parent", p.said_process ? json(p.parent) : json(nullptr)},
               {"trace", p.trace},
-              {"peak", p.report.peak},
-              {"peak_time", p.report.peak_time},
+              {"peak", peak.bytes},
+              {"peak_time", peak.time},
               {"complete", p.report.complete}};
     if (p.kind == Kind::kWorker) j["worker_of"] = p.worker_of;
     if (p.kind == Kind::kRank) j["rank"] = p.rank;

@@ -42,6 +42,8 @@ def install(listener=None):
     ins.install()
     from . import _job
     _job.announce(ins, check_torch())  # what this process is in a job (launcher, rank, worker)
+    from . import _workers
+    _workers.install(ins)  # a DataLoader worker's batches are its steps (under --steps)
     _installed = ins
     return ins
 
