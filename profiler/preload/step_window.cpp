@@ -49,10 +49,17 @@ uint64_t g_first_step = 0, g_end_step = 0;
 // busy (a mark overwritten before it was read merges its step into the one before). Static, so
 // that a fork child has its parent's ring and state as they were; small, as every byte of the
 // preload library counts against a program's RLIMIT_AS (Signals.ProfilersOwnAddressSpaceIsSmall).
+// A seqlock per entry: a publisher that laps the ring clears `ready` before it rewrites the
+// fields, and the writer checks `ready` again after copying them, so a mark rewritten while it
+// was read is taken as overwritten, never torn.
 struct Mark {
   std::atomic<uint64_t> ready;
+  std::atomic<uint64_t> step, ticks, ns;
+  std::atomic<uint32_t> thread;  // the marking thread's index (kNoThread: it had none yet)
+};
+struct MarkFields {
   uint64_t step, ticks, ns;
-  uint32_t thread;  // the marking thread's index (kNoThread: it had none yet)
+  uint32_t thread;
 };
 constexpr uint32_t kNoThread = UINT32_MAX;
 constexpr uint64_t kMarks = 1 << 10;
@@ -218,8 +225,8 @@ bool set_up(WindowState &w) {
 // the window.
 void read_marks(WindowState &w) {
   for (;;) {
-    Mark &m = g_marks[w.next_mark % kMarks];
-    const uint64_t ready = m.ready.load(std::memory_order_acquire);
+    Mark &entry = g_marks[w.next_mark % kMarks];
+    const uint64_t ready = entry.ready.load(std::memory_order_acquire);
     if (ready != w.next_mark + 1) {
       // Overwritten before it was read (the writer was kMarks marks behind): on from the mark
       // that took its place.
@@ -227,8 +234,13 @@ void read_marks(WindowState &w) {
         w.next_mark = ready - 1;
         continue;
       }
-      return;
+      return;  // not published yet, or being rewritten: looked at again next time
     }
+    const MarkFields m{
+        entry.step.load(std::memory_order_relaxed), entry.ticks.load(std::memory_order_relaxed),
+        entry.ns.load(std::memory_order_relaxed), entry.thread.load(std::memory_order_relaxed)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (entry.ready.load(std::memory_order_relaxed) != ready) continue;  // rewritten meanwhile
     const uint64_t ticks = std::max(m.ticks, w.last_mark_ticks);
     w.last_mark_ticks = ticks;
     if (!w.steps.empty() && w.steps.back().end == UINT64_MAX) {
@@ -777,10 +789,12 @@ bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
   if (!g_step_window) return false;
   const uint64_t i = g_marks_claimed.fetch_add(1, std::memory_order_relaxed);
   Mark &m = g_marks[i % kMarks];
-  m.step = step;
-  m.ticks = ticks;
-  m.ns = now_ns();
-  m.thread = thread;
+  m.ready.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  m.step.store(step, std::memory_order_relaxed);
+  m.ticks.store(ticks, std::memory_order_relaxed);
+  m.ns.store(now_ns(), std::memory_order_relaxed);
+  m.thread.store(thread, std::memory_order_relaxed);
   m.ready.store(i + 1, std::memory_order_release);
   const bool opens =
       step >= g_first_step && !g_window_opened.exchange(true, std::memory_order_relaxed);
