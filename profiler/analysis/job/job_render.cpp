@@ -59,10 +59,10 @@ std::string ratio(uint64_t high, uint64_t low) {
   return text;
 }
 
-// A worker's peak. Under a step window (`adprof run --steps A:B`) a worker marks a step per
-// batch (python/adprof/torch/_workers.py) and the report's peak is that of the events recorded
-// in full: a worker whose batches all lie outside the window has its highest batch in a step
-// summary only. The higher of the two; without a window the report's peak.
+// A worker's peak. Under a step window (`adprof run --steps A:B`) a worker may mark a step per
+// batch it loads (an engine integration's choice) and the report's peak is that of the events
+// recorded in full: a worker whose batches all lie outside the window has its highest batch in a
+// step summary only. The higher of the two; without a window the report's peak.
 struct WorkerPeak {
   uint64_t bytes;
   double time;
