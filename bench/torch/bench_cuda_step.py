@@ -57,6 +57,18 @@ def child(a):
         times.append(time.perf_counter() - t0)
     print("loss %.6f" % loss.item())
     print("step median %.3f ms" % (1e3 * statistics.median(times[5:])))
+    # PyTorch's own account of what the step keeps on the device (unique storages; Adam's step
+    # counts stay on the CPU beside CUDA moments), for a check to hold adprof's roles against.
+    kept = {}
+    for role, tensors in (("parameter", model.parameters()),
+                          ("optimizer_state", (v for s in opt.state.values() for v in s.values()
+                                               if torch.is_tensor(v)))):
+        for t in tensors:
+            if t.device.type == dev.type:
+                kept.setdefault(role, {})[t.untyped_storage().data_ptr()] = \
+                    t.untyped_storage().nbytes()
+    print("torch bytes: parameter %d optimizer_state %d" % (
+        sum(kept.get("parameter", {}).values()), sum(kept.get("optimizer_state", {}).values())))
     if dev.type == "cuda":
         print("torch peaks: allocated %d reserved %d" % (torch.cuda.max_memory_allocated(),
                                                         torch.cuda.max_memory_reserved()))
