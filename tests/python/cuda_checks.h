@@ -39,9 +39,11 @@ inline std::string scripts() { return env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_
 inline std::string source_root() { return env_or("ADPROF_TEST_SOURCE_ROOT", SOURCE_ROOT); }
 
 // What `code` printed on stdout, without its last newline ("" if it failed).
-inline std::string python_says(const std::string &code) {
+inline std::string python_says(const std::string &code,
+                               std::vector<std::pair<std::string, std::string>> env = {}) {
   SpawnOptions o;
   o.argv = {python(), "-c", code};
+  o.env = std::move(env);
   o.timeout_s = 120;
   Result r = run(o);
   std::string v = r.exited && r.exit_code == 0 ? r.out : "";
@@ -68,9 +70,12 @@ inline std::string unavailable(const std::string &engine, const std::string &dev
     std::printf("[ issue32  ] %s on %s: %s\n", key.c_str(), python().c_str(),
                 why.empty() ? ("PyTorch " + v).c_str() : why.c_str());
   } else {
+    // Without preallocation: XLA's pool would take 75% of the GPU from the checks running
+    // beside this one (gpu-check.sh runs some side by side).
     const std::string v = python_says(
         "import jax, optax; print(jax.__version__, "
-        "any(d.platform == 'gpu' for d in jax.devices()))");
+        "any(d.platform == 'gpu' for d in jax.devices()))",
+        {{"XLA_PYTHON_CLIENT_PREALLOCATE", "false"}});
     if (v.empty())
       why = "no jax/optax for " + python();
     else if (device == "cuda" && v.ends_with(" False"))
