@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the CUDA parts here (RelWithDebInfo like the release preset, CUDA on; stripped) and
 # gathers into .gpu/ everything a bare GPU machine (CUDA 13 driver + toolkit, PyTorch 2.x, none
-# of our Debian libraries) needs to run the GPU tests, the PyTorch tests, the benchmarks and the
+# of our Debian libraries) needs to run the GPU tests, the PyTorch tests, issue 32's checks
+# (python_cuda_checks_test), the benchmarks and the
 # samples (with the data cnn and charlm read): stripped executables, libadprof_preload.so and the shared
 # libraries they load that a CUDA image lacks (resolved through ldd, symlinks followed).
 # cuBLAS/cuBLASLt are NOT copied (hundreds of MiB): the GPU machine's CUDA provides them;
@@ -13,16 +14,22 @@ root=$PWD
 build=$root/build/gpu-release
 out=$root/.gpu
 
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADPROF_CUDA=ON \
-  -DADPROF_BUILD_GUI=OFF -DADPROF_CUDA_ARCHITECTURES="${ADPROF_CUDA_ARCHITECTURES:-90}" >/dev/null
+  -DADPROF_BUILD_GUI=OFF -DADPROF_CUDA_ARCHITECTURES="${ADPROF_CUDA_ARCHITECTURES:-90}" \
+  "${launcher[@]}" >/dev/null
 samples=(quadform densenet eam mlp gather cnn charlm)
 targets=(cuda_allocator_test cuda_gpu_ops_test adcore_policy_test cuda_interpose_test
-         cuda_interpose_workload bench_cuda adprof adprof_preload python_torch_test "${samples[@]}")
+         cuda_interpose_workload bench_cuda adprof adprof_preload python_torch_test
+         python_cuda_checks_test "${samples[@]}")
 cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
 
-# Keep .gpu out of git.
-exclude=$root/.git/info/exclude
-grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
+# .gpu stays out of git (.gitignore): the device tool carries it as an ignored path.
+git -C "$root" check-ignore -q .gpu/MANIFEST.txt ||
+  echo "gpu-bundle: warning: .gpu/ is not ignored by git (.gitignore)" >&2
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/samples"
@@ -39,6 +46,7 @@ copy_bin "$build/tests/adcore/adcore_policy_test" "$out/bin"  # its */cuda tests
 copy_bin "$build/bench/cuda/bench_cuda" "$out/bin"
 copy_bin "$build/bin/adprof" "$out/bin"
 copy_bin "$build/tests/python/python_torch_test" "$out/bin"
+copy_bin "$build/tests/python/python_cuda_checks_test" "$out/bin"  # issue 32's checks
 for s in "${samples[@]}"; do copy_bin "$build/samples/$s" "$out/samples"; done
 # The data cnn and charlm read (Debian packages here, absent there): Fashion-MNIST's test set
 # (4 MiB) serves as its training set too, and a plain-text licence as charlm's text.

@@ -2,6 +2,7 @@
 """Makes a real PyTorch memory snapshot on a GPU, for adprof's snapshot reader (test data).
 
     python3 scripts/make_torch_snapshot.py OUT.pickle [--steps 3] [--batch 256] [--oom]
+                                           [--figures FIGURES.json]
 
 Trains the Fashion-MNIST CNN of samples/torch/fashion_mnist.py on CUDA (random images of the
 data set's shape: no data set needed) under `torch.cuda.memory._record_memory_history()`,
@@ -15,9 +16,13 @@ max_memory_reserved over the recording) to compare with adprof's reading of the 
 
     adprof report OUT.pickle     # peak, by role (the metadata), by site, reserved, the OOM
 
+--figures writes the same figures as JSON (for tests/python/cuda_snapshot_test.cpp), with the
+OOM's requested bytes and the number of `oom` entries in the file.
+
 Exit status: 0 written, 1 no CUDA device, 2 usage. Needs PyTorch 2.1 or later with CUDA.
 """
 import argparse
+import json
 import os
 import pickle
 import sys
@@ -43,6 +48,7 @@ def main(argv):
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--max-entries", type=int, default=200000)
     ap.add_argument("--oom", action="store_true", help="end with a caught out-of-memory error")
+    ap.add_argument("--figures", help="write PyTorch's figures to this file as JSON")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("make_torch_snapshot: no CUDA device", file=sys.stderr)
@@ -66,10 +72,12 @@ def main(argv):
         optimizer.step()
         metadata("")
     torch.cuda.synchronize()
+    oom_requested = 0
     if args.oom:
         free, total = torch.cuda.mem_get_info()
+        oom_requested = total * 2
         try:
-            torch.empty(total * 2, dtype=torch.uint8, device=device)
+            torch.empty(oom_requested, dtype=torch.uint8, device=device)
         except torch.cuda.OutOfMemoryError:
             pass
     torch.cuda.memory._dump_snapshot(args.out)
@@ -77,6 +85,14 @@ def main(argv):
     with open(args.out, "rb") as f:
         snapshot = pickle.load(f)
     allocs = sum(e["action"] == "alloc" for t in snapshot["device_traces"] for e in t)
+    ooms = sum(e["action"] == "oom" for t in snapshot["device_traces"] for e in t)
+    if args.figures:
+        with open(args.figures, "w") as f:
+            json.dump({"torch": torch.__version__, "device_name": torch.cuda.get_device_name(),
+                       "alloc_entries": allocs, "oom_entries": ooms,
+                       "oom_requested": oom_requested,
+                       "max_memory_allocated": torch.cuda.max_memory_allocated(),
+                       "max_memory_reserved": torch.cuda.max_memory_reserved()}, f)
     print(f"make_torch_snapshot: wrote {args.out}: torch {torch.__version__}, "
           f"{torch.cuda.get_device_name()}, {allocs} alloc entries, "
           f"max_memory_allocated {torch.cuda.max_memory_allocated()}, "

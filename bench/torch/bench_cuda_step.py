@@ -57,6 +57,18 @@ def child(a):
         times.append(time.perf_counter() - t0)
     print("loss %.6f" % loss.item())
     print("step median %.3f ms" % (1e3 * statistics.median(times[5:])))
+    # PyTorch's own account of what the step keeps on the device (unique storages; Adam's step
+    # counts stay on the CPU beside CUDA moments), for a check to hold adprof's roles against.
+    kept = {}
+    for role, tensors in (("parameter", model.parameters()),
+                          ("optimizer_state", (v for s in opt.state.values() for v in s.values()
+                                               if torch.is_tensor(v)))):
+        for t in tensors:
+            if t.device.type == dev.type:
+                kept.setdefault(role, {})[t.untyped_storage().data_ptr()] = \
+                    t.untyped_storage().nbytes()
+    print("torch bytes: parameter %d optimizer_state %d" % (
+        sum(kept.get("parameter", {}).values()), sum(kept.get("optimizer_state", {}).values())))
     if dev.type == "cuda":
         print("torch peaks: allocated %d reserved %d" % (torch.cuda.max_memory_allocated(),
                                                         torch.cuda.max_memory_reserved()))
@@ -113,11 +125,16 @@ def main():
                     return 1
                 d = json.loads(rep.stdout)["device"]
                 roles = {k: round(b / 2**20, 1) for k, b in d["by_role"].items() if b}
+                # foreign: storages declared outside any op's role (Adam's foreach scratch was,
+                # before bc3b527); tests/python/cuda_step_test.cpp holds it at the peak.
+                foreign = d["by_role"].get("foreign", 0)
                 print("%s trace: device peak %.1f MiB, reserved peak %.1f MiB, at the peak by "
-                      "role (MiB) %s; PyTorch's own: max allocated %.1f MiB, max reserved "
-                      "%.1f MiB" % (v, d["peak"] / 2**20, d["reserved_peak"] / 2**20, roles,
-                                    int(peaks.group(1)) / 2**20 if peaks else -1,
-                                    int(peaks.group(2)) / 2**20 if peaks else -1))
+                      "role (MiB) %s, foreign %.2f%% of the peak; PyTorch's own: max allocated "
+                      "%.1f MiB, max reserved %.1f MiB" % (
+                          v, d["peak"] / 2**20, d["reserved_peak"] / 2**20, roles,
+                          100.0 * foreign / d["peak"] if d["peak"] else 0.0,
+                          int(peaks.group(1)) / 2**20 if peaks else -1,
+                          int(peaks.group(2)) / 2**20 if peaks else -1))
             for f in os.listdir(tmp):
                 os.unlink(os.path.join(tmp, f))
     print("MLP 4 x Linear(%d), batch %d, Adam, on %s; %d rounds, medians of the median step "
