@@ -122,8 +122,8 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
   p.setFont(font);
   p.setPen(outlier ? peak_color() : palette().color(QPalette::Text));
   const QRect label(6, band.top() + 2, kLabelWidth - 12, band.height() - 4);
-  // The trace's peak (a step window's summaries too: job::trace_peak), as the job report's.
-  const job::TracePeak peak = job::trace_peak(process.report);
+  // The trace's peak (a step window's summaries too: trace_peak), as the job report's.
+  const TracePeak peak = trace_peak(process.report);
   QString text = lane_name(*job_, static_cast<size_t>(index)) + "\n" + format_bytes_q(peak.bytes);
   if (peak.summarized) text += "\n" + tr("in step %1, summarized").arg(peak.step);
   if (outlier) text += "\n" + tr("highest peak");

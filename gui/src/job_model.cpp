@@ -63,8 +63,8 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
     case Pid:
       return number(static_cast<int64_t>(p.pid));
     case Peak: {
-      // The trace's peak (job::trace_peak: a step window's summaries too), as the job report's.
-      const job::TracePeak peak = job::trace_peak(r);
+      // The trace's peak (trace_peak: a step window's summaries too), as the job report's.
+      const TracePeak peak = trace_peak(r);
       if (role == Qt::ToolTipRole && peak.summarized)
         return tr("In step %1, outside the step window (--steps): that step's summary, "
                   "without its buffers")
@@ -72,14 +72,14 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
       return bytes(peak.bytes);
     }
     case PeakAt: {
-      const double at = lane.offset + job::trace_peak(r).time;  // on the job's clock
+      const double at = lane.offset + trace_peak(r).time;  // on the job's clock
       if (role == Qt::DisplayRole) return format_seconds(at);
       if (role == SortRole) return at;
       if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
       return {};
     }
     case LargestRole: {
-      const auto by_role = job::trace_peak(r).by_role;
+      const auto by_role = trace_peak(r).by_role;
       int largest = 0;
       for (int k = 1; k < kRoleCount; ++k)
         if (by_role[k] > by_role[largest]) largest = k;
@@ -95,7 +95,7 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
       const auto workers =
           p.kind == job::Kind::kRank ? job_->job.workers_of(p.rank) : std::vector<size_t>{};
       uint64_t peak = 0;
-      for (size_t w : workers) peak += job::trace_peak(job_->job.processes[w].report).bytes;
+      for (size_t w : workers) peak += trace_peak(job_->job.processes[w].report).bytes;
       if (role == Qt::DisplayRole)
         return workers.empty() ? QString("0")
                                : QString("%1 (%2)").arg(workers.size()).arg(format_bytes_q(peak));

@@ -131,7 +131,7 @@ TEST_F(JobCommands, DiffOfTwoMultiNodeJobsRankByRank) {
 // into its summary. The job's report takes each rank's peak over all its trace holds: rank 0's is
 // step 3's, as in the whole recording, said to be a summarized step, and rank 0 is the outlier,
 // as the whole recording says (before, its row showed the window's peak, 8 MiB less, and named
-// rank 1). Text and JSON alike.
+// rank 1). Text and JSON alike, and `adprof check`'s budgets.
 TEST(JobWindow, ARanksPeakInAFoldedStepIsItsPeak) {
   ADPROF_SKIP_IF_SANITIZED();
   TempDir tmp;
@@ -187,6 +187,18 @@ TEST(JobWindow, ARanksPeakInAFoldedStepIsItsPeak) {
       << text;
   EXPECT_NE(text.find("*: the peak is in a step outside the step window"), std::string::npos)
       << text;
+  // A budget holds on every step, summarized ones too: rank 0's 10 MiB breaks a 5 MiB budget
+  // under the window as recorded whole (before, `adprof check` passed the window's 2 MiB).
+  for (const std::string run : {"whole", "windowed"}) {
+    SCOPED_TRACE(run);
+    const Result check = run_cli({"check", tmp / run, "--max-peak", "5MiB"});
+    EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+    EXPECT_NE(check.out.find("FAIL rank 0: peak: 10.0 MiB"), std::string::npos) << check.out;
+    EXPECT_NE(check.out.find("ok   rank 1: peak: 3.0 MiB"), std::string::npos) << check.out;
+  }
+  const Result one =
+      run_cli({"check", rank0["trace"].get<std::string>(), "--max-role", "forward_cache=4MiB"});
+  EXPECT_EQ(one.exit_code, 1) << "one trace's check, its role at its peak: " << one.out << one.err;
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // The facts and the report are documented with the integrations that say them (docs/).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "adprof/report.h"
+#include "adprof/trace_peak.h"
 
 namespace adprof::job {
 
@@ -41,26 +41,9 @@ struct Process {
   Report report;
 };
 
-// The highest host bytes a process's trace holds: its peak in the job. Recorded whole: its
-// report's peak. Recorded with a step window (`adprof run --steps A:B`) the report's peak is
-// that of the events recorded in full (the start-up before the first step mark and the window's
-// steps), and a step outside the window may have risen higher (a rank's longest batch, a
-// worker whose batches all lie outside the window): the highest summarized step's peak is the
-// trace's then (the first of equal ones; a tie keeps the peak recorded in full, whose live set
-// the report holds). One rule for every kind of process.
-struct TracePeak {
-  uint64_t bytes = 0;
-  double time = 0;          // seconds on the trace's clock
-  int64_t step = -1;        // the step whose span holds it; -1: none (start-up, no steps)
-  bool summarized = false;  // in a step outside the window: the writer's summary of that step
-                            // (its bytes by role at its peak; no buffers, labels or ops)
-  std::array<uint64_t, kRoleCount> by_role{};
-};
-TracePeak trace_peak(const Report &report);
-
 // The rank with the highest peak against the rank with the lowest, and the role whose bytes at
 // the two peaks differ most ("rank 1: forward caches 2.0x rank 0's"). A process's peak in a job
-// is its trace's (trace_peak, report.h): under a step window, a summarized step's when higher.
+// is its trace's (trace_peak.h: under a step window, a summarized step's when higher).
 struct Outlier {
   size_t high = 0, low = 0;  // indices into Job::processes
   int role = -1;             // -1: the two peaks hold the same bytes of every role
