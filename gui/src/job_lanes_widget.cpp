@@ -122,8 +122,10 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
   p.setFont(font);
   p.setPen(outlier ? peak_color() : palette().color(QPalette::Text));
   const QRect label(6, band.top() + 2, kLabelWidth - 12, band.height() - 4);
-  QString text =
-      lane_name(*job_, static_cast<size_t>(index)) + "\n" + format_bytes_q(process.report.peak);
+  // The trace's peak (a step window's summaries too: trace_peak), as the job report's.
+  const TracePeak peak = trace_peak(process.report);
+  QString text = lane_name(*job_, static_cast<size_t>(index)) + "\n" + format_bytes_q(peak.bytes);
+  if (peak.summarized) text += "\n" + tr("in step %1, summarized").arg(peak.step);
   if (outlier) text += "\n" + tr("highest peak");
   p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, text);
   font.setBold(false);
@@ -161,7 +163,7 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
     p.fillPath(path, QColor::fromRgb(role_rgb(role)));
   }
   // The lane's peak: a mark at its time.
-  const double peak_x = xOfTime(lane.offset + process.report.peak_time);
+  const double peak_x = xOfTime(lane.offset + peak.time);
   p.setPen(QPen(peak_color(), outlier ? 2 : 1));
   p.drawLine(QPointF(peak_x, plot.top()), QPointF(peak_x, plot.bottom()));
 }

@@ -62,22 +62,30 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
       return number(p.node);
     case Pid:
       return number(static_cast<int64_t>(p.pid));
-    case Peak:
-      return bytes(r.peak);
+    case Peak: {
+      // The trace's peak (trace_peak: a step window's summaries too), as the job report's.
+      const TracePeak peak = trace_peak(r);
+      if (role == Qt::ToolTipRole && peak.summarized)
+        return tr("In step %1, outside the step window (--steps): that step's summary, "
+                  "without its buffers")
+            .arg(peak.step);
+      return bytes(peak.bytes);
+    }
     case PeakAt: {
-      const double at = lane.offset + r.peak_time;  // on the job's clock
+      const double at = lane.offset + trace_peak(r).time;  // on the job's clock
       if (role == Qt::DisplayRole) return format_seconds(at);
       if (role == SortRole) return at;
       if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
       return {};
     }
     case LargestRole: {
+      const auto by_role = trace_peak(r).by_role;
       int largest = 0;
       for (int k = 1; k < kRoleCount; ++k)
-        if (r.peak_by_role[k] > r.peak_by_role[largest]) largest = k;
+        if (by_role[k] > by_role[largest]) largest = k;
       if (role == Qt::DisplayRole)
-        return QString("%1 %2").arg(role_name(largest), format_bytes_q(r.peak_by_role[largest]));
-      if (role == SortRole) return QVariant::fromValue<qulonglong>(r.peak_by_role[largest]);
+        return QString("%1 %2").arg(role_name(largest), format_bytes_q(by_role[largest]));
+      if (role == SortRole) return QVariant::fromValue<qulonglong>(by_role[largest]);
       if (role == Qt::DecorationRole) return QColor::fromRgb(role_rgb(largest));
       return {};
     }
@@ -87,7 +95,7 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
       const auto workers =
           p.kind == job::Kind::kRank ? job_->job.workers_of(p.rank) : std::vector<size_t>{};
       uint64_t peak = 0;
-      for (size_t w : workers) peak += job_->job.processes[w].report.peak;
+      for (size_t w : workers) peak += trace_peak(job_->job.processes[w].report).bytes;
       if (role == Qt::DisplayRole)
         return workers.empty() ? QString("0")
                                : QString("%1 (%2)").arg(workers.size()).arg(format_bytes_q(peak));

@@ -1,8 +1,9 @@
 // `adprof check` and `adprof diff` over a job recorded on several machines (each machine's
 // `adprof run` writing its own folder): the folders merged into one job by run and rank, as
 // `adprof report` merges them; a gate holds on every rank and a failure names the rank; two
-// multi-node jobs compared rank by rank. The job is job_workload.cpp's (no PyTorch): rank R
-// holds (R + 1) * SCALE MiB of forward caches at its peak.
+// multi-node jobs compared rank by rank; a rank's peak in a step outside a step window. The job
+// is job_workload.cpp's (no PyTorch): rank R holds (R + 1) * SCALE MiB of forward caches at its
+// peak.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,81 @@ TEST_F(JobCommands, DiffOfTwoMultiNodeJobsRankByRank) {
   Result shape = run_cli({"diff", "--base", a("node0"), "--base", a("node1"), "--new", b("node1")});
   EXPECT_EQ(shape.exit_code, 2);
   EXPECT_NE(shape.err.find("different ranks (0 1 2 3; 2 3)"), std::string::npos) << shape.err;
+}
+
+// A rank whose highest step lies outside the step window (`adprof run --steps 1:2`): rank 0
+// holds 8 MiB more forward caches in step 3 of 5 (JOB_WORKLOAD_SPIKE), which the window folds
+// into its summary. The job's report takes each rank's peak over all its trace holds: rank 0's is
+// step 3's, as in the whole recording, said to be a summarized step, and rank 0 is the outlier,
+// as the whole recording says (before, its row showed the window's peak, 8 MiB less, and named
+// rank 1). Text and JSON alike, and `adprof check`'s budgets.
+TEST(JobWindow, ARanksPeakInAFoldedStepIsItsPeak) {
+  ADPROF_SKIP_IF_SANITIZED();
+  TempDir tmp;
+  json jobs[2];
+  std::string text;
+  for (int windowed = 0; windowed < 2; ++windowed) {
+    const std::string dir = tmp / (windowed ? "windowed" : "whole");
+    fs::create_directory(dir);
+    SpawnOptions o;
+    o.argv = {cli_path(), "run", "--no-report", "-o", dir + "/job.adtrace"};
+    if (windowed) o.argv.insert(o.argv.end(), {"--steps", "1:2"});
+    o.argv.insert(o.argv.end(), {"--", JOB_WORKLOAD, "launch", "0", "2", "1", "1"});
+    o.env = {{"JOB_WORKLOAD_SPIKE", "0:3:8"}};
+    const Result r = run(o);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const Result report = run_cli({"report", "--json", dir});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    jobs[windowed] = json::parse(report.out, nullptr, false);
+    ASSERT_TRUE(jobs[windowed].is_object()) << report.out;
+    ASSERT_EQ(jobs[windowed]["ranks"].size(), 2u) << report.out;
+    if (windowed) {
+      const Result t = run_cli({"report", dir});
+      ASSERT_EQ(t.exit_code, 0) << t.err;
+      text = t.out;
+    }
+  }
+  const json &whole = jobs[0], &windowed = jobs[1];
+  ASSERT_EQ(windowed["ranks"][0]["report"]["step_window"], true);
+  // Rank 0: 1 MiB of parameters and 1 + 8 MiB of forward caches in step 3; the window's step 1
+  // holds 8 MiB less.
+  const json &rank0 = windowed["ranks"][0];
+  EXPECT_EQ(rank0["peak_step"], 3);
+  EXPECT_TRUE(rank0.value("peak_summarized", false));
+  EXPECT_EQ(rank0["peak_by_role"]["forward_cache"], 9 * kMiB);
+  EXPECT_EQ(rank0["peak_by_role"]["parameter"], kMiB);
+  EXPECT_EQ(whole["ranks"][0]["peak_step"], 3);
+  EXPECT_FALSE(whole["ranks"][0].value("peak_summarized", true));
+  EXPECT_EQ(rank0["peak"], whole["ranks"][0]["peak"]) << "the folded step's peak is the rank's";
+  EXPECT_NEAR(rank0["peak"].get<double>() - rank0["report"]["peak"]["bytes"].get<double>(),
+              8.0 * kMiB, 64 << 10)
+      << "the window's own peak is a step without the spike";
+  // Rank 1's steps all hold as much: its peak is recorded in full (the start-up's buffer holds
+  // step 0, the first to reach it).
+  EXPECT_FALSE(windowed["ranks"][1].value("peak_summarized", true));
+  EXPECT_EQ(windowed["ranks"][1]["peak_by_role"]["forward_cache"], 2 * kMiB);
+  EXPECT_EQ(whole["outlier"]["rank"], 0);
+  EXPECT_EQ(windowed["outlier"]["rank"], 0);
+  EXPECT_EQ(windowed["outlier"]["role"], "forward_cache");
+  EXPECT_EQ(windowed["outlier"]["role_bytes"], 9 * kMiB);
+  EXPECT_EQ(windowed["outlier"]["peak"], rank0["peak"]);
+  // The text says so: the outlier, its step, summarized.
+  EXPECT_NE(text.find("Highest peak: rank 0, 10.0 MiB in step 3, summarized ("), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("*: the peak is in a step outside the step window"), std::string::npos)
+      << text;
+  // A budget holds on every step, summarized ones too: rank 0's 10 MiB breaks a 5 MiB budget
+  // under the window as recorded whole (before, `adprof check` passed the window's 2 MiB).
+  for (const std::string run : {"whole", "windowed"}) {
+    SCOPED_TRACE(run);
+    const Result check = run_cli({"check", tmp / run, "--max-peak", "5MiB"});
+    EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+    EXPECT_NE(check.out.find("FAIL rank 0: peak: 10.0 MiB"), std::string::npos) << check.out;
+    EXPECT_NE(check.out.find("ok   rank 1: peak: 3.0 MiB"), std::string::npos) << check.out;
+  }
+  const Result one =
+      run_cli({"check", rank0["trace"].get<std::string>(), "--max-role", "forward_cache=4MiB"});
+  EXPECT_EQ(one.exit_code, 1) << "one trace's check, its role at its peak: " << one.out << one.err;
 }
 
 }  // namespace

@@ -8,12 +8,19 @@
 // Each rank holds 1 MiB of parameters throughout, and in each step (R + 1) * SCALE MiB of
 // forward caches (freed at the step's end): its peak is 1 MiB + (R + 1) * SCALE MiB of known
 // roles, so the last rank is the outlier for its forward caches. SCALE is a whole number.
+// JOB_WORKLOAD_SPIKE=RANK:STEP:MIB in the environment: that rank holds MIB MiB more forward
+// caches in that step (a step-dependent spike: the step windows' test of the job report), every
+// rank runs STEP + 2 steps, and each step also makes and frees 100,000 small temporaries (a
+// thread buffer's worth of events or more: under `adprof run --steps A:B` the steps outside
+// the window are folded, not written whole in the buffer that holds the start-up).
 #include <adprof/context.h>
 #include <adprof/job_facts.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -42,11 +49,22 @@ int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local
                             adprof_name("localhost"),
                             adprof_name("cli_job_workload")};
   adprof_annotate(adprof_name(ADPROF_JOB_RANK), facts, 7);
+  uint64_t spike_rank = UINT64_MAX, spike_step = 0, spike_mib = 0;
+  if (const char *spike = getenv("JOB_WORKLOAD_SPIKE"))
+    sscanf(spike, "%" SCNu64 ":%" SCNu64 ":%" SCNu64, &spike_rank, &spike_step, &spike_mib);
+  const bool spiked = spike_rank != UINT64_MAX;
+  const uint64_t steps = spiked ? spike_step + 2 : 2;
   void *parameters = hold(kMiB, ADPROF_ROLE_PARAMETER);
-  for (uint64_t step = 0; step < 2; ++step) {
+  for (uint64_t step = 0; step < steps; ++step) {
     adprof_step(step);
     adprof_phase before = adprof_set_phase(ADPROF_PHASE_FORWARD);
-    void *caches = hold((rank + 1) * scale * kMiB, ADPROF_ROLE_FORWARD_CACHE);
+    const uint64_t extra = rank == spike_rank && step == spike_step ? spike_mib : 0;
+    void *caches = hold(((rank + 1) * scale + extra) * kMiB, ADPROF_ROLE_FORWARD_CACHE);
+    for (int i = 0; spiked && i < 100000; ++i) {
+      void *temporary = malloc(32);
+      *static_cast<volatile char *>(temporary) = 1;
+      free(temporary);
+    }
     usleep(20000);  // a lane with some width on the job's clock
     adprof_set_phase(ADPROF_PHASE_BACKWARD);
     free(caches);

@@ -3,8 +3,10 @@
 // the whole recording has it, full events only for the window's steps, and a much smaller
 // trace; a loop that keeps each step's loss with its graph is a growth finding naming the role
 // and the module, a steady loop none. A DataLoader's workers mark their batches as steps: under
-// the window their traces are bounded as their rank's, the program's losses are unchanged, and
-// the job's report counts their peaks as without a window.
+// the window their traces are bounded as their rank's, numbered by the rank's step that
+// consumes each batch (persistent workers too), the program's losses are unchanged, and the
+// job's report counts their peaks as without a window, and a rank's whose highest step was
+// folded.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -247,14 +249,64 @@ TEST(TorchSteps, JobsWorkersUnderAWindowAsRecordedWhole) {
   EXPECT_NEAR(launcher_peaks[1], launcher_peaks[0], 0.05 * launcher_peaks[0]);
 }
 
-// A loop fed by a DataLoader's two persistent workers (scripts/loader_steps.py), 2 epochs of
-// `batches` batches each, recorded by `adprof run --torch` (with `window` when not empty; no
+// A rank whose highest step lies outside the window: scripts/job_ddp.py's rank 0 (a plain
+// launcher, two ranks, 5 steps) holds 128 MiB more from its forward to its optimizer step in
+// step 3 (--spike 0:3:128), folded under --steps 1:2. In the job's report its peak is that
+// step's, as the whole recording's (5%: the Python objects vary a little from run to run), said
+// to be a summarized step's, and rank 0 is the outlier in both (before, under the window its
+// peak was the window's, 128 MiB less, and rank 1, with twice the batch, was named).
+TEST(TorchSteps, ARanksPeakInAFoldedStepIsItsPeakInTheJob) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  json jobs[2];
+  for (int windowed = 0; windowed < 2; ++windowed) {
+    const std::string dir = tmp / (windowed ? "windowed" : "whole");
+    std::filesystem::create_directory(dir);
+    SpawnOptions o;
+    o.argv = {ADPROF_TEST_CLI, "run", "--torch", "--no-report", "-o", dir + "/job.adtrace"};
+    if (windowed) o.argv.insert(o.argv.end(), {"--steps", "1:2"});
+    o.argv.insert(o.argv.end(), {"--", kPython, kScripts + "/job_ddp.py", dir, "--launch", "2",
+                                 "--steps", "5", "--spike", "0:3:128", "--port",
+                                 std::to_string(20000 + (getpid() * 7 + 13 + windowed) % 20000)});
+    o.env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"OMP_NUM_THREADS", "1"}};
+    o.timeout_s = 600;
+    const Result r = run(o);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const Result report = run_cli({"report", "--job", "--json", dir + "/job.adtrace"}, 600);
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    jobs[windowed] = json::parse(report.out, nullptr, false);
+    ASSERT_TRUE(jobs[windowed].is_object()) << report.out;
+    ASSERT_EQ(jobs[windowed]["ranks"].size(), 2u) << report.out;
+  }
+  const json &whole = jobs[0]["ranks"][0], &windowed = jobs[1]["ranks"][0];
+  const double peak = whole["peak"].get<double>();
+  std::printf(
+      "[ rank 0   ] peak: whole %.0f (step %s), window 1:2 %.0f (step %s%s; the window's "
+      "own %.0f)\n",
+      peak, whole["peak_step"].dump().c_str(), windowed["peak"].get<double>(),
+      windowed["peak_step"].dump().c_str(),
+      windowed.value("peak_summarized", false) ? ", summarized" : "",
+      windowed["report"]["peak"]["bytes"].get<double>());
+  EXPECT_EQ(whole["peak_step"], 3);
+  EXPECT_FALSE(whole.value("peak_summarized", true));
+  EXPECT_EQ(windowed["peak_step"], 3);
+  EXPECT_TRUE(windowed.value("peak_summarized", false));
+  EXPECT_NEAR(windowed["peak"].get<double>(), peak, 0.05 * peak);
+  EXPECT_LT(windowed["report"]["peak"]["bytes"].get<double>() + 100.0 * (1 << 20), peak)
+      << "the window's own peak holds the spike: the test shows nothing";
+  EXPECT_EQ(jobs[0]["outlier"]["rank"], 0);
+  EXPECT_EQ(jobs[1]["outlier"]["rank"], 0);
+}
+
+// A loop fed by a DataLoader's two persistent workers (scripts/loader_steps.py), `epochs` epochs
+// of `batches` batches each, recorded by `adprof run --torch` (with `window` when not empty; no
 // adprof at all when `plain`) into DIR/job.adtrace. RANK and WORLD_SIZE make the program rank 0
 // of a job of one, so that the job's report says whose workers they are.
 struct LoaderRun {
   std::string dir;
   json job;                          // adprof report --job --json (null when plain)
   std::vector<std::string> losses;   // every step's loss, repr() of the float
+  std::vector<uint64_t> batch_pids;  // every step's batch: the pid of the worker that loaded it
   std::vector<std::string> workers;  // their traces (the job's report's)
   uint64_t worker_bytes = 0;         // their traces' bytes, summed
   size_t workers_counted = 0;        // the processes that ran worker_init_fn
@@ -262,7 +314,7 @@ struct LoaderRun {
 
 LoaderRun run_loader(const TempDir &tmp, const std::string &name, int batches,
                      const std::string &window, const std::string &context = "default",
-                     bool plain = false) {
+                     bool plain = false, int epochs = 2) {
   LoaderRun out;
   out.dir = tmp / name;
   std::filesystem::create_directory(out.dir);
@@ -273,7 +325,8 @@ LoaderRun run_loader(const TempDir &tmp, const std::string &name, int batches,
     o.argv.push_back("--");
   }
   o.argv.insert(o.argv.end(), {kPython, kScripts + "/loader_steps.py", out.dir, "--batches",
-                               std::to_string(batches), "--context", context});
+                               std::to_string(batches), "--epochs", std::to_string(epochs),
+                               "--context", context});
   o.env = {{"PYTHONDONTWRITEBYTECODE", "1"},
            {"OMP_NUM_THREADS", "1"},
            {"RANK", "0"},
@@ -285,7 +338,12 @@ LoaderRun run_loader(const TempDir &tmp, const std::string &name, int batches,
   const json l = json::parse(losses, nullptr, false);
   if (l.is_array())
     for (const json &v : l) out.losses.push_back(v.get<std::string>());
-  EXPECT_EQ(out.losses.size(), static_cast<size_t>(2 * batches)) << name;
+  EXPECT_EQ(out.losses.size(), static_cast<size_t>(epochs * batches)) << name;
+  std::ifstream pids(out.dir + "/batch_pids.json");
+  const json p = json::parse(pids, nullptr, false);
+  if (p.is_array())
+    for (const json &v : p) out.batch_pids.push_back(v.get<uint64_t>());
+  EXPECT_EQ(out.batch_pids.size(), out.losses.size()) << name;
   for (const auto &e : std::filesystem::directory_iterator(out.dir))
     if (e.path().filename().string().rfind("worker-", 0) == 0) ++out.workers_counted;
   if (plain) return out;
@@ -305,9 +363,9 @@ LoaderRun run_loader(const TempDir &tmp, const std::string &name, int batches,
 }
 
 // A DataLoader's worker marks a step per batch it takes (python/adprof/torch/_workers.py): its
-// rank's step when it started plus the batch's index, counted on over a persistent worker's
-// epochs. Under a window its trace is then bounded as its rank's: a summary per batch, no longer
-// every event of every batch (which it was, as a process that marks no step).
+// rank's step when the batch's epoch began plus the batch's index in the epoch. Under a window its
+// trace is then bounded as its rank's: a summary per batch, no longer every event of every batch
+// (which it was, as a process that marks no step).
 TEST(TorchSteps, WorkersMarkTheirBatchesAsSteps) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
@@ -370,6 +428,53 @@ TEST(TorchSteps, WorkersMarkTheirBatchesAsSteps) {
                window_peak = window_long.job["ranks"][0]["workers_peak"].get<double>();
   std::printf("[ workers  ] workers_peak: whole %.0f, window 4:6 %.0f\n", whole_peak, window_peak);
   EXPECT_NEAR(window_peak, whole_peak, 0.1 * whole_peak);
+}
+
+// A persistent worker serves every epoch, and numbers each batch by the rank's step that will
+// consume it: each worker's steps are exactly the steps whose batch it loaded (the program's
+// own account: the pid that came with each step's batch), over 3 epochs of 7 batches (odd: the
+// workers' shares of an epoch differ), forked and spawned. Before, a worker counted on from its
+// own last batch at each epoch, and drifted from its rank's steps by up to workers - 1 an epoch
+// (the batches of the epoch that went to the other worker were not its): two workers marked
+// the same steps, and a step's batch was marked by none.
+TEST(TorchSteps, PersistentWorkersNumberEachBatchByTheStepThatConsumesIt) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  constexpr int kBatches = 7, kEpochs = 3;
+  for (const std::string context : {"default", "spawn"}) {
+    SCOPED_TRACE(context);
+    const LoaderRun run = run_loader(tmp, context, kBatches, "4:6", context, false, kEpochs);
+    ASSERT_TRUE(run.job.is_object());
+    ASSERT_EQ(run.batch_pids.size(), static_cast<size_t>(kBatches * kEpochs));
+    ASSERT_EQ(run.job["ranks"][0]["workers"].size(), 2u);
+    // The rank's own steps: one per batch, numbered from 0.
+    const json rank = report_of(run.job["ranks"][0]["trace"].get<std::string>());
+    std::set<int64_t> rank_steps;
+    for (const json &s : rank["steps"]) rank_steps.insert(s["step"].get<int64_t>());
+    for (int step = 0; step < kBatches * kEpochs; ++step)
+      EXPECT_TRUE(rank_steps.count(step)) << "the rank has no step " << step;
+    for (const json &w : run.job["ranks"][0]["workers"]) {
+      const uint64_t pid = w["pid"].get<uint64_t>();
+      std::set<int64_t> loaded, marked;
+      for (size_t step = 0; step < run.batch_pids.size(); ++step)
+        if (run.batch_pids[step] == pid) loaded.insert(static_cast<int64_t>(step));
+      const json report = report_of(w["trace"].get<std::string>());
+      std::string steps;
+      for (const json &s : report["steps"]) {
+        marked.insert(s["step"].get<int64_t>());
+        steps += " " + std::to_string(s["step"].get<int64_t>());
+      }
+      std::string expected;
+      for (int64_t step : loaded) expected += " " + std::to_string(step);
+      std::printf("[ worker   ] %s, pid %llu: loaded the batches of steps%s; marked%s\n",
+                  context.c_str(), static_cast<unsigned long long>(pid), expected.c_str(),
+                  steps.c_str());
+      EXPECT_FALSE(loaded.empty()) << "worker " << pid << " loaded no batch";
+      EXPECT_EQ(marked, loaded) << "worker " << pid << ": marked" << steps << ", loaded"
+                                << expected;
+      EXPECT_EQ(report["steps"].size(), loaded.size()) << "a step per batch";
+    }
+  }
 }
 
 // A spawned worker (multiprocessing_context="spawn") is sent the step marking through pickle:

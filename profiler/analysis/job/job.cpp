@@ -1,5 +1,5 @@
 // A job read as one (job.h): its trace files, each process's facts (job_facts.h) and report,
-// what each process is, the outlier among the ranks.
+// what each process is, each one's peak, the outlier among the ranks.
 #include "adprof/job.h"
 
 #include <fcntl.h>
@@ -286,22 +286,24 @@ const Process *Job::rank(int64_t rank) const {
 std::optional<Outlier> Job::outlier() const {
   const std::vector<size_t> r = ranks();
   if (r.size() < 2) return std::nullopt;
+  // Each rank's peak over all its trace holds (a step window's summaries too, trace_peak).
+  std::vector<TracePeak> peaks(processes.size());
+  for (size_t i : r) peaks[i] = trace_peak(processes[i].report);
   Outlier o;
   o.high = o.low = r[0];
   for (size_t i : r) {
-    if (processes[i].report.peak > processes[o.high].report.peak) o.high = i;
-    if (processes[i].report.peak < processes[o.low].report.peak) o.low = i;
+    if (peaks[i].bytes > peaks[o.high].bytes) o.high = i;
+    if (peaks[i].bytes < peaks[o.low].bytes) o.low = i;
   }
   // The role that makes the difference: the largest excess of the highest peak over the lowest.
-  const Report &high = processes[o.high].report, &low = processes[o.low].report;
+  const TracePeak &high = peaks[o.high], &low = peaks[o.low];
   uint64_t most = 0;
   for (int role = 0; role < kRoleCount; ++role)
-    if (high.peak_by_role[role] > low.peak_by_role[role] &&
-        high.peak_by_role[role] - low.peak_by_role[role] > most) {
-      most = high.peak_by_role[role] - low.peak_by_role[role];
+    if (high.by_role[role] > low.by_role[role] && high.by_role[role] - low.by_role[role] > most) {
+      most = high.by_role[role] - low.by_role[role];
       o.role = role;
-      o.high_bytes = high.peak_by_role[role];
-      o.low_bytes = low.peak_by_role[role];
+      o.high_bytes = high.by_role[role];
+      o.low_bytes = low.by_role[role];
     }
   return o;
 }

@@ -20,13 +20,6 @@ void add(std::string &o, const char *fmt, ...) {
   o += buffer;
 }
 
-// The step whose span holds the peak, or -1 (as the one-process report says it).
-int64_t peak_step(const Report &r) {
-  for (const StepSummary &s : r.steps)
-    if (r.peak_time >= s.start && r.peak_time <= s.end) return static_cast<int64_t>(s.step);
-  return -1;
-}
-
 std::string number_or_dash(int64_t v) { return v < 0 ? "-" : std::to_string(v); }
 
 // The roles of the table: those holding 1% of some rank's peak or more, most bytes (summed
@@ -35,11 +28,11 @@ std::vector<int> roles_of(const Job &job, bool *rest) {
   std::array<uint64_t, kRoleCount> sum{};
   std::array<bool, kRoleCount> shown{};
   for (size_t i : job.ranks()) {
-    const Report &r = job.processes[i].report;
+    const TracePeak peak = trace_peak(job.processes[i].report);
     for (int role = 0; role < kRoleCount; ++role) {
-      sum[role] += r.peak_by_role[role];
+      sum[role] += peak.by_role[role];
       shown[role] =
-          shown[role] || (r.peak_by_role[role] > 0 && r.peak_by_role[role] * 100 >= r.peak);
+          shown[role] || (peak.by_role[role] > 0 && peak.by_role[role] * 100 >= peak.bytes);
     }
   }
   std::vector<int> roles;
@@ -59,24 +52,15 @@ std::string ratio(uint64_t high, uint64_t low) {
   return text;
 }
 
-// A worker's peak. Under a step window (`adprof run --steps A:B`) a worker may mark a step per
-// batch it loads (an engine integration's choice) and the report's peak is that of the events
-// recorded in full: a worker whose batches all lie outside the window has its highest batch in a
-// step summary only. The higher of the two; without a window the report's peak.
-struct WorkerPeak {
-  uint64_t bytes;
-  double time;
-};
-WorkerPeak worker_peak(const Report &r) {
-  WorkerPeak peak{r.peak, r.peak_time};
-  for (const StepSummary &s : r.steps)
-    if (s.summarized && s.peak > peak.bytes) peak = {s.peak, s.peak_time};
-  return peak;
+// Where a process's peak is, when its trace holds it in a summarized step only: "step 7,
+// summarized" (after `before`); "" otherwise.
+std::string summarized_at(const TracePeak &peak, const char *before) {
+  return peak.summarized ? before + ("step " + std::to_string(peak.step)) + ", summarized" : "";
 }
 
 uint64_t workers_peak(const Job &job, int64_t rank) {
   uint64_t sum = 0;
-  for (size_t i : job.workers_of(rank)) sum += worker_peak(job.processes[i].report).bytes;
+  for (size_t i : job.workers_of(rank)) sum += trace_peak(job.processes[i].report).bytes;
   return sum;
 }
 
@@ -87,13 +71,15 @@ std::string outlier_text(const Job &job) {
   const auto out = job.outlier();
   if (!out) return o;
   const Process &high = job.processes[out->high], &low = job.processes[out->low];
-  if (high.report.peak == low.report.peak) {
-    add(o, "The ranks peak alike: %s each.\n", format_bytes(high.report.peak).c_str());
+  const TracePeak high_peak = trace_peak(high.report), low_peak = trace_peak(low.report);
+  if (high_peak.bytes == low_peak.bytes) {
+    add(o, "The ranks peak alike: %s each.\n", format_bytes(high_peak.bytes).c_str());
     return o;
   }
-  add(o, "Highest peak: rank %lld, %s (%s rank %lld's, the lowest).\n",
-      static_cast<long long>(high.rank), format_bytes(high.report.peak).c_str(),
-      ratio(high.report.peak, low.report.peak).c_str(), static_cast<long long>(low.rank));
+  add(o, "Highest peak: rank %lld, %s%s (%s rank %lld's, the lowest%s).\n",
+      static_cast<long long>(high.rank), format_bytes(high_peak.bytes).c_str(),
+      summarized_at(high_peak, " in ").c_str(), ratio(high_peak.bytes, low_peak.bytes).c_str(),
+      static_cast<long long>(low.rank), summarized_at(low_peak, ", in ").c_str());
   if (out->role >= 0 && out->low_bytes > 0)
     add(o, "  rank %lld: %s %s rank %lld's (%s against %s)\n", static_cast<long long>(high.rank),
         role_words(out->role), ratio(out->high_bytes, out->low_bytes).c_str(),
@@ -142,18 +128,23 @@ std::string render_text(const Job &job) {
     if (rest) head += "        rest";
     head += "  steps  workers (peaks)\n";
     o += head;
+    bool any_summarized = false;
     for (size_t i : ranks) {
       const Process &p = job.processes[i];
       const Report &r = p.report;
+      const TracePeak peak = trace_peak(r);
+      any_summarized = any_summarized || peak.summarized;
+      // A peak in a summarized step: its number starred (the note under the table).
+      const std::string step = number_or_dash(peak.step) + (peak.summarized ? "*" : "");
       add(o, "  %-4lld  %-4s  %-8llu  %10s  %7.3f s  %4s", static_cast<long long>(p.rank),
           number_or_dash(p.node).c_str(), static_cast<unsigned long long>(p.pid),
-          format_bytes(r.peak).c_str(), r.peak_time, number_or_dash(peak_step(r)).c_str());
+          format_bytes(peak.bytes).c_str(), peak.time, step.c_str());
       for (int role : roles)
         add(o, "  %*s", std::max<int>(10, static_cast<int>(strlen(role_name(role)))),
-            format_bytes(r.peak_by_role[role]).c_str());
+            format_bytes(peak.by_role[role]).c_str());
       if (rest) {
-        uint64_t other = r.peak;
-        for (int role : roles) other -= std::min(other, r.peak_by_role[role]);
+        uint64_t other = peak.bytes;
+        for (int role : roles) other -= std::min(other, peak.by_role[role]);
         add(o, "  %10s", format_bytes(other).c_str());
       }
       const size_t workers = job.workers_of(p.rank).size();
@@ -162,6 +153,10 @@ std::string render_text(const Job &job) {
       o += "\n";
       if (!r.complete) add(o, "        WARNING: %s\n", r.end_reason.c_str());
     }
+    if (any_summarized)
+      add(o,
+          "  *: the peak is in a step outside the step window (--steps): the writer's summary "
+          "of that step (its bytes by role; no buffers, labels or ops)\n");
     if (const std::string words = outlier_text(job); !words.empty()) o += "\n" + words;
     // A rank whose memory grows from step to step (its report's growth finding: a leak).
     for (size_t i : ranks)
@@ -180,9 +175,10 @@ std::string render_text(const Job &job) {
     }
     std::string what = kind_name(p.kind);
     if (p.kind == Kind::kWorker) what += " of rank " + std::to_string(p.worker_of);
-    const uint64_t peak = p.kind == Kind::kWorker ? worker_peak(p.report).bytes : p.report.peak;
-    add(o, "  %-18s pid %-8llu peak %10s  %s\n", what.c_str(),
-        static_cast<unsigned long long>(p.pid), format_bytes(peak).c_str(), p.trace.c_str());
+    const TracePeak peak = trace_peak(p.report);
+    add(o, "  %-18s pid %-8llu peak %10s  %s%s\n", what.c_str(),
+        static_cast<unsigned long long>(p.pid), format_bytes(peak.bytes).c_str(), p.trace.c_str(),
+        (peak.summarized ? " (in " + summarized_at(peak, "") + ")" : "").c_str());
   }
   if (!ranks.empty()) {
     add(o, "\nTraces by rank:\n");
@@ -201,20 +197,21 @@ std::string render_text(const Job &job) {
 nlohmann::json to_json(const Job &job, const JsonOptions &options) {
   using nlohmann::json;
   auto optional_number = [](int64_t v) { return v < 0 ? json(nullptr) : json(v); };
-  auto by_role = [](const Report &r) {
+  auto by_role = [](const TracePeak &peak) {
     json j = json::object();
-    for (int role = 0; role < kRoleCount; ++role) j[role_name(role)] = r.peak_by_role[role];
+    for (int role = 0; role < kRoleCount; ++role) j[role_name(role)] = peak.by_role[role];
     return j;
   };
   auto brief = [&](const Process &p) {
-    const WorkerPeak peak = p.kind == Kind::kWorker ? worker_peak(p.report)
-                                                    : WorkerPeak{p.report.peak, p.report.peak_time};
+    const TracePeak peak = trace_peak(p.report);
     json j = {{"kind", kind_name(p.kind)},
               {"pid", p.pid},
               {"parent", p.said_process ? json(p.parent) : json(nullptr)},
               {"trace", p.trace},
               {"peak", peak.bytes},
               {"peak_time", peak.time},
+              {"peak_step", optional_number(peak.step)},
+              {"peak_summarized", peak.summarized},
               {"complete", p.report.complete}};
     if (p.kind == Kind::kWorker) j["worker_of"] = p.worker_of;
     if (p.kind == Kind::kRank) j["rank"] = p.rank;
@@ -223,6 +220,7 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
   json ranks = json::array();
   for (size_t i : job.ranks()) {
     const Process &p = job.processes[i];
+    const TracePeak peak = trace_peak(p.report);
     json workers = json::array();
     for (size_t w : job.workers_of(p.rank)) workers.push_back(brief(job.processes[w]));
     ranks.push_back({{"rank", p.rank},
@@ -236,10 +234,11 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
                      {"pid", p.pid},
                      {"parent", p.said_process ? json(p.parent) : json(nullptr)},
                      {"trace", p.trace},
-                     {"peak", p.report.peak},
-                     {"peak_time", p.report.peak_time},
-                     {"peak_step", optional_number(peak_step(p.report))},
-                     {"peak_by_role", by_role(p.report)},
+                     {"peak", peak.bytes},
+                     {"peak_time", peak.time},
+                     {"peak_step", optional_number(peak.step)},
+                     {"peak_summarized", peak.summarized},
+                     {"peak_by_role", by_role(peak)},
                      {"steps", p.report.steps.size()},
                      {"workers", workers},
                      {"workers_peak", workers_peak(job, p.rank)},
@@ -249,8 +248,8 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
   if (auto out = job.outlier())
     outlier = {{"rank", job.processes[out->high].rank},
                {"lowest_rank", job.processes[out->low].rank},
-               {"peak", job.processes[out->high].report.peak},
-               {"lowest_peak", job.processes[out->low].report.peak},
+               {"peak", trace_peak(job.processes[out->high].report).bytes},
+               {"lowest_peak", trace_peak(job.processes[out->low].report).bytes},
                {"role", out->role >= 0 ? json(role_name(out->role)) : json(nullptr)},
                {"role_bytes", out->high_bytes},
                {"lowest_role_bytes", out->low_bytes}};

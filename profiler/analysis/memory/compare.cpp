@@ -12,6 +12,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "adprof/trace_peak.h"
+
 namespace adprof {
 
 namespace {
@@ -118,7 +120,10 @@ uint64_t parse_bytes(const std::string &text) {
 
 std::map<std::string, double> report_metrics(const Report &r) {
   std::map<std::string, double> m;
-  m["peak"] = static_cast<double>(r.peak);
+  // The trace's peak (a step window's summarized steps too): a budget holds on every step of
+  // a windowed run, not only on those recorded in full.
+  const TracePeak peak = trace_peak(r);
+  m["peak"] = static_cast<double>(peak.bytes);
   m["allocations"] = static_cast<double>(r.allocations);
   m["bytes_allocated"] = static_cast<double>(r.bytes_allocated);
   m["temporaries"] = static_cast<double>(r.temporaries);
@@ -128,7 +133,7 @@ std::map<std::string, double> report_metrics(const Report &r) {
   m["device.reserved_peak"] = static_cast<double>(r.device_reserved_peak);
   m["device.ooms"] = static_cast<double>(r.device_ooms);
   for (int i = 0; i < kRoleCount; ++i) {
-    m[std::string("role.") + role_name(i)] = static_cast<double>(r.peak_by_role[i]);
+    m[std::string("role.") + role_name(i)] = static_cast<double>(peak.by_role[i]);
     m[std::string("device.role.") + role_name(i)] = static_cast<double>(r.device_peak_by_role[i]);
   }
   for (const PhaseSummary &p : r.phases) m["phase." + p.name] = static_cast<double>(p.peak);

@@ -14,16 +14,24 @@ that calls the original with an index queue that marks the steps. A forked worke
 WorkerLoop as it was at the fork; a spawned (or forkserver) worker is sent one through pickle,
 rebuilt in the worker by _spawned_worker_loop around the original function of its own module.
 
-The step numbers: a worker's step is its rank's step when the worker started (the rank's
-optimizer steps done, the number of its next automatic step mark) plus idx, so a worker's
-steps line up with its rank's (batch idx of an epoch is the rank's step that many steps after
-the epoch began, when each batch is one optimizer step). A persistent worker sees idx start
-again at each epoch: from then on the batches of its earlier epochs (its last idx + 1) are
-added, so that its step numbers only rise within the process (the window opens at the first
-mark at or past its first step and closes at the first at or past its end: time order).
+The step numbers: a batch is numbered by the rank's step that will consume it, the rank's step
+when its epoch began (the rank's optimizer steps done, the number of its next automatic step
+mark) plus idx (batch idx of an epoch is the rank's step that many steps after the epoch began,
+when each batch is one optimizer step). The first epoch began when the worker started. A
+persistent worker (persistent_workers=True) serves every epoch: the rank begins the next one by
+putting a _ResumeIteration into each worker's index queue, and that object carries the rank's
+step then (an attribute set where the rank makes it, _EPOCH_STEP, pickled with it), from which
+the worker numbers the epoch's batches. (Before, the worker added its own last idx + 1 at each
+new epoch: the batches of the epoch that went to the other workers were not its, and its
+numbers drifted by up to workers - 1 an epoch from the rank's.) A _ResumeIteration without it
+(a PyTorch whose _ResumeIteration takes no attribute) falls back to that count, so the numbers
+still only rise within the process (the window opens at the first mark at or past its first step and closes at the
+first at or past its end: time order).
 
 Only under a step window (ADPROF_STEPS set): without one a worker's trace is as it was. The
-program's own behaviour is untouched: the same items come out of the queue, in the same order.
+program's own behaviour is untouched: the same items come out of the queue, in the same order;
+a _ResumeIteration holds one attribute more, which neither PyTorch's code nor its fields (seed)
+see.
 """
 
 import functools
@@ -31,6 +39,8 @@ import os
 import sys
 
 _STEPS_ENV = "ADPROF_STEPS"
+# The attribute of a _ResumeIteration that says the rank's step when it began the epoch.
+_EPOCH_STEP = "_adprof_epoch_step"
 
 
 def _worker_module():
@@ -62,6 +72,8 @@ class _StepMarkingQueue:
         item = self._queue.get(*args, **kwargs)
         if type(item) is tuple and len(item) == 2 and type(item[0]) is int:
             self._steps.batch(item[0])
+        elif type(item).__name__ == "_ResumeIteration":  # a persistent worker's next epoch
+            self._steps.epoch(getattr(item, "__dict__", {}).get(_EPOCH_STEP))
         return item
 
     def __getattr__(self, name):  # everything else is the queue's own (close, cancel_join_thread)
@@ -76,8 +88,14 @@ class _WorkerSteps:
         self._offset = first_step
         self._last_idx = -1
 
+    def epoch(self, first_step):
+        """The next epoch began at the rank's step `first_step` (None: not said)."""
+        if type(first_step) is int:
+            self._offset = first_step
+            self._last_idx = -1
+
     def batch(self, idx):
-        if idx <= self._last_idx:  # a new epoch of a persistent worker
+        if idx <= self._last_idx:  # a new epoch whose start said no step: counted on
             self._offset += self._last_idx + 1
         self._last_idx = idx
         try:
@@ -146,6 +164,27 @@ def _spawned_worker_loop(first_step):
     return WorkerLoop(original, None, first_step)
 
 
+def _tag_epochs(ins, module):
+    """Each _ResumeIteration the rank makes (a persistent worker's next epoch) carries the
+    rank's step then (_EPOCH_STEP). Under a step window only."""
+    cls = getattr(module, "_ResumeIteration", None)
+    if cls is None or not os.environ.get(_STEPS_ENV):
+        return
+    original = cls.__init__
+    if getattr(original, "_adprof_tags_epochs", False):
+        return
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        try:  # a frozen dataclass: set as its own __init__ sets its fields
+            object.__setattr__(self, _EPOCH_STEP, _rank_step(ins))
+        except Exception:  # noqa: BLE001 (the worker counts on by itself)
+            pass
+    __init__._adprof_tags_epochs = True
+    ins._patch(cls, "__init__", __init__)
+
+
 def install(ins):
     """Replaces the worker loop in this process (undone with `ins`); one line on stderr and
     nothing changed when this PyTorch has no such hook point."""
@@ -161,3 +200,4 @@ def install(ins):
     if isinstance(original, WorkerLoop):
         return
     ins._patch(module, "_worker_loop", WorkerLoop(original, ins))
+    _tag_epochs(ins, module)

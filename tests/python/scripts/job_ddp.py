@@ -1,6 +1,7 @@
 """A two-rank data-parallel training job on CPU (gloo), for the job tests (torch_job_test.cpp).
 
     job_ddp.py OUTDIR [--spawn N | --launch N] [--workers K] [--context spawn|fork] [--steps S]
+               [--spike RANK:STEP:MIB]
 
 Started by torchrun (each rank reads RANK/WORLD_SIZE), by itself with --spawn N
 (torch.multiprocessing.spawn: each rank joins the group with its rank, the environment names
@@ -11,6 +12,8 @@ state (bytes of the unique storages), its batch and its pid, for the test to hol
 report against. --workers K: a DataLoader with K workers started by --context (spawn, fork,
 or default: the DataLoader's own, fork on Linux); each worker is a process of its own, traced,
 and writes its pid into OUTDIR/worker<r>-<pid> (worker_init_fn: the test's own count).
+--spike RANK:STEP:MIB: rank RANK holds MIB MiB more from its forward to its optimizer step in
+step STEP (0-based: its STEP-th batch), a step-dependent spike.
 """
 
 import argparse
@@ -61,12 +64,17 @@ def train(rank, world_size, args):
         if args.context != "default":
             loader_options["multiprocessing_context"] = args.context
     loader = torch.utils.data.DataLoader(data, batch_size=batch, **loader_options)
+    spike_rank, spike_step, spike_mib = (int(v) for v in args.spike.split(":"))
     batches = 0
     for x, y in loader:
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(ddp(x), y)
+        spike = None
+        if rank == spike_rank and batches == spike_step:
+            spike = torch.ones(spike_mib << 18)  # float32: MIB MiB, held through the backward
         loss.backward()
         optimizer.step()
+        del spike
         batches += 1
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
     account = {"rank": rank, "world_size": world_size, "pid": os.getpid(), "batch": batch,
@@ -92,6 +100,7 @@ def main():
     parser.add_argument("--context", default="spawn")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--port", default="29533")
+    parser.add_argument("--spike", default="-1:0:0")
     args = parser.parse_args()
     if args.spawn or args.launch:
         os.environ["MASTER_ADDR"] = "127.0.0.1"

@@ -5,10 +5,12 @@ TorchSteps.WorkersMarkTheirBatchesAsSteps).
 
 E epochs (2 by default) of N batches of 64 rows each, shuffled, loaded by a DataLoader with two
 persistent workers (started by --context; default: the DataLoader's own, fork on Linux); each
-row is copied and jittered in the worker (its memory per batch, its random numbers). Writes
-OUTDIR/losses.json: every step's loss as repr() of the float (exact), for the test to compare
-runs with and without adprof; each worker writes its pid into OUTDIR/worker-<pid>
-(worker_init_fn: the test's own count of the workers).
+row is copied and jittered in the worker (its memory per batch, its random numbers) and comes
+with the pid of the process that loaded it. Writes OUTDIR/losses.json: every step's loss as
+repr() of the float (exact), for the test to compare runs with and without adprof, and
+OUTDIR/batch_pids.json: for every step, the pid of the worker that loaded its batch (the test's
+own account of which worker's batch each step consumed); each worker writes its pid into
+OUTDIR/worker-<pid> (worker_init_fn: the test's own count of the workers).
 """
 
 import argparse
@@ -32,7 +34,7 @@ class Rows(torch.utils.data.Dataset):
         return len(self.x)
 
     def __getitem__(self, i):
-        return (self.x[i] + 0.01 * torch.randn(256)).clamp(-3, 3), self.y[i]
+        return (self.x[i] + 0.01 * torch.randn(256)).clamp(-3, 3), self.y[i], os.getpid()
 
 
 def note_worker(outdir, _worker_id):
@@ -56,9 +58,10 @@ def main():
     if args.context != "default":
         options["multiprocessing_context"] = args.context
     loader = torch.utils.data.DataLoader(Rows(ROWS * args.batches), batch_size=ROWS, **options)
-    losses = []
+    losses, pids = [], []
     for _ in range(args.epochs):
-        for x, y in loader:
+        for x, y, pid in loader:
+            pids.append(int(pid[0]))
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
@@ -66,6 +69,8 @@ def main():
             losses.append(repr(loss.item()))
     with open(os.path.join(args.outdir, "losses.json"), "w") as f:
         json.dump(losses, f)
+    with open(os.path.join(args.outdir, "batch_pids.json"), "w") as f:
+        json.dump(pids, f)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ namespace adprof {
 // Named numbers of a report: peak, allocations, bytes_allocated, temporaries,
 // allocations_per_step, device.peak, device.reserved_peak, role.<role> (bytes at the peak),
 // phase.<phase> (peak while in that phase), op.<op> (bytes at the peak), op_allocations.<op>.
+// peak and role.<role> are the trace's (trace_peak.h: under a step window, a summarized step's
+// when higher); phase.<phase> and op.<op> those of the events recorded in full.
 std::map<std::string, double> report_metrics(const Report &report);
 
 // A gate: METRIC OP VALUE, where OP is one of > >= < <= == and VALUE is a number with an

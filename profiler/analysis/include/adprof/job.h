@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "adprof/report.h"
+#include "adprof/trace_peak.h"
 
 namespace adprof::job {
 
@@ -41,7 +42,8 @@ struct Process {
 };
 
 // The rank with the highest peak against the rank with the lowest, and the role whose bytes at
-// the two peaks differ most ("rank 1: forward caches 2.0x rank 0's").
+// the two peaks differ most ("rank 1: forward caches 2.0x rank 0's"). A process's peak in a job
+// is its trace's (trace_peak.h: under a step window, a summarized step's when higher).
 struct Outlier {
   size_t high = 0, low = 0;  // indices into Job::processes
   int role = -1;             // -1: the two peaks hold the same bytes of every role
@@ -90,14 +92,18 @@ void read_fact(const Event &e, const Replay &replay, Process &process);
 const char *role_words(int role);
 
 // The job report: the ranks side by side (peak, when, step, bytes by role at each rank's
-// peak, steps, workers), the outlier in words, the launcher and the other processes.
+// peak, steps, workers), the outlier in words, the launcher and the other processes. Every
+// process's peak is its trace's (trace_peak), its step marked when it is a summarized one.
 std::string render_text(const Job &job);
 // The outlier in words, as render_text() says it: "Highest peak: rank 1, 2.0 MiB
 // (2.0x rank 0's, the lowest)." and "rank 1: forward caches 2.0x rank 0's (...)" on a second
 // line; "The ranks peak alike: ..."; "" with fewer than two ranks.
 std::string outlier_text(const Job &job);
-// {"schema": "adprof.job", "run_id", "ranks": [{rank, ..., "report": <report JSON>}],
-//  "outlier", "processes": [{kind, pid, parent, trace, peak}]}
+// {"schema": "adprof.job", "run_id", "ranks": [{rank, ..., peak, peak_time, peak_step,
+//  peak_summarized, peak_by_role, "report": <report JSON>}], "outlier", "processes": [{kind,
+//  pid, parent, trace, peak, peak_time, peak_step, peak_summarized}]}: the peaks are the
+// traces' (trace_peak); "report" is the rank's own report (its peak that of the events
+// recorded in full).
 nlohmann::json to_json(const Job &job, const JsonOptions &options = {});
 
 }  // namespace adprof::job
