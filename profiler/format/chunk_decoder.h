@@ -1,7 +1,7 @@
 // The reader's half of the trace format (trace_format.h, chunk_columns.h, heap_coder.h), beside
 // the writer's: a chunk header read and checked, a chunk's payload checked (CRC-32) and inflated
 // (zstd), its columns opened, and its events decoded, format versions 1 to 8. The one chunk
-// decoder: the trace reader (analysis/read/trace_reader.cpp) merges the threads' decoders by time,
+// decoder: the trace reader (analysis/read/thread_merge.cpp) merges the threads' decoders by time,
 // the column bench (bench/profiler/trace_columns.cpp) reads the chunks' parts through it.
 #pragma once
 

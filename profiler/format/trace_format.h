@@ -1,7 +1,7 @@
 // The adprof trace file format, version 8 (the reader also reads versions 1 to 7; "Version
 // history" at the end of this comment). The writer (preload/recorder.h, preload/chunk_writer.cpp)
-// and the reader (chunk_decoder.h, analysis/read/trace_reader.cpp) both include this file and
-// heap_coder.h; the layout documented here is the one they implement, and
+// and the reader (chunk_decoder.h, analysis/read/file_header.cpp and chunk_index.cpp) both include
+// this file and heap_coder.h; the layout documented here is the one they implement, and
 // tests/profiler/trace_reader_test.cpp checks the reader against hand-packed bytes.
 //
 // File  := FileHeader Chunk*                       (all integers little-endian)
@@ -70,7 +70,7 @@
 // A single-threaded program's heap events cost almost no time bits. A free's time is read
 // after every load before it (recorder.h, now_ticks_ordered), so that a block another thread
 // handed over is not freed before that thread's allocation, and at equal times the reader
-// puts a free after the other threads' events of that time (analysis/read/trace_reader.cpp,
+// puts a free after the other threads' events of that time (analysis/read/thread_merge.cpp,
 // merge_run). The reader needs none of these numbers: it reads times as they are.
 //
 // Event := tag:u8 delta_ticks:varint body        (every type but kHeap)

@@ -122,10 +122,18 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
     return false;
   memcpy(copy, b->tags, events);
   memcpy(copy + events, b->bodies, used);
-  // The buffer only changes hands through its thread (the writer recycles buffers), so if it
-  // is still the published one with the same seq, the bytes copied were complete.
-  if (pub.buf.load(std::memory_order_acquire) != b ||
-      published_fields(pub.word.load(std::memory_order_acquire)).seq != seq)
+  // A seqlock's read: the buffer only changes hands through its thread (the writer recycles
+  // buffers), so if it is still the published one with the same seq, the bytes copied were
+  // complete. The acquire fence keeps the copy's loads before the re-check's: an acquire load
+  // orders only what follows it, so without the fence the re-check could be satisfied before
+  // the copy was made (the standard seqlock reader: H.-J. Boehm, "Can Seqlocks Get Along with
+  // Programming Language Memory Models?", MSPC 2012, fig. 6; the paper's data are relaxed
+  // atomics, this copy a memcpy, as in the Linux kernel's seqcount readers). On x86 (TSO) the
+  // fence is no instruction, only a compiler barrier; it runs on the writer's side (or at the
+  // end of the recording), never in a hook.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (pub.buf.load(std::memory_order_relaxed) != b ||
+      published_fields(pub.word.load(std::memory_order_relaxed)).seq != seq)
     return false;
   mark.published = word;
   *out = {b, events, events + used};
@@ -222,6 +230,13 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   ts.seq_bits = published_word(b->seq, 0, 0);
   ts.published->word.store(ts.seq_bits, std::memory_order_release);
   ts.published->buf.store(b, std::memory_order_release);
+  // The seqlock's writer side (copy_published): a recycled buffer is rewritten below, and a
+  // reader still copying its previous contents must find its re-check changed. The release
+  // fence orders this thread's publications (and, through the pool's mutex, the buffer's
+  // withdrawal from its previous thread's slot) before the rewrite; a release store orders
+  // only what precedes it (Boehm, MSPC 2012, as above). Once per buffer, and no instruction on
+  // x86.
+  std::atomic_thread_fence(std::memory_order_release);
   // Each chunk restates the thread's phase and (lazily) its role, so it reads alone.
   uint8_t *p = begin_unshared_event(ts, fmt::EventType::kPhase, ts.phase, b->base_ts);
   end_event(ts, p);

@@ -51,7 +51,11 @@ uint64_t g_first_step = 0, g_end_step = 0;
 // preload library counts against a program's RLIMIT_AS (Signals.ProfilersOwnAddressSpaceIsSmall).
 // A seqlock per entry: a publisher that laps the ring clears `ready` before it rewrites the
 // fields, and the writer checks `ready` again after copying them, so a mark rewritten while it
-// was read is taken as overwritten, never torn.
+// was read is taken as overwritten, never torn (the fences: a release fence between the clear
+// and the fields, an acquire fence between the copy and the re-check; Boehm, "Can Seqlocks Get
+// Along with Programming Language Memory Models?", MSPC 2012). It takes one publisher in an
+// entry at a time: two there at once (one of them held up, mid-mark, while 1,024 other marks
+// were published) could leave a torn mark that reads as whole; not guarded.
 struct Mark {
   std::atomic<uint64_t> ready;
   std::atomic<uint64_t> step, ticks, ns;

@@ -101,12 +101,9 @@ TEST(ShareTicks, ABlockHandedToAnotherThreadIsFreedAfterItsAllocation) {
   constexpr long kBlocks = 300000;
   Result r = run_handoff(trace, 0, kBlocks);
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
-  const OpCounts &produce = s.ops["produce"];
-  EXPECT_EQ(produce.allocations, static_cast<uint64_t>(kBlocks));
-  EXPECT_EQ(produce.frees, static_cast<uint64_t>(kBlocks));
-  EXPECT_EQ(produce.live_at_end, 0u);
+  EXPECT_TRUE(is_complete_with(
+      summarize(trace),
+      {{"produce", {.allocations = kBlocks, .frees = kBlocks, .live_at_end = 0}}}));
   adprof::Report report = adprof::analyze(trace);
   EXPECT_EQ(report.unmatched_frees, 0u);
 }
@@ -121,14 +118,9 @@ TEST(ShareTicks, ABlockSentBackAndForthIsFreedAfterEachAllocation) {
   constexpr long kRounds = 300000;
   Result r = run_handoff(trace, 0, 0, 0, {}, kRounds);
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  TraceSummary s = summarize(trace);
-  EXPECT_TRUE(s.complete) << s.reason;
-  for (const char *op : {"ping", "pong"}) {
-    const OpCounts &side = s.ops[op];
-    EXPECT_EQ(side.allocations, static_cast<uint64_t>(kRounds)) << op;
-    EXPECT_EQ(side.frees, static_cast<uint64_t>(kRounds)) << op;
-    EXPECT_EQ(side.live_at_end, 0u) << op;
-  }
+  EXPECT_TRUE(is_complete_with(
+      summarize(trace), {{"ping", {.allocations = kRounds, .frees = kRounds, .live_at_end = 0}},
+                         {"pong", {.allocations = kRounds, .frees = kRounds, .live_at_end = 0}}}));
   adprof::Report report = adprof::analyze(trace);
   EXPECT_EQ(report.unmatched_frees, 0u);
 }
