@@ -1,7 +1,8 @@
 /* The conformance suite's independent allocation counter: an LD_PRELOAD library, no adprof
  * code, that counts a process's calls into the C allocation family and forwards each to the
- * next definition (glibc's) found with dlsym(RTLD_NEXT). The counts live in a file mapped
- * MAP_SHARED (counts_file.h), so they are complete whatever way the process ends.
+ * next definition found with dlsym(RTLD_NEXT): glibc's alone, the interposer's in front of it. The
+ * counts live in a file mapped MAP_SHARED (counts_file.h), so they are complete whatever way the
+ * process ends.
  *
  * What a count means, so that it can be compared with the allocations and frees in an adprof
  * trace: one allocation per successful malloc, calloc, realloc (to a new block: also a free of
@@ -14,7 +15,7 @@
  * serve `new` without calling malloc and be invisible to a malloc counter. So this library
  * defines every replaceable form itself, as libstdc++ does (on its own counted malloc,
  * aligned_alloc and free): whichever library the process holds, each `new` is counted exactly
- * once, which is also what adprof must record. The one difference from libstdc++: a throwing
+ * once, which is also what adprof must record. Alone, the one difference from libstdc++: a throwing
  * form that cannot allocate aborts with a message instead of calling the new-handler and
  * throwing std::bad_alloc (C cannot throw; no conformance program runs out of memory).
  *
@@ -458,7 +459,8 @@ EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const nothrow
   delete_any(DA_AL_NT, p, 0, a, t);
 }
 
-/* ---- threads ------------------------------------------------------------------------------ */
+/* ---- threads (pthread_create: forwarded, and in front of the interposer, its own marked)
+ * ------------------------------------------------------------------------------ */
 
 /* A thread the interposer starts (its start routine is the interposer's) does the profiler's
  * work: it runs with t_internal set. The start routine and its argument reach the new thread
