@@ -375,8 +375,9 @@ TEST(JaxMlp, RematPredictionsHoldForCheckpointedRuns) {
 
 // donate_argnums (issue 30): a step that returns new parameters and optimizer state beside the
 // old ones. From one recording, the finding quotes jax.jit(step, donate_argnums=(0, 1)) and
-// `adprof whatif` predicts the peak with it; a run with donation has that peak (5%), the
-// saving being most of the parameters' and state's bytes (so that 5% means something).
+// `adprof whatif` predicts the peak with it; a run with donation has that peak (5%). So that 5%
+// means something, the donating run saved more than 5% of its peak against the recorded run,
+// and so did the prediction: a what-if that predicted no saving would fail.
 TEST(JaxMlp, DonationPredictionHoldsForADonatingRun) {
   SKIP_WITHOUT_JAX();
   TempDir tmp;
@@ -397,16 +398,21 @@ TEST(JaxMlp, DonationPredictionHoldsForADonatingRun) {
   if (donated.is_discarded()) return;
   const double predicted = row["predicted_peak"].get<double>();
   const double measured = donated["peak"]["bytes"].get<double>();
+  const double recorded = plain["peak"]["bytes"].get<double>();
   const double replaced =
       side["parameter_bytes"].get<double>() + side["moment_bytes"].get<double>();
-  std::printf("[ jax      ] donation: peak %.0f B, predicted with it %.0f B, measured %.0f B\n",
-              plain["peak"]["bytes"].get<double>(), predicted, measured);
-  // The saving is the recorded peak less the prediction, and the recorded peak moves by up to
-  // about 5 MB from run to run (XLA's CPU runtime runs independent parts at once: whether a
-  // matmul's Eigen buffer meets another block); 0.5x of the replaced bytes failed once in a
-  // fresh-clone CI (23.8 MB of 50.7). A large part of the arguments, with that margin.
-  EXPECT_GT(row["saving"].get<double>(), 0.4 * replaced);
+  std::printf(
+      "[ jax      ] donation: peak %.0f B, predicted with it %.0f B (saving %.0f B), measured "
+      "%.0f B (saving %.0f B); the arguments replaced %.0f B\n",
+      recorded, predicted, row["saving"].get<double>(), measured, recorded - measured, replaced);
+  // Not a share of the replaced bytes: which of them are live at the recorded peak is XLA's
+  // schedule (its CPU runtime frees a call's dropped arguments on its own threads, a little
+  // after the call), and the saving moved from 25.5 MB (0.502 of them, 6 runs of 6) to 23.8 MB
+  // in one fresh-clone CI run. The band below is the prediction's own.
+  const double band = 0.05 * measured;
   EXPECT_NEAR(predicted / measured, 1.0, 0.05);
+  EXPECT_GT(recorded - measured, band) << "the donating run saved no more than the 5% band";
+  EXPECT_GT(row["saving"].get<double>(), band) << "the what-if predicted no more than the band";
 }
 
 // Not under adprof, the hook runs the script as plain python does.
