@@ -3,16 +3,60 @@
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <string_view>
 
 #include "adprof/replay.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
+namespace {
+
+// A program's text as one token of one line: names and labels are the program's own words (an
+// integration names a fix by the code to paste, over several lines), and a line per event is
+// what scripts count on (the PyTorch tests find the peak's event by its line). Escaped as C and
+// JSON do: \" \\ \n \t \r, any other control byte \xHH; bytes from 0x80 (UTF-8) as they are.
+std::string escaped(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char hex[8];
+          snprintf(hex, sizeof hex, "\\x%02x", c);
+          out += hex;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 int command_dump(const std::vector<std::string> &args) {
   po::options_description options(
       "usage: adprof dump TRACE [--limit N]\n\nPrints the trace's events in time order, one per "
-      "line: time, thread, type and fields.\n\nOptions");
+      "line: time, thread, type and fields (names in double quotes, escaped as in C: \\\", "
+      "\\\\, \\n, \\t, \\xHH).\n\nOptions");
   options.add_options()("help,h", "show this help")("limit", po::value<std::string>(),
                                                     "stop after N events (default: all)")(
       "trace", po::value<std::string>(), "trace");
@@ -45,8 +89,8 @@ int command_dump(const std::vector<std::string> &args) {
       case format::EventType::kMapping: {
         const std::string_view text = e.text();
         const std::string_view path = text.substr(0, text.find('\0'));
-        printf(" 0x%" PRIx64 "-0x%" PRIx64 " bias=0x%" PRIx64 " %.*s", e.a, e.b, e.addr,
-               static_cast<int>(path.size()), path.data());
+        printf(" 0x%" PRIx64 "-0x%" PRIx64 " bias=0x%" PRIx64 " %s", e.a, e.b, e.addr,
+               escaped(path).c_str());
         break;
       }
       case format::EventType::kUnmapping:
@@ -63,7 +107,7 @@ int command_dump(const std::vector<std::string> &args) {
         if (e.a) printf(" length=%" PRIu64, e.a);
         break;
       case format::EventType::kOpBegin:
-        printf(" %s", names.op_label(static_cast<uint32_t>(e.a), e.b).c_str());
+        printf(" %s", escaped(names.op_label(static_cast<uint32_t>(e.a), e.b)).c_str());
         break;
       case format::EventType::kPhase:
         printf(" %s", phase_name(e.operand));
@@ -80,13 +124,14 @@ int command_dump(const std::vector<std::string> &args) {
         printf(" %u %" PRIu64, e.operand, e.a);
         break;
       case format::EventType::kName:
-        printf(" %" PRIu64 " \"%.*s\"", e.a, static_cast<int>(e.text().size()), e.text().data());
+        printf(" %" PRIu64 " \"%s\"", e.a, escaped(e.text()).c_str());
         break;
       case format::EventType::kThreadName:
-        printf(" \"%.*s\"", static_cast<int>(e.text().size()), e.text().data());
+        printf(" \"%s\"", escaped(e.text()).c_str());
         break;
       case format::EventType::kLabel:
-        printf(" 0x%" PRIx64 " \"%s\"", e.addr, names.name(static_cast<uint32_t>(e.a)).c_str());
+        printf(" 0x%" PRIx64 " \"%s\"", e.addr,
+               escaped(names.name(static_cast<uint32_t>(e.a))).c_str());
         break;
       case format::EventType::kContentHash:
         printf(" 0x%" PRIx64 " %016" PRIx64, e.addr, e.a);
@@ -96,7 +141,7 @@ int command_dump(const std::vector<std::string> &args) {
         if (e.type == format::EventType::kDescribe)
           printf(" 0x%" PRIx64 " dtype=%" PRIu64, e.addr, e.a);
         else
-          printf(" %s", names.name(static_cast<uint32_t>(e.a)).c_str());
+          printf(" %s", escaped(names.name(static_cast<uint32_t>(e.a))).c_str());
         for (uint64_t v : e.values()) printf(" %" PRIu64, v);
         break;
       default:

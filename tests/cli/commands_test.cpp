@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "../support/process.h"
@@ -189,6 +190,38 @@ TEST_F(Cli, PerfettoKeepsLongOpNamesWhole) {
       ++named;
     }
   EXPECT_EQ(named, 4);  // one op a step
+}
+
+// A name over several lines (a fix's code, as the PyTorch integration names them) printed raw
+// broke `dump`'s one line per event: the models test, which finds the peak's event by its line,
+// read the event two lines before it and, at an op's edge, the wrong op.
+TEST_F(Cli, DumpPrintsOneLinePerEventWhateverTheNames) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const std::string trace = record("ml", std::string(ENGINE_STEPS_WORKLOAD) + " multiline");
+  Result r = adprof("dump " + trace);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::regex event_line(R"(^ *[0-9]+\.[0-9]{6} t[0-9]+ +[a-z_]+( .*)?$)");
+  std::istringstream lines(r.out);
+  std::string line;
+  int events = 0, op_begins = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_TRUE(std::regex_match(line, event_line)) << "not an event's line: " << line;
+    ++events;
+    if (line.find(" op_begin ") != std::string::npos) {
+      EXPECT_NE(line.find(R"(for b in \"blocks\":\n\tb.forward = wrap(b)\nthen \\ done#)"),
+                std::string::npos)
+          << line;
+      ++op_begins;
+    }
+  }
+  EXPECT_EQ(op_begins, 4);  // one op a step
+  EXPECT_NE(r.out.find(R"("for b in \"blocks\":\n\tb.forward = wrap(b)\nthen \\ done")"),
+            std::string::npos)
+      << "the name event, quoted and escaped";
+  // --limit N prints the first N events: N lines.
+  Result limited = adprof("dump --limit 7 " + trace);
+  EXPECT_EQ(std::count(limited.out.begin(), limited.out.end(), '\n'), 7) << limited.out;
+  EXPECT_GT(events, 7);
 }
 
 TEST_F(Cli, HashContentsFindsByteIdenticalBuffers) {

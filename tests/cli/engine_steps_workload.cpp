@@ -2,8 +2,9 @@
 // allocations in each of 4 steps, for the allocations-per-step finding's fix: in the engine's
 // words when it describes a reusable tape ("tape": it does, switched off), else it says the
 // engine has none. With "longname" the op's name is 1,500 bytes with quotes and backslashes
-// (the Perfetto export formatted names into a 512-byte buffer). Usage: engine_steps_workload
-// [tape|longname]
+// (the Perfetto export formatted names into a 512-byte buffer); with "multiline" it is a
+// snippet of code over three lines, with a tab and quotes (a fix an integration names, as PyTorch
+// users' are). Usage: engine_steps_workload [tape|longname|multiline]
 #include <adprof/ad_protocol.h>
 #include <adprof/context.h>
 
@@ -19,6 +20,8 @@ int main(int argc, char **argv) {
   std::string long_name;
   if (argc > 1 && !strcmp(argv[1], "longname"))
     for (int i = 0; i < 100; ++i) long_name += "op\"name\\" + std::to_string(1000 + i);
+  if (argc > 1 && !strcmp(argv[1], "multiline"))
+    long_name = "for b in \"blocks\":\n\tb.forward = wrap(b)\nthen \\ done";
   const uint32_t work = adprof_name(long_name.empty() ? "work" : long_name.c_str());
   for (uint64_t step = 0; step < 4; ++step) {
     adprof_step(step);
