@@ -18,7 +18,9 @@
 // "model.weight" throughout, and in each step MIB MiB of forward caches labelled "encoder" and
 // (R + 1) * MIB MiB labelled "decoder"; its device peak is (R + 3) * MIB MiB, the last rank the
 // device's outlier for its forward caches. Its allocator's reserve: a segment of
-// 4 * (R + 3) * MIB MiB.
+// 4 * (R + 3) * MIB MiB. After the peak the encoder's block is retagged an adjoint buffer before
+// it is freed, and the parameters are held until the process exits (the device peak's blocks
+// by label: one retagged since, one still live at the end).
 #include <adprof/context.h>
 #include <adprof/job_facts.h>
 #include <sys/wait.h>
@@ -102,6 +104,7 @@ int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local
     usleep(20000);  // a lane with some width on the job's clock
     adprof_set_phase(ADPROF_PHASE_BACKWARD);
     if (device_mib) {
+      adprof_retag(encoder, ADPROF_ROLE_ADJOINT, nullptr);
       adprof_track_free(decoder, ADPROF_SPACE_DEVICE_BLOCK, 0);
       adprof_track_free(encoder, ADPROF_SPACE_DEVICE_BLOCK, 0);
     }
@@ -109,10 +112,8 @@ int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local
     adprof_set_phase(before);
   }
   free(parameters);
-  if (device_mib) {
-    adprof_track_free(device_parameters, ADPROF_SPACE_DEVICE_BLOCK, 0);
-    adprof_track_free(segment, ADPROF_SPACE_DEVICE_SEGMENT, 0);
-  }
+  if (device_mib) adprof_track_free(segment, ADPROF_SPACE_DEVICE_SEGMENT, 0);
+  (void)device_parameters;  // held until the process exits
   return 0;
 }
 
