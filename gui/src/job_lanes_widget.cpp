@@ -126,7 +126,8 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
   const TracePeak peak = trace_peak(process.report);
   QString text = lane_name(*job_, static_cast<size_t>(index)) + "\n" + format_bytes_q(peak.bytes);
   if (peak.summarized) text += "\n" + tr("in step %1, summarized").arg(peak.step);
-  if (outlier) text += "\n" + tr("highest peak");
+  if (outlier)
+    text += "\n" + (job_->outlier_on_device ? tr("highest device peak") : tr("highest peak"));
   p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, text);
   font.setBold(false);
   p.setFont(font);

@@ -17,7 +17,8 @@ QString lane_name(const job::JobLanes &job, size_t lane) {
 
 JobRanksModel::JobRanksModel(QObject *parent)
     : ModelBase({tr("Rank"), tr("Node"), tr("PID"), tr("Peak"), tr("Peak at"),
-                 tr("Largest role at the peak"), tr("Steps"), tr("Workers"), tr("Trace")},
+                 tr("Largest role at the peak"), tr("Device peak"), tr("Steps"), tr("Workers"),
+                 tr("Trace")},
                 parent) {}
 
 void JobRanksModel::setJob(std::shared_ptr<const job::JobLanes> job) {
@@ -89,6 +90,13 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
       if (role == Qt::DecorationRole) return QColor::fromRgb(role_rgb(largest));
       return {};
     }
+    case DevicePeak:  // the job report's (trace_device_peak); "-": no device memory
+      if (role == Qt::DisplayRole && r.device_peak == 0) return QString("-");
+      if (role == Qt::ToolTipRole && r.device_peak)
+        return tr("Device peak at %1 s, reserved peak %2")
+            .arg(lane.offset + r.device_peak_time, 0, 'f', 3)
+            .arg(format_bytes_q(r.device_reserved_peak));
+      return bytes(r.device_peak);
     case Steps:
       return number(static_cast<int64_t>(r.steps.size()));
     case Workers: {

@@ -13,7 +13,19 @@ class JobRanksModel : public ModelBase {
   Q_OBJECT
 
  public:
-  enum Column { Rank, Node, Pid, Peak, PeakAt, LargestRole, Steps, Workers, Trace, ColumnCount };
+  enum Column {
+    Rank,
+    Node,
+    Pid,
+    Peak,
+    PeakAt,
+    LargestRole,
+    DevicePeak,
+    Steps,
+    Workers,
+    Trace,
+    ColumnCount
+  };
   explicit JobRanksModel(QObject *parent = nullptr);
   void setJob(std::shared_ptr<const job::JobLanes> job);
   const job::JobLanes *job() const { return job_.get(); }

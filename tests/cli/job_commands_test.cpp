@@ -6,6 +6,7 @@
 // peak.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "../support/process.h"
@@ -199,6 +200,124 @@ TEST(JobWindow, ARanksPeakInAFoldedStepIsItsPeak) {
   const Result one =
       run_cli({"check", rank0["trace"].get<std::string>(), "--max-role", "forward_cache=4MiB"});
   EXPECT_EQ(one.exit_code, 1) << "one trace's check, its role at its peak: " << one.out << one.err;
+}
+
+// A job whose ranks hold equal host memory and unequal device memory (JOB_WORKLOAD_DEVICE: device
+// blocks declared through the context API, no device needed): rank R holds (R + 3) MiB on the
+// device at its peak, of which (R + 2) MiB forward caches. The job report shows each rank's
+// device peak and names rank 1 the device's outlier, for its forward caches (before, the job's
+// report weighed host peaks alone and showed no device figure); one rank's report breaks its
+// device peak down by label, as it does its host peak.
+class JobDevice : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+#ifdef ADPROF_SANITIZED_BUILD
+    return;  // each test skips: the workload runs under the interposer
+#endif
+    SpawnOptions o;
+    o.argv = {cli_path(), "run",        "--no-report", "-o", *dir_ / "job.adtrace",
+              "--",       JOB_WORKLOAD, "launch",      "0",  "2",
+              "1",        "0"};
+    o.env = {{"JOB_WORKLOAD_DEVICE", "1"}};
+    const Result r = run(o);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static TempDir *dir_;
+};
+TempDir *JobDevice::dir_ = nullptr;
+
+TEST_F(JobDevice, TheRankWithMoreDeviceMemoryIsTheOutlier) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const Result r = run_cli({"report", "--json", dir_->path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(job.is_object()) << r.out;
+  ASSERT_EQ(job["ranks"].size(), 2u) << r.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const json &row = job["ranks"][rank];
+    EXPECT_EQ(row["device_peak"], (rank + 3) * kMiB);
+    EXPECT_EQ(row["device_peak_by_role"]["forward_cache"], (rank + 2) * kMiB);
+    EXPECT_EQ(row["device_peak_by_role"]["parameter"], kMiB);
+    EXPECT_EQ(row["device_reserved_peak"], 4 * (rank + 3) * kMiB);
+    EXPECT_EQ(row["device_peak"], row["report"]["device"]["peak"]);
+    EXPECT_EQ(row["peak_by_role"]["parameter"], kMiB) << "host memory alike";
+    EXPECT_EQ(row["peak_by_role"]["forward_cache"], 0u) << "host memory alike";
+  }
+  for (const char *key : {"outlier", "device_outlier"}) {
+    SCOPED_TRACE(key);
+    const json &out = job[key];
+    ASSERT_TRUE(out.is_object()) << job.dump();
+    EXPECT_EQ(out["memory"], "device");
+    EXPECT_EQ(out["rank"], 1);
+    EXPECT_EQ(out["lowest_rank"], 0);
+    EXPECT_EQ(out["peak"], 4 * kMiB);
+    EXPECT_EQ(out["lowest_peak"], 3 * kMiB);
+    EXPECT_EQ(out["role"], "forward_cache");
+    EXPECT_EQ(out["role_bytes"], 3 * kMiB);
+    EXPECT_EQ(out["lowest_role_bytes"], 2 * kMiB);
+  }
+  EXPECT_EQ(job["host_outlier"]["memory"], "host");
+  const Result text = run_cli({"report", dir_->path()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Each rank at its own device peak (device memory; bytes by role):"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("Highest device peak: rank 1, 4.0 MiB (1.3x rank 0's, the lowest)."),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  rank 1: forward caches on the device 1.5x rank 0's (3.0 MiB against "
+                          "2.0 MiB)"),
+            std::string::npos)
+      << text.out;
+}
+
+// One rank's report: its device peak by (label, role), in JSON and in text, summing to the
+// device peak (before, the report gave the device peak by role only).
+TEST_F(JobDevice, ARanksDevicePeakByLabel) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const Result r = run_cli({"report", "--json", "--job", dir_->path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(job.is_object() && job["ranks"].size() == 2u) << r.out;
+  const std::string trace = job["ranks"][1]["trace"];
+  const Result one = run_cli({"report", "--json", trace});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const json report = json::parse(one.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << one.out;
+  const json &by_label = report["device"]["by_label"];
+  ASSERT_TRUE(by_label.is_array()) << report["device"].dump();
+  std::map<std::string, json> rows;
+  uint64_t sum = 0;
+  for (const json &row : by_label) {
+    rows[row["label"].get<std::string>() + "/" + row["role"].get<std::string>()] = row;
+    sum += row["bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(sum, report["device"]["peak"]) << by_label.dump();
+  ASSERT_EQ(rows.size(), 3u) << by_label.dump();
+  EXPECT_EQ(rows["decoder/forward_cache"]["bytes"], 2 * kMiB) << by_label.dump();
+  EXPECT_EQ(rows["encoder/forward_cache"]["bytes"], kMiB) << by_label.dump();
+  EXPECT_EQ(rows["model.weight/parameter"]["bytes"], kMiB) << by_label.dump();
+  EXPECT_EQ(rows["decoder/forward_cache"]["buffers"], 1u);
+  EXPECT_EQ(by_label[0]["label"], "decoder") << "most bytes first";
+  // The encoder's block was retagged an adjoint buffer after the peak: at the peak it was a
+  // forward cache. The rows by role are the device peak's by role.
+  EXPECT_FALSE(rows.contains("encoder/adjoint")) << by_label.dump();
+  std::map<std::string, uint64_t> by_role;
+  for (const json &row : by_label)
+    by_role[row["role"].get<std::string>()] += row["bytes"].get<uint64_t>();
+  for (const auto &[role, bytes] : report["device"]["by_role"].items())
+    EXPECT_EQ(by_role[role], bytes.get<uint64_t>()) << role;
+  const Result text = run_cli({"report", trace});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto at = text.out.find("    by label at the device peak:\n");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  EXPECT_NE(
+      text.out.find("decoder                  forward_cache        2.0 MiB   50.0%  1 buffer", at),
+      std::string::npos)
+      << text.out;
 }
 
 }  // namespace

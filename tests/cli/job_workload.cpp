@@ -13,6 +13,14 @@
 // rank runs STEP + 2 steps, and each step also makes and frees 100,000 small temporaries (a
 // thread buffer's worth of events or more: under `adprof run --steps A:B` the steps outside
 // the window are folded, not written whole in the buffer that holds the start-up).
+// JOB_WORKLOAD_DEVICE=MIB in the environment: each rank also declares device blocks (the context
+// API's tracked blocks: no device needed) on device 0: MIB MiB of parameters labelled
+// "model.weight" throughout, and in each step MIB MiB of forward caches labelled "encoder" and
+// (R + 1) * MIB MiB labelled "decoder"; its device peak is (R + 3) * MIB MiB, the last rank the
+// device's outlier for its forward caches. Its allocator's reserve: a segment of
+// 4 * (R + 3) * MIB MiB. After the peak the encoder's block is retagged an adjoint buffer before
+// it is freed, and the parameters are held until the process exits (the device peak's blocks
+// by label: one retagged since, one still live at the end).
 #include <adprof/context.h>
 #include <adprof/job_facts.h>
 #include <sys/wait.h>
@@ -37,6 +45,18 @@ void *hold(size_t bytes, adprof_role role) {
   return p;
 }
 
+// A device block declared the way an instrumented allocator declares it (never dereferenced:
+// the address is the allocator's, here a made-up one far from the heap).
+void *device_block(uintptr_t at, size_t bytes, adprof_role role, const char *label,
+                   adprof_space space = ADPROF_SPACE_DEVICE_BLOCK) {
+  void *p = reinterpret_cast<void *>(uintptr_t{1} << 44 | at);
+  const adprof_role before = adprof_set_role(role);
+  adprof_track_alloc(p, bytes, space, 0);
+  adprof_set_role(before);
+  if (label) adprof_label(p, adprof_name(label));
+  return p;
+}
+
 int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local_world,
               uint64_t node, uint64_t scale) {
   const uint64_t process[] = {static_cast<uint64_t>(getpid()), static_cast<uint64_t>(getppid())};
@@ -54,6 +74,15 @@ int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local
     sscanf(spike, "%" SCNu64 ":%" SCNu64 ":%" SCNu64, &spike_rank, &spike_step, &spike_mib);
   const bool spiked = spike_rank != UINT64_MAX;
   const uint64_t steps = spiked ? spike_step + 2 : 2;
+  uint64_t device_mib = 0;
+  if (const char *device = getenv("JOB_WORKLOAD_DEVICE"))
+    device_mib = strtoull(device, nullptr, 10);
+  void *segment = nullptr, *device_parameters = nullptr;
+  if (device_mib) {
+    segment = device_block(uintptr_t{1} << 40, 4 * (rank + 3) * device_mib * kMiB,
+                           ADPROF_ROLE_FOREIGN, nullptr, ADPROF_SPACE_DEVICE_SEGMENT);
+    device_parameters = device_block(0, device_mib * kMiB, ADPROF_ROLE_PARAMETER, "model.weight");
+  }
   void *parameters = hold(kMiB, ADPROF_ROLE_PARAMETER);
   for (uint64_t step = 0; step < steps; ++step) {
     adprof_step(step);
@@ -65,12 +94,26 @@ int rank_main(uint64_t rank, uint64_t world, uint64_t local_rank, uint64_t local
       *static_cast<volatile char *>(temporary) = 1;
       free(temporary);
     }
+    void *encoder = nullptr, *decoder = nullptr;
+    if (device_mib) {
+      encoder =
+          device_block(uintptr_t{1} << 36, device_mib * kMiB, ADPROF_ROLE_FORWARD_CACHE, "encoder");
+      decoder = device_block(uintptr_t{2} << 36, (rank + 1) * device_mib * kMiB,
+                             ADPROF_ROLE_FORWARD_CACHE, "decoder");
+    }
     usleep(20000);  // a lane with some width on the job's clock
     adprof_set_phase(ADPROF_PHASE_BACKWARD);
+    if (device_mib) {
+      adprof_retag(encoder, ADPROF_ROLE_ADJOINT, nullptr);
+      adprof_track_free(decoder, ADPROF_SPACE_DEVICE_BLOCK, 0);
+      adprof_track_free(encoder, ADPROF_SPACE_DEVICE_BLOCK, 0);
+    }
     free(caches);
     adprof_set_phase(before);
   }
   free(parameters);
+  if (device_mib) adprof_track_free(segment, ADPROF_SPACE_DEVICE_SEGMENT, 0);
+  (void)device_parameters;  // held until the process exits
   return 0;
 }
 

@@ -127,6 +127,10 @@ void JobTest::aLanePerRankOnOneClock() {
     QCOMPARE(model->index(rank, JobRanksModel::Peak).data(ModelBase::SortRole).toULongLong(),
              c["peak"].get<uint64_t>());
     QCOMPARE(p->report.peak_by_role[ADPROF_ROLE_FORWARD_CACHE], (rank + 1) * kMiB);
+    // No device memory in this job: its device peak column says so, as the report's 0.
+    QCOMPARE(model->index(rank, JobRanksModel::DevicePeak).data().toString(), QString("-"));
+    QCOMPARE(model->index(rank, JobRanksModel::DevicePeak).data(ModelBase::SortRole).toULongLong(),
+             c["device_peak"].get<uint64_t>());
     // The lane's timeline is the rank's memory: its peak is the report's.
     const job::Lane &lane = job->lanes[size_t(rank)];
     QCOMPARE(lane.timeline.peak, p->report.peak);
@@ -153,7 +157,9 @@ void JobTest::aLanePerRankOnOneClock() {
 void JobTest::theOutlierIsNamed() {
   const auto job = window_->job();
   QCOMPARE(job->outlier_lane, 3);
+  QVERIFY(!job->outlier_on_device);  // no device memory: the host's outlier
   QCOMPARE(cli_["outlier"]["rank"], 3);
+  QCOMPARE(cli_["outlier"]["memory"], "host");
   const QString caption = window_->captionText();
   QVERIFY2(caption.contains("Job of 4 ranks, 2 runs (one per machine)"), qPrintable(caption));
   QVERIFY2(caption.contains("Highest peak: <a href=\"lane:3\">rank 3</a>"), qPrintable(caption));

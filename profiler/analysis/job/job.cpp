@@ -283,13 +283,25 @@ const Process *Job::rank(int64_t rank) const {
   return nullptr;
 }
 
-std::optional<Outlier> Job::outlier() const {
+const char *memory_name(Memory memory) { return memory == Memory::kDevice ? "device" : "host"; }
+
+bool Job::ranks_hold_device_memory() const {
+  for (size_t i : ranks())
+    if (processes[i].report.device_peak > 0) return true;
+  return false;
+}
+
+std::optional<Outlier> Job::outlier(Memory memory) const {
   const std::vector<size_t> r = ranks();
   if (r.size() < 2) return std::nullopt;
+  if (memory == Memory::kDevice && !ranks_hold_device_memory()) return std::nullopt;
   // Each rank's peak over all its trace holds (a step window's summaries too, trace_peak).
   std::vector<TracePeak> peaks(processes.size());
-  for (size_t i : r) peaks[i] = trace_peak(processes[i].report);
+  for (size_t i : r)
+    peaks[i] = memory == Memory::kDevice ? trace_device_peak(processes[i].report)
+                                         : trace_peak(processes[i].report);
   Outlier o;
+  o.memory = memory;
   o.high = o.low = r[0];
   for (size_t i : r) {
     if (peaks[i].bytes > peaks[o.high].bytes) o.high = i;
@@ -297,6 +309,8 @@ std::optional<Outlier> Job::outlier() const {
   }
   // The role that makes the difference: the largest excess of the highest peak over the lowest.
   const TracePeak &high = peaks[o.high], &low = peaks[o.low];
+  o.high_peak = high.bytes;
+  o.low_peak = low.bytes;
   uint64_t most = 0;
   for (int role = 0; role < kRoleCount; ++role)
     if (high.by_role[role] > low.by_role[role] && high.by_role[role] - low.by_role[role] > most) {
@@ -306,6 +320,10 @@ std::optional<Outlier> Job::outlier() const {
       o.low_bytes = low.by_role[role];
     }
   return o;
+}
+
+std::optional<Outlier> Job::outlier() const {
+  return outlier(ranks_hold_device_memory() ? Memory::kDevice : Memory::kHost);
 }
 
 }  // namespace adprof::job

@@ -69,6 +69,7 @@ JobLanes analyze_job_lanes(const std::vector<std::string> &traces, const Analyze
   for (size_t i : shown)
     out.start_wall_ns = std::min(out.start_wall_ns, out.job.processes[i].start_wall_ns);
   const auto outlier = out.job.outlier();
+  out.outlier_on_device = outlier && outlier->memory == Memory::kDevice;
   for (size_t i : shown) {
     const Process &p = out.job.processes[i];
     Lane lane;

@@ -46,6 +46,63 @@ std::vector<int> roles_of(const Job &job, bool *rest) {
   return roles;
 }
 
+// The ranks' device peaks: one row each, the roles holding 1% of some rank's device peak or
+// more (most bytes first), the rest summed. A step window's summaries carry no device figures:
+// the device peak is that of the events recorded in full.
+void add_device_table(std::string &o, const Job &job, const std::vector<size_t> &ranks) {
+  std::array<uint64_t, kRoleCount> sum{};
+  std::array<bool, kRoleCount> shown{};
+  for (size_t i : ranks) {
+    const TracePeak peak = trace_device_peak(job.processes[i].report);
+    for (int role = 0; role < kRoleCount; ++role) {
+      sum[role] += peak.by_role[role];
+      shown[role] =
+          shown[role] || (peak.by_role[role] > 0 && peak.by_role[role] * 100 >= peak.bytes);
+    }
+  }
+  std::vector<int> roles;
+  bool rest = false;
+  for (int role : roles_most_first(sum)) {
+    if (shown[role])
+      roles.push_back(role);
+    else
+      rest = true;
+  }
+  add(o, "\nEach rank at its own device peak (device memory; bytes by role):\n");
+  std::string head = "  rank  device peak  at       step    reserved";
+  for (int role : roles) {
+    char cell[40];
+    snprintf(cell, sizeof cell, "  %*s",
+             std::max<int>(10, static_cast<int>(strlen(role_name(role)))), role_name(role));
+    head += cell;
+  }
+  if (rest) head += "        rest";
+  o += head + "\n";
+  for (size_t i : ranks) {
+    const Process &p = job.processes[i];
+    const TracePeak peak = trace_device_peak(p.report);
+    add(o, "  %-4lld  %11s  %7.3f s  %4s  %10s", static_cast<long long>(p.rank),
+        format_bytes(peak.bytes).c_str(), peak.time, number_or_dash(peak.step).c_str(),
+        format_bytes(p.report.device_reserved_peak).c_str());
+    for (int role : roles)
+      add(o, "  %*s", std::max<int>(10, static_cast<int>(strlen(role_name(role)))),
+          format_bytes(peak.by_role[role]).c_str());
+    if (rest) {
+      uint64_t other = peak.bytes;
+      for (int role : roles) other -= std::min(other, peak.by_role[role]);
+      add(o, "  %10s", format_bytes(other).c_str());
+    }
+    o += "\n";
+  }
+  for (size_t i : ranks)
+    if (job.processes[i].report.step_window) {
+      add(o,
+          "  Under a step window (--steps) the device peak is that of the events recorded in "
+          "full: a folded step's summary has host figures only.\n");
+      break;
+    }
+}
+
 std::string ratio(uint64_t high, uint64_t low) {
   char text[32];
   snprintf(text, sizeof text, "%.1fx", static_cast<double>(high) / static_cast<double>(low));
@@ -66,29 +123,48 @@ uint64_t workers_peak(const Job &job, int64_t rank) {
 
 }  // namespace
 
+namespace {
+
+// One memory's outlier in words: "Highest peak: rank 1, ..." (host) or "Highest device peak:
+// rank 1, ..." and the role's line under it.
+void add_outlier(std::string &o, const Job &job, const Outlier &out) {
+  const bool device = out.memory == Memory::kDevice;
+  const Process &high = job.processes[out.high], &low = job.processes[out.low];
+  const TracePeak high_peak = device ? trace_device_peak(high.report) : trace_peak(high.report);
+  const TracePeak low_peak = device ? trace_device_peak(low.report) : trace_peak(low.report);
+  if (high_peak.bytes == low_peak.bytes) {
+    add(o, "The ranks%s peak alike: %s each.\n", device ? "' device memory" : "",
+        format_bytes(high_peak.bytes).c_str());
+    return;
+  }
+  if (low_peak.bytes == 0)  // a rank with no device memory: no ratio to say
+    add(o, "Highest %speak: rank %lld, %s (rank %lld none).\n", device ? "device " : "",
+        static_cast<long long>(high.rank), format_bytes(high_peak.bytes).c_str(),
+        static_cast<long long>(low.rank));
+  else
+    add(o, "Highest %speak: rank %lld, %s%s (%s rank %lld's, the lowest%s).\n",
+        device ? "device " : "", static_cast<long long>(high.rank),
+        format_bytes(high_peak.bytes).c_str(), summarized_at(high_peak, " in ").c_str(),
+        ratio(high_peak.bytes, low_peak.bytes).c_str(), static_cast<long long>(low.rank),
+        summarized_at(low_peak, ", in ").c_str());
+  const char *where = device ? " on the device" : "";
+  if (out.role >= 0 && out.low_bytes > 0)
+    add(o, "  rank %lld: %s%s %s rank %lld's (%s against %s)\n", static_cast<long long>(high.rank),
+        role_words(out.role), where, ratio(out.high_bytes, out.low_bytes).c_str(),
+        static_cast<long long>(low.rank), format_bytes(out.high_bytes).c_str(),
+        format_bytes(out.low_bytes).c_str());
+  else if (out.role >= 0)
+    add(o, "  rank %lld: %s%s %s, rank %lld none\n", static_cast<long long>(high.rank),
+        role_words(out.role), where, format_bytes(out.high_bytes).c_str(),
+        static_cast<long long>(low.rank));
+}
+
+}  // namespace
+
 std::string outlier_text(const Job &job) {
   std::string o;
-  const auto out = job.outlier();
-  if (!out) return o;
-  const Process &high = job.processes[out->high], &low = job.processes[out->low];
-  const TracePeak high_peak = trace_peak(high.report), low_peak = trace_peak(low.report);
-  if (high_peak.bytes == low_peak.bytes) {
-    add(o, "The ranks peak alike: %s each.\n", format_bytes(high_peak.bytes).c_str());
-    return o;
-  }
-  add(o, "Highest peak: rank %lld, %s%s (%s rank %lld's, the lowest%s).\n",
-      static_cast<long long>(high.rank), format_bytes(high_peak.bytes).c_str(),
-      summarized_at(high_peak, " in ").c_str(), ratio(high_peak.bytes, low_peak.bytes).c_str(),
-      static_cast<long long>(low.rank), summarized_at(low_peak, ", in ").c_str());
-  if (out->role >= 0 && out->low_bytes > 0)
-    add(o, "  rank %lld: %s %s rank %lld's (%s against %s)\n", static_cast<long long>(high.rank),
-        role_words(out->role), ratio(out->high_bytes, out->low_bytes).c_str(),
-        static_cast<long long>(low.rank), format_bytes(out->high_bytes).c_str(),
-        format_bytes(out->low_bytes).c_str());
-  else if (out->role >= 0)
-    add(o, "  rank %lld: %s %s, rank %lld none\n", static_cast<long long>(high.rank),
-        role_words(out->role), format_bytes(out->high_bytes).c_str(),
-        static_cast<long long>(low.rank));
+  for (Memory memory : {Memory::kHost, Memory::kDevice})
+    if (const auto out = job.outlier(memory)) add_outlier(o, job, *out);
   return o;
 }
 
@@ -157,6 +233,7 @@ std::string render_text(const Job &job) {
       add(o,
           "  *: the peak is in a step outside the step window (--steps): the writer's summary "
           "of that step (its bytes by role; no buffers, labels or ops)\n");
+    if (job.ranks_hold_device_memory()) add_device_table(o, job, ranks);
     if (const std::string words = outlier_text(job); !words.empty()) o += "\n" + words;
     // A rank whose memory grows from step to step (its report's growth finding: a leak).
     for (size_t i : ranks)
@@ -212,6 +289,7 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
               {"peak_time", peak.time},
               {"peak_step", optional_number(peak.step)},
               {"peak_summarized", peak.summarized},
+              {"device_peak", p.report.device_peak},
               {"complete", p.report.complete}};
     if (p.kind == Kind::kWorker) j["worker_of"] = p.worker_of;
     if (p.kind == Kind::kRank) j["rank"] = p.rank;
@@ -220,7 +298,7 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
   json ranks = json::array();
   for (size_t i : job.ranks()) {
     const Process &p = job.processes[i];
-    const TracePeak peak = trace_peak(p.report);
+    const TracePeak peak = trace_peak(p.report), device = trace_device_peak(p.report);
     json workers = json::array();
     for (size_t w : job.workers_of(p.rank)) workers.push_back(brief(job.processes[w]));
     ranks.push_back({{"rank", p.rank},
@@ -239,24 +317,37 @@ nlohmann::json to_json(const Job &job, const JsonOptions &options) {
                      {"peak_step", optional_number(peak.step)},
                      {"peak_summarized", peak.summarized},
                      {"peak_by_role", by_role(peak)},
+                     {"device_peak", device.bytes},
+                     {"device_peak_time", device.time},
+                     {"device_peak_step", optional_number(device.step)},
+                     {"device_reserved_peak", p.report.device_reserved_peak},
+                     {"device_peak_by_role", by_role(device)},
                      {"steps", p.report.steps.size()},
                      {"workers", workers},
                      {"workers_peak", workers_peak(job, p.rank)},
                      {"report", to_json(p.report, options)}});
   }
-  json outlier = nullptr;
-  if (auto out = job.outlier())
-    outlier = {{"rank", job.processes[out->high].rank},
-               {"lowest_rank", job.processes[out->low].rank},
-               {"peak", trace_peak(job.processes[out->high].report).bytes},
-               {"lowest_peak", trace_peak(job.processes[out->low].report).bytes},
-               {"role", out->role >= 0 ? json(role_name(out->role)) : json(nullptr)},
-               {"role_bytes", out->high_bytes},
-               {"lowest_role_bytes", out->low_bytes}};
+  auto outlier_json = [&](const std::optional<Outlier> &out) {
+    if (!out) return json(nullptr);
+    return json{{"memory", memory_name(out->memory)},
+                {"rank", job.processes[out->high].rank},
+                {"lowest_rank", job.processes[out->low].rank},
+                {"peak", out->high_peak},
+                {"lowest_peak", out->low_peak},
+                {"role", out->role >= 0 ? json(role_name(out->role)) : json(nullptr)},
+                {"role_bytes", out->high_bytes},
+                {"lowest_role_bytes", out->low_bytes}};
+  };
   json processes = json::array();
   for (const Process &p : job.processes) processes.push_back(brief(p));
-  return {{"schema", "adprof.job"}, {"schema_version", 1}, {"run_id", job.run_id},
-          {"run_ids", job.run_ids}, {"ranks", ranks},      {"outlier", outlier},
+  return {{"schema", "adprof.job"},
+          {"schema_version", 1},
+          {"run_id", job.run_id},
+          {"run_ids", job.run_ids},
+          {"ranks", ranks},
+          {"outlier", outlier_json(job.outlier())},
+          {"host_outlier", outlier_json(job.outlier(Memory::kHost))},
+          {"device_outlier", outlier_json(job.outlier(Memory::kDevice))},
           {"processes", processes}};
 }
 

@@ -5,10 +5,12 @@
 // the peak in a log, which a new peak clears. At the end, the live set at the peak is the
 // blocks still live that are older than the peak, plus the log.
 // Memory is bounded by live blocks and distinct ops, never by the number of events.
+#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
 #include <algorithm>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 
 #include "adprof/findings.h"
@@ -106,6 +108,17 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     if (const auto *shape = replay.shape_of(b))
       peak_log_shapes.emplace_back(Replay::address_of(key), *shape);
   };
+  // The device live set at the device peak, by (label, role), the same way: device blocks
+  // older than the device peak still live at the end, plus the state at the peak of those freed
+  // or retagged since (only the figures the breakdown needs; a new device peak clears them).
+  struct DeviceLogged {
+    uint32_t label;
+    uint8_t role;
+    uint64_t size;
+  };
+  uint64_t device_peak_serial = 0;
+  std::vector<DeviceLogged> device_peak_log;
+  absl::flat_hash_set<uint64_t> device_retagged_since_peak;
   OpTable ops;
   SiteTotals sites;  // traces with call stacks (sites.h)
   uint64_t index = 0;
@@ -278,6 +291,13 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
         (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
         retagged_since_peak.insert(c.key).second)
       log_peak_state(c.key, c.before);
+    for (const auto &[key, old] : c.removed)
+      if (is_device_space(old->space) && old->serial <= device_peak_serial &&
+          (device_retagged_since_peak.empty() || !device_retagged_since_peak.contains(key)))
+        device_peak_log.push_back({old->label, old->role, old->size});
+    if (c.retag && is_device_space(c.before.space) && c.before.serial <= device_peak_serial &&
+        device_retagged_since_peak.insert(c.key).second)
+      device_peak_log.push_back({c.before.label, c.before.role, c.before.size});
     const Block &b = *c.block;
     bool host = is_host_space(b.space);
     const int thread_phase = replay.thread_phase(e.thread);
@@ -294,6 +314,9 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       r.device_peak = replay.device_live();
       r.device_peak_time = reader.seconds(e.ticks);
       r.device_peak_by_role = replay.device_by_role();
+      device_peak_serial = replay.serial();
+      device_peak_log.clear();
+      if (!device_retagged_since_peak.empty()) device_retagged_since_peak.clear();
     }
     r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
     r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
@@ -326,6 +349,34 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     for (size_t i = 1; i < r.steps.size(); ++i) counts.push_back(r.steps[i].allocations);
     std::nth_element(counts.begin(), counts.begin() + counts.size() / 2, counts.end());
     r.steady_allocations_per_step = static_cast<double>(counts[counts.size() / 2]);
+  }
+
+  // ---- the device peak by (label, role) ----
+  {
+    struct Count {
+      uint64_t bytes = 0, buffers = 0;
+    };
+    absl::flat_hash_map<std::pair<uint32_t, uint8_t>, Count> label_role;
+    auto count = [&](uint32_t label, uint8_t role, uint64_t size) {
+      Count &c = label_role[{label, role}];
+      c.bytes += size;
+      ++c.buffers;
+    };
+    if (device_peak_serial > 0) {
+      for (const auto &[key, blk] : replay.blocks())
+        if (is_device_space(blk.space) && blk.serial <= device_peak_serial &&
+            !device_retagged_since_peak.contains(key))
+          count(blk.label, blk.role, blk.size);
+      for (const DeviceLogged &l : device_peak_log) count(l.label, l.role, l.size);
+    }
+    for (const auto &[key, c] : label_role)
+      r.device_peak_by_label.push_back({key.first ? replay.name(key.first) : std::string(),
+                                        role_name(key.second), c.bytes, c.buffers});
+    std::sort(r.device_peak_by_label.begin(), r.device_peak_by_label.end(),
+              [](const LabelBytes &a, const LabelBytes &b) {
+                return a.bytes != b.bytes ? a.bytes > b.bytes
+                                          : std::tie(a.label, a.role) < std::tie(b.label, b.role);
+              });
   }
 
   // ---- the live set at the peak ----

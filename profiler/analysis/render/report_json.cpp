@@ -314,6 +314,12 @@ void describe_report(V &v, R &r, const JsonOptions &options) {
     d.field("time_s", r.device_peak_time);
     d.field("reserved_peak", r.device_reserved_peak);
     d.named("by_role", r.device_peak_by_role, role_name);
+    d.array("by_label", r.device_peak_by_label, [](V &l, auto &x) {
+      l.field("label", x.label);
+      l.field("role", x.role);
+      l.field("bytes", x.bytes);
+      l.field("buffers", x.buffers);
+    });
     d.field("ooms", r.device_ooms);
     d.object("oom", [&](V &o) {
       o.field("requested", r.oom_requested);

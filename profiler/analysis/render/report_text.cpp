@@ -44,26 +44,21 @@ std::string shape_text(const std::vector<int64_t> &shape) {
   return s;
 }
 
-// Under a role's line: the labels its buffers carry, most bytes first. Nothing when none of
-// them is labelled (the role's line says it all).
-void add_labels_of_role(std::string &o, const Report &r, const char *role) {
+// Rows of (label, bytes, share of `total`, buffers), the first kShown and the rest summed in
+// one row; `with_role` puts each row's role after its label.
+void add_label_rows(std::string &o, const std::vector<const LabelBytes *> &rows, uint64_t total,
+                    bool with_role) {
   constexpr size_t kShown = 5;
-  std::vector<const LabelBytes *> rows;
-  bool any_label = false;
-  for (const LabelBytes &l : r.peak_by_label)
-    if (l.role == role) {
-      rows.push_back(&l);  // peak_by_label is sorted: most bytes first
-      any_label |= !l.label.empty();
-    }
-  if (!any_label) return;
   size_t width = 24;
   for (size_t i = 0; i < rows.size() && i < kShown; ++i)
     width = std::max(width, rows[i]->label.size());
   for (size_t i = 0; i < rows.size() && i < kShown; ++i) {
     const LabelBytes &l = *rows[i];
-    add(o, "      %-*s %12s  %5.1f%%  %s buffer%s\n", static_cast<int>(width),
-        l.label.empty() ? "(unlabelled)" : l.label.c_str(), format_bytes(l.bytes).c_str(),
-        pct(l.bytes, r.peak), count(l.buffers).c_str(), l.buffers == 1 ? "" : "s");
+    add(o, "      %-*s ", static_cast<int>(width),
+        l.label.empty() ? "(unlabelled)" : l.label.c_str());
+    if (with_role) add(o, "%-15s ", l.role.c_str());
+    add(o, "%12s  %5.1f%%  %s buffer%s\n", format_bytes(l.bytes).c_str(), pct(l.bytes, total),
+        count(l.buffers).c_str(), l.buffers == 1 ? "" : "s");
   }
   if (rows.size() > kShown) {
     uint64_t bytes = 0, buffers = 0;
@@ -72,10 +67,38 @@ void add_labels_of_role(std::string &o, const Report &r, const char *role) {
       buffers += rows[i]->buffers;
     }
     const std::string more = std::to_string(rows.size() - kShown) + " more labels";
-    add(o, "      %-*s %12s  %5.1f%%  %s buffer%s\n", static_cast<int>(width), more.c_str(),
-        format_bytes(bytes).c_str(), pct(bytes, r.peak), count(buffers).c_str(),
-        buffers == 1 ? "" : "s");
+    add(o, "      %-*s ", static_cast<int>(width), more.c_str());
+    if (with_role) add(o, "%-15s ", "");
+    add(o, "%12s  %5.1f%%  %s buffer%s\n", format_bytes(bytes).c_str(), pct(bytes, total),
+        count(buffers).c_str(), buffers == 1 ? "" : "s");
   }
+}
+
+// Under a role's line: the labels its buffers carry, most bytes first. Nothing when none of
+// them is labelled (the role's line says it all).
+void add_labels_of_role(std::string &o, const Report &r, const char *role) {
+  std::vector<const LabelBytes *> rows;
+  bool any_label = false;
+  for (const LabelBytes &l : r.peak_by_label)
+    if (l.role == role) {
+      rows.push_back(&l);  // peak_by_label is sorted: most bytes first
+      any_label |= !l.label.empty();
+    }
+  if (any_label) add_label_rows(o, rows, r.peak, false);
+}
+
+// Under the device peak's line: its bytes by (label, role), most first. Nothing when no device
+// block live at the peak is labelled.
+void add_device_labels(std::string &o, const Report &r) {
+  std::vector<const LabelBytes *> rows;
+  bool any_label = false;
+  for (const LabelBytes &l : r.device_peak_by_label) {
+    rows.push_back(&l);
+    any_label |= !l.label.empty();
+  }
+  if (!any_label) return;
+  add(o, "    by label at the device peak:\n");
+  add_label_rows(o, rows, r.device_peak, true);
 }
 
 }  // namespace
@@ -265,6 +288,7 @@ std::string render_text(const Report &r, size_t top, bool details) {
       sep = ", ";
     }
     if (!roles.empty()) add(o, "\n");
+    add_device_labels(o, r);
   }
 
   if (!r.findings.empty()) {

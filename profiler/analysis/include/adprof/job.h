@@ -41,12 +41,20 @@ struct Process {
   Report report;
 };
 
-// The rank with the highest peak against the rank with the lowest, and the role whose bytes at
-// the two peaks differ most ("rank 1: forward caches 2.0x rank 0's"). A process's peak in a job
-// is its trace's (trace_peak.h: under a step window, a summarized step's when higher).
+// Which memory a peak counts: host (heap and pinned host blocks) or device (trace_peak.h).
+enum class Memory { kHost, kDevice };
+const char *memory_name(Memory memory);  // "host", "device"
+
+// The rank with the highest peak against the rank with the lowest, in one memory, and the role
+// whose bytes at the two peaks differ most ("rank 1: forward caches 2.0x rank 0's"). A process's
+// host peak in a job is its trace's (trace_peak: under a step window, a summarized step's when
+// higher); its device peak is its report's (trace_device_peak: step summaries carry no device
+// figures).
 struct Outlier {
+  Memory memory = Memory::kHost;
   size_t high = 0, low = 0;  // indices into Job::processes
-  int role = -1;             // -1: the two peaks hold the same bytes of every role
+  uint64_t high_peak = 0, low_peak = 0;
+  int role = -1;  // -1: the two peaks hold the same bytes of every role
   uint64_t high_bytes = 0, low_bytes = 0;
 };
 
@@ -59,7 +67,13 @@ struct Job {
   std::vector<size_t> ranks() const;                   // indices of the ranks, by rank
   std::vector<size_t> workers_of(int64_t rank) const;  // indices of that rank's workers
   const Process *rank(int64_t rank) const;             // nullptr: no such rank
-  std::optional<Outlier> outlier() const;              // with two ranks or more
+  // Whether a rank holds device memory (a device peak above 0).
+  bool ranks_hold_device_memory() const;
+  // The outlier in one memory: with two ranks or more (device: when they hold device memory).
+  std::optional<Outlier> outlier(Memory memory) const;
+  // The job's outlier: the device's when the ranks hold device memory (their work is on the
+  // device; their host memory then differs mostly by chance), the host's otherwise.
+  std::optional<Outlier> outlier() const;
 };
 
 // The trace files of a job named by `path`: a directory (every trace in it, which must all be of
@@ -92,18 +106,22 @@ void read_fact(const Event &e, const Replay &replay, Process &process);
 const char *role_words(int role);
 
 // The job report: the ranks side by side (peak, when, step, bytes by role at each rank's
-// peak, steps, workers), the outlier in words, the launcher and the other processes. Every
-// process's peak is its trace's (trace_peak), its step marked when it is a summarized one.
+// peak, steps, workers), their device peaks likewise when they hold device memory, the
+// outliers in words, the launcher and the other processes. Every process's peak is its
+// trace's (trace_peak), its step marked when it is a summarized one.
 std::string render_text(const Job &job);
-// The outlier in words, as render_text() says it: "Highest peak: rank 1, 2.0 MiB
-// (2.0x rank 0's, the lowest)." and "rank 1: forward caches 2.0x rank 0's (...)" on a second
-// line; "The ranks peak alike: ..."; "" with fewer than two ranks.
+// The outliers in words, as render_text() says them, host then device: "Highest peak: rank 1,
+// 2.0 MiB (2.0x rank 0's, the lowest)." and "rank 1: forward caches 2.0x rank 0's (...)" on a
+// second line; "The ranks peak alike: ..."; the device's "Highest device peak: ..." likewise
+// when the ranks hold device memory; "" with fewer than two ranks.
 std::string outlier_text(const Job &job);
 // {"schema": "adprof.job", "run_id", "ranks": [{rank, ..., peak, peak_time, peak_step,
-//  peak_summarized, peak_by_role, "report": <report JSON>}], "outlier", "processes": [{kind,
-//  pid, parent, trace, peak, peak_time, peak_step, peak_summarized}]}: the peaks are the
-// traces' (trace_peak); "report" is the rank's own report (its peak that of the events
-// recorded in full).
+//  peak_summarized, peak_by_role, device_peak, device_peak_time, device_peak_step,
+//  device_reserved_peak, device_peak_by_role, "report": <report JSON>}], "outlier" (the job's:
+//  Job::outlier()), "host_outlier", "device_outlier", "processes": [{kind, pid, parent, trace,
+//  peak, peak_time, peak_step, peak_summarized, device_peak}]}: the peaks are the traces'
+//  (trace_peak, trace_device_peak); "report" is the rank's own report (its peak that of the
+//  events recorded in full).
 nlohmann::json to_json(const Job &job, const JsonOptions &options = {});
 
 }  // namespace adprof::job

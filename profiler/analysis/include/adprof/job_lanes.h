@@ -30,8 +30,10 @@ struct JobLanes {
   double end = 0;           // the last lane's end, in seconds on the job's clock
   uint64_t peak = 0;        // the highest lane's peak: one scale for every lane
   std::vector<Lane> lanes;  // one per rank, by rank; a run without ranks: one per process
-  // The lane of the rank with the highest peak (Job::outlier); -1: fewer than two ranks.
+  // The lane of the rank with the highest peak (Job::outlier: the device's when the ranks hold
+  // device memory); -1: fewer than two ranks.
   int outlier_lane = -1;
+  bool outlier_on_device = false;
 };
 
 struct LaneOptions {

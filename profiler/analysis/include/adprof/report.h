@@ -196,6 +196,9 @@ struct Report {
   double device_peak_time = 0;
   uint64_t device_reserved_peak = 0;
   std::array<uint64_t, kRoleCount> device_peak_by_role{};
+  // Every (label, role) pair of the device blocks live at the device peak, descending (the
+  // labels the host peak's breakdown uses: a module path, an op's label; "" unlabelled).
+  std::vector<LabelBytes> device_peak_by_label;
   // A device allocator's out-of-memory (the AD protocol's ad.device.oom event): the first one.
   uint64_t device_ooms = 0;
   uint64_t oom_requested = 0, oom_reserved = 0, oom_allocated = 0, oom_limit = 0;

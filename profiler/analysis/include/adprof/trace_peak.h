@@ -25,4 +25,10 @@ struct TracePeak {
 };
 TracePeak trace_peak(const Report &report);
 
+// The highest device bytes a trace holds (device blocks and raw device allocations; a caching
+// allocator's reserve apart): the report's device peak, its bytes by role, the step whose span
+// holds it. The events recorded in full only: a step window's summaries carry host figures
+// alone (trace_format.h, "Step windows"), so a device peak in a folded step is not seen.
+TracePeak trace_device_peak(const Report &report);
+
 }  // namespace adprof
