@@ -194,6 +194,34 @@ TEST(TorchSteps, LossesKeptWithTheirGraphAreALeakOutsideTheWindow) {
   EXPECT_NE(message.find(", in net"), std::string::npos) << message;
 }
 
+// scripts/job_ddp.py (a plain launcher, two ranks, ARGS) recorded whole (jobs[0]) and under
+// --steps 1:2 (jobs[1]), each job's `report --job --json`; PORT_SALT keeps two tests' rendezvous
+// ports apart.
+void record_whole_and_windowed(const TempDir &tmp, const std::vector<std::string> &args,
+                               int port_salt, json (&jobs)[2]) {
+  for (int windowed = 0; windowed < 2; ++windowed) {
+    const std::string dir = tmp / (windowed ? "windowed" : "whole");
+    std::filesystem::create_directory(dir);
+    SpawnOptions o;
+    o.argv = {ADPROF_TEST_CLI, "run", "--torch", "--no-report", "-o", dir + "/job.adtrace"};
+    if (windowed) o.argv.insert(o.argv.end(), {"--steps", "1:2"});
+    o.argv.insert(o.argv.end(), {"--", kPython, kScripts + "/job_ddp.py", dir, "--launch", "2"});
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.argv.insert(
+        o.argv.end(),
+        {"--port", std::to_string(20000 + (getpid() * 7 + port_salt + windowed) % 20000)});
+    o.env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"OMP_NUM_THREADS", "1"}};
+    o.timeout_s = 600;
+    const Result r = run(o);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const Result report = run_cli({"report", "--job", "--json", dir + "/job.adtrace"}, 600);
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    jobs[windowed] = json::parse(report.out, nullptr, false);
+    ASSERT_TRUE(jobs[windowed].is_object()) << report.out;
+    ASSERT_EQ(jobs[windowed]["ranks"].size(), 2u) << report.out;
+  }
+}
+
 // A job's DataLoader(num_workers=2) in each of two ranks (scripts/job_ddp.py, a plain launcher,
 // the workers forked): the workers run no optimizer and mark no step, so under --steps 1:2 they
 // are recorded whole, as without a window (before, their events were folded with no step to
@@ -205,25 +233,9 @@ TEST(TorchSteps, JobsWorkersUnderAWindowAsRecordedWhole) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
   json jobs[2];
-  for (int windowed = 0; windowed < 2; ++windowed) {
-    const std::string dir = tmp / (windowed ? "windowed" : "whole");
-    std::filesystem::create_directory(dir);
-    SpawnOptions o;
-    o.argv = {ADPROF_TEST_CLI, "run", "--torch", "--no-report", "-o", dir + "/job.adtrace"};
-    if (windowed) o.argv.insert(o.argv.end(), {"--steps", "1:2"});
-    o.argv.insert(o.argv.end(), {"--", kPython, kScripts + "/job_ddp.py", dir, "--launch", "2",
-                                 "--workers", "2", "--context", "default", "--steps", "3", "--port",
-                                 std::to_string(20000 + (getpid() * 7 + 11 + windowed) % 20000)});
-    o.env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"OMP_NUM_THREADS", "1"}};
-    o.timeout_s = 600;
-    const Result r = run(o);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    const Result report = run_cli({"report", "--job", "--json", dir + "/job.adtrace"}, 600);
-    ASSERT_EQ(report.exit_code, 0) << report.err;
-    jobs[windowed] = json::parse(report.out, nullptr, false);
-    ASSERT_TRUE(jobs[windowed].is_object()) << report.out;
-    ASSERT_EQ(jobs[windowed]["ranks"].size(), 2u) << report.out;
-  }
+  record_whole_and_windowed(tmp, {"--workers", "2", "--context", "default", "--steps", "3"}, 11,
+                            jobs);
+  if (HasFatalFailure()) return;
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const json &whole = jobs[0]["ranks"][rank], &windowed = jobs[1]["ranks"][rank];
@@ -259,25 +271,8 @@ TEST(TorchSteps, ARanksPeakInAFoldedStepIsItsPeakInTheJob) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
   json jobs[2];
-  for (int windowed = 0; windowed < 2; ++windowed) {
-    const std::string dir = tmp / (windowed ? "windowed" : "whole");
-    std::filesystem::create_directory(dir);
-    SpawnOptions o;
-    o.argv = {ADPROF_TEST_CLI, "run", "--torch", "--no-report", "-o", dir + "/job.adtrace"};
-    if (windowed) o.argv.insert(o.argv.end(), {"--steps", "1:2"});
-    o.argv.insert(o.argv.end(), {"--", kPython, kScripts + "/job_ddp.py", dir, "--launch", "2",
-                                 "--steps", "5", "--spike", "0:3:128", "--port",
-                                 std::to_string(20000 + (getpid() * 7 + 13 + windowed) % 20000)});
-    o.env = {{"PYTHONDONTWRITEBYTECODE", "1"}, {"OMP_NUM_THREADS", "1"}};
-    o.timeout_s = 600;
-    const Result r = run(o);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    const Result report = run_cli({"report", "--job", "--json", dir + "/job.adtrace"}, 600);
-    ASSERT_EQ(report.exit_code, 0) << report.err;
-    jobs[windowed] = json::parse(report.out, nullptr, false);
-    ASSERT_TRUE(jobs[windowed].is_object()) << report.out;
-    ASSERT_EQ(jobs[windowed]["ranks"].size(), 2u) << report.out;
-  }
+  record_whole_and_windowed(tmp, {"--steps", "5", "--spike", "0:3:128"}, 13, jobs);
+  if (HasFatalFailure()) return;
   const json &whole = jobs[0]["ranks"][0], &windowed = jobs[1]["ranks"][0];
   const double peak = whole["peak"].get<double>();
   std::printf(

@@ -22,13 +22,14 @@ void add(std::string &o, const char *fmt, ...) {
 
 std::string number_or_dash(int64_t v) { return v < 0 ? "-" : std::to_string(v); }
 
-// The roles of the table: those holding 1% of some rank's peak or more, most bytes (summed
-// over the ranks) first; the others are summed in one column ("rest").
-std::vector<int> roles_of(const Job &job, bool *rest) {
+// The roles of a ranks' table: those holding 1% of some rank's peak (PEAK_OF: its host or its
+// device peak) or more, most bytes (summed over the ranks) first; the others are summed in one
+// column ("rest").
+std::vector<int> roles_of(const Job &job, TracePeak (*peak_of)(const Report &), bool *rest) {
   std::array<uint64_t, kRoleCount> sum{};
   std::array<bool, kRoleCount> shown{};
   for (size_t i : job.ranks()) {
-    const TracePeak peak = trace_peak(job.processes[i].report);
+    const TracePeak peak = peak_of(job.processes[i].report);
     for (int role = 0; role < kRoleCount; ++role) {
       sum[role] += peak.by_role[role];
       shown[role] =
@@ -46,30 +47,9 @@ std::vector<int> roles_of(const Job &job, bool *rest) {
   return roles;
 }
 
-// The ranks' device peaks: one row each, the roles holding 1% of some rank's device peak or
-// more (most bytes first), the rest summed. A step window's summaries carry no device figures:
-// the device peak is that of the events recorded in full.
-void add_device_table(std::string &o, const Job &job, const std::vector<size_t> &ranks) {
-  std::array<uint64_t, kRoleCount> sum{};
-  std::array<bool, kRoleCount> shown{};
-  for (size_t i : ranks) {
-    const TracePeak peak = trace_device_peak(job.processes[i].report);
-    for (int role = 0; role < kRoleCount; ++role) {
-      sum[role] += peak.by_role[role];
-      shown[role] =
-          shown[role] || (peak.by_role[role] > 0 && peak.by_role[role] * 100 >= peak.bytes);
-    }
-  }
-  std::vector<int> roles;
-  bool rest = false;
-  for (int role : roles_most_first(sum)) {
-    if (shown[role])
-      roles.push_back(role);
-    else
-      rest = true;
-  }
-  add(o, "\nEach rank at its own device peak (device memory; bytes by role):\n");
-  std::string head = "  rank  device peak  at       step    reserved";
+// A ranks' table's role columns' heads (at least 10 wide) and the "rest" column's.
+std::string role_heads(const std::vector<int> &roles, bool rest) {
+  std::string head;
   for (int role : roles) {
     char cell[40];
     snprintf(cell, sizeof cell, "  %*s",
@@ -77,6 +57,17 @@ void add_device_table(std::string &o, const Job &job, const std::vector<size_t> 
     head += cell;
   }
   if (rest) head += "        rest";
+  return head;
+}
+
+// The ranks' device peaks: one row each, the roles holding 1% of some rank's device peak or
+// more (most bytes first), the rest summed. A step window's summaries carry no device figures:
+// the device peak is that of the events recorded in full.
+void add_device_table(std::string &o, const Job &job, const std::vector<size_t> &ranks) {
+  bool rest = false;
+  const std::vector<int> roles = roles_of(job, trace_device_peak, &rest);
+  add(o, "\nEach rank at its own device peak (device memory; bytes by role):\n");
+  std::string head = "  rank  device peak  at       step    reserved" + role_heads(roles, rest);
   o += head + "\n";
   for (size_t i : ranks) {
     const Process &p = job.processes[i];
@@ -192,16 +183,10 @@ std::string render_text(const Job &job) {
         "adprof/job_facts.h).\n");
   } else {
     bool rest = false;
-    const std::vector<int> roles = roles_of(job, &rest);
+    const std::vector<int> roles = roles_of(job, trace_peak, &rest);
     add(o, "\nEach rank at its own peak (host memory; bytes by role):\n");
-    std::string head = "  rank  node  pid       peak        at       step";
-    for (int role : roles) {
-      char cell[40];
-      snprintf(cell, sizeof cell, "  %*s",
-               std::max<int>(10, static_cast<int>(strlen(role_name(role)))), role_name(role));
-      head += cell;
-    }
-    if (rest) head += "        rest";
+    std::string head =
+        "  rank  node  pid       peak        at       step" + role_heads(roles, rest);
     head += "  steps  workers (peaks)\n";
     o += head;
     bool any_summarized = false;
