@@ -20,21 +20,12 @@ import sys
 
 import torch
 
+from storage_figures import storage_bytes
+
 SIZES = {  # n_layer, n_head, n_embd, vocab, positions
     "tiny": (2, 4, 256, 8192, 256),
     "gpt2": (12, 12, 768, 50257, 1024),
 }
-
-
-def storage_bytes(tensors):
-    seen, total = set(), 0
-    for t in tensors:
-        storage = t.untyped_storage()
-        if storage.data_ptr() in seen:
-            continue
-        seen.add(storage.data_ptr())
-        total += storage.nbytes()
-    return total
 
 
 def main():

@@ -22,16 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-
-def storage_bytes(tensors):
-    seen, total = set(), 0
-    for t in tensors:
-        storage = t.untyped_storage()
-        if storage.data_ptr() in seen:
-            continue
-        seen.add(storage.data_ptr())
-        total += storage.nbytes()
-    return total
+from storage_figures import storage_bytes
 
 
 def main():

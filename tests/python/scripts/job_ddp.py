@@ -27,20 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-
-def storage_bytes(tensors):
-    seen, total = set(), 0
-    for t in tensors:
-        try:
-            storage = t.untyped_storage()
-        except AttributeError:  # 1.13
-            storage = t.storage()
-        key = storage.data_ptr()
-        if key in seen:
-            continue
-        seen.add(key)
-        total += storage.nbytes()
-    return total
+from storage_figures import storage_bytes
 
 
 def note_worker(outdir, rank, _worker_id):
