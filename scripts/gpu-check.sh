@@ -219,6 +219,7 @@ issue32 issue32_4_snapshots 150 "Devices/CudaSnapshot.*/$instance"
 issue32 issue32_5_gpt2_adamw 240 "Devices/CudaModel.*/$instance"
 if (( ! cpu_mode )); then
   issue32 issue32_3_jax_no_prealloc 200 "Devices/CudaJax.*/cuda_no_preallocate"
+  issue32 issue32_3_jax_platform 200 "Devices/CudaJax.*/cuda_platform"
 fi
 step allocator_fake_device 30 "$G/bin/cuda_allocator_test" --gtest_output=json:"$steps_dir/allocator.json"
 step gpu_ops_vs_cpu 150 "$G/bin/cuda_gpu_ops_test" --gtest_output=json:"$steps_dir/gpu_ops.json"

@@ -40,16 +40,19 @@ class Events {
     e.a = kind;
     e.set_values(values_.back());
   }
-  void alloc(uint64_t addr, uint64_t size, uint32_t thread = 0) {
+  Event &alloc(uint64_t addr, uint64_t size, uint32_t thread = 0,
+               uint8_t space = ADPROF_SPACE_HEAP) {
     Event &e = add(format::EventType::kAlloc, thread);
-    e.operand = ADPROF_SPACE_HEAP;
+    e.operand = space;
     e.addr = addr;
     e.a = size;
+    return e;
   }
-  void free(uint64_t addr, uint32_t thread = 0) {
+  Event &free(uint64_t addr, uint32_t thread = 0, uint8_t space = ADPROF_SPACE_HEAP) {
     Event &e = add(format::EventType::kFree, thread);
-    e.operand = ADPROF_SPACE_HEAP;
+    e.operand = space;
     e.addr = addr;
+    return e;
   }
   std::vector<Event> all() const { return {events_.begin(), events_.end()}; }
   void at(uint64_t ticks) { ticks_ = ticks - 1; }  // the next event's time
@@ -150,6 +153,42 @@ TEST(ArenaSlicer, ArenaBecomesItsLogicalBuffersAndTheirFreeBytes) {
   sliced(end.all(), slicer, [&](const Event &e) { replay.apply(e); });
   EXPECT_EQ(replay.host_live(), 64u);
   EXPECT_EQ(replay.unmatched_frees(), 0u);
+}
+
+// A runtime on a device takes its arena from the driver, one buffer per call (XLA's allocator
+// with XLA_PYTHON_CLIENT_ALLOCATOR=platform): the arena is device memory, and so are its
+// logical buffers, on its device; the host's figures do not move. An arena in an allocator's
+// reserve (DEVICE_SEGMENT) is never cut: it is no buffer of the program's.
+TEST(ArenaSlicer, DeviceArenaBecomesDeviceBuffersOnItsDevice) {
+  Events ev;
+  describe(ev);
+  ev.alloc(0x5000, 64, 0, ADPROF_SPACE_DEVICE_RAW).device = 2;  // the argument
+  ev.annotate(kCallKind, {7, 1, 0x5000});
+  ev.alloc(0x7f0000, 1000, 0, ADPROF_SPACE_DEVICE_SEGMENT).device = 2;  // a reserve: not it
+  ev.alloc(0x9000, 1000, 3, ADPROF_SPACE_DEVICE_RAW).device = 2;
+  ev.annotate(kCallEndKind, {7});
+  ArenaSlicer slicer;
+  Replay replay;
+  sliced(ev.all(), slicer, [&](const Event &e) { replay.apply(e); });
+  EXPECT_EQ(slicer.arenas_found(), 1u);
+  const Block *copy = replay.blocks().get(Replay::key(0x9000, ADPROF_SPACE_DEVICE_RAW));
+  ASSERT_NE(copy, nullptr) << "the arena's first buffer is a device block at its address";
+  EXPECT_EQ(copy->size, 600u);
+  EXPECT_EQ(copy->role, ADPROF_ROLE_DUPLICATE);
+  EXPECT_EQ(copy->source, 0x5000u);
+  EXPECT_EQ(copy->device, 2u);
+  EXPECT_EQ(replay.host_live(), 0u) << "no host memory was made";
+  EXPECT_EQ(replay.device_live(), 1064u) << "the argument and the arena, once";
+  EXPECT_EQ(replay.device_by_role()[ADPROF_ROLE_DUPLICATE], 600u);
+  EXPECT_EQ(replay.device_by_role()[ADPROF_ROLE_ADJOINT], 300u);
+  EXPECT_EQ(replay.device_by_role()[ADPROF_ROLE_WORKSPACE], 100u);
+
+  Events end;
+  end.free(0x9000, 3, ADPROF_SPACE_HEAP);  // a heap free at that address is not the arena's
+  end.free(0x9000, 3, ADPROF_SPACE_DEVICE_RAW);
+  sliced(end.all(), slicer, [&](const Event &e) { replay.apply(e); });
+  EXPECT_EQ(replay.device_live(), 64u);
+  EXPECT_EQ(replay.unmatched_frees(), 1u) << "only the heap free matched nothing";
 }
 
 // Every logical buffer has a block while it is live, not only those live at the fullest point

@@ -3,7 +3,9 @@
 // which adds the device's own account (jax.devices()[0].memory_stats()) to the scripts' side
 // file (compiled.memory_analysis()). Instances: cpu (JAX_PLATFORMS=cpu); cuda with XLA's default
 // preallocation (XLA_PYTHON_CLIENT_PREALLOCATE unset: XLA's allocator takes 75% of the GPU's
-// memory at start); cuda_no_preallocate (=false: it grows its pool as it needs).
+// memory at start); cuda_no_preallocate (=false: it grows its pool as it needs); cuda_platform
+// (XLA_PYTHON_CLIENT_ALLOCATOR=platform: no pool, each buffer taken from the driver and given
+// back, so each call's arena is a device allocation of its own that the slicer can cut).
 //
 // What must hold in each (on the device's memory at its peak: the device's on CUDA, the host's
 // on the CPU, rebuilt from the trace):
@@ -13,9 +15,10 @@
 // - RolesInsideTheJittedGradient: the arena XLA assigned is cut into its logical buffers with
 //   their roles (docs/JAX.md): the MLP's step arena is XLA's temp size, its parameters are the
 //   params' bytes; the gather's gradient holds a duplicate of idx, as large as idx.
-// docs/JAX.md says of the GPU: XLA's allocator (BFC) hands out blocks of its own pool, which are
-// no heap allocations, and the arenas are announced but not found (not verified on a GPU): the
-// cuda instances of RolesInsideTheJittedGradient say whether that still holds.
+// docs/JAX.md says of the GPU: XLA's pooling allocator (BFC) hands out blocks of its own pool,
+// which adprof does not see, and the arenas are announced but not found (not verified on a
+// GPU): the cuda instances of RolesInsideTheJittedGradient say whether that still holds, and
+// cuda_platform whether the arena of a call that takes its own device memory is cut.
 #include "cuda_checks.h"
 
 namespace {
@@ -27,6 +30,7 @@ struct JaxDevice {
   std::string name;  // the instance's name
   std::string device;
   bool preallocate;
+  const char *allocator = nullptr;  // XLA_PYTHON_CLIENT_ALLOCATOR, when set
 };
 
 void PrintTo(const JaxDevice &d, std::ostream *os) { *os << d.name; }
@@ -54,6 +58,7 @@ class CudaJax : public testing::TestWithParam<JaxDevice> {
     std::vector<std::pair<std::string, std::string>> env = {{"JAX_PLATFORMS", d.device},
                                                             {"TF_CPP_MIN_LOG_LEVEL", "2"}};
     if (!d.preallocate) env.emplace_back("XLA_PYTHON_CLIENT_PREALLOCATE", "false");
+    if (d.allocator) env.emplace_back("XLA_PYTHON_CLIENT_ALLOCATOR", d.allocator);
     Run run;
     Result r = run_python_under_adprof("jax", trace, argv, env);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -102,7 +107,7 @@ TEST_P(CudaJax, DeviceMemorySeen) {
                              run.side["temp"].get<uint64_t>() + run.side["output"].get<uint64_t>();
     EXPECT_GE(run.peak, program) << "less than XLA's own account of the program";
     const json &stats = run.side["device"]["memory_stats"];
-    if (d.device == "cuda") {
+    if (d.device == "cuda" && !d.allocator) {  // (the platform allocator keeps no statistics)
       ASSERT_TRUE(stats.is_object()) << "JAX gave no memory_stats on the GPU";
       EXPECT_GE(run.peak, stats["peak_bytes_in_use"].get<uint64_t>())
           << "adprof's device peak is below JAX's allocator's peak in use";
@@ -151,7 +156,8 @@ std::string instance_name(const testing::TestParamInfo<JaxDevice> &info) { retur
 INSTANTIATE_TEST_SUITE_P(Devices, CudaJax,
                          testing::Values(JaxDevice{"cpu", "cpu", true},
                                          JaxDevice{"cuda", "cuda", true},
-                                         JaxDevice{"cuda_no_preallocate", "cuda", false}),
+                                         JaxDevice{"cuda_no_preallocate", "cuda", false},
+                                         JaxDevice{"cuda_platform", "cuda", false, "platform"}),
                          instance_name);
 
 }  // namespace

@@ -23,6 +23,15 @@ constexpr size_t kMaxSlices = size_t{1} << 20;
 
 uint64_t at(std::span<const uint64_t> v, size_t i) { return i < v.size() ? v[i] : ADPROF_AD_NONE; }
 
+// The memory an arena can be in: a heap block (a runtime on the host mallocs it), or device
+// memory the program holds, taken from the driver (a runtime whose allocator takes each buffer
+// from the driver: DEVICE_RAW) or handed out by an allocator that declares its blocks. Never an
+// allocator's reserve (DEVICE_SEGMENT): its bytes are not a program's buffer.
+bool can_hold_arena(uint8_t space) {
+  return space == ADPROF_SPACE_HEAP || space == ADPROF_SPACE_DEVICE_RAW ||
+         space == ADPROF_SPACE_DEVICE_BLOCK;
+}
+
 }  // namespace
 
 ArenaSlicer::Slice ArenaSlicer::free_bytes_slice(uint64_t offset, uint64_t bytes,
@@ -117,7 +126,7 @@ void ArenaSlicer::end_timelines(Done done, uint64_t end) {
         const uint64_t addr = t.addr + t.free_offset;
         if (before) {
           Event fr = made(like, fmt::EventType::kFree);
-          fr.operand = ADPROF_SPACE_HEAP;
+          fr.operand = t.arena.operand;
           fr.addr = addr;
           steps.push_back(fr);
           std::erase(parts, addr);
@@ -137,7 +146,7 @@ void ArenaSlicer::end_timelines(Done done, uint64_t end) {
         for (uint32_t i : st.frees) {
           if (i >= slices.size()) continue;
           Event fr = made(like, fmt::EventType::kFree);
-          fr.operand = ADPROF_SPACE_HEAP;
+          fr.operand = t.arena.operand;
           fr.addr = t.addr + slices[i].offset;
           steps.push_back(fr);
           std::erase(parts, fr.addr);
@@ -197,7 +206,7 @@ bool ArenaSlicer::interesting(const Event &e) {
       thread_role_[e.thread] = e.operand;
       return false;
     case fmt::EventType::kAlloc: {
-      if (open_calls_.empty() || e.operand != ADPROF_SPACE_HEAP) return false;
+      if (open_calls_.empty() || !can_hold_arena(e.operand)) return false;
       for (auto it = open_calls_.begin(); it != open_calls_.end(); ++it) {
         auto layout = layouts_.find(it->layout);
         if (layout == layouts_.end() || layout->second.bytes != e.a) continue;
@@ -210,9 +219,9 @@ bool ArenaSlicer::interesting(const Event &e) {
       return false;
     }
     case fmt::EventType::kFree: {
-      if (arenas_.empty() || e.operand != ADPROF_SPACE_HEAP) return false;
+      if (arenas_.empty()) return false;
       auto arena = arenas_.find(e.addr);
-      if (arena == arenas_.end()) return false;
+      if (arena == arenas_.end() || arena->second.space != e.operand) return false;
       if (!rewriting_) return true;
       // Freed before its call ended: its positions end here.
       end_timelines([&](const Timeline &t) { return t.addr == e.addr; }, e.ticks);
@@ -321,7 +330,7 @@ void ArenaSlicer::make_slice(const Event &like, const Call &call, uint64_t arena
     to.push_back(ro);
   }
   Event al = made(like, fmt::EventType::kAlloc);
-  al.operand = ADPROF_SPACE_HEAP;
+  al.operand = like.operand;  // the arena's space (`like` is its allocation, or made like it)
   al.addr = addr;
   al.a = s.bytes;
   al.b = first ? like.b : 0;  // the arena's slack, once
@@ -368,6 +377,7 @@ void ArenaSlicer::expand_alloc(const Event &arena, const Call &call, const Layou
   const std::vector<Slice> &slices = layout.slices;
   Arena &a = arenas_[arena.addr];
   a.parts.clear();
+  a.space = arena.operand;
   const uint8_t phase_before = arena.thread < thread_phase_.size() ? thread_phase_[arena.thread]
                                                                    : uint8_t{ADPROF_PHASE_OTHER};
   const uint8_t role_before = arena.thread < thread_role_.size() ? thread_role_[arena.thread]
@@ -495,7 +505,7 @@ void ArenaSlicer::expand_free(const Event &e, const Arena &arena) {
   std::vector<Event> &to = sink();
   for (uint64_t addr : arena.parts) {
     Event fr = made(e, fmt::EventType::kFree);
-    fr.operand = ADPROF_SPACE_HEAP;
+    fr.operand = arena.space;
     fr.addr = addr;
     to.push_back(fr);
   }

@@ -2,7 +2,10 @@
 // engine's runtime allocates whole for each call of a compiled program, and that the compiler
 // has divided ahead of time (a compiled program's preallocated temp buffer), is shown to the replay
 // as the logical buffers it holds, each a block of its own with its role, op, phase, label and
-// source, instead of one block of one role.
+// source, instead of one block of one role. The arena is a heap block (a runtime on the host) or
+// device memory the program holds (DEVICE_RAW: a runtime that takes each buffer from the driver;
+// DEVICE_BLOCK: one an allocator declares); its buffers are made in its space, on its device.
+// An allocator's reserve (DEVICE_SEGMENT) is never an arena.
 //
 // The slicer sits between the reader and the replay (ReplayDriver): it rewrites the events of a
 // run, so every view built on the replay (report, timeline, snapshot, what-if, GUI) sees the
@@ -79,6 +82,7 @@ class ArenaSlicer {
   };
   struct Arena {
     std::vector<uint64_t> parts;  // the addresses of its blocks live now
+    uint8_t space = 0;            // its memory's (ADPROF_SPACE_*): its blocks are made in it
   };
   // What changes at one schedule position: slices (indices into `slices`) freed, then made.
   struct Step {
