@@ -1,6 +1,6 @@
 // What the CUDA hooks share (cuda_hooks.cpp: the allocation hooks; cuda_lookups.cpp: the lookups
 // that return hooks, cuGetProcAddress and cudaGetDriverEntryPoint, and dlsym's slow path;
-// dlsym_trampoline.S: dlsym and dlvsym themselves).
+// dlsym_trampoline.cpp: dlsym and dlvsym themselves).
 //
 // A hooked entry point is reached two ways:
 //   - by its name: the program's import bound to adprof's exported definition, which finds its
@@ -168,7 +168,7 @@ class NestedCall {
 
 }  // namespace adprof::preload::cuda
 
-// dlsym's and dlvsym's slow path, for the trampolines (dlsym_trampoline.S): a name starting with
+// dlsym's and dlvsym's slow path, for the trampolines (dlsym_trampoline.cpp): a name starting with
 // "cu" and a handle other than RTLD_DEFAULT and RTLD_NEXT, whose lookup does not depend on the
 // caller (cuda_lookups.cpp).
 extern "C" void *adprof_dlsym_cuda(void *handle, const char *name);

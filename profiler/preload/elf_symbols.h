@@ -1,5 +1,5 @@
 // Symbols read from a loaded library's own dynamic symbol table, without the dynamic linker's
-// lookup functions: adprof defines dlsym and dlvsym itself (dlsym_trampoline.S) and must reach
+// lookup functions: adprof defines dlsym and dlvsym itself (dlsym_trampoline.cpp) and must reach
 // glibc's, and a failed dlsym would leave an error for the program's next dlerror().
 #pragma once
 
