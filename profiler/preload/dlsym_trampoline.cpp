@@ -1,0 +1,102 @@
+// dlsym and dlvsym, for CUDA entry points a program looks up itself (cuda_lookups.cpp).
+//
+// glibc's dlsym takes its caller from its return address: RTLD_NEXT searches after the
+// caller's object, RTLD_DEFAULT searches the caller's scope, and symbol versions follow the
+// caller's. A C++ forwarder would make every caller libadprof_preload.so, and a dlsym(RTLD_NEXT)
+// from any library would resolve differently: a program behaving differently under adprof. So
+// the forwarding is a jump, not a call (GCC 12 has no guaranteed tail call): the real dlsym
+// returns straight to the program's caller and sees it as its own. Only a name starting with
+// "cu" and a handle other than RTLD_DEFAULT (0) and RTLD_NEXT (-1) takes the slow path
+// (adprof_dlsym_cuda), a lookup in one library's scope, which does not depend on the caller
+// (glibc tells only LD_AUDIT modules who asked). RTLD_DEFAULT already finds adprof's exported
+// hooks first, and RTLD_NEXT is how an interposer finds what it wraps: both are left as they are.
+//
+// glibc's functions come from libc's own symbol table (adprof_resolve_dl), on the first call:
+// the library's constructors may run after other libraries' (jemalloc's) first dlsym. The
+// registers holding the arguments are saved around that call; the stack stays 16-byte aligned.
+//
+// x86-64 System V only (the project's target); on another architecture dlsym is not hooked.
+#if defined(__x86_64__)
+
+#include "cuda_hooks.h"
+
+asm(R"(
+    .text
+    .p2align 4
+    .globl dlsym
+    .type dlsym, @function
+dlsym:
+    .cfi_startproc
+    endbr64
+    testq %rsi, %rsi
+    jz 1f
+    cmpb $0x63, (%rsi)          # 'c'
+    jne 1f
+    cmpb $0x75, 1(%rsi)         # 'u'
+    jne 1f
+    leaq 1(%rdi), %rax          # RTLD_NEXT (-1) -> 0, RTLD_DEFAULT (0) -> 1
+    cmpq $1, %rax
+    jbe 1f
+    jmp adprof_dlsym_cuda       # its result goes straight back to the caller
+1:  movq adprof_real_dlsym(%rip), %rax
+    testq %rax, %rax
+    jz 2f
+    jmp *%rax
+2:  pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call adprof_resolve_dl
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    movq adprof_real_dlsym(%rip), %rax
+    jmp *%rax
+    .cfi_endproc
+    .size dlsym, .-dlsym
+
+    .p2align 4
+    .globl dlvsym
+    .type dlvsym, @function
+dlvsym:
+    .cfi_startproc
+    endbr64
+    testq %rsi, %rsi
+    jz 1f
+    cmpb $0x63, (%rsi)
+    jne 1f
+    cmpb $0x75, 1(%rsi)
+    jne 1f
+    leaq 1(%rdi), %rax
+    cmpq $1, %rax
+    jbe 1f
+    jmp adprof_dlvsym_cuda
+1:  movq adprof_real_dlvsym(%rip), %rax
+    testq %rax, %rax
+    jz 2f
+    jmp *%rax
+2:  pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    pushq %rdx
+    .cfi_adjust_cfa_offset 8
+    call adprof_resolve_dl
+    popq %rdx
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    movq adprof_real_dlvsym(%rip), %rax
+    jmp *%rax
+    .cfi_endproc
+    .size dlvsym, .-dlvsym
+)");
+
+#endif
