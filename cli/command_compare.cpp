@@ -1,7 +1,8 @@
 // adprof diff BASE NEW [--fail-if GATE]... [--markdown|--json]
 // adprof diff --base PATH... --new PATH... : two jobs of several machines' folders, rank by rank
 // adprof check [--job] TRACE|REPORT|FOLDER... [--max-peak SIZE] [--max-allocs-per-step N]
-//              [--max-role ROLE=SIZE]... [--max-device-peak SIZE] [--fail-if GATE]...
+//              [--max-role ROLE=SIZE]... [--max-device-peak SIZE]
+//              [--max-device-role ROLE=SIZE]... [--fail-if GATE]...
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -53,13 +54,24 @@ std::vector<Gate> gates_from(const po::variables_map &vm) {
   return gates;
 }
 
-std::vector<GateResult> run_gates(const std::vector<Gate> &gates,
-                                  const std::map<std::string, double> *base,
-                                  const std::map<std::string, double> &current) {
+// The runs' names in a message: each a trace's (or report's) path, a job's rank with it.
+struct RunNames {
+  std::string base, current;
+};
+
+// Each gate on the runs' metrics. A gate the input cannot answer is an input error (exit 2):
+// an unknown metric, and a device gate on a run that recorded no device memory, named.
+std::vector<GateResult> run_gates(const std::vector<Gate> &gates, const Metrics *base,
+                                  const Metrics &current, const RunNames &names) {
   std::vector<GateResult> results;
   for (const Gate &g : gates) {
     try {
       results.push_back(evaluate(g, base, current));
+    } catch (const UnrecordedMetric &e) {
+      throw UsageError("gate '" + g.text + "' weighs device memory, and " +
+                       (e.in_base ? names.base : names.current) +
+                       " recorded none (no device block, allocation or reserve: a run on the "
+                       "host, or on a device adprof does not see, docs/CUDA.md)");
     } catch (const std::invalid_argument &e) {
       throw UsageError(e.what());
     }
@@ -67,16 +79,41 @@ std::vector<GateResult> run_gates(const std::vector<Gate> &gates,
   return results;
 }
 
-nlohmann::json gates_json(const std::vector<GateResult> &results) {
+// Where a value was read (MetricSource): {"step": N or null, "summarized": bool}.
+nlohmann::json source_json(const MetricSource &s) {
+  return {{"step", s.step >= 0 ? nlohmann::json(s.step) : nlohmann::json(nullptr)},
+          {"summarized", s.summarized}};
+}
+
+// Each gate: its text, metric, result, values and explanation; for a metric read at a peak,
+// where its value was read ("at", and "base_at" in a diff).
+nlohmann::json gates_json(const std::vector<GateResult> &results, bool with_base) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto &g : results)
-    j.push_back({{"gate", g.gate.text},
-                 {"metric", g.gate.metric},
-                 {"failed", g.failed},
-                 {"base", g.base},
-                 {"value", g.current},
-                 {"explanation", g.explanation}});
+  for (const auto &g : results) {
+    nlohmann::json gate = {{"gate", g.gate.text}, {"metric", g.gate.metric},
+                           {"failed", g.failed},  {"base", g.base},
+                           {"value", g.current},  {"explanation", g.explanation}};
+    if (g.sourced) {
+      gate["at"] = source_json(g.current_source);
+      if (with_base) gate["base_at"] = source_json(g.base_source);
+    }
+    j.push_back(gate);
+  }
   return j;
+}
+
+// A diff's rows: metric, base, new; "base_at" and "new_at" for a metric read at a peak.
+nlohmann::json rows_json(const ReportDiff &d) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto &r : d.rows) {
+    nlohmann::json row = {{"metric", r.metric}, {"base", r.base}, {"new", r.current}};
+    if (r.sourced) {
+      row["base_at"] = source_json(r.base_source);
+      row["new_at"] = source_json(r.current_source);
+    }
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 bool any_failed(const std::vector<GateResult> &results) {
@@ -87,11 +124,15 @@ bool any_failed(const std::vector<GateResult> &results) {
 
 constexpr const char *kMetricsHelp =
     "Metrics: peak, allocations, bytes_allocated, temporaries, allocations_per_step,\n"
-    "device.peak, device.reserved_peak, role.ROLE (bytes at the peak: role.duplicate,\n"
-    "role.forward_cache, role.adjoint, role.accumulation, ...), phase.PHASE (peak while in\n"
-    "forward/backward/optimizer), op.OP (bytes at the peak), op_allocations.OP.\n"
+    "role.ROLE (bytes at the peak: role.duplicate, role.forward_cache, role.adjoint,\n"
+    "role.accumulation, ...), phase.PHASE (peak while in forward/backward/optimizer),\n"
+    "op.OP (bytes at the peak), op_allocations.OP; device.peak, device.reserved_peak,\n"
+    "device.ooms, device.role.ROLE (bytes at the device peak).\n"
     "A gate reads METRIC OP VALUE with OP one of > >= < <= ==; a signed VALUE (+5%, +1MiB,\n"
-    "-10) is the change from BASE, an unsigned one (0, 64MiB) the new value itself.\n";
+    "-10) is the change from BASE, an unsigned one (0, 64MiB) the new value itself.\n"
+    "A peak in a step outside a step window (adprof run --steps) is named with its step\n"
+    "(\"peak: 10.0 MiB in step 7, summarized\"). A device gate on a run that recorded no\n"
+    "device memory is an input error (exit 2), not a pass.\n";
 
 // check over a job: every rank holds every gate; a failure names its rank. A rank that was
 // not read whole fails the input as one trace does (exit 2), unless --allow-incomplete.
@@ -113,11 +154,12 @@ int check_job(const std::vector<Gate> &gates, const std::vector<std::string> &pa
       throw UsageError(name + "'s trace '" + p.trace + "' is incomplete, so no gate is checked (" +
                        p.report.end_reason + "); --allow-incomplete checks what was read");
     warn_if_incomplete(p.trace, p.report.complete, p.report.end_reason);
-    std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(p.report));
+    std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(p.report),
+                                                {"", name + "'s trace '" + p.trace + "'"});
     failed |= any_failed(results);
     by_rank.push_back({{"rank", p.rank},
                        {"trace", p.trace},
-                       {"gates", gates_json(results)},
+                       {"gates", gates_json(results, false)},
                        {"failed", any_failed(results)}});
     for (const auto &g : results)
       text += std::string(g.failed ? "FAIL " : "ok   ") + name + ": " + g.explanation + '\n';
@@ -167,19 +209,18 @@ int diff_jobs(const std::vector<Gate> &gates, const std::vector<std::string> &ba
                          "); --allow-incomplete checks what was read");
       warn_if_incomplete(p->trace, p->report.complete, p->report.end_reason);
     }
-    auto mb = report_metrics(b.report), mc = report_metrics(c.report);
-    std::vector<GateResult> results = run_gates(gates, &mb, mc);
+    const Metrics mb = report_metrics(b.report), mc = report_metrics(c.report);
+    const std::string name = "rank " + std::to_string(rank) + "'s trace '";
+    std::vector<GateResult> results =
+        run_gates(gates, &mb, mc, {name + b.trace + "' (base)", name + c.trace + "' (new)"});
     failed |= any_failed(results);
     ReportDiff d = diff_reports(b.report, c.report);
     if (vm.count("json")) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (const auto &r : d.rows)
-        rows.push_back({{"metric", r.metric}, {"base", r.base}, {"new", r.current}});
       by_rank.push_back({{"rank", rank},
-                         {"metrics", rows},
+                         {"metrics", rows_json(d)},
                          {"appeared", d.appeared},
                          {"vanished", d.vanished},
-                         {"gates", gates_json(results)},
+                         {"gates", gates_json(results, true)},
                          {"failed", any_failed(results)}});
     } else if (vm.count("markdown")) {
       std::cout << "### rank " << rank << "\n\n" << render_diff_markdown(d, results) << "\n";
@@ -238,19 +279,18 @@ int command_diff(const std::vector<std::string> &args) {
   }
   Report base = load(base_paths[0], allow_incomplete);
   Report current = load(new_paths[0], allow_incomplete);
-  auto mb = report_metrics(base), mc = report_metrics(current);
-  std::vector<GateResult> results = run_gates(gates, &mb, mc);
+  const Metrics mb = report_metrics(base), mc = report_metrics(current);
+  std::vector<GateResult> results =
+      run_gates(gates, &mb, mc,
+                {"the base run '" + base_paths[0] + "'", "the new run '" + new_paths[0] + "'"});
   ReportDiff d = diff_reports(base, current);
   if (vm.count("json")) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto &r : d.rows)
-      rows.push_back({{"metric", r.metric}, {"base", r.base}, {"new", r.current}});
     std::cout << json_text(nlohmann::json{{"schema", "adprof.diff"},
                                           {"schema_version", 1},
-                                          {"metrics", rows},
+                                          {"metrics", rows_json(d)},
                                           {"appeared", d.appeared},
                                           {"vanished", d.vanished},
-                                          {"gates", gates_json(results)},
+                                          {"gates", gates_json(results, true)},
                                           {"failed", any_failed(results)}})
               << '\n';
   } else if (vm.count("markdown")) {
@@ -265,7 +305,8 @@ int command_check(const std::vector<std::string> &args) {
   po::options_description options(
       std::string("usage: adprof check RUN... [--max-peak SIZE] [--max-allocs-per-step N]\n"
                   "                    [--max-role ROLE=SIZE]... [--max-device-peak SIZE]\n"
-                  "                    [--fail-if GATE]... [--json]\n\n"
+                  "                    [--max-device-role ROLE=SIZE]... [--fail-if GATE]...\n"
+                  "                    [--json]\n\n"
                   "Checks one run (a trace or a report JSON) against absolute budgets. Exit 0\n"
                   "when all hold, 1 when one is exceeded, 2 on bad input, including a run that\n"
                   "is cut, damaged or incomplete (unless --allow-incomplete).\n"
@@ -281,6 +322,8 @@ int command_check(const std::vector<std::string> &args) {
       "max-role", po::value<std::vector<std::string>>()->composing(),
       "budget for one role's bytes at the peak, e.g. duplicate=0 (repeatable)")(
       "max-device-peak", po::value<std::string>(), "budget for peak device bytes")(
+      "max-device-role", po::value<std::vector<std::string>>()->composing(),
+      "budget for one role's bytes at the device peak, e.g. adjoint=2GiB (repeatable)")(
       "fail-if", po::value<std::vector<std::string>>()->composing(),
       "any other gate with an unsigned value, e.g. 'op.cast > 1MiB'")(
       "json", "print the results as JSON")("allow-incomplete", kAllowIncompleteHelp)(
@@ -321,15 +364,21 @@ int command_check(const std::vector<std::string> &args) {
     snprintf(limit, sizeof limit, "%.15g", number_option(vm, "max-allocs-per-step", 0, 1e18));
     budget("allocations_per_step", limit);
   }
-  if (vm.count("max-role"))
-    for (const auto &spec : vm["max-role"].as<std::vector<std::string>>()) {
+  // ROLE=SIZE budgets: a role's bytes at the peak (metric role.ROLE) or at the device peak
+  // (device.role.ROLE).
+  auto role_budgets = [&](const std::string &option, const std::string &metric_prefix) {
+    if (!vm.count(option)) return;
+    for (const auto &spec : vm[option].as<std::vector<std::string>>()) {
       size_t eq = spec.find('=');
       if (eq == std::string::npos)
-        throw UsageError("--max-role takes ROLE=SIZE, e.g. duplicate=0 (got '" + spec + "')");
+        throw UsageError("--" + option + " takes ROLE=SIZE, e.g. duplicate=0 (got '" + spec + "')");
       std::string role = spec.substr(0, eq);
       if (role_from_name(role) < 0) throw UsageError("unknown role '" + role + "'");
-      size_budget("role." + role, spec.substr(eq + 1));
+      size_budget(metric_prefix + role, spec.substr(eq + 1));
     }
+  };
+  role_budgets("max-role", "role.");
+  role_budgets("max-device-role", "device.role.");
   for (const Gate &g : gates)
     if (g.change) throw UsageError("'" + g.text + "' compares with a base run: use adprof diff");
   if (gates.empty()) throw UsageError("check needs at least one budget (see adprof check --help)");
@@ -339,11 +388,12 @@ int command_check(const std::vector<std::string> &args) {
       return check_job(gates, paths, vm);
   }
   Report r = load(paths[0], vm.count("allow-incomplete") != 0);
-  std::vector<GateResult> results = run_gates(gates, nullptr, report_metrics(r));
+  std::vector<GateResult> results =
+      run_gates(gates, nullptr, report_metrics(r), {"", "'" + paths[0] + "'"});
   if (vm.count("json")) {
     std::cout << json_text(nlohmann::json{{"schema", "adprof.check"},
                                           {"schema_version", 1},
-                                          {"gates", gates_json(results)},
+                                          {"gates", gates_json(results, false)},
                                           {"failed", any_failed(results)}})
               << '\n';
   } else {

@@ -107,9 +107,25 @@ void JobLanesWidget::paintEvent(QPaintEvent *) {
   paintAxis(p);
 }
 
+QString JobLanesWidget::laneLabel(int index) const {
+  if (!job_ || index < 0 || index >= static_cast<int>(job_->lanes.size())) return {};
+  const job::Process &process =
+      job_->job.processes[job_->lanes[static_cast<size_t>(index)].process];
+  // The trace's peak (a step window's summaries too: trace_peak), as the job report's.
+  const TracePeak peak = trace_peak(process.report);
+  QString text = lane_name(*job_, static_cast<size_t>(index)) + "\n" + format_bytes_q(peak.bytes);
+  if (peak.summarized) text += "\n" + tr("in step %1, summarized").arg(peak.step);
+  if (index != job_->outlier_lane) return text;
+  // The device outlier's figure is its device peak, not the host peak drawn beside it.
+  if (job_->outlier_on_device)
+    return text + "\n" +
+           tr("highest device peak:\n%1")
+               .arg(format_bytes_q(trace_device_peak(process.report).bytes));
+  return text + "\n" + tr("highest peak");
+}
+
 void JobLanesWidget::paintLane(QPainter &p, int index) {
   const job::Lane &lane = job_->lanes[static_cast<size_t>(index)];
-  const job::Process &process = job_->job.processes[lane.process];
   const QRect band = laneRect(index);
   const QRect plot(plotRect().left(), band.top() + 2, plotRect().width(), band.height() - 4);
   const bool outlier = index == job_->outlier_lane;
@@ -122,13 +138,7 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
   p.setFont(font);
   p.setPen(outlier ? peak_color() : palette().color(QPalette::Text));
   const QRect label(6, band.top() + 2, kLabelWidth - 12, band.height() - 4);
-  // The trace's peak (a step window's summaries too: trace_peak), as the job report's.
-  const TracePeak peak = trace_peak(process.report);
-  QString text = lane_name(*job_, static_cast<size_t>(index)) + "\n" + format_bytes_q(peak.bytes);
-  if (peak.summarized) text += "\n" + tr("in step %1, summarized").arg(peak.step);
-  if (outlier)
-    text += "\n" + (job_->outlier_on_device ? tr("highest device peak") : tr("highest peak"));
-  p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, text);
+  p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, laneLabel(index));
   font.setBold(false);
   p.setFont(font);
   // Memory stacked by role on the job's scale, step-wise (a sample holds until the next).
@@ -164,6 +174,7 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
     p.fillPath(path, QColor::fromRgb(role_rgb(role)));
   }
   // The lane's peak: a mark at its time.
+  const TracePeak peak = trace_peak(job_->job.processes[lane.process].report);
   const double peak_x = xOfTime(lane.offset + peak.time);
   p.setPen(QPen(peak_color(), outlier ? 2 : 1));
   p.drawLine(QPointF(peak_x, plot.top()), QPointF(peak_x, plot.bottom()));

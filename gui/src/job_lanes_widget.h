@@ -24,6 +24,9 @@ class JobLanesWidget : public QWidget {
   QRect laneRect(int lane) const;
   QRect plotRect() const;
   double xOfTime(double seconds) const;
+  // The text left of a lane: its name, its (host) peak, and for the outlier what it is the
+  // highest of; the device outlier's with its device peak (the lanes draw host memory).
+  QString laneLabel(int lane) const;
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 

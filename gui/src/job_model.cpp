@@ -31,6 +31,15 @@ const job::Process *JobRanksModel::process(int row) const {
 }
 
 QVariant JobRanksModel::cell(int row, int column, int role) const {
+  const QVariant own = ownCell(row, column, role);
+  if (role != Qt::ToolTipRole || row != job_->outlier_lane) return own;
+  // The outlier's row: the job report's words under the cell's own tip (a device peak's time
+  // and reserve, a summarized peak's step), which they used to replace.
+  const QString words = QString::fromStdString(job::outlier_text(job_->job)).trimmed();
+  return own.toString().isEmpty() ? words : own.toString() + "\n\n" + words;
+}
+
+QVariant JobRanksModel::ownCell(int row, int column, int role) const {
   const job::Lane &lane = job_->lanes[static_cast<size_t>(row)];
   const job::Process &p = job_->job.processes[lane.process];
   const Report &r = p.report;
@@ -40,8 +49,6 @@ QVariant JobRanksModel::cell(int row, int column, int role) const {
     bold.setBold(true);
     return bold;
   }
-  if (role == Qt::ToolTipRole && outlier)
-    return QString::fromStdString(job::outlier_text(job_->job)).trimmed();
   auto bytes = [role](uint64_t b) -> QVariant {
     if (role == Qt::DisplayRole) return format_bytes_q(b);
     if (role == SortRole) return QVariant::fromValue<qulonglong>(b);

@@ -37,6 +37,7 @@ class JobRanksModel : public ModelBase {
   QVariant cell(int row, int column, int role) const override;
 
  private:
+  QVariant ownCell(int row, int column, int role) const;  // cell() but the outlier's words
   std::shared_ptr<const job::JobLanes> job_;
 };
 

@@ -179,10 +179,14 @@ void JobWindow::showJob(std::shared_ptr<const job::JobLanes> job) {
   QString words = QString::fromStdString(job::outlier_text(j)).trimmed().toHtmlEscaped();
   words.replace("\n", "<br>");
   if (job_->outlier_lane >= 0) {
+    // The name in the job's outlier's own line (the device's when the ranks hold device
+    // memory), not the first "rank N" of the text: the host's line may name that rank as its
+    // lowest ("rank 1's, the lowest"), and "rank 1" is the start of "rank 10".
     const QString name = lane_name(*job_, static_cast<size_t>(job_->outlier_lane));
-    const int at = words.indexOf(name);
+    const QString head = job_->outlier_on_device ? "Highest device peak: " : "Highest peak: ";
+    const int at = words.indexOf(head + name + ",");
     if (at >= 0)
-      words.replace(at, name.size(),
+      words.replace(at + head.size(), name.size(),
                     QString("<a href=\"lane:%1\">%2</a>").arg(job_->outlier_lane).arg(name));
   }
   caption_->setText(QString("<b>%1</b><br>%2%3")

@@ -115,6 +115,25 @@ TEST_F(Cli, DiffAndCheckGateRegressions) {
   EXPECT_EQ(adprof("check " + opt + " --fail-if 'peak > +5%'").code, 2);
   EXPECT_EQ(adprof("check " + opt).code, 2);
   EXPECT_EQ(adprof("diff " + opt + " " + naive + " --fail-if 'bogus > 1'").code, 2);
+  // A device budget on a run on the host has nothing to weigh: an input error naming the run
+  // (before, its device peak read 0 and the budget held), in check and in diff, a report JSON
+  // as a trace.
+  for (const std::string device_gate :
+       {" --max-device-peak 1GiB", " --max-device-role adjoint=1GiB",
+        " --fail-if 'device.ooms > 0'"}) {
+    SCOPED_TRACE(device_gate);
+    Result no_device = adprof("check " + opt + device_gate);
+    EXPECT_EQ(no_device.code, 2) << no_device.out << no_device.err;
+    EXPECT_NE(no_device.err.find("weighs device memory, and '" + opt + "' recorded none"),
+              std::string::npos)
+        << no_device.err;
+    EXPECT_EQ(no_device.out, "");
+  }
+  Result no_device_diff = adprof("diff base.json " + naive + " --fail-if 'device.peak > +5%'");
+  EXPECT_EQ(no_device_diff.code, 2) << no_device_diff.out;
+  EXPECT_NE(no_device_diff.err.find("and the base run 'base.json' recorded none"),
+            std::string::npos)
+      << no_device_diff.err;
 }
 
 TEST_F(Cli, GatherNaiveShowsTheWidenedIndexCopy) {

@@ -90,6 +90,115 @@ TEST(Gates, ExplanationSaysWhetherTheLimitHeld) {
             "is over +5%)");
 }
 
+// A run recorded with a step window whose highest step was folded into its summary: a gate on
+// the peak (or a role at it) says which step and that it is a summarized one, so a CI user
+// knows where to look (before, "peak: 10.0 MiB" alone: the window's report has no such peak).
+Report windowed_report(uint64_t window_peak, uint64_t step, uint64_t summarized_peak) {
+  Report r = make_report(window_peak, 1000, 0);
+  r.step_window = true;
+  r.peak_time = 0.5;
+  r.steps.push_back({});
+  r.steps.back().step = 0;
+  r.steps.back().start = 0;
+  r.steps.back().end = 1;
+  r.steps.push_back({});
+  StepSummary &folded = r.steps.back();
+  folded.step = step;
+  folded.start = 1;
+  folded.end = 2;
+  folded.summarized = true;
+  folded.peak = summarized_peak;
+  folded.peak_time = 1.5;
+  folded.peak_by_role[ADPROF_ROLE_FORWARD_CACHE] = summarized_peak;
+  return r;
+}
+
+TEST(Gates, APeakInASummarizedStepIsNamedWithItsStep) {
+  const Metrics windowed = report_metrics(windowed_report(2 << 20, 7, 10 << 20));
+  GateResult broken = evaluate(parse_gate("peak > 5MiB"), nullptr, windowed);
+  EXPECT_TRUE(broken.failed);
+  EXPECT_EQ(broken.explanation,
+            "peak: 10.0 MiB in step 7, summarized, LIMIT BROKEN (fails when over 5.0 MiB)");
+  EXPECT_TRUE(broken.sourced);
+  EXPECT_EQ(broken.current_source.step, 7);
+  EXPECT_TRUE(broken.current_source.summarized);
+  // A role at that peak is read there too.
+  GateResult role = evaluate(parse_gate("role.forward_cache > 16MiB"), nullptr, windowed);
+  EXPECT_EQ(role.explanation,
+            "role.forward_cache: 10.0 MiB in step 7, summarized, limit held (fails when over "
+            "16.0 MiB)");
+  // A peak recorded in full says nothing more (its step is in the report), in the JSON's "at".
+  const Metrics whole = report_metrics(windowed_report(12 << 20, 7, 10 << 20));
+  GateResult held = evaluate(parse_gate("peak > 16MiB"), nullptr, whole);
+  EXPECT_EQ(held.explanation, "peak: 12.0 MiB, limit held (fails when over 16.0 MiB)");
+  EXPECT_EQ(held.current_source.step, 0);
+  EXPECT_FALSE(held.current_source.summarized);
+  // A diff names each side's step: the base recorded in full, the new one's peak folded.
+  GateResult grown = evaluate(parse_gate("peak > +5%"), &whole, windowed);
+  EXPECT_FALSE(grown.failed);
+  EXPECT_EQ(grown.explanation,
+            "peak: 12.0 MiB -> 10.0 MiB in step 7, summarized (-2.0 MiB (-16.7%)), limit held "
+            "(fails when the change is over +5%)");
+  GateResult shrunk = evaluate(parse_gate("peak > +5%"), &windowed, whole);
+  EXPECT_EQ(shrunk.explanation.rfind("peak: 10.0 MiB in step 7, summarized -> 12.0 MiB (", 0), 0u)
+      << shrunk.explanation;
+  // The diff's table stars the values read in a summarized step and names the step under it.
+  const ReportDiff d =
+      diff_reports(windowed_report(12 << 20, 7, 10 << 20), windowed_report(2 << 20, 7, 10 << 20));
+  ASSERT_EQ(d.rows[0].metric, "peak");
+  EXPECT_TRUE(d.rows[0].current_source.summarized);
+  EXPECT_FALSE(d.rows[0].base_source.summarized);
+  const std::string text = render_diff_text(d, {});
+  EXPECT_NE(text.find("      12.0 MiB      10.0 MiB*  -2.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("*: read in a step outside the step window, from its summary (new: step 7)"),
+            std::string::npos)
+      << text;
+  const std::string md = render_diff_markdown(d, {});
+  EXPECT_NE(md.find("| `peak` | 12.0 MiB | 10.0 MiB* |"), std::string::npos) << md;
+  EXPECT_NE(md.find("\\*: read in a step outside the step window"), std::string::npos) << md;
+}
+
+// A device gate on a run that recorded no device memory has nothing to weigh: an input error
+// naming the run (base or new), never a pass (before, device.peak read 0 and every budget held:
+// a model that fell back to the CPU passed its GPU budget).
+TEST(Gates, ADeviceGateOnARunWithoutDeviceMemoryIsAnError) {
+  const Metrics host = report_metrics(make_report(100 << 20, 1000, 0));
+  Report gpu_report = make_report(100 << 20, 1000, 0);
+  gpu_report.device_peak = 5 << 20;
+  gpu_report.device_peak_by_role[ADPROF_ROLE_ADJOINT] = 5 << 20;
+  const Metrics gpu = report_metrics(gpu_report);
+  EXPECT_FALSE(host.device_recorded);
+  EXPECT_TRUE(gpu.device_recorded);
+  for (const char *gate : {"device.peak > 1GiB", "device.role.adjoint > 1GiB",
+                           "device.reserved_peak > 1GiB", "device.ooms > 0"}) {
+    SCOPED_TRACE(gate);
+    try {
+      evaluate(parse_gate(gate), nullptr, host);
+      ADD_FAILURE() << "passed on no device memory";
+    } catch (const UnrecordedMetric &e) {
+      EXPECT_FALSE(e.in_base);
+      EXPECT_NE(std::string(e.what()).find("the new run recorded none"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_FALSE(evaluate(parse_gate("device.peak > 1GiB"), nullptr, gpu).failed);
+  // A diff: whichever run recorded none.
+  try {
+    evaluate(parse_gate("device.peak > +5%"), &host, gpu);
+    ADD_FAILURE() << "passed on a base without device memory";
+  } catch (const UnrecordedMetric &e) {
+    EXPECT_TRUE(e.in_base);
+  }
+  EXPECT_THROW(evaluate(parse_gate("device.peak > +5%"), &gpu, host), UnrecordedMetric);
+  EXPECT_TRUE(evaluate(parse_gate("device.peak > +5%"), &gpu, gpu).failed == false);
+  // Host gates on a host run are unchanged; an out-of-memory event alone is device memory
+  // recorded (the allocator said it ran out).
+  EXPECT_FALSE(evaluate(parse_gate("peak > 1GiB"), nullptr, host).failed);
+  Report oom = make_report(1 << 20, 10, 0);
+  oom.device_ooms = 1;
+  EXPECT_TRUE(evaluate(parse_gate("device.ooms > 0"), nullptr, report_metrics(oom)).failed);
+}
+
 TEST(Diff, RowsAndSites) {
   Report a = make_report(100, 10, 0), b = make_report(150, 10, 50);
   b.peak_by_op.push_back({"cast", 50});

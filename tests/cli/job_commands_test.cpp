@@ -190,16 +190,60 @@ TEST(JobWindow, ARanksPeakInAFoldedStepIsItsPeak) {
       << text;
   // A budget holds on every step, summarized ones too: rank 0's 10 MiB breaks a 5 MiB budget
   // under the window as recorded whole (before, `adprof check` passed the window's 2 MiB).
+  // The line says where: under the window, in step 3, summarized (a CI user looks for it in
+  // that step's summary, not in the window; before, the bytes alone); recorded whole, the peak
+  // is in the trace as any.
   for (const std::string run : {"whole", "windowed"}) {
     SCOPED_TRACE(run);
     const Result check = run_cli({"check", tmp / run, "--max-peak", "5MiB"});
     EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
-    EXPECT_NE(check.out.find("FAIL rank 0: peak: 10.0 MiB"), std::string::npos) << check.out;
-    EXPECT_NE(check.out.find("ok   rank 1: peak: 3.0 MiB"), std::string::npos) << check.out;
+    EXPECT_NE(check.out.find(run == "windowed"
+                                 ? "FAIL rank 0: peak: 10.0 MiB in step 3, summarized, LIMIT BROKEN"
+                                 : "FAIL rank 0: peak: 10.0 MiB, LIMIT BROKEN"),
+              std::string::npos)
+        << check.out;
+    EXPECT_NE(check.out.find("ok   rank 1: peak: 3.0 MiB, limit held"), std::string::npos)
+        << check.out;
+    const Result j = run_cli({"check", tmp / run, "--max-peak", "5MiB", "--json"});
+    EXPECT_EQ(j.exit_code, 1) << j.err;
+    const json gates = json::parse(j.out, nullptr, false);
+    ASSERT_TRUE(gates.is_object()) << j.out;
+    const json &rank0_gate = gates["ranks"][0]["gates"][0];
+    EXPECT_EQ(rank0_gate["at"]["step"], 3) << rank0_gate.dump();
+    EXPECT_EQ(rank0_gate["at"]["summarized"], run == "windowed") << rank0_gate.dump();
+    EXPECT_EQ(gates["ranks"][1]["gates"][0]["at"]["summarized"], false);
   }
   const Result one =
       run_cli({"check", rank0["trace"].get<std::string>(), "--max-role", "forward_cache=4MiB"});
   EXPECT_EQ(one.exit_code, 1) << "one trace's check, its role at its peak: " << one.out << one.err;
+  EXPECT_NE(one.out.find("FAIL role.forward_cache: 9.0 MiB in step 3, summarized, LIMIT BROKEN"),
+            std::string::npos)
+      << one.out;
+  // diff of the whole recording against the windowed one: equal peaks, the new one's read in
+  // step 3's summary, said in the gate's line, starred in the table with the step under it, and
+  // in the JSON.
+  const Result diff =
+      run_cli({"diff", tmp / "whole", tmp / "windowed", "--fail-if", "peak > +1MiB"});
+  EXPECT_EQ(diff.exit_code, 0) << diff.out << diff.err;
+  EXPECT_NE(
+      diff.out.find("peak: 10.0 MiB -> 10.0 MiB in step 3, summarized (+0 B (+0.0%)), limit held"),
+      std::string::npos)
+      << diff.out;
+  EXPECT_NE(diff.out.find("*: read in a step outside the step window, from its summary (new: "
+                          "step 3)"),
+            std::string::npos)
+      << diff.out;
+  const Result diff_json =
+      run_cli({"diff", tmp / "whole", tmp / "windowed", "--fail-if", "peak > +1MiB", "--json"});
+  const json d = json::parse(diff_json.out, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << diff_json.out << diff_json.err;
+  const json &gate = d["ranks"][0]["gates"][0];
+  EXPECT_EQ(gate["base_at"]["summarized"], false) << gate.dump();
+  EXPECT_EQ(gate["at"]["summarized"], true) << gate.dump();
+  EXPECT_EQ(gate["at"]["step"], 3) << gate.dump();
+  EXPECT_EQ(d["ranks"][0]["metrics"][0]["metric"], "peak");
+  EXPECT_EQ(d["ranks"][0]["metrics"][0]["new_at"]["step"], 3);
+  EXPECT_EQ(d["ranks"][0]["metrics"][0]["new_at"]["summarized"], true);
 }
 
 // A job whose ranks hold equal host memory and unequal device memory (JOB_WORKLOAD_DEVICE: device
@@ -222,11 +266,22 @@ class JobDevice : public ::testing::Test {
     o.env = {{"JOB_WORKLOAD_DEVICE", "1"}};
     const Result r = run(o);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    // The same job with twice the device memory: rank R's device peak (R + 3) * 2 MiB.
+    doubled_ = new TempDir;
+    o.argv[4] = *doubled_ / "job.adtrace";
+    o.env = {{"JOB_WORKLOAD_DEVICE", "2"}};
+    const Result d = run(o);
+    ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
   }
-  static void TearDownTestSuite() { delete dir_; }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete doubled_;
+  }
   static TempDir *dir_;
+  static TempDir *doubled_;
 };
 TempDir *JobDevice::dir_ = nullptr;
+TempDir *JobDevice::doubled_ = nullptr;
 
 TEST_F(JobDevice, TheRankWithMoreDeviceMemoryIsTheOutlier) {
   ADPROF_SKIP_IF_SANITIZED();
@@ -318,6 +373,109 @@ TEST_F(JobDevice, ARanksDevicePeakByLabel) {
       text.out.find("decoder                  forward_cache        2.0 MiB   50.0%  1 buffer", at),
       std::string::npos)
       << text.out;
+}
+
+// Device budgets on every rank, as the host's: the device peak (rank 0 holds 3 MiB, rank 1
+// 4 MiB) and a role at it (--max-device-role, as --max-role: forward caches 2 and 3 MiB), each
+// line naming its rank and where the peak was (the JSON's "at": the step). Before, there was
+// no --max-device-role (exit 2).
+TEST_F(JobDevice, DeviceBudgetsHoldOnEveryRank) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const Result peak = run_cli({"check", dir_->path(), "--max-device-peak", "3.5MiB"});
+  EXPECT_EQ(peak.exit_code, 1) << peak.out << peak.err;
+  EXPECT_EQ(peak.out,
+            "ok   rank 0: device.peak: 3.0 MiB, limit held (fails when over 3.5 MiB)\n"
+            "FAIL rank 1: device.peak: 4.0 MiB, LIMIT BROKEN (fails when over 3.5 MiB)\n");
+  const Result role = run_cli({"check", dir_->path(), "--max-device-role", "forward_cache=2.5MiB",
+                               "--max-role", "forward_cache=0", "--json"});
+  EXPECT_EQ(role.exit_code, 1) << role.out << role.err;
+  const json j = json::parse(role.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << role.out;
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const json &gates = j["ranks"][rank]["gates"];
+    ASSERT_EQ(gates.size(), 2u) << gates.dump();
+    // --max-role first (the host has no forward caches here), then --max-device-role.
+    EXPECT_EQ(gates[0]["metric"], "role.forward_cache");
+    EXPECT_EQ(gates[0]["failed"], false);
+    EXPECT_EQ(gates[1]["metric"], "device.role.forward_cache");
+    EXPECT_EQ(gates[1]["value"], (rank + 2) * kMiB);
+    EXPECT_EQ(gates[1]["failed"], rank == 1);
+    EXPECT_EQ(gates[1]["at"]["step"], 0) << "each step peaks alike: the first reaches it";
+    EXPECT_EQ(gates[1]["at"]["summarized"], false);
+    EXPECT_EQ(j["ranks"][rank]["failed"], rank == 1);
+  }
+  const Result bad = run_cli({"check", dir_->path(), "--max-device-role", "nosuchrole=1MiB"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown role 'nosuchrole'"), std::string::npos) << bad.err;
+  const Result form = run_cli({"check", dir_->path(), "--max-device-role", "adjoint"});
+  EXPECT_EQ(form.exit_code, 2);
+  EXPECT_NE(form.err.find("--max-device-role takes ROLE=SIZE"), std::string::npos) << form.err;
+}
+
+// diff of two jobs on the device, rank by rank: the doubled job's device peaks grew by 3 and
+// 4 MiB, so a gate at +3.5 MiB fails on rank 1 alone, and its line says so; in the table the
+// device peak's row (and its role's).
+TEST_F(JobDevice, DiffGatesTheDevicePeakRankByRank) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const Result text =
+      run_cli({"diff", dir_->path(), doubled_->path(), "--fail-if", "device.peak > +3.5MiB",
+               "--fail-if", "device.role.forward_cache > +50%"});
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(
+      text.out.find("  ok   device.peak: 3.0 MiB -> 6.0 MiB (+3.0 MiB (+100.0%)), limit held"),
+      std::string::npos)
+      << text.out;
+  EXPECT_NE(
+      text.out.find("  FAIL device.peak: 4.0 MiB -> 8.0 MiB (+4.0 MiB (+100.0%)), LIMIT BROKEN"),
+      std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  FAIL device.role.forward_cache: 2.0 MiB -> 4.0 MiB"),
+            std::string::npos)
+      << text.out;
+  const Result j = run_cli(
+      {"diff", dir_->path(), doubled_->path(), "--fail-if", "device.peak > +3.5MiB", "--json"});
+  EXPECT_EQ(j.exit_code, 1) << j.err;
+  const json diff = json::parse(j.out, nullptr, false);
+  ASSERT_TRUE(diff.is_object()) << j.out;
+  ASSERT_EQ(diff["ranks"].size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const json &r = diff["ranks"][rank];
+    EXPECT_EQ(r["failed"], rank == 1) << r["gates"].dump();
+    std::map<std::string, json> rows;
+    for (const json &row : r["metrics"]) rows[row["metric"]] = row;
+    EXPECT_EQ(rows["device.peak"]["base"], (rank + 3) * kMiB);
+    EXPECT_EQ(rows["device.peak"]["new"], 2 * (rank + 3) * kMiB);
+    EXPECT_EQ(rows["device.peak"]["new_at"]["step"], 0);
+  }
+}
+
+// A device gate over a job that recorded no device memory (job_workload.cpp without
+// JOB_WORKLOAD_DEVICE) has nothing to weigh: an input error (exit 2) naming the rank and its
+// trace, never "ok"; a diff against such a job names its side. Before, every rank's device
+// peak read 0 and the budget held (exit 0).
+TEST_F(JobCommands, ADeviceGateOnAJobWithoutDeviceMemoryIsAnInputError) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const Result check = run_cli({"check", a("node0"), "--max-device-peak", "1GiB"});
+  EXPECT_EQ(check.exit_code, 2) << check.out << check.err;
+  EXPECT_NE(check.err.find("gate 'device.peak > 1GiB' weighs device memory, and rank 0's trace '"),
+            std::string::npos)
+      << check.err;
+  EXPECT_NE(check.err.find("' recorded none (no device block, allocation or reserve"),
+            std::string::npos)
+      << check.err;
+  EXPECT_EQ(check.out, "") << "no rank is said to hold";
+  const Result role = run_cli({"check", a("node0"), "--max-role", "forward_cache=1GiB",
+                               "--max-device-role", "forward_cache=1GiB"});
+  EXPECT_EQ(role.exit_code, 2) << role.out << role.err;
+  const Result diff = run_cli({"diff", *dir_ / "a", *dir_ / "b", "--fail-if", "device.peak > +5%"});
+  EXPECT_EQ(diff.exit_code, 2) << diff.out << diff.err;
+  EXPECT_NE(diff.err.find("and rank 0's trace '"), std::string::npos) << diff.err;
+  EXPECT_NE(diff.err.find("' (base) recorded none"), std::string::npos) << diff.err;
+  // Host gates on the same job are unchanged.
+  EXPECT_EQ(run_cli({"check", a("node0"), "--max-peak", "1GiB"}).exit_code, 0);
 }
 
 }  // namespace

@@ -3,13 +3,15 @@
 // each; rank R holds (R + 1) MiB of forward caches at its peak): a lane per rank, the lanes on
 // one clock (node 1 ran after node 0, so its lanes start after node 0's end), the outlier
 // named, the table equal to `adprof report --job --json`, a rank's full view one double click
-// (or one click on the outlier's name) away.
+// (or one click on the outlier's name) away; and a job whose ranks hold device memory (its
+// device column, the device's outlier).
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QFont>
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableView>
@@ -27,11 +29,23 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-void record_node(const QString &folder, int node) {
+// One node's run of two ranks (NNODES nodes in the job); device_mib > 0: each rank declares
+// device blocks too (job_workload.cpp's JOB_WORKLOAD_DEVICE: rank R's device peak is
+// (R + 3) * device_mib MiB, its host forward caches none, but for `spike`:
+// JOB_WORKLOAD_SPIKE=RANK:STEP:MIB).
+void record_node(const QString &folder, int node, int nnodes = 2, int device_mib = 0,
+                 const QString &spike = {}) {
   QDir().mkpath(folder);
   QProcess p;
-  p.start(ADPROF_CLI, {"run", "-o", QDir(folder).filePath("job.adtrace"), "--no-report", "--",
-                       JOB_WORKLOAD, "launch", QString::number(node), "2", "2", "1"});
+  if (device_mib) {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("JOB_WORKLOAD_DEVICE", QString::number(device_mib));
+    if (!spike.isEmpty()) env.insert("JOB_WORKLOAD_SPIKE", spike);
+    p.setProcessEnvironment(env);
+  }
+  p.start(ADPROF_CLI,
+          {"run", "-o", QDir(folder).filePath("job.adtrace"), "--no-report", "--", JOB_WORKLOAD,
+           "launch", QString::number(node), "2", QString::number(nnodes), device_mib ? "0" : "1"});
   if (!p.waitForFinished(60000) || p.exitCode() != 0)
     qFatal("recording failed: %s", p.readAllStandardError().constData());
 }
@@ -76,6 +90,7 @@ class JobTest : public QObject {
   void aRanksFullViewIsOneClickAway();
   void foldersOpenAsAJob();
   void badInputGivesAMessage();
+  void aJobOnTheDevice();
 
  private:
   QTemporaryDir dir_;
@@ -260,6 +275,68 @@ void JobTest::badInputGivesAMessage() {
   // The same run named twice, as `adprof report` refuses it.
   QVERIFY(!load(w, {job_ + "/node0", job_ + "/node0"}));
   QVERIFY2(w.lastError().contains("a run named twice"), qPrintable(w.lastError()));
+}
+
+// A job whose ranks hold device memory (two ranks; rank 1 holds 1 MiB more forward caches on
+// the device, rank 0 2 MiB more on the host in step 0): the table's device column equals
+// `adprof report --json`'s device peaks (sorting by it puts rank 1 first), its tooltip the
+// reserved peak; the job's outlier is the device's, rank 1, its name a link in the caption's
+// device line (before, the first "rank 1" of the text was: the host line's "rank 1's, the
+// lowest") and on its lane with its device peak (before, the lane said "highest device peak"
+// under the host peak, as if that were it; its row's tooltip, the outlier's words, hid its device
+// cell's reserved peak). The model passes QAbstractItemModelTester on the load.
+void JobTest::aJobOnTheDevice() {
+  const QString folder = dir_.filePath("device");
+  record_node(folder, 0, 1, 1, "0:0:2");
+  const nlohmann::json cli = cli_job(folder);
+  QCOMPARE(cli["ranks"].size(), size_t(2));
+  QCOMPARE(cli["outlier"]["memory"], "device");
+  JobWindow w;
+  w.resize(1200, 800);
+  w.show();
+  new QAbstractItemModelTester(w.ranksModel(),
+                               QAbstractItemModelTester::FailureReportingMode::QtTest, &w);
+  new QAbstractItemModelTester(w.ranksView()->model(),
+                               QAbstractItemModelTester::FailureReportingMode::QtTest, &w);
+  QVERIFY(load(w, {folder}));
+  JobRanksModel *model = w.ranksModel();
+  QCOMPARE(model->rowCount(), 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json &c = cli["ranks"][size_t(rank)];
+    const QModelIndex device = model->index(rank, JobRanksModel::DevicePeak);
+    QCOMPARE(device.data(ModelBase::SortRole).toULongLong(), c["device_peak"].get<uint64_t>());
+    QCOMPARE(device.data(ModelBase::SortRole).toULongLong(), (rank + 3) * kMiB);
+    QCOMPARE(device.data().toString(), QString("%1.0 MiB").arg(rank + 3));
+    const QString tip = device.data(Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(QString("reserved peak %1.0 MiB").arg(4 * (rank + 3))), qPrintable(tip));
+    // The outlier's row adds the job report's words under it (they used to replace it).
+    QCOMPARE(tip.contains("Highest device peak: rank 1"), rank == 1);
+    // The host peak beside it is the host's, as the CLI's.
+    QCOMPARE(model->index(rank, JobRanksModel::Peak).data(ModelBase::SortRole).toULongLong(),
+             c["peak"].get<uint64_t>());
+  }
+  // Sorted by the device peak, highest first: rank 1.
+  w.ranksView()->sortByColumn(JobRanksModel::DevicePeak, Qt::DescendingOrder);
+  QCOMPARE(w.ranksView()->model()->index(0, JobRanksModel::Rank).data().toString(),
+           QString("rank 1"));
+  const auto job = w.job();
+  QVERIFY(job);
+  QVERIFY(job->outlier_on_device);
+  QCOMPARE(job->outlier_lane, 1);
+  QVERIFY(model->index(1, 0).data(Qt::FontRole).value<QFont>().bold());
+  const QString caption = w.captionText();
+  QVERIFY2(caption.contains("Highest device peak: "), qPrintable(caption));
+  // The link is on the device line's rank, not on the host line's mention of it.
+  QVERIFY2(caption.contains("Highest peak: rank 0, 3.0 MiB (3.0x rank 1's, the lowest)"),
+           qPrintable(caption));
+  QVERIFY2(caption.contains("Highest device peak: <a href=\"lane:1\">rank 1</a>, 4.0 MiB (1.3x "
+                            "rank 0's, the lowest)"),
+           qPrintable(caption));
+  QCOMPARE(caption.count("href="), 1);
+  QVERIFY2(caption.contains("forward caches on the device 1.5x"), qPrintable(caption));
+  const QString label = w.lanes()->laneLabel(1);
+  QVERIFY2(label.endsWith("highest device peak:\n4.0 MiB"), qPrintable(label));
+  QVERIFY2(!w.lanes()->laneLabel(0).contains("highest"), qPrintable(w.lanes()->laneLabel(0)));
 }
 
 QTEST_MAIN(JobTest)

@@ -1,11 +1,13 @@
 // Issue 32, item 5: a Hugging Face model as its users run it. scripts/cuda_gpt2.py builds
 // transformers' GPT2LMHeadModel from a GPT2Config (nothing downloaded: GPT-2 small's shape on
 // CUDA, a 2-layer one on the CPU) and takes a few AdamW steps under `adprof run --torch`. At
-// the device's peak (the device's on CUDA, the host's on the CPU, rebuilt from the trace): the
-// parameters and AdamW's state are PyTorch's own bytes, by role and by module (the labels adprof
-// gives a parameter start with its module's path), and on CUDA the device peak is at most
-// torch.cuda.max_memory_allocated() (each declared storage lies inside one of the caching
-// allocator's blocks). The modules holding most at the peak, every role, are printed.
+// the device's peak (the device's on CUDA, the host's on the CPU), as `adprof report --json`
+// breaks it down by label and role (`device.by_label`, `peak.by_label`: the product's own
+// figures, summing to its peak): the parameters and AdamW's state are PyTorch's own bytes, by
+// role and by module (the labels adprof gives a parameter start with its module's path), and on
+// CUDA the device peak is at most torch.cuda.max_memory_allocated() (each declared storage lies
+// inside one of the caching allocator's blocks). The modules holding most at the peak, every
+// role, are printed.
 #include <algorithm>
 
 #include "cuda_checks.h"
@@ -35,13 +37,21 @@ TEST_P(CudaModel, Gpt2AdamWByRoleAndModule) {
   const json fig = json_file(figures_path);
   const json report = report_json(trace);
   ASSERT_FALSE(fig.is_discarded() || report.is_discarded());
-  const uint64_t peak =
-      cuda ? report["device"]["peak"].get<uint64_t>() : report["peak"]["bytes"].get<uint64_t>();
-  const LiveAtPeak live = live_at_peak(trace, cuda, peak);
-  ASSERT_TRUE(live.found) << "the trace never reaches the report's peak " << peak;
-  EXPECT_EQ(live.bytes, peak);
-  std::map<int, uint64_t> by_role;
-  for (const LiveBlock &b : live.blocks) by_role[b.role] += b.size;
+  // The peak and its breakdown by (label, role) as the report gives them: every pair live at
+  // the peak, so the rows sum to the peak and their roles to its bytes by role.
+  const json &space = cuda ? report["device"] : report["peak"];
+  const uint64_t peak = cuda ? space["peak"].get<uint64_t>() : space["bytes"].get<uint64_t>();
+  const json &rows = space["by_label"];
+  ASSERT_TRUE(rows.is_array() && !rows.empty()) << space.dump();
+  uint64_t rows_bytes = 0;
+  std::map<std::string, uint64_t> by_role;
+  for (const json &row : rows) {
+    rows_bytes += row["bytes"].get<uint64_t>();
+    by_role[row["role"].get<std::string>()] += row["bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(rows_bytes, peak) << "the rows by label are every buffer live at the peak";
+  for (const auto &[role, bytes] : space["by_role"].items())
+    EXPECT_EQ(by_role[role], bytes.get<uint64_t>()) << role;
   const uint64_t parameter = fig["parameter"], state = fig["optimizer_state"];
   say("gpt2 (%s, %s, %llu parameters): peak %.1f MiB%s; parameter %.2f MiB (PyTorch %.2f), "
       "optimizer_state %.2f (PyTorch %.2f), forward_cache %.2f, adjoint %.2f, workspace %.2f, "
@@ -52,34 +62,33 @@ TEST_P(CudaModel, Gpt2AdamWByRoleAndModule) {
               std::to_string(mib(fig["max_allocated"].get<uint64_t>())) + " MiB)")
                  .c_str()
            : "",
-      mib(by_role[ADPROF_ROLE_PARAMETER]), mib(parameter),
-      mib(by_role[ADPROF_ROLE_OPTIMIZER_STATE]), mib(state),
-      mib(by_role[ADPROF_ROLE_FORWARD_CACHE]), mib(by_role[ADPROF_ROLE_ADJOINT]),
-      mib(by_role[ADPROF_ROLE_WORKSPACE]), mib(by_role[ADPROF_ROLE_FOREIGN]));
-  EXPECT_EQ(by_role[ADPROF_ROLE_PARAMETER], parameter);
-  EXPECT_EQ(by_role[ADPROF_ROLE_OPTIMIZER_STATE], state);
+      mib(by_role["parameter"]), mib(parameter), mib(by_role["optimizer_state"]), mib(state),
+      mib(by_role["forward_cache"]), mib(by_role["adjoint"]), mib(by_role["workspace"]),
+      mib(by_role["foreign"]));
+  EXPECT_EQ(by_role["parameter"], parameter);
+  EXPECT_EQ(by_role["optimizer_state"], state);
   if (cuda) {
     EXPECT_LE(peak, fig["max_allocated"].get<uint64_t>());
-    EXPECT_EQ(report["device"]["by_role"]["parameter"].get<uint64_t>(), parameter);
   }
   // By module: a parameter's label is its path under the model's root label
   // ("gpt2lmheadmodel.transformer.h.0.attn.c_attn.weight").
+  auto path_of = [](const std::string &label) {
+    const auto dot = label.find('.');
+    return dot == std::string::npos ? std::string() : label.substr(dot + 1);
+  };
   std::map<std::string, uint64_t> by_module;  // every role, by the module's path
-  for (const LiveBlock &b : live.blocks) {
-    const auto dot = b.label.find('.');
-    std::string path = dot == std::string::npos ? b.label : b.label.substr(dot + 1);
+  for (const json &row : rows) {
+    const std::string label = row["label"];
+    std::string path = label.find('.') == std::string::npos ? label : path_of(label);
     for (const auto &[module, bytes] : fig["parameter_by_module"].items())
       if (path == module || path.starts_with(module + ".")) path = module;
-    by_module[path.empty() ? "(unlabelled)" : path] += b.size;
+    by_module[path.empty() ? "(unlabelled)" : path] += row["bytes"].get<uint64_t>();
   }
   for (const auto &[module, bytes] : fig["parameter_by_module"].items()) {
     uint64_t ours = 0;
-    for (const LiveBlock &b : live.blocks) {
-      const auto dot = b.label.find('.');
-      if (b.role == ADPROF_ROLE_PARAMETER && dot != std::string::npos &&
-          b.label.substr(dot + 1).starts_with(module + "."))
-        ours += b.size;
-    }
+    for (const json &row : rows)
+      if (row["role"] == "parameter" && path_of(row["label"]).starts_with(module + "."))
+        ours += row["bytes"].get<uint64_t>();
     EXPECT_EQ(ours, bytes.get<uint64_t>()) << "the parameters of " << module;
   }
   std::vector<std::pair<uint64_t, std::string>> largest;

@@ -118,23 +118,35 @@ uint64_t parse_bytes(const std::string &text) {
   return static_cast<uint64_t>(std::llround(v));
 }
 
-std::map<std::string, double> report_metrics(const Report &r) {
-  std::map<std::string, double> m;
+bool records_device_memory(const Report &r) {
+  return r.device_peak > 0 || r.device_reserved_peak > 0 || r.device_ooms > 0;
+}
+
+Metrics report_metrics(const Report &r) {
+  Metrics metrics;
+  std::map<std::string, double> &m = metrics.values;
   // The trace's peak (a step window's summarized steps too): a budget holds on every step of
   // a windowed run, not only on those recorded in full.
-  const TracePeak peak = trace_peak(r);
+  const TracePeak peak = trace_peak(r), device = trace_device_peak(r);
+  const MetricSource at_peak{peak.step, peak.summarized};
+  const MetricSource at_device_peak{device.step, device.summarized};
   m["peak"] = static_cast<double>(peak.bytes);
+  metrics.sources["peak"] = at_peak;
   m["allocations"] = static_cast<double>(r.allocations);
   m["bytes_allocated"] = static_cast<double>(r.bytes_allocated);
   m["temporaries"] = static_cast<double>(r.temporaries);
   m["allocations_per_step"] =
       r.steady_allocations_per_step >= 0 ? r.steady_allocations_per_step : 0.0;
-  m["device.peak"] = static_cast<double>(r.device_peak);
+  m["device.peak"] = static_cast<double>(device.bytes);
+  metrics.sources["device.peak"] = at_device_peak;
   m["device.reserved_peak"] = static_cast<double>(r.device_reserved_peak);
   m["device.ooms"] = static_cast<double>(r.device_ooms);
   for (int i = 0; i < kRoleCount; ++i) {
-    m[std::string("role.") + role_name(i)] = static_cast<double>(peak.by_role[i]);
-    m[std::string("device.role.") + role_name(i)] = static_cast<double>(r.device_peak_by_role[i]);
+    const std::string role = std::string("role.") + role_name(i);
+    m[role] = static_cast<double>(peak.by_role[i]);
+    metrics.sources[role] = at_peak;
+    m["device." + role] = static_cast<double>(device.by_role[i]);
+    metrics.sources["device." + role] = at_device_peak;
   }
   for (const PhaseSummary &p : r.phases) m["phase." + p.name] = static_cast<double>(p.peak);
   for (const NamedBytes &o : r.peak_by_op) m["op." + o.name] = static_cast<double>(o.bytes);
@@ -146,7 +158,8 @@ std::map<std::string, double> report_metrics(const Report &r) {
     m["site_allocations." + s.site] = static_cast<double>(s.allocations);
     m["site_bytes." + s.site] = static_cast<double>(s.bytes);
   }
-  return m;
+  metrics.device_recorded = records_device_memory(r);
+  return metrics;
 }
 
 Gate parse_gate(const std::string &text) {
@@ -179,36 +192,58 @@ Gate parse_gate(const std::string &text) {
   return g;
 }
 
-GateResult evaluate(const Gate &gate, const std::map<std::string, double> *base,
-                    const std::map<std::string, double> &current) {
+GateResult evaluate(const Gate &gate, const Metrics *base, const Metrics &current) {
   GateResult r;
   r.gate = gate;
-  auto value_of = [&](const std::map<std::string, double> &m) {
-    auto it = m.find(gate.metric);
-    return it != m.end() ? it->second : 0.0;  // an op or role absent is zero bytes
+  auto value_of = [&](const Metrics &m) {
+    auto it = m.values.find(gate.metric);
+    return it != m.values.end() ? it->second : 0.0;  // an op or role absent is zero bytes
   };
-  bool known = current.count(gate.metric) || (base && base->count(gate.metric)) ||
+  bool known = current.values.count(gate.metric) || (base && base->values.count(gate.metric)) ||
                gate.metric.rfind("op.", 0) == 0 || gate.metric.rfind("op_allocations.", 0) == 0 ||
                gate.metric.rfind("site.", 0) == 0 ||
                gate.metric.rfind("site_allocations.", 0) == 0 ||
                gate.metric.rfind("site_bytes.", 0) == 0;
   if (!known)
     throw std::invalid_argument("unknown metric '" + gate.metric + "' in '" + gate.text + "'");
+  if (gate.change && !base)
+    throw std::invalid_argument("gate '" + gate.text + "' compares with a base: use adprof diff");
+  // A device figure of a run that recorded no device memory is a zero nobody measured: the
+  // gate would pass on nothing (a model that fell back to the CPU passes a GPU budget).
+  if (gate.metric.rfind("device.", 0) == 0)
+    for (const Metrics *run : {base, &current})
+      if (run && !run->device_recorded) {
+        const bool in_base = run == base;
+        throw UnrecordedMetric("gate '" + gate.text + "' weighs device memory, and the " +
+                                   (in_base ? "base" : "new") +
+                                   " run recorded none (no device block, allocation or reserve)",
+                               in_base);
+      }
   r.current = value_of(current);
+  if (auto at = current.sources.find(gate.metric); at != current.sources.end()) {
+    r.sourced = true;
+    r.current_source = at->second;
+    if (base)
+      if (auto b = base->sources.find(gate.metric); b != base->sources.end())
+        r.base_source = b->second;
+  }
   bool bytes = is_bytes_metric(gate.metric);
+  // A value read in a step outside a step window says so: the CI user looks for it there.
+  auto where = [](const MetricSource &s) {
+    return s.summarized ? " in step " + std::to_string(s.step) + ", summarized" : std::string();
+  };
   if (gate.change) {
-    if (!base)
-      throw std::invalid_argument("gate '" + gate.text + "' compares with a base: use adprof diff");
     r.base = value_of(*base);
     double lhs = gate.relative ? (r.base != 0 ? 100.0 * (r.current - r.base) / r.base
                                               : (r.current != 0 ? INFINITY : 0.0))
                                : r.current - r.base;
     r.failed = compare(lhs, gate.op, gate.value);
-    r.explanation = gate.metric + ": " + show(r.base, bytes) + " -> " + show(r.current, bytes) +
-                    " (" + show_change(r.base, r.current, bytes) + ")";
+    r.explanation = gate.metric + ": " + show(r.base, bytes) + where(r.base_source) + " -> " +
+                    show(r.current, bytes) + where(r.current_source) + " (" +
+                    show_change(r.base, r.current, bytes) + ")";
   } else {
     r.failed = compare(r.current, gate.op, gate.value);
-    r.explanation = gate.metric + ": " + show(r.current, bytes);
+    r.explanation = gate.metric + ": " + show(r.current, bytes) + where(r.current_source);
   }
   // What was checked, whether the limit held, and the limit in words: "peak: 213.8 MiB, limit
   // held (fails when over 230.0 MiB)" (it read "passes 'peak > 230MiB'", like a breach).
@@ -219,7 +254,8 @@ GateResult evaluate(const Gate &gate, const std::map<std::string, double> *base,
 
 ReportDiff diff_reports(const Report &base, const Report &current) {
   ReportDiff d;
-  auto mb = report_metrics(base), mc = report_metrics(current);
+  const Metrics metrics_base = report_metrics(base), metrics_current = report_metrics(current);
+  const auto &mb = metrics_base.values, &mc = metrics_current.values;
   std::set<std::string> names;
   for (const auto &[k, v] : mb) names.insert(k);
   for (const auto &[k, v] : mc) names.insert(k);
@@ -229,9 +265,20 @@ ReportDiff diff_reports(const Report &base, const Report &current) {
   for (const auto &n : names)
     if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
   for (const auto &n : order) {
-    double b = mb.count(n) ? mb[n] : 0, c = mc.count(n) ? mc[n] : 0;
+    const double b = mb.count(n) ? mb.at(n) : 0, c = mc.count(n) ? mc.at(n) : 0;
     if (b == 0 && c == 0 && n != "peak" && n != "allocations") continue;
-    d.rows.push_back({n, b, c, is_bytes_metric(n)});
+    DiffRow row;
+    row.metric = n;
+    row.base = b;
+    row.current = c;
+    row.bytes = is_bytes_metric(n);
+    auto sb = metrics_base.sources.find(n), sc = metrics_current.sources.find(n);
+    if (sb != metrics_base.sources.end() && sc != metrics_current.sources.end()) {
+      row.sourced = true;
+      row.base_source = sb->second;
+      row.current_source = sc->second;
+    }
+    d.rows.push_back(row);
   }
   auto sites = [](const Report &r) {
     std::set<std::string> s;
@@ -255,6 +302,35 @@ ReportDiff diff_reports(const Report &base, const Report &current) {
   return d;
 }
 
+namespace {
+
+// A diff's cell: the value, starred when read in a summarized step (summarized_note says which).
+std::string cell(double value, bool bytes, bool sourced, const MetricSource &source) {
+  return show(value, bytes) + (sourced && source.summarized ? "*" : "");
+}
+
+// The note under a diff's table when a value is starred: which run's peak lies in which step
+// outside the step window ("" when none does).
+std::string summarized_note(const ReportDiff &d) {
+  std::set<std::pair<int, int64_t>> steps;  // (0 base, 1 new; step)
+  for (const DiffRow &r : d.rows) {
+    if (!r.sourced) continue;
+    if (r.base_source.summarized) steps.insert({0, r.base_source.step});
+    if (r.current_source.summarized) steps.insert({1, r.current_source.step});
+  }
+  if (steps.empty()) return "";
+  std::string note = "*: read in a step outside the step window, from its summary (";
+  bool first = true;
+  for (const auto &[run, step] : steps) {
+    note +=
+        std::string(first ? "" : ", ") + (run ? "new" : "base") + ": step " + std::to_string(step);
+    first = false;
+  }
+  return note + ")\n";
+}
+
+}  // namespace
+
 std::string render_diff_text(const ReportDiff &d, const std::vector<GateResult> &gates) {
   std::string o;
   char line[512];
@@ -262,10 +338,12 @@ std::string render_diff_text(const ReportDiff &d, const std::vector<GateResult> 
   o += line;
   for (const DiffRow &r : d.rows) {
     snprintf(line, sizeof line, "%-36s %14s %14s  %s\n", r.metric.c_str(),
-             show(r.base, r.bytes).c_str(), show(r.current, r.bytes).c_str(),
+             cell(r.base, r.bytes, r.sourced, r.base_source).c_str(),
+             cell(r.current, r.bytes, r.sourced, r.current_source).c_str(),
              r.base == r.current ? "=" : show_change(r.base, r.current, r.bytes).c_str());
     o += line;
   }
+  o += summarized_note(d);
   if (!d.appeared.empty()) {
     o += "\nAt the new peak only:\n";
     for (const auto &s : d.appeared) o += "  + " + s + "\n";
@@ -288,8 +366,10 @@ std::string render_diff_markdown(const ReportDiff &d, const std::vector<GateResu
   if (!gates.empty()) o += failed ? "**Memory gate failed.**\n\n" : "All memory gates pass.\n\n";
   o += "| metric | base | new | change |\n|---|---:|---:|---:|\n";
   for (const DiffRow &r : d.rows)
-    o += "| `" + r.metric + "` | " + show(r.base, r.bytes) + " | " + show(r.current, r.bytes) +
-         " | " + (r.base == r.current ? "=" : show_change(r.base, r.current, r.bytes)) + " |\n";
+    o += "| `" + r.metric + "` | " + cell(r.base, r.bytes, r.sourced, r.base_source) + " | " +
+         cell(r.current, r.bytes, r.sourced, r.current_source) + " | " +
+         (r.base == r.current ? "=" : show_change(r.base, r.current, r.bytes)) + " |\n";
+  if (const std::string note = summarized_note(d); !note.empty()) o += "\n\\" + note;
   if (!d.appeared.empty()) {
     o += "\n**At the new peak only:** ";
     for (size_t i = 0; i < d.appeared.size(); ++i) o += (i ? ", `" : "`") + d.appeared[i] + "`";
