@@ -118,10 +118,10 @@ struct EarlyFree {
   uint64_t ticks;
   bool written;  // the trace holds the free (its buffer was written whole)
 };
-// At most this many frees read before their allocation are kept, the oldest dropped first
-// (frees of blocks allocated before recording began, or in the parent of a fork child, are
-// never matched).
-constexpr size_t kEarlyFrees = 1 << 16;
+// At most this many frees read before their allocation are kept (about 1 MiB of the writer's),
+// the oldest dropped first: frees of blocks allocated before recording began, or in the parent of
+// a fork child, are never matched; another thread's are matched within a flush tick or two.
+constexpr size_t kEarlyFrees = 1 << 14;
 
 // A block whose free was read before its allocation: live until the reading reaches `ticks`.
 struct Dying {
