@@ -3,6 +3,7 @@
 // fork (the child's own recording starts: fork_child.cpp), a fatal signal (async-signal-safe
 // writes only). The rules are at the top of recorder.cpp.
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -144,12 +145,31 @@ bool write_the_end(fmt::EndReason reason, off_t *footer_at = nullptr) {
   return write_footer(reason, 0);
 }
 
+// The signals a process sends or is sent (all but the faults an instruction raises): held back
+// on the thread that ends the trace while it holds g_end_mutex. A handler that ends the process
+// (_exit, exit) run there would come back into finish() and wait for the mutex its own thread
+// holds, for good: PyTorch's SIGTERM handler in a DataLoader worker calls _exit(0), and its
+// parent sends SIGTERM to a worker still ending 5 s after it was told to (a worker and its rank
+// hung in TorchSteps.PersistentWorkersNumberEachBatchByTheStepThatConsumesIt). Held back, the
+// signal is taken once the trace is ended, as it would have been a moment later.
+sigset_t signals_held_while_ending() {
+  sigset_t held;
+  sigfillset(&held);
+  for (const int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS})
+    sigdelset(&held, fault);
+  return held;
+}
+
 void finish(fmt::EndReason reason) {
   if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
-  pthread_mutex_lock(&g_end_mutex);         // waits for another thread's exec to succeed or fail
+  const sigset_t held = signals_held_while_ending();
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &held, &old_mask);
+  pthread_mutex_lock(&g_end_mutex);  // waits for another thread's exec to succeed or fail
   int expected = kRecording;
   if (!g_state.compare_exchange_strong(expected, kFinished)) {
     pthread_mutex_unlock(&g_end_mutex);
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     return;
   }
   ThreadState &ts = t_state;
@@ -162,6 +182,7 @@ void finish(fmt::EndReason reason) {
   close_own_fd(OwnFd::kStat);
   --ts.guard;
   pthread_mutex_unlock(&g_end_mutex);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 
 void finish_after_destructors(void *) { finish(fmt::EndReason::kExit); }

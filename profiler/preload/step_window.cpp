@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <queue>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -100,6 +101,34 @@ struct TracedDeath {
   uint64_t addr, length;
   uint32_t device;
   uint8_t space;
+};
+
+// Events are counted buffer by buffer, each thread's in its own order, not merged by time as the
+// reader merges them: a block one thread allocates and another frees (a DataLoader worker's
+// batch, pickled and freed by its queue's feeder thread) may have its free read first. Such a
+// free is kept (EarlyFree, the last kEarlyFrees of them) until the allocation it ends is read;
+// that block is then counted live from its allocation until the reading reaches its free's time
+// (Dying), as the reader replays it. Before, the free was taken for one of a block allocated
+// before recording began and dropped: the block stayed live in every later step's figures and
+// in the window's live set (a thread freeing another's 1 MiB a step: step 7's peak 6.2 MiB for
+// 1.0 MiB). Not merged still: a free read after allocations that came later (its thread's
+// buffer reached the writer last) leaves its block counted live until it is read, so a step's
+// peak may be above the reader's by what other threads freed and had not handed over yet.
+struct EarlyFree {
+  uint64_t ticks;
+  bool written;  // the trace holds the free (its buffer was written whole)
+};
+// At most this many frees read before their allocation are kept (about 1 MiB of the writer's),
+// the oldest dropped first: frees of blocks allocated before recording began, or in the parent of
+// a fork child, are never matched; another thread's are matched within a flush tick or two.
+constexpr size_t kEarlyFrees = 1 << 14;
+
+// A block whose free was read before its allocation: live until the reading reaches `ticks`.
+struct Dying {
+  uint64_t ticks, addr;
+  LiveBlock block;
+  bool written;  // the trace holds its free
+  bool operator>(const Dying &o) const { return ticks > o.ticks; }
 };
 
 // Device blocks (device_block, device_segment, device_raw) by address and space, as the reader
@@ -207,6 +236,11 @@ struct WindowState {
   uint32_t live_set_seq = 0, summary_seq = 0, pending_summaries = 0;
   uint64_t pending_since_ns = 0;
   bool ready = false;
+  // Frees read before the allocation they end (by address), in the order read; and the blocks
+  // they end, counted live until the reading reaches their free (EarlyFree, Dying).
+  std::unordered_multimap<uint64_t, EarlyFree> early_frees;
+  std::deque<std::pair<uint64_t, uint64_t>> early_order;  // (address, ticks)
+  std::priority_queue<Dying, std::vector<Dying>, std::greater<Dying>> dying;
 };
 alignas(WindowState) unsigned char g_window_storage[sizeof(WindowState)];
 WindowState *g_window = nullptr;  // in g_window_storage, once configured
@@ -393,9 +427,62 @@ void apply_other(WindowState &w, const Folded &e, bool written) {
       written};
 }
 
+// A free of a block the live map does not hold: kept for an allocation read later (EarlyFree).
+void remember_early_free(WindowState &w, uint64_t addr, uint64_t ticks, bool written) {
+  w.early_frees.emplace(addr, EarlyFree{ticks, written});
+  w.early_order.emplace_back(addr, ticks);
+  if (w.early_order.size() <= kEarlyFrees) return;
+  const auto [old_addr, old_ticks] = w.early_order.front();
+  w.early_order.pop_front();
+  auto [it, end] = w.early_frees.equal_range(old_addr);
+  for (; it != end; ++it)
+    if (it->second.ticks == old_ticks) {
+      w.early_frees.erase(it);
+      return;
+    }
+}
+
+// The free, read already, of the block allocated at `addr` at `ticks`: the first kept there at
+// or after `ticks` (an earlier one ended an earlier block). False: none.
+bool take_early_free(WindowState &w, uint64_t addr, uint64_t ticks, EarlyFree &free) {
+  if (w.early_frees.empty()) return false;
+  auto [it, end] = w.early_frees.equal_range(addr);
+  auto found = end;
+  for (; it != end; ++it)
+    if (it->second.ticks >= ticks && (found == end || it->second.ticks < found->second.ticks))
+      found = it;
+  if (found == end) return false;
+  free = found->second;
+  w.early_frees.erase(found);  // its entry in early_order is skipped when it comes up
+  return true;
+}
+
+// The blocks whose free was read before their allocation end where the reading has reached
+// their free (`ticks`; UINT64_MAX: all of them, at a buffer's end).
+void end_dying(WindowState &w, uint64_t ticks) {
+  while (!w.dying.empty() && w.dying.top().ticks <= ticks) {
+    const Dying d = w.dying.top();
+    w.dying.pop();
+    add_bytes(w, d.block, -1);
+    // The trace holds its allocation and not its free: the window's live set frees it, unless
+    // the trace holds another block there now.
+    if (d.block.traced && !d.written && !w.opened) {
+      auto live = w.live.find(d.addr);
+      if (live == w.live.end() || !live->second.traced)
+        w.traced_deaths.push_back({d.addr, d.block.size, d.block.device, d.block.space});
+    }
+    for (size_t i = w.steps.size(); i-- > 0;)
+      if (w.steps[i].start <= d.ticks) {
+        if (d.ticks < w.steps[i].end) ++w.steps[i].frees;
+        break;
+      }
+  }
+}
+
 // `e` counted into the live map and its step; `written`: its buffer is written whole (the trace
 // holds the event).
 void apply(WindowState &w, const Folded &e, bool written) {
+  if (!w.dying.empty()) end_dying(w, e.ticks);
   switch (e.type) {
     case fmt::EventType::kRole:
       if (e.thread >= w.thread_role.size())
@@ -409,7 +496,11 @@ void apply(WindowState &w, const Folded &e, bool written) {
       }
       // The figures at the start of a step it begins are taken before it counts.
       StepFigures *s = step_at(w, e.ticks);
-      if (auto it = w.live.find(e.addr); it != w.live.end()) {  // its free was not seen
+      // Freed on another thread whose events were read first (EarlyFree): live until then, in
+      // place of nothing the live map holds.
+      EarlyFree early;
+      const bool freed = take_early_free(w, e.addr, e.ticks, early);
+      if (auto it = w.live.find(e.addr); !freed && it != w.live.end()) {  // its free not seen
         if (!written) untrace(w, e.addr, it->second);
         add_bytes(w, it->second, -1);
         w.live.erase(it);
@@ -420,7 +511,10 @@ void apply(WindowState &w, const Folded &e, bool written) {
                         0,      e.device,
                         role,   e.operand,
                         written};
-      w.live.emplace(e.addr, b);
+      if (freed)
+        w.dying.push({early.ticks, e.addr, b, early.written});
+      else
+        w.live.emplace(e.addr, b);
       add_bytes(w, b, +1);
       if (s) {
         ++s->allocations;
@@ -440,7 +534,10 @@ void apply(WindowState &w, const Folded &e, bool written) {
         return;
       }
       auto it = w.live.find(e.addr);
-      if (it == w.live.end()) return;  // allocated before recording began
+      if (it == w.live.end()) {  // allocated before recording began, or read later
+        remember_early_free(w, e.addr, e.ticks, written);
+        return;
+      }
       StepFigures *s = step_at(w, e.ticks);
       if (!written) untrace(w, e.addr, it->second);
       add_bytes(w, it->second, -1);
@@ -833,6 +930,7 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   // written whole (a process that never marks a step is recorded as without a window).
   const bool whole = in_window || first < w.first_mark || !fits || w.kept.events == 0;
   for (const Folded &e : w.folded) apply(w, e, whole);
+  end_dying(w, UINT64_MAX);
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
   if (whole)

@@ -1,0 +1,87 @@
+// Steps whose blocks another thread frees (tests of step windows: step_window_threads_test.cpp),
+// as a DataLoader worker's batch is freed by its queue's feeder thread.
+//
+// usage: steps_freed_elsewhere N
+//
+// Step i marks itself (adprof_step(i)) and allocates 1 MiB on the main thread, in blocks of a
+// size class of its own (1 KiB to 8 KiB: no step's blocks where an earlier step's were), then
+// hands them to the freeing thread and waits. That thread frees them, sleeps past a
+// flush tick (100 ms) and allocates once more, so that its buffer, which holds the frees, reaches
+// the writer before the main thread's, which holds the allocations (handed over at its next
+// event, the next step's). Each step's peak is then 1 MiB above what the process holds between
+// steps, and nothing outlives its step.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "adprof/context.h"
+
+namespace {
+
+constexpr size_t kStepBytes = 1 << 20;
+// Sizes of distinct size classes of jemalloc (and of glibc's bins).
+constexpr size_t kSizes[] = {1024, 1280, 1536, 1792, 2048, 2560, 3072,
+                             3584, 4096, 5120, 6144, 7168, 8192};
+constexpr int kBlocks = kStepBytes / 1024;
+
+pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_changed = PTHREAD_COND_INITIALIZER;
+void *g_blocks[kBlocks];  // the step's, null after the last
+bool g_handed = false, g_freed = false, g_done = false;
+
+void *free_elsewhere(void *) {
+  pthread_mutex_lock(&g_mutex);
+  for (;;) {
+    while (!g_handed && !g_done) pthread_cond_wait(&g_changed, &g_mutex);
+    if (g_done) break;
+    for (void *&p : g_blocks)
+      if (p) {
+        free(p);
+        p = nullptr;
+      }
+    g_handed = false;
+    pthread_mutex_unlock(&g_mutex);
+    timespec past_a_flush_tick{0, 250'000'000};
+    nanosleep(&past_a_flush_tick, nullptr);
+    free(malloc(32));  // this thread's next event: its buffer, with the frees, handed over
+    pthread_mutex_lock(&g_mutex);
+    g_freed = true;
+    pthread_cond_broadcast(&g_changed);
+  }
+  pthread_mutex_unlock(&g_mutex);
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: steps_freed_elsewhere N\n");
+    return 2;
+  }
+  const long steps = atol(argv[1]);
+  pthread_t freer;
+  if (pthread_create(&freer, nullptr, free_elsewhere, nullptr) != 0) return 1;
+  for (long i = 0; i < steps; ++i) {
+    adprof_step(static_cast<uint64_t>(i));
+    const size_t size = kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
+    void *blocks[kBlocks] = {};
+    for (size_t b = 0; b < kStepBytes / size; ++b) blocks[b] = memset(malloc(size), 1, size);
+    pthread_mutex_lock(&g_mutex);
+    memcpy(g_blocks, blocks, sizeof blocks);
+    g_handed = true;
+    g_freed = false;
+    pthread_cond_broadcast(&g_changed);
+    while (!g_freed) pthread_cond_wait(&g_changed, &g_mutex);
+    pthread_mutex_unlock(&g_mutex);
+  }
+  pthread_mutex_lock(&g_mutex);
+  g_done = true;
+  pthread_cond_broadcast(&g_changed);
+  pthread_mutex_unlock(&g_mutex);
+  pthread_join(freer, nullptr);
+  printf("%ld steps\n", steps);
+  return 0;
+}
