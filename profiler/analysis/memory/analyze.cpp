@@ -1,12 +1,8 @@
 // analyze(): one replay behind a report: totals by phase, op and step, temporaries, peaks, and
-// the live set at the host peak. The live set is not copied at every new peak (memory that
-// keeps rising sets one at every allocation): blocks carry the serial of the event that made
-// them, and a block live at the peak that is freed or retagged afterwards leaves its state at
-// the peak in a log, which a new peak clears. At the end, the live set at the peak is the
-// blocks still live that are older than the peak, plus the log.
+// the live sets at the host peak and at the device peak (live_at_peak.h: one observer per
+// memory, neither copied at every new peak).
 // Memory is bounded by live blocks and distinct ops, never by the number of events.
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 
 #include <algorithm>
 #include <span>
@@ -18,6 +14,7 @@
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
 #include "analyze_with.h"
+#include "live_at_peak.h"
 #include "step_summaries.h"
 #include "whatif/pass.h"
 
@@ -99,26 +96,8 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
 
   ad::Decoder ad_events(replay);  // the AD protocol's events (ad_protocol.h)
   bool have_ad_tape = false;
-  uint64_t peak_serial = 0;
-  std::vector<std::pair<uint64_t, Block>> peak_log;  // (key, state at the peak)
-  std::vector<std::pair<uint64_t, std::vector<int64_t>>> peak_log_shapes;  // (addr, shape)
-  absl::flat_hash_set<uint64_t> retagged_since_peak;  // keys whose peak state is logged
-  auto log_peak_state = [&](uint64_t key, const Block &b) {
-    peak_log.emplace_back(key, b);
-    if (const auto *shape = replay.shape_of(b))
-      peak_log_shapes.emplace_back(Replay::address_of(key), *shape);
-  };
-  // The device live set at the device peak, by (label, role), the same way: device blocks
-  // older than the device peak still live at the end, plus the state at the peak of those freed
-  // or retagged since (only the figures the breakdown needs; a new device peak clears them).
-  struct DeviceLogged {
-    uint32_t label;
-    uint8_t role;
-    uint64_t size;
-  };
-  uint64_t device_peak_serial = 0;
-  std::vector<DeviceLogged> device_peak_log;
-  absl::flat_hash_set<uint64_t> device_retagged_since_peak;
+  LiveAtPeak<PeakMemory::kHost> host_at_peak(replay);      // r.peak's live set
+  LiveAtPeak<PeakMemory::kDevice> device_at_peak(replay);  // r.device_peak's
   OpTable ops;
   SiteTotals sites;  // traces with call stacks (sites.h)
   uint64_t index = 0;
@@ -160,12 +139,9 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     const uint64_t live = replay.host_live();
     if (live > r.peak) {
       r.peak = live;
+      host_at_peak.at_new_peak();
       r.peak_event = index;
-      peak_serial = replay.serial();
       r.mapped_at_peak = replay.mapped_live();
-      peak_log.clear();
-      peak_log_shapes.clear();
-      if (!retagged_since_peak.empty()) retagged_since_peak.clear();
       r.peak_time = reader.seconds(e.ticks);
       r.peak_phase = phase_name(thread_phase);
       counters_at_peak = replay.counters();
@@ -189,9 +165,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     ad_pass->on_heap(e, index);  // the AD layer's observer, when one rides along
     rider->on_heap(e, c);
     last_ticks = e.ticks;
-    if (c.removed && c.removed->serial <= peak_serial &&
-        (retagged_since_peak.empty() || !retagged_since_peak.contains(e.addr)))
-      log_peak_state(e.addr, *c.removed);
+    if (c.removed) host_at_peak.on_heap_removed(e.addr, *c.removed);
     if (!c.block) return;
     const Block &b = *c.block;
     const int thread_phase = replay.thread_phase(e.thread);
@@ -282,22 +256,8 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     }
     if (!changed) return;
     const Replay::LastChange &c = replay.last();
-    for (const auto &[key, old] : c.removed)
-      if (old->serial <= peak_serial &&
-          (is_host_space(old->space) || old->space == ADPROF_SPACE_MMAP) &&
-          (retagged_since_peak.empty() || !retagged_since_peak.contains(key)))
-        log_peak_state(key, *old);
-    if (c.retag && c.before.serial <= peak_serial &&
-        (is_host_space(c.before.space) || c.before.space == ADPROF_SPACE_MMAP) &&
-        retagged_since_peak.insert(c.key).second)
-      log_peak_state(c.key, c.before);
-    for (const auto &[key, old] : c.removed)
-      if (is_device_space(old->space) && old->serial <= device_peak_serial &&
-          (device_retagged_since_peak.empty() || !device_retagged_since_peak.contains(key)))
-        device_peak_log.push_back({old->label, old->role, old->size});
-    if (c.retag && is_device_space(c.before.space) && c.before.serial <= device_peak_serial &&
-        device_retagged_since_peak.insert(c.key).second)
-      device_peak_log.push_back({c.before.label, c.before.role, c.before.size});
+    host_at_peak.on_change(c);
+    device_at_peak.on_change(c);
     const Block &b = *c.block;
     bool host = is_host_space(b.space);
     const int thread_phase = replay.thread_phase(e.thread);
@@ -312,11 +272,9 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     track_host_peak(e, thread_phase);
     if (replay.device_live() > r.device_peak) {
       r.device_peak = replay.device_live();
+      device_at_peak.at_new_peak();
       r.device_peak_time = reader.seconds(e.ticks);
       r.device_peak_by_role = replay.device_by_role();
-      device_peak_serial = replay.serial();
-      device_peak_log.clear();
-      if (!device_retagged_since_peak.empty()) device_retagged_since_peak.clear();
     }
     r.device_reserved_peak = std::max(r.device_reserved_peak, replay.device_reserved());
     r.mapped_peak = std::max(r.mapped_peak, replay.mapped_live());
@@ -362,13 +320,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
       c.bytes += size;
       ++c.buffers;
     };
-    if (device_peak_serial > 0) {
-      for (const auto &[key, blk] : replay.blocks())
-        if (is_device_space(blk.space) && blk.serial <= device_peak_serial &&
-            !device_retagged_since_peak.contains(key))
-          count(blk.label, blk.role, blk.size);
-      for (const DeviceLogged &l : device_peak_log) count(l.label, l.role, l.size);
-    }
+    for (const auto &[addr, blk] : device_at_peak.blocks()) count(blk->label, blk->role, blk->size);
     for (const auto &[key, c] : label_role)
       r.device_peak_by_label.push_back({key.first ? replay.name(key.first) : std::string(),
                                         role_name(key.second), c.bytes, c.buffers});
@@ -380,14 +332,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   }
 
   // ---- the live set at the peak ----
-  std::vector<std::pair<uint64_t, const Block *>> at_peak;
-  for (const auto &[key, blk] : replay.blocks())
-    if (blk.serial <= peak_serial && !retagged_since_peak.contains(key))
-      at_peak.emplace_back(Replay::address_of(key), &blk);
-  for (const auto &[addr, blk] : replay.mmap_blocks())
-    if (blk.serial <= peak_serial && !retagged_since_peak.contains(addr))
-      at_peak.emplace_back(addr, &blk);
-  for (const auto &[key, blk] : peak_log) at_peak.emplace_back(Replay::address_of(key), &blk);
+  std::vector<std::pair<uint64_t, const Block *>> at_peak = host_at_peak.blocks();
   if (!sites.empty()) {
     std::vector<const Block *> peak_blocks, end_blocks;
     for (const auto &p : at_peak) peak_blocks.push_back(p.second);
@@ -421,9 +366,9 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   }
   Snapshot snap = describe_blocks(std::move(at_peak), replay, reader, options.max_live_buffers);
   // Freed blocks' shapes were recycled by the replay: use the copies taken at the peak.
-  if (!peak_log_shapes.empty()) {
+  if (!host_at_peak.logged_shapes().empty()) {
     absl::flat_hash_map<uint64_t, const std::vector<int64_t> *> shapes;
-    for (const auto &[addr, shape] : peak_log_shapes) shapes[addr] = &shape;
+    for (const auto &[addr, shape] : host_at_peak.logged_shapes()) shapes[addr] = &shape;
     for (LiveBuffer &lb : snap.buffers)
       if (auto it = shapes.find(lb.addr); it != shapes.end()) lb.shape = *it->second;
   }
