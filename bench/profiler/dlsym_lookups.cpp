@@ -42,8 +42,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "profiler_bench_dlsym: libc.so.6 or its malloc/cuserid not found\n");
     return 2;
   }
-  std::printf("dlsym(libc, \"malloc\")   %.1f ns/call\n", median_ns_per_call(libc, "malloc", calls));
-  std::printf("dlsym(libc, \"cuserid\")  %.1f ns/call\n", median_ns_per_call(libc, "cuserid", calls));
+  std::printf("dlsym(libc, \"malloc\")   %.1f ns/call\n",
+              median_ns_per_call(libc, "malloc", calls));
+  std::printf("dlsym(libc, \"cuserid\")  %.1f ns/call\n",
+              median_ns_per_call(libc, "cuserid", calls));
   std::printf("dlsym(RTLD_NEXT, \"free\") %.1f ns/call\n",
               median_ns_per_call(RTLD_NEXT, "free", calls));
   return 0;
