@@ -38,6 +38,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -47,6 +48,10 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+/* The interposer walks the loader's list of objects (_r_debug, profiler/preload/elf_symbols.cpp),
+ * so it needs ld.so; this counter refers to it too, so that both need the same libraries. */
+__attribute__((used)) static const void *const needs_the_loader = &_r_debug;
 
 #include "counts_file.h"
 
