@@ -90,7 +90,10 @@ class StepMarkRing {
       if (!e.seq.compare_exchange_strong(seq, 2 * i + 1, std::memory_order_acq_rel,
                                          std::memory_order_relaxed))
         continue;  // another publisher claimed it first
-      next_.compare_exchange_strong(i, i + 1, std::memory_order_acq_rel, std::memory_order_relaxed);
+      // A copy for the CAS: a failed one writes next_'s value into it, and `i` names the mark.
+      uint64_t expected = i;
+      next_.compare_exchange_strong(expected, i + 1, std::memory_order_acq_rel,
+                                    std::memory_order_relaxed);
       e.step.store(mark.step, std::memory_order_release);
       e.ticks.store(mark.ticks, std::memory_order_release);
       e.ns.store(mark.ns, std::memory_order_release);
