@@ -44,32 +44,13 @@ bool is_host(uint8_t space) {
 // The steps [g_first_step, g_end_step) are recorded in full.
 uint64_t g_first_step = 0, g_end_step = 0;
 
-// The marks' ring: a recording thread claims an entry, fills it and publishes it (`ready` = its
-// index + 1); the writer reads them before each buffer and at least every ADPROF_SAMPLE_MS:
-// 1,024 marks are a second of a program stepping a thousand times a second while the writer is
-// busy (a mark overwritten before it was read merges its step into the one before). Static, so
-// that a fork child has its parent's ring and state as they were; small, as every byte of the
-// preload library counts against a program's RLIMIT_AS (Signals.ProfilersOwnAddressSpaceIsSmall).
-// A seqlock per entry: a publisher that laps the ring clears `ready` before it rewrites the
-// fields, and the writer checks `ready` again after copying them, so a mark rewritten while it
-// was read is taken as overwritten, never torn (the fences: a release fence between the clear
-// and the fields, an acquire fence between the copy and the re-check; Boehm, "Can Seqlocks Get
-// Along with Programming Language Memory Models?", MSPC 2012). It takes one publisher in an
-// entry at a time: two there at once (one of them held up, mid-mark, while 1,024 other marks
-// were published) could leave a torn mark that reads as whole; not guarded.
-struct Mark {
-  std::atomic<uint64_t> ready;
-  std::atomic<uint64_t> step, ticks, ns;
-  std::atomic<uint32_t> thread;  // the marking thread's index (kNoThread: it had none yet)
-};
-struct MarkFields {
-  uint64_t step, ticks, ns;
-  uint32_t thread;
-};
-constexpr uint32_t kNoThread = UINT32_MAX;
-constexpr uint64_t kMarks = 1 << 10;
-Mark g_marks[kMarks];
-std::atomic<uint64_t> g_marks_claimed{0};
+// The marks' ring (step_window.h, StepMarkRing: its encoding, several publishers at once): 1,024
+// marks are a second of a program stepping a thousand times a second while the writer is busy.
+// Static and constant-initialised, so that it is there before any thread marks a step; small,
+// as every byte of the preload library counts against a program's RLIMIT_AS
+// (Signals.ProfilersOwnAddressSpaceIsSmall).
+constexpr uint32_t kNoThread = UINT32_MAX;  // a mark's thread when it had no index yet
+constinit StepMarkRing<1 << 10> g_marks;
 // A mark has opened (closed) the window, or was the process's first: every thread was told to
 // hand its buffer over then.
 std::atomic<bool> g_window_opened{false}, g_window_closed{false}, g_first_marked{false};
@@ -262,23 +243,7 @@ bool set_up(WindowState &w) {
 // The marks published since the last look: each ends the step before it and opens or closes
 // the window.
 void read_marks(WindowState &w) {
-  for (;;) {
-    Mark &entry = g_marks[w.next_mark % kMarks];
-    const uint64_t ready = entry.ready.load(std::memory_order_acquire);
-    if (ready != w.next_mark + 1) {
-      // Overwritten before it was read (the writer was kMarks marks behind): on from the mark
-      // that took its place.
-      if (ready > w.next_mark + 1) {
-        w.next_mark = ready - 1;
-        continue;
-      }
-      return;  // not published yet, or being rewritten: looked at again next time
-    }
-    const MarkFields m{
-        entry.step.load(std::memory_order_relaxed), entry.ticks.load(std::memory_order_relaxed),
-        entry.ns.load(std::memory_order_relaxed), entry.thread.load(std::memory_order_relaxed)};
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (entry.ready.load(std::memory_order_relaxed) != ready) continue;  // rewritten meanwhile
+  g_marks.read(w.next_mark, [&](const StepMark &m) {
     const uint64_t ticks = std::max(m.ticks, w.last_mark_ticks);
     w.last_mark_ticks = ticks;
     if (!w.steps.empty() && w.steps.back().end == UINT64_MAX) {
@@ -293,8 +258,7 @@ void read_marks(WindowState &w) {
     if (m.step >= g_first_step && w.window_open == UINT64_MAX) w.window_open = ticks;
     if (m.step >= g_end_step && w.window_open != UINT64_MAX && w.window_close == UINT64_MAX)
       w.window_close = ticks;
-    ++w.next_mark;
-  }
+  });
 }
 
 bool in_window(const WindowState &w, const StepFigures &s) {
@@ -866,8 +830,8 @@ bool configure_step_window() {
     return false;
   }
   g_window = new (g_window_storage) WindowState();
-  // From the marks published from now on (a fork child's ring holds its parent's).
-  g_window->next_mark = g_marks_claimed.load(std::memory_order_relaxed);
+  // From the marks published from now on.
+  g_window->next_mark = g_marks.claimed();
   g_first_step = first;
   g_end_step = second;
   g_step_window = true;
@@ -877,10 +841,13 @@ bool configure_step_window() {
 void reset_step_window_in_fork_child() {
   // The window's state is the parent writer's (its live map of the parent's blocks, the marks it
   // had read), copied at any point of that writer's work: abandoned, never touched. The child's
-  // writer configures a window of its own (start_writer), over the child's own steps: the
-  // parent's marks still in the ring are not the child's, and its window's edges are its own.
+  // writer configures a window of its own (start_writer), over the child's own steps, its
+  // window's edges its own. The parent's marks are not the child's, and an entry that one of the
+  // parent's other threads was writing at the fork would stay half written: the ring starts
+  // anew (only this thread runs yet).
   g_step_window = false;
   g_window = nullptr;
+  g_marks.reset();
   g_window_opened.store(false, std::memory_order_relaxed);
   g_window_closed.store(false, std::memory_order_relaxed);
   g_first_marked.store(false, std::memory_order_relaxed);
@@ -888,15 +855,7 @@ void reset_step_window_in_fork_child() {
 
 bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread) {
   if (!g_step_window) return false;
-  const uint64_t i = g_marks_claimed.fetch_add(1, std::memory_order_relaxed);
-  Mark &m = g_marks[i % kMarks];
-  m.ready.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  m.step.store(step, std::memory_order_relaxed);
-  m.ticks.store(ticks, std::memory_order_relaxed);
-  m.ns.store(now_ns(), std::memory_order_relaxed);
-  m.thread.store(thread, std::memory_order_relaxed);
-  m.ready.store(i + 1, std::memory_order_release);
+  g_marks.publish({step, ticks, now_ns(), thread});
   const bool opens =
       step >= g_first_step && !g_window_opened.exchange(true, std::memory_order_relaxed);
   const bool closes =
