@@ -1,13 +1,13 @@
 // The writer thread's side of a step window (step_window.h; the encoding: trace_format.h, "Step
 // windows"). Every buffer handed over is decoded here (the reader's chunk decoder, on the raw
-// bytes), its heap events kept in a live map (address -> size, role, label) and counted into
-// the figures of the step their time falls in; the buffer is then written whole (before the
-// process's first step mark, in the window, or while it is open) or folded: a chunk of the same
-// thread and number holding only the events later chunks may need. The live map also knows
-// which blocks the trace holds as live (their allocation written, their free not), so that the
-// window's first chunk is preceded by the difference only. Nothing here runs on a recording
-// thread but publish_step_mark; the writer's allocations (the maps) are the profiler's (its
-// guard is up).
+// bytes), its heap events kept in a live map (address -> size, role, label), and the size changes
+// they make merged by time over the threads (as the reader merges them) into the figures of the
+// step their time falls in; the buffer is then written whole (before the process's first step mark,
+// in the window, or while it is open) or folded: a chunk of the same thread and number holding only
+// the events later chunks may need. The live map also knows which blocks the trace holds as live
+// (their allocation written, their free not), so that the window's first chunk is preceded by the
+// difference only. Nothing here runs on a recording thread but publish_step_mark; the writer's
+// allocations (the maps) are the profiler's (its guard is up).
 #include "step_window.h"
 
 #include <algorithm>
@@ -66,6 +66,7 @@ constexpr uint64_t kSummaryFlushNs = 1'000'000'000;
 
 struct LiveBlock {
   uint64_t size;
+  uint64_t ticks;  // its allocation's time
   uint32_t slack;
   uint32_t label;   // name id, 0: none
   uint32_t device;  // as recorded (a host pinned block's)
@@ -84,17 +85,15 @@ struct TracedDeath {
   uint8_t space;
 };
 
-// Events are counted buffer by buffer, each thread's in its own order, not merged by time as the
-// reader merges them: a block one thread allocates and another frees (a DataLoader worker's
+// Buffers reach the writer one thread's at a time, each in its own order, not merged by time as
+// the reader merges them: a block one thread allocates and another frees (a DataLoader worker's
 // batch, pickled and freed by its queue's feeder thread) may have its free read first. Such a
 // free is kept (EarlyFree, the last kEarlyFrees of them) until the allocation it ends is read;
-// that block is then counted live from its allocation until the reading reaches its free's time
-// (Dying), as the reader replays it. Before, the free was taken for one of a block allocated
-// before recording began and dropped: the block stayed live in every later step's figures and
-// in the window's live set (a thread freeing another's 1 MiB a step: step 7's peak 6.2 MiB for
-// 1.0 MiB). Not merged still: a free read after allocations that came later (its thread's
-// buffer reached the writer last) leaves its block counted live until it is read, so a step's
-// peak may be above the reader's by what other threads freed and had not handed over yet.
+// that block's life in the live map then ends where the reading reaches its free's time (Dying).
+// Before, the free was taken for one of a block allocated before recording began and dropped:
+// the block stayed live in every later step's figures and in the window's live set (a thread
+// freeing another's 1 MiB a step: step 7's peak 6.2 MiB for 1.0 MiB). The steps' figures do not
+// depend on the reading's order: they are merged by time (SizeChange).
 struct EarlyFree {
   uint64_t ticks;
   bool written;  // the trace holds the free (its buffer was written whole)
@@ -104,13 +103,35 @@ struct EarlyFree {
 // a fork child, are never matched; another thread's are matched within a flush tick or two.
 constexpr size_t kEarlyFrees = 1 << 14;
 
-// A block whose free was read before its allocation: live until the reading reaches `ticks`.
+// A block whose free was read before its allocation: in the live map's bookkeeping (what the
+// trace holds) until the reading reaches `ticks`; its bytes' end is a SizeChange at `ticks`.
 struct Dying {
   uint64_t ticks, addr;
   LiveBlock block;
   bool written;  // the trace holds its free
   bool operator>(const Dying &o) const { return ticks > o.ticks; }
 };
+
+// A change of the host bytes live, by role and label: what the steps' figures are made of. Each
+// buffer's changes are a run in its thread's time order (ChangeRun); the runs are merged by time
+// (merge_until) once the writer has read every busy thread past them (kSettleNs of the program's
+// time behind the newest event read: each thread hands its buffer over at each flush tick), so a
+// step's peak is the reader's, whichever thread's buffer came first. A change read after its time
+// was merged (a thread idle for longer, or a writer lagging further) counts where the merge is.
+struct SizeChange {
+  uint64_t ticks;
+  int64_t delta;
+  uint32_t label;
+  uint8_t role;
+  bool operator>(const SizeChange &o) const { return ticks > o.ticks; }
+};
+struct ChangeRun {
+  std::vector<SizeChange> changes;  // in time order
+  size_t next = 0;                  // the first not merged yet
+};
+// At most this many changes wait to be merged (24 MiB of the writer's): past it the oldest are
+// merged sooner than kSettleNs behind the reading.
+constexpr size_t kMaxWaitingChanges = 1 << 20;
 
 // Device blocks (device_block, device_segment, device_raw) by address and space, as the reader
 // keys them (a segment and its first block share an address).
@@ -200,19 +221,33 @@ struct WindowState {
   // by a partial munmap as the reader splits it).
   std::unordered_map<uint64_t, LiveBlock> device_blocks;
   std::map<uint64_t, LiveBlock> mappings;
+  // The host bytes live, by role and by label_key, at `merged_until` (every change before it
+  // merged, by time).
   uint64_t live_total = 0;
   std::array<uint64_t, kRoles> by_role{};
-  std::unordered_map<uint64_t, uint64_t> by_label;  // label_key -> bytes live
-  std::vector<uint8_t> thread_role;                 // by thread index
-  std::vector<uint64_t> read_until;                 // by thread index: its last event read
-  std::vector<bool> tape_names;                     // name ids of "ad.tape.*"
+  std::unordered_map<uint64_t, uint64_t> by_label;
+  uint64_t merged_until = 0;
+  std::deque<ChangeRun> runs;  // waiting to be merged, a run per buffer read
+  // Ends of blocks whose free was read before their allocation (Dying), out of their run's order.
+  std::priority_queue<SizeChange, std::vector<SizeChange>, std::greater<SizeChange>> out_of_order;
+  size_t waiting_changes = 0;
+  uint64_t newest_read = 0;          // the latest event read, of any thread
+  std::vector<uint8_t> thread_role;  // by thread index
+  std::vector<uint64_t> read_until;  // by thread index: its last event read
+  std::vector<bool> tape_names;      // name ids of "ad.tape.*"
   uint64_t next_mark = 0, last_mark_ticks = 0;
   std::vector<TracedDeath> traced_deaths;  // until the window's live set is written
   uint64_t first_mark = UINT64_MAX;        // the process's first step mark (its time)
   std::deque<StepFigures> steps;           // the open ones, in mark order
-  size_t started = 0;  // how many of them, from the first, have begun (take_start)
+  size_t started = 0;  // how many of them, from the first, have begun (take_start, by the merge)
   uint64_t window_open = UINT64_MAX, window_close = UINT64_MAX;
-  bool opened = false;  // the live set is written: every chunk whole until the window closes
+  bool opened = false;  // the window is open: every chunk whole until it closes
+  // The live set's host blocks wait (HeapLiveSet) until every busy thread's events before the
+  // window were read: `live_set_ticks` is its time; `as_at_open`, the blocks live then that an
+  // event of the window has changed or ended since (as they were).
+  bool heap_live_set_waits = false;
+  uint64_t live_set_ticks = 0;
+  std::unordered_map<uint64_t, LiveBlock> as_at_open;
   ChunkBuilder kept, live_set, summaries;
   uint32_t live_set_seq = 0, summary_seq = 0, pending_summaries = 0;
   uint64_t pending_since_ns = 0;
@@ -280,32 +315,107 @@ void take_start(WindowState &w, StepFigures &s) {
     s.start_labels.resize(fmt::kMaxStepSummaryLabels);
 }
 
-// The step an event at `ticks` belongs to (null: before the first mark, or a step already
-// summarised), the figures at the start taken of every step begun by then. The steps are in
-// time order and most events belong to the last one begun: searched from there back.
-StepFigures *step_at(WindowState &w, uint64_t ticks) {
-  while (w.started < w.steps.size() && w.steps[w.started].start <= ticks)
-    take_start(w, w.steps[w.started++]);
-  for (size_t i = w.started; i-- > 0;) {
+// The open step an event at `ticks` belongs to (null: before the first mark, or a step already
+// summarised), among the first `count`. The steps are in time order and most events belong to
+// the last one: searched from there back.
+StepFigures *step_at(WindowState &w, uint64_t ticks, size_t count) {
+  for (size_t i = count; i-- > 0;) {
     StepFigures &s = w.steps[i];
     if (s.start <= ticks) return ticks < s.end ? &s : nullptr;
   }
   return nullptr;
 }
+StepFigures *step_at(WindowState &w, uint64_t ticks) { return step_at(w, ticks, w.steps.size()); }
 
-void add_bytes(WindowState &w, const LiveBlock &b, int64_t sign) {
-  const uint64_t delta = sign > 0 ? b.size : 0 - b.size;
+// The figures at the start of every step begun by `ticks` (the changes before it merged).
+void start_steps(WindowState &w, uint64_t ticks) {
+  while (w.started < w.steps.size() && w.steps[w.started].start <= ticks)
+    take_start(w, w.steps[w.started++]);
+}
+
+// `c` counted into the live bytes, and into the peak of the step begun that holds it (or, for a
+// change read after its time was merged, at its time's step if still open).
+void merge_change(WindowState &w, const SizeChange &c) {
+  start_steps(w, c.ticks);
+  const auto delta = static_cast<uint64_t>(c.delta);
   w.live_total += delta;
-  w.by_role[b.role] += delta;
-  w.by_label[label_key(b.label, b.role)] += delta;
+  w.by_role[c.role] += delta;
+  w.by_label[label_key(c.label, c.role)] += delta;
+  if (c.delta <= 0) return;
+  if (StepFigures *s = step_at(w, c.ticks, w.started); s && w.live_total > s->peak) {
+    s->peak = w.live_total;
+    s->peak_ticks = c.ticks;
+    s->peak_by_role = w.by_role;
+  }
+}
+
+// Merges, by time, every change before `ticks` waiting in the runs and out of order.
+void merge_until(WindowState &w, uint64_t ticks) {
+  using Head = std::pair<uint64_t, size_t>;  // a run's next change's time, the run's index
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  for (size_t i = 0; i < w.runs.size(); ++i)
+    if (const ChangeRun &r = w.runs[i]; r.next < r.changes.size())
+      heads.push({r.changes[r.next].ticks, i});
+  for (;;) {
+    const bool from_run = !heads.empty() && heads.top().first < ticks;
+    const bool from_ends = !w.out_of_order.empty() && w.out_of_order.top().ticks < ticks;
+    if (!from_run && !from_ends) break;
+    if (from_run && (!from_ends || heads.top().first <= w.out_of_order.top().ticks)) {
+      const size_t i = heads.top().second;
+      heads.pop();
+      ChangeRun &r = w.runs[i];
+      merge_change(w, r.changes[r.next++]);
+      if (r.next < r.changes.size()) heads.push({r.changes[r.next].ticks, i});
+    } else {
+      merge_change(w, w.out_of_order.top());
+      w.out_of_order.pop();
+    }
+    --w.waiting_changes;
+  }
+  start_steps(w, ticks);
+  w.merged_until = std::max(w.merged_until, ticks);
+  while (!w.runs.empty() && w.runs.front().next == w.runs.front().changes.size())
+    w.runs.pop_front();
+}
+
+// A change of the host bytes live: `b`'s size, added (sign > 0) or taken at `ticks`; in the
+// current buffer's run (`in_order`: at its events' time order), or out of order.
+void add_bytes(WindowState &w, const LiveBlock &b, int64_t sign, uint64_t ticks,
+               bool in_order = true) {
+  const SizeChange c{ticks, sign > 0 ? static_cast<int64_t>(b.size) : -static_cast<int64_t>(b.size),
+                     b.label, b.role};
+  if (ticks < w.merged_until) {  // read after its time was merged
+    merge_change(w, c);
+    return;
+  }
+  if (in_order)
+    w.runs.back().changes.push_back(c);
+  else
+    w.out_of_order.push(c);
+  ++w.waiting_changes;
+}
+
+// `b`, live at `addr`, changes or ends at `ticks`: while the live set's host blocks wait, a
+// block the trace does not hold yet is kept as the window found it (its event is written whole
+// and applies to the live set's allocation).
+void keep_as_at_open(WindowState &w, uint64_t addr, const LiveBlock &b, uint64_t ticks) {
+  if (w.heap_live_set_waits && !b.traced && ticks >= w.live_set_ticks)
+    w.as_at_open.emplace(addr, b);
 }
 
 // The trace no longer holds `b` as it is live (an event of a folded chunk changed it): the
 // window's live set frees it, and allocates it anew if it is still live then.
-void untrace(WindowState &w, uint64_t addr, LiveBlock &b) {
+// The live set's frees: before the window opens, and of host blocks before its start while its
+// host part waits (HeapLiveSet; not a block folded after the window closed).
+bool live_set_frees(const WindowState &w, uint8_t space, uint64_t ticks) {
+  return !w.opened || (w.heap_live_set_waits && is_host(space) && ticks < w.window_open);
+}
+
+void untrace(WindowState &w, uint64_t addr, LiveBlock &b, uint64_t ticks) {
   if (!b.traced) return;
   b.traced = false;
-  if (!w.opened) w.traced_deaths.push_back({addr, b.size, b.device, b.space});
+  if (live_set_frees(w, b.space, ticks))
+    w.traced_deaths.push_back({addr, b.size, b.device, b.space});
 }
 
 // munmap of [start, start + length) (or a MAP_FIXED mapping over it): the pieces of the
@@ -361,14 +471,14 @@ void apply_other(WindowState &w, const Folded &e, bool written) {
     if (e.type == fmt::EventType::kAlloc) {
       const uint8_t role =
           e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
-      w.mappings[e.addr] = {e.a, 0, 0, e.device, role, space, written};
+      w.mappings[e.addr] = {e.a, e.ticks, 0, 0, e.device, role, space, written};
     }
     return;
   }
   auto end_block = [&](uint64_t key) {
     auto it = w.device_blocks.find(key);
     if (it == w.device_blocks.end()) return false;
-    if (!written) untrace(w, e.addr, it->second);
+    if (!written) untrace(w, e.addr, it->second, e.ticks);
     w.device_blocks.erase(it);
     return true;
   };
@@ -387,23 +497,36 @@ void apply_other(WindowState &w, const Folded &e, bool written) {
   const uint8_t role =
       e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
   w.device_blocks[device_key(e.addr, space)] = {
-      e.a,    static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)), 0, e.device, role, space,
-      written};
+      e.a,   e.ticks, static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)), 0, e.device, role,
+      space, written};
+}
+
+// The kept free at `addr` read at `ticks`, or the end.
+std::unordered_multimap<uint64_t, EarlyFree>::iterator find_early_free(WindowState &w,
+                                                                       uint64_t addr,
+                                                                       uint64_t ticks) {
+  auto [it, end] = w.early_frees.equal_range(addr);
+  for (; it != end; ++it)
+    if (it->second.ticks == ticks) return it;
+  return w.early_frees.end();
 }
 
 // A free of a block the live map does not hold: kept for an allocation read later (EarlyFree).
+// The oldest kept are dropped past kEarlyFrees. `early_order` still lists those taken since
+// (take_early_free): they are skipped, and cleared out when they are as many as the kept.
 void remember_early_free(WindowState &w, uint64_t addr, uint64_t ticks, bool written) {
   w.early_frees.emplace(addr, EarlyFree{ticks, written});
   w.early_order.emplace_back(addr, ticks);
-  if (w.early_order.size() <= kEarlyFrees) return;
-  const auto [old_addr, old_ticks] = w.early_order.front();
-  w.early_order.pop_front();
-  auto [it, end] = w.early_frees.equal_range(old_addr);
-  for (; it != end; ++it)
-    if (it->second.ticks == old_ticks) {
+  if (w.early_order.size() > 2 * kEarlyFrees)
+    std::erase_if(w.early_order, [&](const std::pair<uint64_t, uint64_t> &o) {
+      return find_early_free(w, o.first, o.second) == w.early_frees.end();
+    });
+  while (w.early_frees.size() > kEarlyFrees && !w.early_order.empty()) {
+    const auto [old_addr, old_ticks] = w.early_order.front();
+    w.early_order.pop_front();
+    if (auto it = find_early_free(w, old_addr, old_ticks); it != w.early_frees.end())
       w.early_frees.erase(it);
-      return;
-    }
+  }
 }
 
 // The free, read already, of the block allocated at `addr` at `ticks`: the first kept there at
@@ -417,7 +540,7 @@ bool take_early_free(WindowState &w, uint64_t addr, uint64_t ticks, EarlyFree &f
       found = it;
   if (found == end) return false;
   free = found->second;
-  w.early_frees.erase(found);  // its entry in early_order is skipped when it comes up
+  w.early_frees.erase(found);  // its entry in early_order is skipped (remember_early_free)
   return true;
 }
 
@@ -426,11 +549,10 @@ bool take_early_free(WindowState &w, uint64_t addr, uint64_t ticks, EarlyFree &f
 void end_dying(WindowState &w, uint64_t ticks) {
   while (!w.dying.empty() && w.dying.top().ticks <= ticks) {
     const Dying d = w.dying.top();
-    w.dying.pop();
-    add_bytes(w, d.block, -1);
+    w.dying.pop();  // its bytes' end was added out of order with its allocation
     // The trace holds its allocation and not its free: the window's live set frees it, unless
     // the trace holds another block there now.
-    if (d.block.traced && !d.written && !w.opened) {
+    if (d.block.traced && !d.written && live_set_frees(w, d.block.space, d.ticks)) {
       auto live = w.live.find(d.addr);
       if (live == w.live.end() || !live->second.traced)
         w.traced_deaths.push_back({d.addr, d.block.size, d.block.device, d.block.space});
@@ -465,30 +587,28 @@ void apply(WindowState &w, const Folded &e, bool written) {
       EarlyFree early;
       const bool freed = take_early_free(w, e.addr, e.ticks, early);
       if (auto it = w.live.find(e.addr); !freed && it != w.live.end()) {  // its free not seen
-        if (!written) untrace(w, e.addr, it->second);
-        add_bytes(w, it->second, -1);
+        keep_as_at_open(w, e.addr, it->second, e.ticks);
+        if (!written) untrace(w, e.addr, it->second, e.ticks);
+        add_bytes(w, it->second, -1, e.ticks);
         w.live.erase(it);
       }
       const uint8_t role =
           e.thread < w.thread_role.size() ? w.thread_role[e.thread] : uint8_t{ADPROF_ROLE_FOREIGN};
-      const LiveBlock b{e.a,    static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)),
-                        0,      e.device,
-                        role,   e.operand,
-                        written};
-      if (freed)
+      const LiveBlock b{
+          e.a,       e.ticks,  static_cast<uint32_t>(std::min<uint64_t>(e.b, UINT32_MAX)),
+          0,         e.device, role,
+          e.operand, written};
+      add_bytes(w, b, +1, e.ticks);
+      if (freed) {
         w.dying.push({early.ticks, e.addr, b, early.written});
-      else
+        add_bytes(w, b, -1, early.ticks, /*in_order=*/false);
+      } else {
         w.live.emplace(e.addr, b);
-      add_bytes(w, b, +1);
+      }
       if (s) {
         ++s->allocations;
         s->bytes += e.a;
         s->last_ticks = e.ticks;
-        if (w.live_total > s->peak) {
-          s->peak = w.live_total;
-          s->peak_ticks = e.ticks;
-          s->peak_by_role = w.by_role;
-        }
       }
       return;
     }
@@ -503,13 +623,17 @@ void apply(WindowState &w, const Folded &e, bool written) {
         return;
       }
       StepFigures *s = step_at(w, e.ticks);
-      if (!written) untrace(w, e.addr, it->second);
-      add_bytes(w, it->second, -1);
-      w.live.erase(it);
       if (s) {
         ++s->frees;
         s->last_ticks = e.ticks;
       }
+      // The free of an earlier block there, read after the allocation that reused its address
+      // (another thread's buffer first): that block ended when the live map took the new one.
+      if (it->second.ticks > e.ticks) return;
+      keep_as_at_open(w, e.addr, it->second, e.ticks);
+      if (!written) untrace(w, e.addr, it->second, e.ticks);
+      add_bytes(w, it->second, -1, e.ticks);
+      w.live.erase(it);
       return;
     }
     case fmt::EventType::kRetag:
@@ -518,7 +642,7 @@ void apply(WindowState &w, const Folded &e, bool written) {
       auto it = w.live.find(e.addr);
       if (it == w.live.end()) {
         if (LiveBlock *b = find_other(w, e.addr)) {
-          if (!written) untrace(w, e.addr, *b);
+          if (!written) untrace(w, e.addr, *b, e.ticks);
           if (e.type == fmt::EventType::kRetag)
             b->role = e.operand;
           else
@@ -526,13 +650,14 @@ void apply(WindowState &w, const Folded &e, bool written) {
         }
         return;
       }
-      if (!written) untrace(w, e.addr, it->second);
-      add_bytes(w, it->second, -1);
+      keep_as_at_open(w, e.addr, it->second, e.ticks);
+      if (!written) untrace(w, e.addr, it->second, e.ticks);
+      add_bytes(w, it->second, -1, e.ticks);
       if (e.type == fmt::EventType::kRetag)
         it->second.role = e.operand;
       else
         it->second.label = static_cast<uint32_t>(std::min<uint64_t>(e.a, UINT32_MAX));
-      add_bytes(w, it->second, +1);
+      add_bytes(w, it->second, +1, e.ticks);
       return;
     }
     default:
@@ -683,22 +808,50 @@ bool decode(WindowState &w, Buffer *b, uint64_t &first, uint64_t &last, bool &fi
   return true;
 }
 
+// Which of the live set's blocks a chunk of it holds.
+enum class LiveSetPart {
+  kAtOpen,  // when the window opens: device blocks and anonymous mappings
+  kHeap,    // once every busy thread's events before it were read (HeapLiveSet)
+};
+
 // The window's live set, as events of the live set's thread at `ticks` (trace_format.h): what
-// the trace needs to hold the blocks live now, given what it holds already (written whole
+// the trace needs to hold the blocks live then, given what it holds already (written whole
 // before the first step mark): a free of each block it holds that has died since, then an
-// allocation of each live block it does not hold. Every live block is then held.
-void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
+// allocation of each live block it does not hold. Every such block is then held.
+//
+// HeapLiveSet: the host blocks are written apart, later, at the same time. A thread's buffer may
+// reach the writer after the window's first one although it frees blocks before the window (a
+// DataLoader worker's batch freed by its queue's feeder thread): written at once, the live set
+// would hold those blocks, and the window's frees of them come before its time, unmatched: each
+// stayed live through the window (a MiB a step in StepWindowThreads.AFreeHandedOverLate...). So
+// the host part waits until the writer has read kSettleNs of the program's time past the window's
+// start on some thread, as the steps' merge does; meanwhile every chunk is written whole and a
+// block live at the window's start that an event of the window ends or changes is kept as it was
+// (as_at_open). A process killed (SIGKILL) before has no host live set.
+void write_live_set(WindowState &w, Compressor &k, uint64_t ticks, LiveSetPart part) {
   ChunkBuilder &c = w.live_set;
   // By role, then address: one role event per role, and small address deltas (a Python
   // process has hundreds of thousands of blocks live after its start-up).
   std::vector<std::pair<uint64_t, LiveBlock *>> blocks;
-  for (auto &[addr, b] : w.live)
-    if (!b.traced) blocks.emplace_back(addr, &b);
-  for (auto &[key, b] : w.device_blocks)
-    if (!b.traced)
-      blocks.emplace_back(key ^ static_cast<uint64_t>(b.space) << 61, &b);  // its address
-  for (auto &[addr, b] : w.mappings)
-    if (!b.traced) blocks.emplace_back(addr, &b);
+  if (part == LiveSetPart::kHeap) {
+    // Not a block allocated since, folded after the window closed (every chunk in between is
+    // written whole).
+    auto live_at_open = [&](const LiveBlock &b) { return !b.traced && b.ticks < w.window_open; };
+    for (auto &[addr, b] : w.live)
+      if (live_at_open(b) && !w.as_at_open.contains(addr)) blocks.emplace_back(addr, &b);
+    for (auto &[addr, b] : w.as_at_open) {
+      if (!live_at_open(b)) continue;
+      if (auto live = w.live.find(addr); live != w.live.end() && !live->second.traced)
+        live->second.traced = true;  // the window's events make it what it is now
+      blocks.emplace_back(addr, &b);
+    }
+  } else {
+    for (auto &[key, b] : w.device_blocks)
+      if (!b.traced)
+        blocks.emplace_back(key ^ static_cast<uint64_t>(b.space) << 61, &b);  // its address
+    for (auto &[addr, b] : w.mappings)
+      if (!b.traced) blocks.emplace_back(addr, &b);
+  }
   std::vector<TracedDeath> &deaths = w.traced_deaths;
   if (blocks.empty() && deaths.empty()) return;
   std::sort(blocks.begin(), blocks.end(), [](const auto &x, const auto &y) {
@@ -714,8 +867,9 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
                              return x.space == y.space && x.addr == y.addr;
                            }),
                deaths.end());
-  c.start(fmt::kLiveSetThread, w.live_set_seq++, ticks);
-  c.end(c.bytes(c.begin(fmt::EventType::kThreadName, 0, ticks), "adprof-live-set"));
+  c.start(fmt::kLiveSetThread, w.live_set_seq, ticks);
+  if (w.live_set_seq++ == 0)
+    c.end(c.bytes(c.begin(fmt::EventType::kThreadName, 0, ticks), "adprof-live-set"));
   auto next_chunk_if_full = [&](uint8_t &role) {
     if (c.room(3 * kMaxFixedEvent)) return;
     c.write(k);
@@ -752,6 +906,16 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks) {
     b.traced = true;
   }
   c.write(k);
+}
+
+// The live set's host part (HeapLiveSet), once its time has settled (`all`: at the end).
+void write_heap_live_set(WindowState &w, Compressor &k, bool all) {
+  if (!w.heap_live_set_waits) return;
+  const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
+  if (!all && w.newest_read - std::min(w.newest_read, settle) < w.live_set_ticks) return;
+  w.heap_live_set_waits = false;
+  write_live_set(w, k, w.live_set_ticks, LiveSetPart::kHeap);
+  w.as_at_open.clear();
 }
 
 void flush_summaries(WindowState &w, Compressor &k) {
@@ -804,6 +968,7 @@ void close_steps(WindowState &w, Compressor &k, bool all) {
                  (s.end_thread != kNoThread &&
                   (s.end_thread >= w.read_until.size() || w.read_until[s.end_thread] < s.end))))
       break;
+    merge_until(w, s.end);
     if (!s.started) take_start(w, s);
     if (!in_window(w, s)) write_summary(w, k, s);
     w.steps.pop_front();
@@ -882,16 +1047,21 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   }
   const bool in_window = first < w.window_close && (w.opened || last >= w.window_open);
   if (in_window && !w.opened) {
-    write_live_set(w, k, std::min(first, b->base_ts) - 1);
+    w.live_set_ticks = std::min(first, b->base_ts) - 1;
+    write_live_set(w, k, w.live_set_ticks, LiveSetPart::kAtOpen);
     w.opened = true;
+    w.heap_live_set_waits = true;
   }
   // Before the process's first step mark there is no step to hold the events: the buffer is
   // written whole (a process that never marks a step is recorded as without a window).
   const bool whole = in_window || first < w.first_mark || !fits || w.kept.events == 0;
+  w.runs.emplace_back();
   for (const Folded &e : w.folded) apply(w, e, whole);
   end_dying(w, UINT64_MAX);
+  if (w.runs.back().changes.empty()) w.runs.pop_back();
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
+  w.newest_read = std::max(w.newest_read, last);
   if (whole)
     write_buffer_whole(b, k);
   else
@@ -900,13 +1070,24 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
 
 void write_settled_steps(Compressor &k) {
   if (!g_step_window || !g_window->ready) return;
-  read_marks(*g_window);
-  close_steps(*g_window, k, false);
+  WindowState &w = *g_window;
+  read_marks(w);
+  // What every thread busy in the meantime has handed over (kSettleNs of its time) is merged;
+  // sooner when too many changes wait.
+  const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
+  uint64_t horizon = w.newest_read - std::min(w.newest_read, settle);
+  if (w.waiting_changes > kMaxWaitingChanges)
+    horizon = w.newest_read - std::min(w.newest_read, settle / 4);
+  if (horizon > w.merged_until) merge_until(w, horizon);
+  if (w.waiting_changes > kMaxWaitingChanges) merge_until(w, w.newest_read);
+  write_heap_live_set(w, k, false);
+  close_steps(w, k, false);
 }
 
 void write_remaining_steps(Compressor &k) {
   if (!g_step_window || !g_window->ready) return;
   read_marks(*g_window);
+  write_heap_live_set(*g_window, k, true);
   close_steps(*g_window, k, true);
 }
 

@@ -14,10 +14,11 @@ constexpr int kSteps = 8;
 constexpr uint64_t kFirst = 6, kEnd = 8;
 constexpr double kMiB = 1 << 20;
 
-std::string record(const TempDir &dir, const std::string &name, bool window) {
+std::string record(const TempDir &dir, const std::string &name, bool window, bool late = false) {
   const std::string trace = dir / name;
   SpawnOptions o;
   o.argv = {ADPROF_TEST_STEPS_FREED_ELSEWHERE, std::to_string(kSteps)};
+  if (late) o.argv.emplace_back("late");
   o.trace = trace;
   if (window)
     o.env.emplace_back("ADPROF_STEPS", std::to_string(kFirst) + ":" + std::to_string(kEnd));
@@ -26,16 +27,10 @@ std::string record(const TempDir &dir, const std::string &name, bool window) {
   return trace;
 }
 
-// workloads/steps_freed_elsewhere.cpp: each step allocates 1 MiB that a second thread frees,
-// whose buffer reaches the writer first. Every step's peak under the window is the whole
-// recording's: the summaries' (steps 0 to 5) and the window's own (its live set). Before, each
-// free read before its allocation was dropped as one of a block from before the recording: the
-// summaries rose by 1 MiB a step (step 5: 6 MiB above the whole recording's) and the window's
-// live set held the 6 MiB of blocks long freed.
-TEST(StepWindowThreads, BlocksFreedOnAnotherThreadEndInEveryStep) {
-  TempDir dir;
-  const adprof::Report whole = adprof::analyze(record(dir, "whole.adtrace", false));
-  const adprof::Report windowed = adprof::analyze(record(dir, "windowed.adtrace", true));
+// Every step's peak under the window against the whole recording's.
+void expect_steps_as_whole(const std::string &whole_trace, const std::string &windowed_trace) {
+  const adprof::Report whole = adprof::analyze(whole_trace);
+  const adprof::Report windowed = adprof::analyze(windowed_trace);
   ASSERT_TRUE(windowed.complete) << windowed.end_reason;
   ASSERT_EQ(whole.steps.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(windowed.steps.size(), static_cast<size_t>(kSteps));
@@ -53,6 +48,28 @@ TEST(StepWindowThreads, BlocksFreedOnAnotherThreadEndInEveryStep) {
     EXPECT_NEAR(static_cast<double>(w.peak), static_cast<double>(full.peak), 64 << 10);
   }
   EXPECT_NEAR(static_cast<double>(windowed.peak), static_cast<double>(whole.peak), 64 << 10);
+}
+
+// workloads/steps_freed_elsewhere.cpp: each step allocates 1 MiB that a second thread frees,
+// whose buffer reaches the writer first. Every step's peak under the window is the whole
+// recording's: the summaries' (steps 0 to 5) and the window's own (its live set). Before, each
+// free read before its allocation was dropped as one of a block from before the recording: the
+// summaries rose by 1 MiB a step (step 5: 6 MiB above the whole recording's) and the window's
+// live set held the 6 MiB of blocks long freed.
+TEST(StepWindowThreads, BlocksFreedOnAnotherThreadEndInEveryStep) {
+  TempDir dir;
+  expect_steps_as_whole(record(dir, "whole.adtrace", false), record(dir, "windowed.adtrace", true));
+}
+
+// `late`: the thread that frees each step's first MiB hands its buffer over after the main
+// thread's, which holds a second MiB allocated after those frees. A summary merges the threads'
+// events by time, as the reader does: each step's peak is 1 MiB above the steps' base. Before,
+// the summaries counted buffer by buffer and each step's first MiB stayed live until the frees'
+// buffer was read: every summarized step's peak 2 MiB above the base, not 1.
+TEST(StepWindowThreads, AFreeHandedOverLateEndsItsBlockAtItsTime) {
+  TempDir dir;
+  expect_steps_as_whole(record(dir, "whole.adtrace", false, true),
+                        record(dir, "windowed.adtrace", true, true));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Steps whose blocks another thread frees (tests of step windows: step_window_threads_test.cpp),
 // as a DataLoader worker's batch is freed by its queue's feeder thread.
 //
-// usage: steps_freed_elsewhere N
+// usage: steps_freed_elsewhere N [late]
 //
 // Step i marks itself (adprof_step(i)) and allocates 1 MiB on the main thread, in blocks of a
 // size class of its own (1 KiB to 8 KiB: no step's blocks where an earlier step's were), then
@@ -10,6 +10,13 @@
 // the writer before the main thread's, which holds the allocations (handed over at its next
 // event, the next step's). Each step's peak is then 1 MiB above what the process holds between
 // steps, and nothing outlives its step.
+//
+// With `late`, the freeing thread's buffer reaches the writer after the main thread's instead:
+// it frees the step's blocks, says so at once and hands its buffer over 200 ms later; the main
+// thread then allocates and frees a second 1 MiB (blocks of 14 KiB, a class of their own), sleeps
+// 120 ms and goes on. The second MiB is allocated after the first was freed: each step's peak is
+// still 1 MiB above what the process holds between steps, but the writer reads the second MiB's
+// allocations before the first's frees.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +37,12 @@ pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t g_changed = PTHREAD_COND_INITIALIZER;
 void *g_blocks[kBlocks];  // the step's, null after the last
 bool g_handed = false, g_freed = false, g_done = false;
+bool g_late = false;  // the freeing thread hands its buffer over after the main thread
+
+void sleep_ms(long ms) {
+  timespec t{ms / 1000, ms % 1000 * 1'000'000};
+  nanosleep(&t, nullptr);
+}
 
 void *free_elsewhere(void *) {
   pthread_mutex_lock(&g_mutex);
@@ -42,13 +55,18 @@ void *free_elsewhere(void *) {
         p = nullptr;
       }
     g_handed = false;
+    if (g_late) {
+      g_freed = true;
+      pthread_cond_broadcast(&g_changed);
+    }
     pthread_mutex_unlock(&g_mutex);
-    timespec past_a_flush_tick{0, 250'000'000};
-    nanosleep(&past_a_flush_tick, nullptr);
+    sleep_ms(g_late ? 200 : 250);  // past a flush tick
     free(malloc(32));  // this thread's next event: its buffer, with the frees, handed over
     pthread_mutex_lock(&g_mutex);
-    g_freed = true;
-    pthread_cond_broadcast(&g_changed);
+    if (!g_late) {
+      g_freed = true;
+      pthread_cond_broadcast(&g_changed);
+    }
   }
   pthread_mutex_unlock(&g_mutex);
   return nullptr;
@@ -57,10 +75,11 @@ void *free_elsewhere(void *) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: steps_freed_elsewhere N\n");
+  if (argc < 2 || (argc > 2 && strcmp(argv[2], "late") != 0)) {
+    fprintf(stderr, "usage: steps_freed_elsewhere N [late]\n");
     return 2;
   }
+  g_late = argc > 2;
   const long steps = atol(argv[1]);
   pthread_t freer;
   if (pthread_create(&freer, nullptr, free_elsewhere, nullptr) != 0) return 1;
@@ -76,6 +95,13 @@ int main(int argc, char **argv) {
     pthread_cond_broadcast(&g_changed);
     while (!g_freed) pthread_cond_wait(&g_changed, &g_mutex);
     pthread_mutex_unlock(&g_mutex);
+    if (g_late) {
+      constexpr size_t kSecondSize = 14336;
+      for (size_t b = 0; b < kStepBytes / kSecondSize; ++b)
+        blocks[b] = memset(malloc(kSecondSize), 2, kSecondSize);
+      for (size_t b = 0; b < kStepBytes / kSecondSize; ++b) free(blocks[b]);
+      sleep_ms(120);  // its buffer handed over at the next step's first event, before the other's
+    }
   }
   pthread_mutex_lock(&g_mutex);
   g_done = true;
