@@ -360,22 +360,41 @@ void merge_until(WindowState &w, uint64_t ticks) {
     const bool from_run = !heads.empty() && heads.top().first < ticks;
     const bool from_ends = !w.out_of_order.empty() && w.out_of_order.top().ticks < ticks;
     if (!from_run && !from_ends) break;
-    if (from_run && (!from_ends || heads.top().first <= w.out_of_order.top().ticks)) {
-      const size_t i = heads.top().second;
-      heads.pop();
-      ChangeRun &r = w.runs[i];
-      merge_change(w, r.changes[r.next++]);
-      if (r.next < r.changes.size()) heads.push({r.changes[r.next].ticks, i});
-    } else {
+    if (!from_run || (from_ends && w.out_of_order.top().ticks < heads.top().first)) {
       merge_change(w, w.out_of_order.top());
       w.out_of_order.pop();
+      --w.waiting_changes;
+      continue;
     }
-    --w.waiting_changes;
+    // The earliest run, for as long as no other change comes before its next (most runs overlap
+    // little: one heap operation for many changes).
+    const size_t i = heads.top().second;
+    heads.pop();
+    uint64_t until = ticks - 1;  // the last time taken from this run now
+    if (!heads.empty()) until = std::min(until, heads.top().first);
+    if (!w.out_of_order.empty()) until = std::min(until, w.out_of_order.top().ticks);
+    ChangeRun &r = w.runs[i];
+    do {
+      merge_change(w, r.changes[r.next++]);
+      --w.waiting_changes;
+    } while (r.next < r.changes.size() && r.changes[r.next].ticks <= until);
+    if (r.next < r.changes.size()) heads.push({r.changes[r.next].ticks, i});
   }
   start_steps(w, ticks);
   w.merged_until = std::max(w.merged_until, ticks);
   while (!w.runs.empty() && w.runs.front().next == w.runs.front().changes.size())
     w.runs.pop_front();
+}
+
+// Merges what every thread busy in the meantime has handed over (kSettleNs of the program's
+// time behind the newest event read); sooner when too many changes wait.
+void merge_waiting(WindowState &w) {
+  const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
+  uint64_t horizon = w.newest_read - std::min(w.newest_read, settle);
+  if (w.waiting_changes > kMaxWaitingChanges)
+    horizon = w.newest_read - std::min(w.newest_read, settle / 4);
+  if (horizon > w.merged_until) merge_until(w, horizon);
+  if (w.waiting_changes > kMaxWaitingChanges) merge_until(w, w.newest_read);
 }
 
 // A change of the host bytes live: `b`'s size, added (sign > 0) or taken at `ticks`; in the
@@ -1055,13 +1074,14 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   // Before the process's first step mark there is no step to hold the events: the buffer is
   // written whole (a process that never marks a step is recorded as without a window).
   const bool whole = in_window || first < w.first_mark || !fits || w.kept.events == 0;
-  w.runs.emplace_back();
+  w.runs.emplace_back().changes.reserve(w.folded.size());
   for (const Folded &e : w.folded) apply(w, e, whole);
   end_dying(w, UINT64_MAX);
   if (w.runs.back().changes.empty()) w.runs.pop_back();
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
   w.newest_read = std::max(w.newest_read, last);
+  if (w.waiting_changes > kMaxWaitingChanges) merge_waiting(w);
   if (whole)
     write_buffer_whole(b, k);
   else
@@ -1074,12 +1094,7 @@ void write_settled_steps(Compressor &k) {
   read_marks(w);
   // What every thread busy in the meantime has handed over (kSettleNs of its time) is merged;
   // sooner when too many changes wait.
-  const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
-  uint64_t horizon = w.newest_read - std::min(w.newest_read, settle);
-  if (w.waiting_changes > kMaxWaitingChanges)
-    horizon = w.newest_read - std::min(w.newest_read, settle / 4);
-  if (horizon > w.merged_until) merge_until(w, horizon);
-  if (w.waiting_changes > kMaxWaitingChanges) merge_until(w, w.newest_read);
+  merge_waiting(w);
   write_heap_live_set(w, k, false);
   close_steps(w, k, false);
 }
