@@ -113,7 +113,8 @@ struct Dying {
 };
 
 // A change of the host bytes live, by role and label: what the steps' figures are made of. Each
-// buffer's changes are a run in its thread's time order (ChangeRun); the runs are merged by time
+// thread's changes are a run in its time order (ChangeRun: its buffers reach the writer in
+// order); the threads' runs are merged by time
 // (merge_until) once the writer has read every busy thread past them (kSettleNs of the program's
 // time behind the newest event read: each thread hands its buffer over at each flush tick), so a
 // step's peak is the reader's, whichever thread's buffer came first. A change read after its time
@@ -128,10 +129,24 @@ struct SizeChange {
 struct ChangeRun {
   std::vector<SizeChange> changes;  // in time order
   size_t next = 0;                  // the first not merged yet
+
+  // Drops what was merged, once it is most of the run, and the room a burst left (a thread's
+  // run holds only what waits).
+  void compact() {
+    if (next == changes.size()) {
+      changes.clear();
+      next = 0;
+    } else if (next >= 4096 && next * 2 >= changes.size()) {
+      changes.erase(changes.begin(), changes.begin() + static_cast<ptrdiff_t>(next));
+      next = 0;
+    }
+    if (changes.capacity() > 4096 && changes.capacity() > 4 * changes.size())
+      changes.shrink_to_fit();
+  }
 };
-// At most this many changes wait to be merged (24 MiB of the writer's): past it the oldest are
+// At most this many changes wait to be merged (12 MiB of the writer's): past it the oldest are
 // merged sooner than kSettleNs behind the reading.
-constexpr size_t kMaxWaitingChanges = 1 << 20;
+constexpr size_t kMaxWaitingChanges = 1 << 19;
 
 // Device blocks (device_block, device_segment, device_raw) by address and space, as the reader
 // keys them (a segment and its first block share an address).
@@ -227,7 +242,8 @@ struct WindowState {
   std::array<uint64_t, kRoles> by_role{};
   std::unordered_map<uint64_t, uint64_t> by_label;
   uint64_t merged_until = 0;
-  std::deque<ChangeRun> runs;  // waiting to be merged, a run per buffer read
+  std::vector<ChangeRun> runs;  // waiting to be merged, by thread index
+  uint32_t reading_thread = 0;  // the thread of the buffer read now
   // Ends of blocks whose free was read before their allocation (Dying), out of their run's order.
   std::priority_queue<SizeChange, std::vector<SizeChange>, std::greater<SizeChange>> out_of_order;
   size_t waiting_changes = 0;
@@ -316,14 +332,15 @@ void take_start(WindowState &w, StepFigures &s) {
 }
 
 // The open step an event at `ticks` belongs to (null: before the first mark, or a step already
-// summarised), among the first `count`. The steps are in time order and most events belong to
-// the last one: searched from there back.
+// summarised), among the first `count`. The steps are in time order (the marks may be read well
+// ahead of the buffers: searched by halves).
 StepFigures *step_at(WindowState &w, uint64_t ticks, size_t count) {
-  for (size_t i = count; i-- > 0;) {
-    StepFigures &s = w.steps[i];
-    if (s.start <= ticks) return ticks < s.end ? &s : nullptr;
-  }
-  return nullptr;
+  const auto begin = w.steps.begin(), end = begin + static_cast<ptrdiff_t>(count);
+  auto after = std::upper_bound(begin, end, ticks,
+                                [](uint64_t t, const StepFigures &s) { return t < s.start; });
+  if (after == begin) return nullptr;
+  StepFigures &s = *(after - 1);
+  return ticks < s.end ? &s : nullptr;
 }
 StepFigures *step_at(WindowState &w, uint64_t ticks) { return step_at(w, ticks, w.steps.size()); }
 
@@ -366,8 +383,8 @@ void merge_until(WindowState &w, uint64_t ticks) {
       --w.waiting_changes;
       continue;
     }
-    // The earliest run, for as long as no other change comes before its next (most runs overlap
-    // little: one heap operation for many changes).
+    // The earliest run, for as long as no other change comes before its next (one heap
+    // operation for many changes where threads take turns).
     const size_t i = heads.top().second;
     heads.pop();
     uint64_t until = ticks - 1;  // the last time taken from this run now
@@ -382,8 +399,7 @@ void merge_until(WindowState &w, uint64_t ticks) {
   }
   start_steps(w, ticks);
   w.merged_until = std::max(w.merged_until, ticks);
-  while (!w.runs.empty() && w.runs.front().next == w.runs.front().changes.size())
-    w.runs.pop_front();
+  for (ChangeRun &r : w.runs) r.compact();
 }
 
 // Merges what every thread busy in the meantime has handed over (kSettleNs of the program's
@@ -398,7 +414,7 @@ void merge_waiting(WindowState &w) {
 }
 
 // A change of the host bytes live: `b`'s size, added (sign > 0) or taken at `ticks`; in the
-// current buffer's run (`in_order`: at its events' time order), or out of order.
+// thread's run (`in_order`: at its events' time order), or out of order.
 void add_bytes(WindowState &w, const LiveBlock &b, int64_t sign, uint64_t ticks,
                bool in_order = true) {
   const SizeChange c{ticks, sign > 0 ? static_cast<int64_t>(b.size) : -static_cast<int64_t>(b.size),
@@ -408,7 +424,7 @@ void add_bytes(WindowState &w, const LiveBlock &b, int64_t sign, uint64_t ticks,
     return;
   }
   if (in_order)
-    w.runs.back().changes.push_back(c);
+    w.runs[w.reading_thread].changes.push_back(c);
   else
     w.out_of_order.push(c);
   ++w.waiting_changes;
@@ -1074,10 +1090,10 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   // Before the process's first step mark there is no step to hold the events: the buffer is
   // written whole (a process that never marks a step is recorded as without a window).
   const bool whole = in_window || first < w.first_mark || !fits || w.kept.events == 0;
-  w.runs.emplace_back().changes.reserve(w.folded.size());
+  if (b->tid >= w.runs.size()) w.runs.resize(b->tid + 1);
+  w.reading_thread = b->tid;
   for (const Folded &e : w.folded) apply(w, e, whole);
   end_dying(w, UINT64_MAX);
-  if (w.runs.back().changes.empty()) w.runs.pop_back();
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
   w.newest_read = std::max(w.newest_read, last);
