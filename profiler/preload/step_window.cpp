@@ -262,7 +262,7 @@ struct WindowState {
   // window were read: `live_set_ticks` is its time; `as_at_open`, the blocks live then that an
   // event of the window has changed or ended since (as they were).
   bool heap_live_set_waits = false;
-  uint64_t live_set_ticks = 0;
+  uint64_t live_set_ticks = 0, opened_ns = 0;
   std::unordered_map<uint64_t, LiveBlock> as_at_open;
   ChunkBuilder kept, live_set, summaries;
   uint32_t live_set_seq = 0, summary_seq = 0, pending_summaries = 0;
@@ -862,7 +862,7 @@ enum class LiveSetPart {
 // the host part waits until the writer has read kSettleNs of the program's time past the window's
 // start on some thread, as the steps' merge does; meanwhile every chunk is written whole and a
 // block live at the window's start that an event of the window ends or changes is kept as it was
-// (as_at_open). A process killed (SIGKILL) before has no host live set.
+// (as_at_open). A process killed (SIGKILL) within 0.4 s of the window's start has no host live set.
 void write_live_set(WindowState &w, Compressor &k, uint64_t ticks, LiveSetPart part) {
   ChunkBuilder &c = w.live_set;
   // By role, then address: one role event per role, and small address deltas (a Python
@@ -947,7 +947,11 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks, LiveSetPart p
 void write_heap_live_set(WindowState &w, Compressor &k, bool all) {
   if (!w.heap_live_set_waits) return;
   const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
-  if (!all && w.newest_read - std::min(w.newest_read, settle) < w.live_set_ticks) return;
+  // Read past it on some thread, or over for as long by the clock, every buffer handed over
+  // since read (a process that stops allocating, then is killed by the OOM killer, has it).
+  if (!all && w.newest_read - std::min(w.newest_read, settle) < w.live_set_ticks &&
+      now_ns() - w.opened_ns < kSettleNs)
+    return;
   w.heap_live_set_waits = false;
   write_live_set(w, k, w.live_set_ticks, LiveSetPart::kHeap);
   w.as_at_open.clear();
@@ -1082,9 +1086,13 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   }
   const bool in_window = first < w.window_close && (w.opened || last >= w.window_open);
   if (in_window && !w.opened) {
-    w.live_set_ticks = std::min(first, b->base_ts) - 1;
+    // Before the window's first mark, and before this buffer's first event: another thread's
+    // buffer with events of the window's first step may come later (this one a thread that
+    // freed them).
+    w.live_set_ticks = std::min({first, b->base_ts, w.window_open}) - 1;
     write_live_set(w, k, w.live_set_ticks, LiveSetPart::kAtOpen);
     w.opened = true;
+    w.opened_ns = now_ns();
     w.heap_live_set_waits = true;
   }
   // Before the process's first step mark there is no step to hold the events: the buffer is

@@ -2,6 +2,10 @@
 // it receives them, one thread's at a time, so a block's free may be read before its allocation
 // when another thread frees it (a DataLoader worker's batch, freed by its queue's feeder thread).
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
 
 #include "../support/process.h"
 #include "adprof/report.h"
@@ -70,6 +74,35 @@ TEST(StepWindowThreads, AFreeHandedOverLateEndsItsBlockAtItsTime) {
   TempDir dir;
   expect_steps_as_whole(record(dir, "whole.adtrace", false, true),
                         record(dir, "windowed.adtrace", true, true));
+}
+
+// A process killed (SIGKILL) while idle after its window opened: the live set's host blocks
+// (written once 0.4 s past the window's start was read, or by the clock) are in its trace, the
+// 4 MiB made in a folded step among them, and they come before the window's first step. The
+// window opens on the freeing thread's buffer, whose first event (a free) comes after the main
+// thread's allocations of the step: before, the live set took its time from that buffer, and
+// the window's first step's peak was 4.19 MB, without the step's MiB.
+TEST(StepWindowThreads, ALiveSetReachesTheTraceOfAProcessKilledAfterTheWindow) {
+  TempDir dir;
+  const std::string trace = dir / "killed.adtrace", marker = dir / "marker";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_STEPS_FREED_ELSEWHERE, std::to_string(kSteps), "stay", marker};
+  o.trace = trace;
+  // The last step alone: the program's time after the window's start is about 0.25 s.
+  o.env.emplace_back("ADPROF_STEPS", std::to_string(kEnd - 1) + ":" + std::to_string(kEnd));
+  Child child(o);
+  ASSERT_TRUE(wait_for_file(marker, 60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  child.kill_with(SIGKILL);
+  const Result r = child.wait();
+  ASSERT_EQ(r.signal, SIGKILL) << r.err;
+  const adprof::Report windowed = adprof::analyze(trace);
+  ASSERT_EQ(windowed.steps.size(), static_cast<size_t>(kSteps));
+  for (size_t i = kEnd - 1; i < kEnd; ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    EXPECT_FALSE(windowed.steps[i].summarized);
+    EXPECT_GT(static_cast<double>(windowed.steps[i].peak), 4.99 * kMiB);  // 4 MiB kept + 1 MiB
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Steps whose blocks another thread frees (tests of step windows: step_window_threads_test.cpp),
 // as a DataLoader worker's batch is freed by its queue's feeder thread.
 //
-// usage: steps_freed_elsewhere N [late]
+// usage: steps_freed_elsewhere N [late | stay MARKER]
 //
 // Step i marks itself (adprof_step(i)) and allocates 1 MiB on the main thread, in blocks of a
 // size class of its own (1 KiB to 8 KiB: no step's blocks where an earlier step's were), then
@@ -17,11 +17,15 @@
 // 120 ms and goes on. The second MiB is allocated after the first was freed: each step's peak is
 // still 1 MiB above what the process holds between steps, but the writer reads the second MiB's
 // allocations before the first's frees.
+//
+// With `stay`, step 0 also allocates 4 MiB kept to the end, and after the last step the program
+// writes its pid to MARKER and sleeps for a minute (to be killed).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "adprof/context.h"
 
@@ -75,16 +79,19 @@ void *free_elsewhere(void *) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2 || (argc > 2 && strcmp(argv[2], "late") != 0)) {
-    fprintf(stderr, "usage: steps_freed_elsewhere N [late]\n");
+  const bool stay = argc > 3 && strcmp(argv[2], "stay") == 0;
+  if (argc < 2 || (argc > 2 && strcmp(argv[2], "late") != 0 && !stay)) {
+    fprintf(stderr, "usage: steps_freed_elsewhere N [late | stay MARKER]\n");
     return 2;
   }
-  g_late = argc > 2;
+  g_late = argc > 2 && !stay;
+  void *kept = nullptr;
   const long steps = atol(argv[1]);
   pthread_t freer;
   if (pthread_create(&freer, nullptr, free_elsewhere, nullptr) != 0) return 1;
   for (long i = 0; i < steps; ++i) {
     adprof_step(static_cast<uint64_t>(i));
+    if (stay && i == 0) kept = memset(malloc(4 << 20), 3, 4 << 20);
     const size_t size = kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
     void *blocks[kBlocks] = {};
     for (size_t b = 0; b < kStepBytes / size; ++b) blocks[b] = memset(malloc(size), 1, size);
@@ -103,6 +110,14 @@ int main(int argc, char **argv) {
       sleep_ms(120);  // its buffer handed over at the next step's first event, before the other's
     }
   }
+  if (stay) {
+    FILE *marker = fopen(argv[3], "w");
+    if (!marker) return 1;
+    fprintf(marker, "%d", static_cast<int>(getpid()));
+    fclose(marker);
+    sleep_ms(60'000);
+  }
+  free(kept);
   pthread_mutex_lock(&g_mutex);
   g_done = true;
   pthread_cond_broadcast(&g_changed);
