@@ -19,14 +19,13 @@ _DTYPES = {
     torch.bool: P.DTYPE_BOOL,
 }
 
-# Feature detection (PyTorch 1.13 vs 2.x).
-if hasattr(Tensor, "untyped_storage"):  # 2.0+
-    def storage_ptr(t):
-        return t.untyped_storage().data_ptr()
-else:  # 1.13: _storage() is the untyped storage (storage() builds a TypedStorage, 10x slower)
-    def storage_ptr(t):
-        return t._storage().data_ptr()
-
+def storage_ptr(t):
+    """The address of the block that holds t's storage (its base's for a view), from the
+    tensor's own data pointer: asking the storage itself (untyped_storage()) would give it a
+    Python object that PyTorch then keeps for as long as the storage lives, and the thread that
+    drops the storage last (a backend's) would need the GIL to release it (_ddp.py)."""
+    ptr = t.data_ptr()
+    return ptr - t.storage_offset() * t.element_size() if ptr else 0
 
 
 class _NoDispatch:

@@ -10,7 +10,8 @@ module of its own:
   gradient hooks), the batch, the forward phase;
 - _backward.py: wrappers of torch.autograd.backward/grad and Tensor.backward (backward phase),
   and the gradients' labels;
-- _optimizer.py: Optimizer.step (optimizer phase, steps), zero_grad, and optimizer.state.
+- _optimizer.py: Optimizer.step (optimizer phase, steps), zero_grad, and optimizer.state;
+- _ddp.py: what DistributedDataParallel's Reducer runs on tensors of its own, kept unseen.
 This module holds what they share: installing and removing the hooks, each thread's dispatch
 mode and saved-tensor hooks, the listener (_tape.py), addresses and phases. Every call into the
 tape listener is guarded: nothing here raises into the program.
@@ -35,6 +36,7 @@ from .. import _protocol as P
 from . import _device
 from ._backward import BackwardHooks
 from ._common import _ThreadState, storage_ptr
+from ._ddp import DataParallelHooks
 from ._dispatch import _RAW_MODE, DispatchHooks, _does_nothing, _Mode, _RawMode
 from ._modules import ModuleHooks
 from ._optimizer import _HAS_GLOBAL_STEP_HOOKS, OptimizerHooks, _optim_module
@@ -45,7 +47,7 @@ Tensor = torch.Tensor
 
 
 class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHooks,
-                      OptimizerHooks):
+                      OptimizerHooks, DataParallelHooks):
     def __init__(self, ctx, listener=None):
         self.ctx = ctx
         # The engine first: a tape listener that describes the engine further (its policies, a
@@ -139,6 +141,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self._patch(hooks_cls, "__exit__", self._wrap_hooks_exit(hooks_cls.__exit__))
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
+        self._install_ddp()
         if _RAW_MODE:
             self._patch(_python_dispatch, "_push_mode",
                         self._wrap_push_mode(_python_dispatch._push_mode))
