@@ -352,9 +352,9 @@ TEST(TorchJob, CollectiveWorkHoldsNoneOfAdprofsObjects) {
 // is deleted (DDP's own; the model and optimizer stay alive), with DDP's defaults and with
 // gradient_as_bucket_view: under adprof as many as without (before, on 2.15: 13 tensors and 1
 // storage with the defaults, 6 tensors with bucket views, against none), and no more storages
-// alive (before: 31 against none, from adprof's untyped_storage() calls). Tensors alive are
-// printed, not held: on 1.13 adprof keeps each parameter's AccumulateGrad node (and so the
-// parameter) alive, 12 more after the first DDP's model is deleted.
+// alive (before: 31 against none, from adprof's untyped_storage() calls), and as many tensors
+// alive (before, on 1.13, adprof kept each parameter's AccumulateGrad node, and so the
+// parameter, alive for ever: 12 more after the first DDP's model was deleted).
 TEST(TorchJob, DdpInternalsGetNoPythonObjects) {
   SKIP_WITHOUT_TORCH();
   TempDir dir;
@@ -387,6 +387,7 @@ TEST(TorchJob, DdpInternalsGetNoPythonObjects) {
       EXPECT_EQ(a["released_tensors"], p["released_tensors"]);
       EXPECT_EQ(a["released_storages"], p["released_storages"]);
       EXPECT_EQ(a["storages"], p["storages"]);
+      EXPECT_EQ(a["tensors"], p["tensors"]);
     }
   }
 }

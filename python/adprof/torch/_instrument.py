@@ -68,7 +68,9 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         # weakrefs to what other pack hooks kept (their release), by id: two live weakrefs to
         # one tensor compare by the tensor's ==, which is elementwise (a set's lookup raised)
         self.kept_refs = {}
-        self.grad_nodes = []  # AccumulateGrad nodes whose hooks we hold (1.13: kept alive)
+        # AccumulateGrad nodes whose hooks we hold (1.13: kept alive), by the module whose
+        # parameters they accumulate: released with it.
+        self.grad_nodes = weakref.WeakKeyDictionary()
         self.hooked_params = weakref.WeakSet()
         self.steps = 0  # optimizer steps done
         self.pending_step = 0  # the step number to mark when the next iteration starts

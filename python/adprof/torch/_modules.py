@@ -180,9 +180,9 @@ class ModuleHooks:
     def _adopt_params(self, module, prefix):
         """Parameters first seen: parameter role, labelled with their path; gradient hooks."""
         for name, p in module.named_parameters():
-            self._adopt_param(p, prefix + "." + name)
+            self._adopt_param(p, prefix + "." + name, module)
 
-    def _adopt_param(self, p, path):
+    def _adopt_param(self, p, path, owner):
         ptr = self._addr(p)
         if not ptr:
             return
@@ -197,7 +197,7 @@ class ModuleHooks:
         ctx.describe(ptr, _DTYPES.get(p.dtype, P.DTYPE_UNKNOWN), p.shape)
         if p.requires_grad and p not in self.hooked_params:
             self.hooked_params.add(p)
-            self._hook_grads(p, path)
+            self._hook_grads(p, path, owner)
 
     def _param_path(self, p):
         """The path a parameter was adopted with (None: not adopted; an id reused by a new
@@ -205,7 +205,7 @@ class ModuleHooks:
         entry = self.param_paths.get(id(p))
         return entry[1] if entry is not None and entry[0]() is p else None
 
-    def _hook_grads(self, p, path):
+    def _hook_grads(self, p, path, owner):
         param_ref = weakref.ref(p)
 
         def on_grad(grad):
@@ -236,11 +236,14 @@ class ModuleHooks:
             p.register_hook(on_grad)
             if _HAS_POST_ACCUMULATE_HOOK:
                 p.register_post_accumulate_grad_hook(accumulated)
-            else:  # 1.13: the AccumulateGrad node, kept alive so that it stays p's
+            else:
+                # 1.13: the AccumulateGrad node, kept alive so that it stays p's, for as long as
+                # the module adopted with lives (the node holds p: kept by adprof alone, every
+                # parameter of a deleted model stayed alive).
                 with _NoDispatch():
                     node = p.expand_as(p).grad_fn.next_functions[0][0]
                 node.register_hook(accumulated)
-                self.grad_nodes.append(node)
+                self.grad_nodes.setdefault(owner, []).append(node)
         finally:
             th.off -= 1
 
