@@ -14,7 +14,8 @@
 // is far from the hot path: dlsym(RTLD_NEXT), else the calling library's own scope, resolve()
 // below); or through a looked-up hook, whose target is the function a lookup found. Calls nest
 // (the runtime's cudaMalloc calls the driver's cuMemAlloc_v2 through a looked-up hook): only
-// the outermost records.
+// the outermost records. Each entry point is stated once, with its body and its signature, in
+// ADPROF_ALLOCATION_HOOKS (the end of this file), which makes both ways.
 //
 // No CUDA header is needed: the hooks use the ABI's plain types.
 #include "cuda_hooks.h"
@@ -108,43 +109,14 @@ void note_free(const NestedCall &call, const void *p, adprof_space space, Device
 void *as_ptr(DevicePtr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
 
 // ---- bodies: the real call and what it records ------------------------------------------------
+// `Extra`: the arguments after the size (flags, pool, stream), passed on as they came.
 // Runtime: the device is cudaGetDevice's.
 
-template <adprof_space (*Space)()>
-CudaError rt_alloc(CudaError (*real)(void **, size_t), const void *caller, void **out,
-                   size_t size) {
+template <typename... Extra>
+CudaError rt_alloc(CudaError (*real)(void **, size_t, Extra...), const void *caller, void **out,
+                   size_t size, Extra... extra) {
   NestedCall call;
-  const CudaError rc = real(out, size);
-  if (rc == 0 && out)
-    note_alloc(call, *out, size, Space(), [real, caller] { return runtime_device(real, caller); });
-  return rc;
-}
-
-template <adprof_space (*Space)()>
-CudaError rt_alloc_flags(CudaError (*real)(void **, size_t, unsigned), const void *caller,
-                         void **out, size_t size, unsigned flags) {
-  NestedCall call;
-  const CudaError rc = real(out, size, flags);
-  if (rc == 0 && out)
-    note_alloc(call, *out, size, Space(), [real, caller] { return runtime_device(real, caller); });
-  return rc;
-}
-
-CudaError rt_alloc_async(CudaError (*real)(void **, size_t, Stream), const void *caller, void **out,
-                         size_t size, Stream stream) {
-  NestedCall call;
-  const CudaError rc = real(out, size, stream);
-  if (rc == 0 && out)
-    note_alloc(call, *out, size, device_space(),
-               [real, caller] { return runtime_device(real, caller); });
-  return rc;
-}
-
-CudaError rt_alloc_from_pool(CudaError (*real)(void **, size_t, MemPool, Stream),
-                             const void *caller, void **out, size_t size, MemPool pool,
-                             Stream stream) {
-  NestedCall call;
-  const CudaError rc = real(out, size, pool, stream);
+  const CudaError rc = real(out, size, extra...);
   if (rc == 0 && out)
     note_alloc(call, *out, size, device_space(),
                [real, caller] { return runtime_device(real, caller); });
@@ -162,55 +134,21 @@ CudaError rt_alloc_pitch(CudaError (*real)(void **, size_t *, size_t, size_t), c
   return rc;
 }
 
-template <adprof_space (*Space)()>
-CudaError rt_free(CudaError (*real)(void *), const void *caller, void *p) {
-  NestedCall call;
-  note_free(call, p, Space(), [real, caller] { return runtime_device(real, caller); });
-  return real(p);
-}
-
-CudaError rt_free_async(CudaError (*real)(void *, Stream), const void *caller, void *p,
-                        Stream stream) {
+template <typename... Extra>
+CudaError rt_free(CudaError (*real)(void *, Extra...), const void *caller, void *p,
+                  Extra... extra) {
   NestedCall call;
   note_free(call, p, device_space(), [real, caller] { return runtime_device(real, caller); });
-  return real(p, stream);
+  return real(p, extra...);
 }
-
-adprof_space pinned() { return ADPROF_SPACE_HOST_PINNED; }
 
 // Driver: the device is the current context's.
 
-CuResult cu_alloc(CuResult (*real)(DevicePtr *, size_t), const void *, DevicePtr *out,
-                  size_t size) {
+template <typename... Extra>
+CuResult cu_alloc(CuResult (*real)(DevicePtr *, size_t, Extra...), const void *, DevicePtr *out,
+                  size_t size, Extra... extra) {
   NestedCall call;
-  const CuResult rc = real(out, size);
-  if (rc == 0 && out)
-    note_alloc(call, as_ptr(*out), size, device_space(), [real] { return driver_device(real); });
-  return rc;
-}
-
-CuResult cu_alloc_flags(CuResult (*real)(DevicePtr *, size_t, unsigned), const void *,
-                        DevicePtr *out, size_t size, unsigned flags) {
-  NestedCall call;
-  const CuResult rc = real(out, size, flags);
-  if (rc == 0 && out)
-    note_alloc(call, as_ptr(*out), size, device_space(), [real] { return driver_device(real); });
-  return rc;
-}
-
-CuResult cu_alloc_async(CuResult (*real)(DevicePtr *, size_t, Stream), const void *, DevicePtr *out,
-                        size_t size, Stream stream) {
-  NestedCall call;
-  const CuResult rc = real(out, size, stream);
-  if (rc == 0 && out)
-    note_alloc(call, as_ptr(*out), size, device_space(), [real] { return driver_device(real); });
-  return rc;
-}
-
-CuResult cu_alloc_from_pool(CuResult (*real)(DevicePtr *, size_t, MemPool, Stream), const void *,
-                            DevicePtr *out, size_t size, MemPool pool, Stream stream) {
-  NestedCall call;
-  const CuResult rc = real(out, size, pool, stream);
+  const CuResult rc = real(out, size, extra...);
   if (rc == 0 && out)
     note_alloc(call, as_ptr(*out), size, device_space(), [real] { return driver_device(real); });
   return rc;
@@ -227,35 +165,26 @@ CuResult cu_alloc_pitch(CuResult (*real)(DevicePtr *, size_t *, size_t, size_t, 
   return rc;
 }
 
-CuResult cu_alloc_host(CuResult (*real)(void **, size_t), const void *, void **out, size_t size) {
+template <typename... Extra>
+CuResult cu_free(CuResult (*real)(DevicePtr, Extra...), const void *, DevicePtr p, Extra... extra) {
   NestedCall call;
-  const CuResult rc = real(out, size);
+  note_free(call, as_ptr(p), device_space(), [real] { return driver_device(real); });
+  return real(p, extra...);
+}
+
+// Pinned host memory, the runtime's and the driver's alike (CudaError and CuResult are both int):
+// no device.
+
+template <typename... Extra>
+int pinned_alloc(int (*real)(void **, size_t, Extra...), const void *, void **out, size_t size,
+                 Extra... extra) {
+  NestedCall call;
+  const int rc = real(out, size, extra...);
   if (rc == 0 && out) note_alloc(call, *out, size, ADPROF_SPACE_HOST_PINNED, [] { return 0u; });
   return rc;
 }
 
-CuResult cu_host_alloc(CuResult (*real)(void **, size_t, unsigned), const void *, void **out,
-                       size_t size, unsigned flags) {
-  NestedCall call;
-  const CuResult rc = real(out, size, flags);
-  if (rc == 0 && out) note_alloc(call, *out, size, ADPROF_SPACE_HOST_PINNED, [] { return 0u; });
-  return rc;
-}
-
-CuResult cu_free(CuResult (*real)(DevicePtr), const void *, DevicePtr p) {
-  NestedCall call;
-  note_free(call, as_ptr(p), device_space(), [real] { return driver_device(real); });
-  return real(p);
-}
-
-CuResult cu_free_async(CuResult (*real)(DevicePtr, Stream), const void *, DevicePtr p,
-                       Stream stream) {
-  NestedCall call;
-  note_free(call, as_ptr(p), device_space(), [real] { return driver_device(real); });
-  return real(p, stream);
-}
-
-CuResult cu_free_host(CuResult (*real)(void *), const void *, void *p) {
+int pinned_free(int (*real)(void *), const void *, void *p) {
   NestedCall call;
   note_free(call, p, ADPROF_SPACE_HOST_PINNED, [] { return 0u; });
   return real(p);
@@ -298,148 +227,61 @@ ADPROF_EXPORT void adprof_device_memory_is_reserve(void) {
   g_device_memory_is_reserve.store(true, std::memory_order_relaxed);
 }
 
-// ---- the exported hooks -----------------------------------------------------------------------
-// Each: its real target, then the body. A missing target (no such library) is an error as the
-// runtime would give for a missing symbol.
+// ---- the hooks, each stated once ---------------------------------------------------------------
+// The signatures the entry points share, as ADPROF_DEFINE_HOOK takes them: `P` is the address
+// type, void * for the runtime and pinned host memory, DevicePtr for the driver's device memory.
+#define ADPROF_ALLOC(P) (P * out, size_t size), (out, size)
+#define ADPROF_ALLOC_FLAGS(P) (P * out, size_t size, unsigned flags), (out, size, flags)
+#define ADPROF_ALLOC_ASYNC(P) (P * out, size_t size, Stream stream), (out, size, stream)
+#define ADPROF_ALLOC_FROM_POOL(P) \
+  (P * out, size_t size, MemPool pool, Stream stream), (out, size, pool, stream)
+#define ADPROF_FREE(P) (P p), (p)
+#define ADPROF_FREE_ASYNC(P) (P p, Stream stream), (p, stream)
 
-ADPROF_EXPORT CudaError cudaMalloc(void **out, size_t size) {
-  ADPROF_FORWARD(cudaMalloc, kCudaErrorNotFound, rt_alloc<device_space>, out, size);
-}
-ADPROF_EXPORT CudaError cudaMallocAsync(void **out, size_t size, Stream stream) {
-  ADPROF_FORWARD(cudaMallocAsync, kCudaErrorNotFound, rt_alloc_async, out, size, stream);
-}
-ADPROF_EXPORT CudaError cudaMallocAsync_ptsz(void **out, size_t size, Stream stream) {
-  ADPROF_FORWARD(cudaMallocAsync_ptsz, kCudaErrorNotFound, rt_alloc_async, out, size, stream);
-}
-ADPROF_EXPORT CudaError cudaMallocFromPoolAsync(void **out, size_t size, MemPool pool,
-                                                Stream stream) {
-  ADPROF_FORWARD(cudaMallocFromPoolAsync, kCudaErrorNotFound, rt_alloc_from_pool, out, size, pool,
-                 stream);
-}
-ADPROF_EXPORT CudaError cudaMallocFromPoolAsync_ptsz(void **out, size_t size, MemPool pool,
-                                                     Stream stream) {
-  ADPROF_FORWARD(cudaMallocFromPoolAsync_ptsz, kCudaErrorNotFound, rt_alloc_from_pool, out, size,
-                 pool, stream);
-}
-ADPROF_EXPORT CudaError cudaMallocManaged(void **out, size_t size, unsigned flags) {
-  ADPROF_FORWARD(cudaMallocManaged, kCudaErrorNotFound, rt_alloc_flags<device_space>, out, size,
-                 flags);
-}
-ADPROF_EXPORT CudaError cudaMallocPitch(void **out, size_t *pitch, size_t width, size_t height) {
-  ADPROF_FORWARD(cudaMallocPitch, kCudaErrorNotFound, rt_alloc_pitch, out, pitch, width, height);
-}
-ADPROF_EXPORT CudaError cudaFree(void *p) {
-  ADPROF_FORWARD(cudaFree, kCudaErrorNotFound, rt_free<device_space>, p);
-}
-ADPROF_EXPORT CudaError cudaFreeAsync(void *p, Stream stream) {
-  ADPROF_FORWARD(cudaFreeAsync, kCudaErrorNotFound, rt_free_async, p, stream);
-}
-ADPROF_EXPORT CudaError cudaFreeAsync_ptsz(void *p, Stream stream) {
-  ADPROF_FORWARD(cudaFreeAsync_ptsz, kCudaErrorNotFound, rt_free_async, p, stream);
-}
-ADPROF_EXPORT CudaError cudaMallocHost(void **out, size_t size) {
-  ADPROF_FORWARD(cudaMallocHost, kCudaErrorNotFound, rt_alloc<pinned>, out, size);
-}
-ADPROF_EXPORT CudaError cudaHostAlloc(void **out, size_t size, unsigned flags) {
-  ADPROF_FORWARD(cudaHostAlloc, kCudaErrorNotFound, rt_alloc_flags<pinned>, out, size, flags);
-}
-ADPROF_EXPORT CudaError cudaFreeHost(void *p) {
-  ADPROF_FORWARD(cudaFreeHost, kCudaErrorNotFound, rt_free<pinned>, p);
-}
+// Every hooked allocation entry point, the per-thread-default-stream twins (_ptsz) too: its
+// result type, name, body and signature.
+#define ADPROF_ALLOCATION_HOOKS(X)                                                         \
+  X(CudaError, cudaMalloc, rt_alloc, ADPROF_ALLOC(void *))                                 \
+  X(CudaError, cudaMallocAsync, rt_alloc, ADPROF_ALLOC_ASYNC(void *))                      \
+  X(CudaError, cudaMallocAsync_ptsz, rt_alloc, ADPROF_ALLOC_ASYNC(void *))                 \
+  X(CudaError, cudaMallocFromPoolAsync, rt_alloc, ADPROF_ALLOC_FROM_POOL(void *))          \
+  X(CudaError, cudaMallocFromPoolAsync_ptsz, rt_alloc, ADPROF_ALLOC_FROM_POOL(void *))     \
+  X(CudaError, cudaMallocManaged, rt_alloc, ADPROF_ALLOC_FLAGS(void *))                    \
+  X(CudaError, cudaMallocPitch, rt_alloc_pitch,                                            \
+    (void **out, size_t *pitch, size_t width, size_t height), (out, pitch, width, height)) \
+  X(CudaError, cudaFree, rt_free, ADPROF_FREE(void *))                                     \
+  X(CudaError, cudaFreeAsync, rt_free, ADPROF_FREE_ASYNC(void *))                          \
+  X(CudaError, cudaFreeAsync_ptsz, rt_free, ADPROF_FREE_ASYNC(void *))                     \
+  X(CudaError, cudaMallocHost, pinned_alloc, ADPROF_ALLOC(void *))                         \
+  X(CudaError, cudaHostAlloc, pinned_alloc, ADPROF_ALLOC_FLAGS(void *))                    \
+  X(CudaError, cudaFreeHost, pinned_free, ADPROF_FREE(void *))                             \
+  X(CuResult, cuMemAlloc_v2, cu_alloc, ADPROF_ALLOC(DevicePtr))                            \
+  X(CuResult, cuMemAllocManaged, cu_alloc, ADPROF_ALLOC_FLAGS(DevicePtr))                  \
+  X(CuResult, cuMemAllocPitch_v2, cu_alloc_pitch,                                          \
+    (DevicePtr * out, size_t * pitch, size_t width, size_t height, unsigned element_size), \
+    (out, pitch, width, height, element_size))                                             \
+  X(CuResult, cuMemAllocAsync, cu_alloc, ADPROF_ALLOC_ASYNC(DevicePtr))                    \
+  X(CuResult, cuMemAllocAsync_ptsz, cu_alloc, ADPROF_ALLOC_ASYNC(DevicePtr))               \
+  X(CuResult, cuMemAllocFromPoolAsync, cu_alloc, ADPROF_ALLOC_FROM_POOL(DevicePtr))        \
+  X(CuResult, cuMemAllocFromPoolAsync_ptsz, cu_alloc, ADPROF_ALLOC_FROM_POOL(DevicePtr))   \
+  X(CuResult, cuMemFree_v2, cu_free, ADPROF_FREE(DevicePtr))                               \
+  X(CuResult, cuMemFreeAsync, cu_free, ADPROF_FREE_ASYNC(DevicePtr))                       \
+  X(CuResult, cuMemFreeAsync_ptsz, cu_free, ADPROF_FREE_ASYNC(DevicePtr))                  \
+  X(CuResult, cuMemAllocHost_v2, pinned_alloc, ADPROF_ALLOC(void *))                       \
+  X(CuResult, cuMemHostAlloc, pinned_alloc, ADPROF_ALLOC_FLAGS(void *))                    \
+  X(CuResult, cuMemFreeHost, pinned_free, ADPROF_FREE(void *))                             \
+  X(CuResult, cuMemMap, cu_map,                                                            \
+    (DevicePtr ptr, size_t size, size_t offset, unsigned long long handle,                 \
+     unsigned long long flags),                                                            \
+    (ptr, size, offset, handle, flags))                                                    \
+  X(CuResult, cuMemUnmap, cu_unmap, (DevicePtr ptr, size_t size), (ptr, size))
 
-ADPROF_EXPORT CuResult cuMemAlloc_v2(DevicePtr *out, size_t size) {
-  ADPROF_FORWARD(cuMemAlloc_v2, kCudaErrorNotFound, cu_alloc, out, size);
-}
-ADPROF_EXPORT CuResult cuMemAllocManaged(DevicePtr *out, size_t size, unsigned flags) {
-  ADPROF_FORWARD(cuMemAllocManaged, kCudaErrorNotFound, cu_alloc_flags, out, size, flags);
-}
-ADPROF_EXPORT CuResult cuMemAllocPitch_v2(DevicePtr *out, size_t *pitch, size_t width,
-                                          size_t height, unsigned element_size) {
-  ADPROF_FORWARD(cuMemAllocPitch_v2, kCudaErrorNotFound, cu_alloc_pitch, out, pitch, width, height,
-                 element_size);
-}
-ADPROF_EXPORT CuResult cuMemAllocAsync(DevicePtr *out, size_t size, Stream stream) {
-  ADPROF_FORWARD(cuMemAllocAsync, kCudaErrorNotFound, cu_alloc_async, out, size, stream);
-}
-ADPROF_EXPORT CuResult cuMemAllocAsync_ptsz(DevicePtr *out, size_t size, Stream stream) {
-  ADPROF_FORWARD(cuMemAllocAsync_ptsz, kCudaErrorNotFound, cu_alloc_async, out, size, stream);
-}
-ADPROF_EXPORT CuResult cuMemAllocFromPoolAsync(DevicePtr *out, size_t size, MemPool pool,
-                                               Stream stream) {
-  ADPROF_FORWARD(cuMemAllocFromPoolAsync, kCudaErrorNotFound, cu_alloc_from_pool, out, size, pool,
-                 stream);
-}
-ADPROF_EXPORT CuResult cuMemAllocFromPoolAsync_ptsz(DevicePtr *out, size_t size, MemPool pool,
-                                                    Stream stream) {
-  ADPROF_FORWARD(cuMemAllocFromPoolAsync_ptsz, kCudaErrorNotFound, cu_alloc_from_pool, out, size,
-                 pool, stream);
-}
-ADPROF_EXPORT CuResult cuMemFree_v2(DevicePtr p) {
-  ADPROF_FORWARD(cuMemFree_v2, kCudaErrorNotFound, cu_free, p);
-}
-ADPROF_EXPORT CuResult cuMemFreeAsync(DevicePtr p, Stream stream) {
-  ADPROF_FORWARD(cuMemFreeAsync, kCudaErrorNotFound, cu_free_async, p, stream);
-}
-ADPROF_EXPORT CuResult cuMemFreeAsync_ptsz(DevicePtr p, Stream stream) {
-  ADPROF_FORWARD(cuMemFreeAsync_ptsz, kCudaErrorNotFound, cu_free_async, p, stream);
-}
-ADPROF_EXPORT CuResult cuMemAllocHost_v2(void **out, size_t size) {
-  ADPROF_FORWARD(cuMemAllocHost_v2, kCudaErrorNotFound, cu_alloc_host, out, size);
-}
-ADPROF_EXPORT CuResult cuMemHostAlloc(void **out, size_t size, unsigned flags) {
-  ADPROF_FORWARD(cuMemHostAlloc, kCudaErrorNotFound, cu_host_alloc, out, size, flags);
-}
-ADPROF_EXPORT CuResult cuMemFreeHost(void *p) {
-  ADPROF_FORWARD(cuMemFreeHost, kCudaErrorNotFound, cu_free_host, p);
-}
-ADPROF_EXPORT CuResult cuMemMap(DevicePtr ptr, size_t size, size_t offset,
-                                unsigned long long handle, unsigned long long flags) {
-  ADPROF_FORWARD(cuMemMap, kCudaErrorNotFound, cu_map, ptr, size, offset, handle, flags);
-}
-ADPROF_EXPORT CuResult cuMemUnmap(DevicePtr ptr, size_t size) {
-  ADPROF_FORWARD(cuMemUnmap, kCudaErrorNotFound, cu_unmap, ptr, size);
-}
-
-// ---- the looked-up hooks ----------------------------------------------------------------------
+// The exported definitions: each finds its real target, then runs its body.
+ADPROF_ALLOCATION_HOOKS(ADPROF_DEFINE_HOOK)
 
 namespace {
-
-// Every name a lookup may ask for: the per-thread-default-stream twins (_ptsz) too.
-#define ADPROF_HOOKED(name, body) hooked<decltype(&name), body, &name>(#name)
-
-constexpr Hooked kAllocationHooks[] = {
-    ADPROF_HOOKED(cudaMalloc, rt_alloc<device_space>),
-    ADPROF_HOOKED(cudaMallocAsync, rt_alloc_async),
-    ADPROF_HOOKED(cudaMallocAsync_ptsz, rt_alloc_async),
-    ADPROF_HOOKED(cudaMallocFromPoolAsync, rt_alloc_from_pool),
-    ADPROF_HOOKED(cudaMallocFromPoolAsync_ptsz, rt_alloc_from_pool),
-    ADPROF_HOOKED(cudaMallocManaged, rt_alloc_flags<device_space>),
-    ADPROF_HOOKED(cudaMallocPitch, rt_alloc_pitch),
-    ADPROF_HOOKED(cudaFree, rt_free<device_space>),
-    ADPROF_HOOKED(cudaFreeAsync, rt_free_async),
-    ADPROF_HOOKED(cudaFreeAsync_ptsz, rt_free_async),
-    ADPROF_HOOKED(cudaMallocHost, rt_alloc<pinned>),
-    ADPROF_HOOKED(cudaHostAlloc, rt_alloc_flags<pinned>),
-    ADPROF_HOOKED(cudaFreeHost, rt_free<pinned>),
-    ADPROF_HOOKED(cuMemAlloc_v2, cu_alloc),
-    ADPROF_HOOKED(cuMemAllocManaged, cu_alloc_flags),
-    ADPROF_HOOKED(cuMemAllocPitch_v2, cu_alloc_pitch),
-    ADPROF_HOOKED(cuMemAllocAsync, cu_alloc_async),
-    ADPROF_HOOKED(cuMemAllocAsync_ptsz, cu_alloc_async),
-    ADPROF_HOOKED(cuMemAllocFromPoolAsync, cu_alloc_from_pool),
-    ADPROF_HOOKED(cuMemAllocFromPoolAsync_ptsz, cu_alloc_from_pool),
-    ADPROF_HOOKED(cuMemFree_v2, cu_free),
-    ADPROF_HOOKED(cuMemFreeAsync, cu_free_async),
-    ADPROF_HOOKED(cuMemFreeAsync_ptsz, cu_free_async),
-    ADPROF_HOOKED(cuMemAllocHost_v2, cu_alloc_host),
-    ADPROF_HOOKED(cuMemHostAlloc, cu_host_alloc),
-    ADPROF_HOOKED(cuMemFreeHost, cu_free_host),
-    ADPROF_HOOKED(cuMemMap, cu_map),
-    ADPROF_HOOKED(cuMemUnmap, cu_unmap),
-};
-
-#undef ADPROF_HOOKED
-
+// The looked-up hooks.
+constexpr Hooked kAllocationHooks[] = {ADPROF_ALLOCATION_HOOKS(ADPROF_HOOK_ROW)};
 }  // namespace
 
 void *adprof::preload::cuda::swap_allocation_hook(const char *name, void *real) {

@@ -76,6 +76,20 @@ class Real {
   if (!f) return error;                          \
   return body(f, ADPROF_CALLER, __VA_ARGS__)
 
+// Each hooked entry point is stated once, in a file's list LIST(X) that calls
+// X(result, name, body, (parameters), (arguments)) per entry point (the last two usually from a
+// signature macro); the list is expanded twice, by ADPROF_DEFINE_HOOK (the exported definition,
+// whose missing target gives kCudaErrorNotFound) and by ADPROF_HOOK_ROW (its row in the table a
+// lookup searches, `hooked` below).
+#define ADPROF_DEFINE_HOOK(result, name, body, ...) \
+  ADPROF_DEFINE_HOOK_(result, name, body, __VA_ARGS__)
+#define ADPROF_DEFINE_HOOK_(result, name, body, parameters, arguments)                \
+  ADPROF_EXPORT result name parameters {                                              \
+    ADPROF_FORWARD(name, kCudaErrorNotFound, body, ADPROF_UNPARENTHESIZED arguments); \
+  }
+#define ADPROF_UNPARENTHESIZED(...) __VA_ARGS__
+#define ADPROF_HOOK_ROW(result, name, body, ...) hooked<decltype(&name), body, &name>(#name),
+
 constexpr int kLookupSlots = 4;
 
 // The looked-up hooks of one entry point of type Fn, each calling Body(its target, its caller,
@@ -126,7 +140,17 @@ struct Hooked {
   bool (*is_ours)(const void *f);
 };
 
-template <typename Fn, auto Body, Fn Exported>
+// What a body of an entry point of type Fn is: R (*)(Fn real, const void *caller, A... arguments).
+// Named as a parameter's type, a body template (one generic over the arguments after the size, say)
+// gives the instance for Fn.
+template <typename Fn>
+struct BodyOf;
+template <typename R, typename... A>
+struct BodyOf<R (*)(A...)> {
+  using type = R (*)(R (*)(A...), const void *, A...);
+};
+
+template <typename Fn, typename BodyOf<Fn>::type Body, Fn Exported>
 constexpr Hooked hooked(const char *name) {
   return {name, &LookedUp<Fn, Body, Exported>::claim, &LookedUp<Fn, Body, Exported>::is_ours};
 }

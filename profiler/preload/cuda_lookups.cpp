@@ -64,22 +64,16 @@ F real_dl(void *const &slot) {
 
 // ---- cuGetProcAddress and cudaGetDriverEntryPoint ----------------------------------------------
 
-using ProcAddress = CuResult (*)(const char *, void **, int, uint64_t);
-using ProcAddressV2 = CuResult (*)(const char *, void **, int, uint64_t, int *);
 using EntryPoint = CudaError (*)(const char *, void **, unsigned long long, int *);
 using EntryPointByVersion = CudaError (*)(const char *, void **, unsigned, unsigned long long,
                                           int *);
 
-CuResult proc_address(ProcAddress real, const void *, const char *symbol, void **fn, int version,
-                      uint64_t flags) {
-  const CuResult rc = real(symbol, fn, version, flags);
-  if (rc == 0 && symbol && fn && *fn) *fn = substitute(symbol, *fn, version);
-  return rc;
-}
-
-CuResult proc_address_v2(ProcAddressV2 real, const void *, const char *symbol, void **fn,
-                         int version, uint64_t flags, int *status) {
-  const CuResult rc = real(symbol, fn, version, flags, status);
+// `Status`: cuGetProcAddress_v2's last argument, passed on.
+template <typename... Status>
+CuResult proc_address(CuResult (*real)(const char *, void **, int, uint64_t, Status...),
+                      const void *, const char *symbol, void **fn, int version, uint64_t flags,
+                      Status... status) {
+  const CuResult rc = real(symbol, fn, version, flags, status...);
   if (rc == 0 && symbol && fn && *fn) *fn = substitute(symbol, *fn, version);
   return rc;
 }
@@ -118,37 +112,24 @@ CudaError entry_point_by_version(EntryPointByVersion real, const void *, const c
 // Exported under the names a program or library imports (a program linking libcuda directly).
 // Every argument is passed on as received: cudaGetDriverEntryPoint's fourth (CUDA 12) reaches an
 // older runtime as the unused register it would have been without adprof.
-ADPROF_EXPORT CuResult cuGetProcAddress(const char *symbol, void **fn, int version,
-                                        uint64_t flags) {
-  ADPROF_FORWARD(cuGetProcAddress, kCudaErrorNotFound, proc_address, symbol, fn, version, flags);
-}
-ADPROF_EXPORT CuResult cuGetProcAddress_v2(const char *symbol, void **fn, int version,
-                                           uint64_t flags, int *status) {
-  ADPROF_FORWARD(cuGetProcAddress_v2, kCudaErrorNotFound, proc_address_v2, symbol, fn, version,
-                 flags, status);
-}
-ADPROF_EXPORT CudaError cudaGetDriverEntryPoint(const char *symbol, void **fn,
-                                                unsigned long long flags, int *status) {
-  ADPROF_FORWARD(cudaGetDriverEntryPoint, kCudaErrorNotFound, entry_point, symbol, fn, flags,
-                 status);
-}
-ADPROF_EXPORT CudaError cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
-                                                         unsigned version, unsigned long long flags,
-                                                         int *status) {
-  ADPROF_FORWARD(cudaGetDriverEntryPointByVersion, kCudaErrorNotFound, entry_point_by_version,
-                 symbol, fn, version, flags, status);
-}
+#define ADPROF_LOOKUP_HOOKS(X)                                                                  \
+  X(CuResult, cuGetProcAddress, proc_address,                                                   \
+    (const char *symbol, void **fn, int version, uint64_t flags), (symbol, fn, version, flags)) \
+  X(CuResult, cuGetProcAddress_v2, proc_address,                                                \
+    (const char *symbol, void **fn, int version, uint64_t flags, int *status),                  \
+    (symbol, fn, version, flags, status))                                                       \
+  X(CudaError, cudaGetDriverEntryPoint, entry_point,                                            \
+    (const char *symbol, void **fn, unsigned long long flags, int *status),                     \
+    (symbol, fn, flags, status))                                                                \
+  X(CudaError, cudaGetDriverEntryPointByVersion, entry_point_by_version,                        \
+    (const char *symbol, void **fn, unsigned version, unsigned long long flags, int *status),   \
+    (symbol, fn, version, flags, status))
+
+ADPROF_LOOKUP_HOOKS(ADPROF_DEFINE_HOOK)
 
 namespace {
 
-#define ADPROF_HOOKED(name, body) hooked<decltype(&name), body, &name>(#name)
-constexpr Hooked kLookupHooks[] = {
-    ADPROF_HOOKED(cuGetProcAddress, proc_address),
-    ADPROF_HOOKED(cuGetProcAddress_v2, proc_address_v2),
-    ADPROF_HOOKED(cudaGetDriverEntryPoint, entry_point),
-    ADPROF_HOOKED(cudaGetDriverEntryPointByVersion, entry_point_by_version),
-};
-#undef ADPROF_HOOKED
+constexpr Hooked kLookupHooks[] = {ADPROF_LOOKUP_HOOKS(ADPROF_HOOK_ROW)};
 
 // Driver names whose ABI changed, as cuGetProcAddress names them (without the suffix): from
 // `since` on, the symbol is `abi`; before, the name itself (an older ABI adprof does not hook:

@@ -21,13 +21,10 @@
 #include "cuda_hooks.h"
 
 asm(R"(
-    .text
-    .p2align 4
-    .globl dlsym
-    .type dlsym, @function
-dlsym:
-    .cfi_startproc
-    endbr64
+    # The start both stubs share: a name starting with "cu" with a real handle jumps to `cuda`;
+    # anything else to glibc's function, read from `real` (label 2, after the macro, when it is
+    # not resolved yet).
+    .macro adprof_dl_dispatch cuda, real
     testq %rsi, %rsi
     jz 1f
     cmpb $0x63, (%rsi)          # 'c'
@@ -37,11 +34,21 @@ dlsym:
     leaq 1(%rdi), %rax          # RTLD_NEXT (-1) -> 0, RTLD_DEFAULT (0) -> 1
     cmpq $1, %rax
     jbe 1f
-    jmp adprof_dlsym_cuda       # its result goes straight back to the caller
-1:  movq adprof_real_dlsym(%rip), %rax
+    jmp \cuda                   # its result goes straight back to the caller
+1:  movq \real(%rip), %rax
     testq %rax, %rax
     jz 2f
     jmp *%rax
+    .endm
+
+    .text
+    .p2align 4
+    .globl dlsym
+    .type dlsym, @function
+dlsym:
+    .cfi_startproc
+    endbr64
+    adprof_dl_dispatch adprof_dlsym_cuda, adprof_real_dlsym
 2:  pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi
@@ -66,20 +73,7 @@ dlsym:
 dlvsym:
     .cfi_startproc
     endbr64
-    testq %rsi, %rsi
-    jz 1f
-    cmpb $0x63, (%rsi)
-    jne 1f
-    cmpb $0x75, 1(%rsi)
-    jne 1f
-    leaq 1(%rdi), %rax
-    cmpq $1, %rax
-    jbe 1f
-    jmp adprof_dlvsym_cuda
-1:  movq adprof_real_dlvsym(%rip), %rax
-    testq %rax, %rax
-    jz 2f
-    jmp *%rax
+    adprof_dl_dispatch adprof_dlvsym_cuda, adprof_real_dlvsym
 2:  pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi
@@ -97,6 +91,8 @@ dlvsym:
     jmp *%rax
     .cfi_endproc
     .size dlvsym, .-dlvsym
+
+    .purgem adprof_dl_dispatch
 )");
 
 #endif

@@ -2,7 +2,6 @@
 // exit codes and one-line errors.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +13,7 @@
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "../support/temp_dir.h"
 #include "adprof/report.h"
 #include "adprof/role_style.h"
 
@@ -27,15 +27,6 @@ using adprof_test::read_file;
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("adprof-cli-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   Result sh(const std::string &command) { return adprof_test::run_shell(command, dir_); }
   Result adprof(const std::string &args) { return sh(std::string(ADPROF_CLI) + " " + args); }
 
@@ -55,7 +46,8 @@ class Cli : public ::testing::Test {
     return trace;
   }
 
-  fs::path dir_;
+  adprof_test::TempDir tmp_;  // removed with everything in it when the test ends
+  const fs::path dir_{tmp_.path()};
 };
 
 constexpr const char *kSmall = " --size 262144 --n 8";

@@ -52,19 +52,15 @@ Recorded read_trace(const std::string &trace, const std::string &op, adprof_role
 // The workload alone and under the interposer: both succeed and print the same.
 Recorded run_both(const std::vector<std::string> &argv, const std::string &op, adprof_role role) {
   TempDir dir;
-  SpawnOptions plain;
-  plain.argv = argv;
-  Result alone = run(plain);
+  const std::string trace = dir / "lookups.adtrace";
+  const auto [alone, under] = run_alone_and_under(argv, trace);
   EXPECT_EQ(alone.exit_code, 0) << alone.err;
   EXPECT_NE(alone.out.find("rc 0\n"), std::string::npos) << alone.out << alone.err;
-  SpawnOptions profiled = plain;
-  profiled.trace = dir / "lookups.adtrace";
-  Result under = run(profiled);
   EXPECT_TRUE(under.exited) << under.err;
   EXPECT_EQ(under.exit_code, 0) << under.err;
   EXPECT_TRUE(adprof_lines(under.err).empty()) << under.err;
   EXPECT_EQ(under.out, alone.out) << "the program saw something else under the interposer";
-  return read_trace(profiled.trace, op, role);
+  return read_trace(trace, op, role);
 }
 
 constexpr uint32_t kDriverDevice = 5;   // fake_libcuda.c's cuCtxGetDevice
@@ -140,16 +136,11 @@ TEST(CudaLookups, RuntimeOverTheDriverIsRecordedOnce) {
 // missing name's error names the same object, as without the interposer.
 TEST(CudaLookups, DlsymNextFromALibraryIsUnchanged) {
   TempDir dir;
-  SpawnOptions plain;
-  plain.argv = {ADPROF_TEST_DLSYM_NEXT};
-  Result alone = run(plain);
+  const auto [alone, under] = run_alone_and_under({ADPROF_TEST_DLSYM_NEXT}, dir / "next.adtrace");
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
   ASSERT_NE(alone.out.find("next wl_next_probe libprofiler_wl_dlsym_next_b.so 2\n"),
             std::string::npos)
       << alone.out;
-  SpawnOptions profiled = plain;
-  profiled.trace = dir / "next.adtrace";
-  Result under = run(profiled);
   ASSERT_EQ(under.exit_code, 0) << under.err;
   EXPECT_TRUE(adprof_lines(under.err).empty()) << under.err;
   const std::vector<std::string> want = lines_of(alone.out), got = lines_of(under.out);

@@ -62,13 +62,8 @@ TEST(Interposer, StormCountsAreExact) {
 // and realloc leave errno as it was).
 TEST(Interposer, AllocationResultsMatchGlibcs) {
   TempDir dir;
-  SpawnOptions plain;
-  plain.argv = {ADPROF_TEST_ALLOC_RESULTS};
-  Result glibc = run(plain);
+  const auto [glibc, under] = run_alone_and_under({ADPROF_TEST_ALLOC_RESULTS}, dir / "t.adtrace");
   ASSERT_EQ(glibc.exit_code, 0) << glibc.err;
-  SpawnOptions profiled = plain;
-  profiled.trace = dir / "t.adtrace";
-  Result under = run(profiled);
   ASSERT_EQ(under.exit_code, 0) << under.err;
   EXPECT_TRUE(adprof_lines(under.err).empty()) << under.err;
   const std::vector<std::string> want = lines_of(glibc.out), got = lines_of(under.out);

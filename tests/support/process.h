@@ -1,8 +1,8 @@
 // Running programs and reading what they leave, for every test that starts processes (the
 // profiler's, the CLI's, conformance, what-if, workloads, samples, PyTorch, CUDA interposition):
-// a program started directly (Child, run, run_cli: its own environment without the profiler's
-// variables, optionally preloaded, with a time limit) or through the shell (run_shell: the
-// test's environment, output through pipes), and the file helpers they share.
+// a program started directly (Child, run, run_alone_and_under, run_cli: its own environment without
+// the profiler's variables, optionally preloaded, with a time limit) or through the shell
+// (run_shell: the test's environment, output through pipes), and the file helpers they share.
 #pragma once
 
 #include <fcntl.h>
@@ -286,6 +286,21 @@ class Child {
 inline Result run(const SpawnOptions &o) {
   Child c(o);
   return c.wait();
+}
+
+// `argv` alone, then the same recorded into `trace`: the two runs a test compares to show that a
+// program behaves the same under the interposer.
+struct AloneAndUnder {
+  Result alone, under;
+};
+inline AloneAndUnder run_alone_and_under(std::vector<std::string> argv, const std::string &trace) {
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  AloneAndUnder r;
+  r.alone = run(o);
+  o.trace = trace;
+  r.under = run(o);
+  return r;
 }
 
 // `adprof ARGS...`, not preloaded.

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "../support/temp_dir.h"
 #include "adprof/replay.h"
 #include "adprof/report.h"
 
@@ -31,14 +31,6 @@ class WhatIf : public ::testing::Test {
  protected:
   void SetUp() override {
     ADPROF_SKIP_IF_SANITIZED();  // records the (sanitized) samples under the interposer
-    dir_ = fs::temp_directory_path() /
-           ("adprof-whatif-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
   }
 
   Result sh(const std::string &command) { return adprof_test::run_shell(command, dir_); }
@@ -98,7 +90,8 @@ class WhatIf : public ::testing::Test {
     EXPECT_FALSE(p2->applicable);
   }
 
-  fs::path dir_;
+  adprof_test::TempDir tmp_;  // removed with everything in it when the test ends
+  const fs::path dir_{tmp_.path()};
 };
 
 const std::string kSamples = SAMPLES_DIR;

@@ -3,7 +3,6 @@
 #include "idx_loader.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <fstream>
 
 #include "../support/process.h"
+#include "../support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using samples::DataError;
@@ -47,15 +47,6 @@ std::vector<uint8_t> pattern(size_t n, uint8_t mod) {
 
 class IdxLoader : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("adprof-idx-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A complete synthetic Fashion-MNIST folder: n_train / n_test 28x28 images.
   void write_dataset(uint32_t n_train, uint32_t n_test) {
     write_gz(dir_ / "train-images-idx3-ubyte.gz",
@@ -77,7 +68,8 @@ class IdxLoader : public ::testing::Test {
     return {};
   }
 
-  fs::path dir_;
+  adprof_test::TempDir tmp_;  // removed with everything in it when the test ends
+  const fs::path dir_{tmp_.path()};
 };
 
 TEST_F(IdxLoader, ReadsWhatWasWritten) {

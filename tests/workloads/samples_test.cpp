@@ -18,6 +18,7 @@
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "../support/temp_dir.h"
 #include "adprof/report.h"
 
 namespace fs = std::filesystem;
@@ -48,13 +49,7 @@ class Workloads : public ::testing::Test {
     // OpenBLAS starts its worker threads (each may map a 128 MiB buffer) before adcore limits it
     // to one thread; with one from the start, peaks are the same from run to run.
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    dir_ = fs::temp_directory_path() /
-           ("adprof-wl-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Records `program` under adprof and analyses its trace in process.
   Profiled profile(const std::string &name, const std::string &program) {
@@ -71,7 +66,8 @@ class Workloads : public ::testing::Test {
   }
   static uint64_t role(const adprof::Report &r, adprof_role k) { return r.peak_by_role[k]; }
 
-  fs::path dir_;
+  adprof_test::TempDir tmp_;  // removed with everything in it when the test ends
+  const fs::path dir_{tmp_.path()};
 };
 
 const bool have_fashion =
