@@ -8,6 +8,7 @@
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QFont>
+#include <QFontMetrics>
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
@@ -337,6 +338,38 @@ void JobTest::aJobOnTheDevice() {
   const QString label = w.lanes()->laneLabel(1);
   QVERIFY2(label.endsWith("highest device peak:\n4.0 MiB"), qPrintable(label));
   QVERIFY2(!w.lanes()->laneLabel(0).contains("highest"), qPrintable(w.lanes()->laneLabel(0)));
+
+  // That label is four lines: at the lanes' least height (a job of many ranks, whose lanes
+  // scroll) each lane's label fits whole in its band, by its font's metrics (before, lanes were
+  // 44 px whatever their labels: the device peak, the outlier's last two lines, was cut off).
+  JobLanesWidget lanes;
+  lanes.setJob(job);
+  lanes.resize(lanes.minimumSizeHint());
+  QCOMPARE(label.count('\n'), 3);
+  for (int i = 0; i < 2; ++i) {
+    const QString text = lanes.laneLabel(i);
+    const QFontMetrics metrics(lanes.labelFont(i));
+    QCOMPARE(lanes.labelFont(i).bold(), i == job->outlier_lane);
+    const QRect room = lanes.labelRect(i);
+    QVERIFY(lanes.laneRect(i).contains(room));
+    const int lines = static_cast<int>(text.count('\n')) + 1;
+    QVERIFY2(room.height() >= lines * metrics.height(),
+             qPrintable(QString("lane %1: %2 lines of %3 px in %4 px")
+                            .arg(i)
+                            .arg(lines)
+                            .arg(metrics.height())
+                            .arg(room.height())));
+    const QRect need = metrics.boundingRect(room, Qt::AlignLeft | Qt::AlignVCenter, text);
+    QVERIFY2(room.contains(need), qPrintable(QString("lane %1: %2x%3 in %4x%5")
+                                                 .arg(i)
+                                                 .arg(need.width())
+                                                 .arg(need.height())
+                                                 .arg(room.width())
+                                                 .arg(room.height())));
+  }
+  // The lanes do not overlap, and the widget holds them all.
+  QVERIFY(lanes.laneRect(0).bottom() < lanes.laneRect(1).top());
+  QVERIFY(lanes.laneRect(1).bottom() <= lanes.plotRect().bottom());
 }
 
 QTEST_MAIN(JobTest)
