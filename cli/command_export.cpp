@@ -8,27 +8,28 @@
 //               --stacks, the allocations' real frames, "main;f;g bytes".
 //   --torch-snapshot: a PyTorch memory snapshot (pickle, protocol 4) for pytorch.org/memory_viz
 //               and `python -m torch.cuda._memory_viz`, categories = adprof's roles
-//               (analysis/torch_snapshot_write.cpp).
-// Perfetto and folded are the analysis library's (adprof/exports.h), both made in one pass.
+//               (analysis/torch_snapshot/torch_snapshot_write.cpp).
+// All three are the analysis library's (adprof/exports.h), made in one pass over the trace.
 #include <cstdio>
 #include <optional>
 
 #include "adprof/exports.h"
-#include "adprof/torch_snapshot.h"
 #include "cli_common.h"
 
 namespace adprof::cli {
 
 namespace {
 
-// Perfetto and folded in one pass of the analysis library (adprof/exports.h).
+// Every export asked for in one pass of the analysis library (adprof/exports.h).
 void export_in_one_pass(const std::string &trace, const std::optional<std::string> &perfetto_path,
-                        const std::optional<std::string> &folded_path) {
+                        const std::optional<std::string> &folded_path,
+                        const std::optional<std::string> &snapshot_path) {
   TraceReader reader(trace);  // first: an unreadable trace leaves the outputs untouched
-  std::optional<OutputFile> perfetto, folded;
+  std::optional<OutputFile> perfetto, folded, snapshot;
   ExportStreams streams;
   if (perfetto_path) streams.perfetto = &perfetto.emplace(*perfetto_path).stream();
   if (folded_path) streams.folded = &folded.emplace(*folded_path).stream();
+  if (snapshot_path) streams.torch_snapshot = &snapshot.emplace(*snapshot_path).stream();
   const AnalyzeOptions progress = analyze_options_with_progress();
   ExportOptions options;
   options.progress = progress.progress;
@@ -38,20 +39,14 @@ void export_in_one_pass(const std::string &trace, const std::optional<std::strin
   warn_if_incomplete(trace, summary.complete, summary.end_reason);
   if (perfetto) perfetto->commit();
   if (folded) folded->commit();
-}
-
-void export_torch_snapshot(const std::string &trace, const std::string &path) {
-  {
-    TraceReader reader(trace);  // first: an unreadable trace leaves the output untouched
-    warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
+  if (snapshot) {
+    snapshot->commit();
+    const SnapshotExportStats &stats = summary.torch_snapshot;
+    fprintf(stderr, "adprof: wrote %s: %llu allocations, %llu trace entries, %u device trace%s\n",
+            snapshot_path->c_str(), static_cast<unsigned long long>(stats.allocations),
+            static_cast<unsigned long long>(stats.entries), stats.devices,
+            stats.devices == 1 ? "" : "s");
   }
-  SnapshotExportStats stats;
-  const std::string bytes = write_torch_snapshot(trace, &stats);
-  write_file(path, bytes);
-  fprintf(stderr, "adprof: wrote %s: %llu allocations, %llu trace entries, %u device trace%s\n",
-          path.c_str(), static_cast<unsigned long long>(stats.allocations),
-          static_cast<unsigned long long>(stats.entries), stats.devices,
-          stats.devices == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -81,14 +76,11 @@ int command_export(const std::vector<std::string> &args) {
   if (!vm.count("perfetto") && !vm.count("folded") && !vm.count("torch-snapshot"))
     throw UsageError("export needs --perfetto FILE, --folded FILE or --torch-snapshot FILE");
   std::string trace = vm["trace"].as<std::string>();
-  if (vm.count("perfetto") || vm.count("folded")) {
-    std::optional<std::string> perfetto, folded;
-    if (vm.count("perfetto")) perfetto = vm["perfetto"].as<std::string>();
-    if (vm.count("folded")) folded = vm["folded"].as<std::string>();
-    export_in_one_pass(trace, perfetto, folded);
-  }
-  if (vm.count("torch-snapshot"))
-    export_torch_snapshot(trace, vm["torch-snapshot"].as<std::string>());
+  std::optional<std::string> perfetto, folded, snapshot;
+  if (vm.count("perfetto")) perfetto = vm["perfetto"].as<std::string>();
+  if (vm.count("folded")) folded = vm["folded"].as<std::string>();
+  if (vm.count("torch-snapshot")) snapshot = vm["torch-snapshot"].as<std::string>();
+  export_in_one_pass(trace, perfetto, folded, snapshot);
   return kExitOk;
 }
 

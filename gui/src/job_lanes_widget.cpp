@@ -19,10 +19,12 @@ namespace adprof::gui {
 
 namespace {
 
-constexpr int kLabelWidth = 150;  // the lane's name and peak, left of its plot
+constexpr int kLabelWidth = 150;  // the least width of the lanes' names and peaks, left of the plot
 constexpr int kAxisHeight = 34;   // the time axis below the lanes
 constexpr int kMinLaneHeight = 44;
-constexpr int kGap = 4;  // between lanes
+constexpr int kGap = 4;          // between lanes
+constexpr int kLabelMargin = 2;  // above and below a lane's label
+constexpr int kLabelInset = 6;   // left and right of it
 
 // A tick step of 1, 2 or 5 times a power of ten giving about `count` ticks over `span`.
 double tick_step(double span, int count) {
@@ -36,7 +38,8 @@ double tick_step(double span, int count) {
 
 }  // namespace
 
-JobLanesWidget::JobLanesWidget(QWidget *parent) : QWidget(parent) {
+JobLanesWidget::JobLanesWidget(QWidget *parent)
+    : QWidget(parent), label_width_(kLabelWidth), min_lane_height_(kMinLaneHeight) {
   setFocusPolicy(Qt::StrongFocus);
   setBackgroundRole(QPalette::Base);
   setAutoFillBackground(true);
@@ -46,8 +49,42 @@ JobLanesWidget::JobLanesWidget(QWidget *parent) : QWidget(parent) {
 void JobLanesWidget::setJob(std::shared_ptr<const job::JobLanes> job) {
   job_ = std::move(job);
   selected_ = -1;
+  measureLabels();
   updateGeometry();
   update();
+}
+
+// A label is up to five lines (name, peak, a summarized step, the outlier's words and its
+// device peak), each drawn whole: at kMinLaneHeight and kLabelWidth, the device outlier's
+// third and fourth lines (its device peak) were cut off, and its bold "highest device peak:"
+// was wider than the column. Every lane gets the height of the tallest label, so that the lanes
+// stay alike (one scale; a job of many ranks scrolls), and the column the widest line.
+void JobLanesWidget::measureLabels() {
+  label_width_ = kLabelWidth;
+  min_lane_height_ = kMinLaneHeight;
+  if (!job_) return;
+  for (int i = 0; i < static_cast<int>(job_->lanes.size()); ++i) {
+    const QRect text = QFontMetrics(labelFont(i))
+                           .boundingRect(QRect(0, 0, 1 << 20, 1 << 20),
+                                         Qt::AlignLeft | Qt::AlignTop, laneLabel(i));
+    label_width_ = std::max(label_width_, text.width() + 2 * kLabelInset);
+    min_lane_height_ = std::max(min_lane_height_, text.height() + 2 * kLabelMargin);
+  }
+}
+
+void JobLanesWidget::changeEvent(QEvent *event) {
+  if (event->type() == QEvent::FontChange) {
+    measureLabels();
+    updateGeometry();
+    update();
+  }
+  QWidget::changeEvent(event);
+}
+
+QFont JobLanesWidget::labelFont(int lane) const {
+  QFont f = font();
+  f.setBold(job_ && lane == job_->outlier_lane);
+  return f;
 }
 
 void JobLanesWidget::selectLane(int lane) {
@@ -60,24 +97,31 @@ void JobLanesWidget::selectLane(int lane) {
 
 QSize JobLanesWidget::sizeHint() const {
   const int lanes = job_ ? static_cast<int>(job_->lanes.size()) : 2;
-  return {900, kAxisHeight + lanes * (2 * kMinLaneHeight + kGap)};
+  return {900, kAxisHeight + lanes * (std::max(2 * kMinLaneHeight, min_lane_height_) + kGap)};
 }
 
 QSize JobLanesWidget::minimumSizeHint() const {
   // Every lane at its least height: a job of many ranks scrolls (the job window's scroll area).
   const int lanes = job_ ? static_cast<int>(job_->lanes.size()) : 2;
-  return {kLabelWidth + 200, kAxisHeight + lanes * (kMinLaneHeight + kGap)};
+  return {label_width_ + 200, kAxisHeight + lanes * (min_lane_height_ + kGap)};
 }
 
 QRect JobLanesWidget::laneRect(int lane) const {
   if (!job_ || job_->lanes.empty()) return {};
   const int n = static_cast<int>(job_->lanes.size());
-  const int h = std::max(kMinLaneHeight, (height() - kAxisHeight) / n - kGap);
+  const int h = std::max(min_lane_height_, (height() - kAxisHeight) / n - kGap);
   return QRect(0, lane * (h + kGap), width(), h);
 }
 
+QRect JobLanesWidget::labelRect(int lane) const {
+  const QRect band = laneRect(lane);
+  if (band.isNull()) return {};
+  return QRect(kLabelInset, band.top() + kLabelMargin, label_width_ - 2 * kLabelInset,
+               band.height() - 2 * kLabelMargin);
+}
+
 QRect JobLanesWidget::plotRect() const {
-  return QRect(kLabelWidth, 0, std::max(1, width() - kLabelWidth - 12),
+  return QRect(label_width_, 0, std::max(1, width() - label_width_ - 12),
                std::max(1, height() - kAxisHeight));
 }
 
@@ -133,14 +177,10 @@ void JobLanesWidget::paintLane(QPainter &p, int index) {
   p.setPen(QColor(0xDD, 0xDD, 0xDD));
   p.drawLine(plot.bottomLeft(), plot.bottomRight());
   // The lane's name and peak.
-  QFont font = p.font();
-  font.setBold(outlier);
-  p.setFont(font);
+  p.setFont(labelFont(index));
   p.setPen(outlier ? peak_color() : palette().color(QPalette::Text));
-  const QRect label(6, band.top() + 2, kLabelWidth - 12, band.height() - 4);
-  p.drawText(label, Qt::AlignLeft | Qt::AlignVCenter, laneLabel(index));
-  font.setBold(false);
-  p.setFont(font);
+  p.drawText(labelRect(index), Qt::AlignLeft | Qt::AlignVCenter, laneLabel(index));
+  p.setFont(font());
   // Memory stacked by role on the job's scale, step-wise (a sample holds until the next).
   const Timeline &t = lane.timeline;
   if (t.samples.empty() || job_->peak == 0) return;
@@ -197,7 +237,7 @@ void JobLanesWidget::paintAxis(QPainter &p) {
   // What 0 is: the earliest start among the lanes, by the wall clock of its machine.
   const QDateTime start = QDateTime::fromMSecsSinceEpoch(
       static_cast<qint64>(job_->start_wall_ns / 1000000), QTimeZone::utc());
-  p.drawText(QRect(4, y, kLabelWidth - 8, kAxisHeight - 4), Qt::AlignLeft | Qt::AlignVCenter,
+  p.drawText(QRect(4, y, label_width_ - 8, kAxisHeight - 4), Qt::AlignLeft | Qt::AlignVCenter,
              tr("0 = %1 UTC").arg(start.toString("HH:mm:ss.zzz")));
 }
 

@@ -75,7 +75,7 @@ QVariant JobRanksModel::ownCell(int row, int column, int role) const {
       const TracePeak peak = trace_peak(r);
       if (role == Qt::ToolTipRole && peak.summarized)
         return tr("In step %1, outside the step window (--steps): that step's summary, "
-                  "without its buffers")
+                  "without its buffers, labels or ops")
             .arg(peak.step);
       return bytes(peak.bytes);
     }
@@ -87,7 +87,14 @@ QVariant JobRanksModel::ownCell(int row, int column, int role) const {
       return {};
     }
     case LargestRole: {
-      const auto by_role = trace_peak(r).by_role;
+      const TracePeak peak = trace_peak(r);
+      // A peak in a folded step: its roles are the writer's summary's, the only figures the
+      // trace keeps of that step (docs/RECORDING.md, "Step windows").
+      if (role == Qt::ToolTipRole && peak.summarized)
+        return tr("Bytes by role at step %1's peak, from that step's summary (outside the step "
+                  "window, --steps): no buffers, labels or ops to show")
+            .arg(peak.step);
+      const auto &by_role = peak.by_role;
       int largest = 0;
       for (int k = 1; k < kRoleCount; ++k)
         if (by_role[k] > by_role[largest]) largest = k;

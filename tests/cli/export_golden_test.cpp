@@ -1,12 +1,14 @@
-// The exports byte for byte: `adprof export --perfetto/--folded` and `adprof timeline`'s CSV, SVG
-// and terminal chart of committed traces (tests/profiler/corpus) against files stored under
-// tests/cli/golden/exports/TRACE/. Any change of an export's bytes fails here; a change meant to
-// be made is stored again with
+// The exports byte for byte: `adprof export --perfetto/--folded/--torch-snapshot` and `adprof
+// timeline`'s CSV, SVG and terminal chart of committed traces (tests/profiler/corpus), and the
+// snapshot export of committed PyTorch snapshots (tests/torch_snapshot/data), against files stored
+// under tests/cli/golden/exports/TRACE/. Any change of an export's bytes fails here; a change meant
+// to be made is stored again with
 //   ADPROF_UPDATE_GOLDEN=1 build/release/tests/cli/cli_export_golden_test
 // (it rewrites the stored files in the source tree; review them with `git diff`).
 //
-// Each export is written alone and together with the other (`export --perfetto A --folded B`):
-// the two ways through the library (a plain replay, or a replay that also analyses) must agree.
+// Each export is written alone and together with the others (`export --perfetto A --folded B
+// --torch-snapshot C`): the ways through the library (a plain replay, or a replay that also
+// analyses, every export riding on it) must agree.
 //
 // Call stacks are symbolised from the libraries of the machine that reads the trace (debug
 // information found by build id, call_stacks.h): the stack-dependent files (Perfetto, folded)
@@ -113,10 +115,14 @@ TEST_P(ExportGolden, ExportsAreByteIdentical) {
        {"timeline.csv", "timeline.svg", "timeline.txt", "window.csv", "window.txt"})
     expect_golden(golden, name, dir / name);
 
-  // Perfetto and folded alone, then both from one command.
+  // Perfetto, folded and the PyTorch snapshot alone, then Perfetto and folded from one command,
+  // then all three.
   cli({"export", trace, "--perfetto", dir / "perfetto.json"});
   cli({"export", trace, "--folded", dir / "folded.txt"});
+  cli({"export", trace, "--torch-snapshot", dir / "torch.pickle"});
   cli({"export", trace, "--perfetto", dir / "both.json", "--folded", dir / "both.txt"});
+  cli({"export", trace, "--perfetto", dir / "all.json", "--folded", dir / "all.txt",
+       "--torch-snapshot", dir / "all.pickle"});
   if (c.stacks) {
     const std::string frames = frames_of(trace, dir);
     const fs::path stored = golden / "symbols.txt";
@@ -130,9 +136,13 @@ TEST_P(ExportGolden, ExportsAreByteIdentical) {
   }
   expect_golden(golden, "perfetto.json", dir / "perfetto.json");
   expect_golden(golden, "folded.txt", dir / "folded.txt");
+  expect_golden(golden, "torch.pickle", dir / "torch.pickle");
   if (updating()) return;
   expect_golden(golden, "perfetto.json", dir / "both.json");
   expect_golden(golden, "folded.txt", dir / "both.txt");
+  expect_golden(golden, "perfetto.json", dir / "all.json");
+  expect_golden(golden, "folded.txt", dir / "all.txt");
+  expect_golden(golden, "torch.pickle", dir / "all.pickle");
 }
 
 // Valid traces of the corpus: ops, phases, labels and two threads (real-scopes), call stacks
@@ -146,5 +156,27 @@ INSTANTIATE_TEST_SUITE_P(Corpus, ExportGolden,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// A PyTorch snapshot exported as one again (`--torch-snapshot`), alone and riding on the pass
+// of the other exports: devices, segments, an OOM, retags (annotate) and the peak's roles.
+class SnapshotExportGolden : public testing::TestWithParam<std::string> {};
+
+TEST_P(SnapshotExportGolden, SnapshotsAreByteIdentical) {
+  const std::string name = GetParam();
+  const std::string snapshot =
+      (fs::path(SOURCE_DIR) / "tests/torch_snapshot/data" / (name + ".pickle")).string();
+  const fs::path golden = kGolden / ("snapshot-" + name);
+  TempDir dir;
+  cli({"export", snapshot, "--torch-snapshot", dir / "torch.pickle"});
+  expect_golden(golden, "torch.pickle", dir / "torch.pickle");
+  if (updating()) return;
+  cli({"export", snapshot, "--perfetto", dir / "all.json", "--folded", dir / "all.txt",
+       "--torch-snapshot", dir / "all.pickle"});
+  expect_golden(golden, "torch.pickle", dir / "all.pickle");
+}
+
+INSTANTIATE_TEST_SUITE_P(Snapshots, SnapshotExportGolden,
+                         testing::Values("basic", "oom", "two_devices", "annotate", "categories",
+                                         "segments_only", "expandable", "after", "peak_roles"));
 
 }  // namespace

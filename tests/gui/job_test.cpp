@@ -8,6 +8,7 @@
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QFont>
+#include <QFontMetrics>
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
@@ -91,6 +92,7 @@ class JobTest : public QObject {
   void foldersOpenAsAJob();
   void badInputGivesAMessage();
   void aJobOnTheDevice();
+  void aPeakInAFoldedStep();
 
  private:
   QTemporaryDir dir_;
@@ -337,6 +339,90 @@ void JobTest::aJobOnTheDevice() {
   const QString label = w.lanes()->laneLabel(1);
   QVERIFY2(label.endsWith("highest device peak:\n4.0 MiB"), qPrintable(label));
   QVERIFY2(!w.lanes()->laneLabel(0).contains("highest"), qPrintable(w.lanes()->laneLabel(0)));
+
+  // That label is four lines: at the lanes' least height (a job of many ranks, whose lanes
+  // scroll) each lane's label fits whole in its band, by its font's metrics (before, lanes were
+  // 44 px whatever their labels: the device peak, the outlier's last two lines, was cut off).
+  JobLanesWidget lanes;
+  lanes.setJob(job);
+  lanes.resize(lanes.minimumSizeHint());
+  QCOMPARE(label.count('\n'), 3);
+  for (int i = 0; i < 2; ++i) {
+    const QString text = lanes.laneLabel(i);
+    const QFontMetrics metrics(lanes.labelFont(i));
+    QCOMPARE(lanes.labelFont(i).bold(), i == job->outlier_lane);
+    const QRect room = lanes.labelRect(i);
+    QVERIFY(lanes.laneRect(i).contains(room));
+    const int lines = static_cast<int>(text.count('\n')) + 1;
+    QVERIFY2(room.height() >= lines * metrics.height(),
+             qPrintable(QString("lane %1: %2 lines of %3 px in %4 px")
+                            .arg(i)
+                            .arg(lines)
+                            .arg(metrics.height())
+                            .arg(room.height())));
+    const QRect need = metrics.boundingRect(room, Qt::AlignLeft | Qt::AlignVCenter, text);
+    QVERIFY2(room.contains(need), qPrintable(QString("lane %1: %2x%3 in %4x%5")
+                                                 .arg(i)
+                                                 .arg(need.width())
+                                                 .arg(need.height())
+                                                 .arg(room.width())
+                                                 .arg(room.height())));
+  }
+  // The lanes do not overlap, and the widget holds them all.
+  QVERIFY(lanes.laneRect(0).bottom() < lanes.laneRect(1).top());
+  QVERIFY(lanes.laneRect(1).bottom() <= lanes.plotRect().bottom());
+}
+
+// A rank whose peak lies in a step outside the step window (`adprof run --steps 1:2`; rank 0
+// holds 8 MiB more forward caches in step 3, JOB_WORKLOAD_SPIKE): its peak, and the roles the
+// table shows for it, come from the writer's summary of that step. The table says so where it
+// shows them: the peak's tooltip and the largest role's (before, the role's cell said nothing,
+// as if its bytes had been read from the step's buffers, labels and ops); the lane names the
+// step and its label, four lines, fits its lane.
+void JobTest::aPeakInAFoldedStep() {
+  const QString folder = dir_.filePath("folded");
+  QDir().mkpath(folder);
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("JOB_WORKLOAD_SPIKE", "0:3:8");
+  p.setProcessEnvironment(env);
+  p.start(ADPROF_CLI, {"run", "-o", QDir(folder).filePath("job.adtrace"), "--no-report", "--steps",
+                       "1:2", "--", JOB_WORKLOAD, "launch", "0", "2", "1", "1"});
+  QVERIFY(p.waitForFinished(60000));
+  QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+  const nlohmann::json cli = cli_job(folder);
+  QCOMPARE(cli["ranks"][0]["peak_summarized"], true);
+  QCOMPARE(cli["ranks"][1]["peak_summarized"], false);
+  JobWindow w;
+  w.resize(1200, 800);
+  w.show();
+  QVERIFY(load(w, {folder}));
+  JobRanksModel *model = w.ranksModel();
+  QCOMPARE(model->rowCount(), 2);
+  const QString peak_tip = model->index(0, JobRanksModel::Peak).data(Qt::ToolTipRole).toString();
+  QVERIFY2(peak_tip.startsWith("In step 3, outside the step window (--steps): that step's "
+                               "summary, without its buffers, labels or ops"),
+           qPrintable(peak_tip));
+  const QModelIndex largest = model->index(0, JobRanksModel::LargestRole);
+  QCOMPARE(largest.data().toString(), QString("forward_cache 9.0 MiB"));
+  const QString role_tip = largest.data(Qt::ToolTipRole).toString();
+  QVERIFY2(role_tip.startsWith("Bytes by role at step 3's peak, from that step's summary"),
+           qPrintable(role_tip));
+  // Rank 1's peak was recorded in full: no such words.
+  QVERIFY(!model->index(1, JobRanksModel::LargestRole)
+               .data(Qt::ToolTipRole)
+               .toString()
+               .contains("summary"));
+  const auto job = w.job();
+  QCOMPARE(job->outlier_lane, 0);
+  JobLanesWidget lanes;
+  lanes.setJob(job);
+  lanes.resize(lanes.minimumSizeHint());
+  const QString label = lanes.laneLabel(0);
+  QVERIFY2(label.contains("\nin step 3, summarized\n"), qPrintable(label));
+  const QRect need = QFontMetrics(lanes.labelFont(0))
+                         .boundingRect(lanes.labelRect(0), Qt::AlignLeft | Qt::AlignVCenter, label);
+  QVERIFY(lanes.labelRect(0).contains(need));
 }
 
 QTEST_MAIN(JobTest)

@@ -162,6 +162,37 @@ def categories():
     return {"segments": [], "device_traces": [trace]}
 
 
+def peak_roles():
+    """Roles and labels that change after a peak, on a device (0) and on adprof's host heap (1:
+    the `adprof` dict names it "host"), each with its own peak. Each memory: A 4 MiB activation
+    and B 2 MiB parameter (a first peak, 6 MiB); A annotated "optimizer_state" (retagged) and B
+    "decoder.w" (labelled); -B; D 1 MiB activation annotated "parameter", -D; +C 4 MiB
+    activation (the peak, 8 MiB: A and C); then C annotated "parameter" and A "encoder.x". A
+    snapshot exported again keeps each block's category and label at its memory's peak where
+    it was live there (A optimizer_state without a label, C activation), else its last (B
+    labelled, D parameter)."""
+    def memory(base, t):
+        def note(addr, size, at, meta):
+            return {"action": "annotate", "addr": addr, "size": size, "stream": 0, "time_us": at,
+                    "user_metadata": meta}
+        a, b, c, d = base, base + 4 * MiB, base + 8 * MiB, base + 12 * MiB
+        return [entry("alloc", a, 4 * MiB, t + 1, category="activation"),
+                entry("alloc", b, 2 * MiB, t + 2, category="parameter"),
+                note(a, 4 * MiB, t + 3, "optimizer_state"),
+                note(b, 2 * MiB, t + 4, "decoder.w"),
+                *freed(b, 2 * MiB, t + 5),
+                entry("alloc", d, MiB, t + 7, category="activation"),
+                note(d, MiB, t + 8, "parameter"),
+                *freed(d, MiB, t + 9),
+                entry("alloc", c, 4 * MiB, t + 11, category="activation"),
+                note(c, 4 * MiB, t + 12, "parameter"),
+                note(a, 4 * MiB, t + 13, "encoder.x")]
+    # The host's events come after the device's, interleaved by time; each memory has its peak.
+    return {"segments": [], "device_traces": [memory(BASE, 0), memory(BASE + 64 * MiB, 5)],
+            "adprof": {"schema": "adprof.torch_snapshot", "version": 1, "categories": "roles",
+                       "devices": ["device 0", "host"]}}
+
+
 def huge():
     """65 blocks of 2^56 bytes: more than the 2^62 bytes adprof's totals are bounded by."""
     trace = [entry("alloc", i << 57, 1 << 56, i) for i in range(65)]
@@ -188,6 +219,7 @@ def main():
     dump("expandable.pickle", expandable())
     dump("categories.pickle", categories())
     dump("huge.pickle", huge())
+    dump("peak_roles.pickle", peak_roles())
     dump("segments_only.pickle", segments_only())
     dump("before.pickle", scaled(1.0))
     dump("after.pickle", scaled(1.1))

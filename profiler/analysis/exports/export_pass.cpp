@@ -1,8 +1,8 @@
 // write_exports(): one pass for every export. A rider (analyze_with.h) carries the observers the
 // exports need: the Perfetto writer's slices, the timeline of its counter track, the timeline of
-// the CSV and SVG. It rides on the report's pass when the folded stacks or the Perfetto
-// instants of a trace with stacks need the live set at the peak; otherwise the replay driver runs
-// it alone (no report's work).
+// the CSV and SVG, the memory snapshot's entries (torch_snapshot.h). It rides on the report's pass
+// when the folded stacks or the Perfetto instants of a trace with stacks need the live set at the
+// peak; otherwise the replay driver runs it alone (no report's work).
 #include <optional>
 
 #include "adprof/exports.h"
@@ -11,6 +11,7 @@
 #include "folded.h"
 #include "memory/analyze_with.h"
 #include "perfetto.h"
+#include "torch_snapshot/torch_snapshot_writer.h"
 
 namespace adprof {
 
@@ -30,9 +31,10 @@ class ExportRider final : public PassRider {
       options.max_samples = kTimelineExportSamples;
       timeline_.emplace(reader, replay, options);
     }
+    if (streams.torch_snapshot) snapshot_.emplace(reader, replay);
   }
 
-  bool empty() const { return !perfetto_ && !timeline_; }
+  bool empty() const { return !perfetto_ && !timeline_ && !snapshot_; }
 
   // The timelines' windows are the whole trace: they never stop the pass.
   bool stop_before(const Event &) { return false; }
@@ -47,6 +49,7 @@ class ExportRider final : public PassRider {
       timeline_->stop_before(e);
       timeline_->on_heap(e, c);
     }
+    if (snapshot_) snapshot_->on_heap(e, c);
   }
 
   void on_event(const Event &e, bool changed) override {
@@ -59,14 +62,21 @@ class ExportRider final : public PassRider {
       timeline_->stop_before(e);
       timeline_->on_event(e, changed);
     }
+    if (snapshot_) snapshot_->on_event(e, changed);
   }
 
-  void finish(const ExportStreams &streams, const Report *report) {
+  // After the pass, the replay at the trace's end (the snapshot's segments are the blocks live
+  // then).
+  void finish(const ExportStreams &streams, const Report *report, ExportSummary &summary) {
     if (perfetto_) perfetto_->finish(counter_->finish(), report);
     if (timeline_) {
       const Timeline t = timeline_->finish();
       if (streams.timeline_csv) *streams.timeline_csv << timeline_csv(t);
       if (streams.timeline_svg) *streams.timeline_svg << timeline_svg(t);
+    }
+    if (snapshot_) {
+      const std::string bytes = snapshot_->finish(&summary.torch_snapshot);
+      streams.torch_snapshot->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     }
   }
 
@@ -74,6 +84,7 @@ class ExportRider final : public PassRider {
   std::optional<PerfettoWriter> perfetto_;
   std::optional<TimelineBuilder> counter_;   // the Perfetto counter track's
   std::optional<TimelineBuilder> timeline_;  // the CSV's and the SVG's
+  std::optional<TorchSnapshotWriter> snapshot_;
 };
 
 }  // namespace
@@ -95,7 +106,7 @@ ExportSummary write_exports(TraceReader &reader, const std::string &trace_path,
     const Report report =
         rider.empty() ? analyze(reader, trace_path, analyze_options)
                       : analyze_with_rider(reader, trace_path, analyze_options, replay, rider);
-    rider.finish(streams, reader.header().stacks() ? &report : nullptr);
+    rider.finish(streams, reader.header().stacks() ? &report : nullptr, summary);
     if (streams.folded) *streams.folded << folded_stacks(report);
   } else {
     ReplayDriver driver(reader, replay);
@@ -103,7 +114,7 @@ ExportSummary write_exports(TraceReader &reader, const std::string &trace_path,
     drive.progress = options.progress;
     driver.run(rider, drive);
     if (options.progress) options.progress(1.0);
-    rider.finish(streams, nullptr);
+    rider.finish(streams, nullptr, summary);
   }
   summary.events = reader.stats().events;
   summary.complete = reader.end().complete;

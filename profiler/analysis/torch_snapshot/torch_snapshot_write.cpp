@@ -26,16 +26,21 @@
 //  - a top-level "adprof" dict says that the categories are adprof's roles, which the reader
 //    (torch_snapshot_read.cpp) takes as they are.
 // Pickle protocol 4 without framing (pickle.h); the viewer's reader refuses protocol 5.
+//
+// Made in the one export pass (torch_snapshot_writer.h): the entries as the events come, the
+// roles at the peaks kept as the peaks move (a block changed after the peak it was live at
+// logs its state there), the device traces numbered and the segments taken from the replay at
+// the end; no second reading of the trace.
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include <algorithm>
 #include <map>
 
 #include "adprof/ad_events.h"
 #include "adprof/call_stacks.h"
-#include "adprof/replay_driver.h"
-#include "adprof/torch_snapshot.h"
 #include "pickle.h"
+#include "torch_snapshot_writer.h"
 #include "trace_format.h"
 
 namespace adprof {
@@ -56,7 +61,6 @@ struct Entry {
   uint32_t label = 0;
   uint8_t action = kAllocEntry;
   uint8_t role = ADPROF_ROLE_FOREIGN;
-  bool frozen = false;  // its role and label are those at the peak
 };
 
 struct Frame {
@@ -68,15 +72,60 @@ struct Frame {
 // Host blocks are one memory, each device's blocks another.
 bool exported_space(int space) { return is_host_space(space) || is_device_space(space); }
 
-class Exporter {
- public:
-  explicit Exporter(TraceReader &reader) : reader_(reader) {}
+}  // namespace
 
-  std::string run(SnapshotExportStats *stats) {
-    first_pass();
-    host_ = reader_.header().heap_is_device ? kNoTrace : devices_;  // after the GPUs
-    traces_.resize(devices_ + (host_ == kNoTrace ? 0 : 1));
-    second_pass();
+class TorchSnapshotWriter::Exporter {
+ public:
+  Exporter(const TraceReader &reader, const Replay &replay)
+      : reader_(reader), replay_(replay), heap_is_device_(reader.header().heap_is_device) {}
+
+  void on_heap(const Event &e, const Replay::HeapChange &c) {
+    count_device(e);
+    const uint64_t t = time_us(e);
+    if (c.removed) freed(e.addr, *c.removed, t);
+    if (e.type == fmt::EventType::kAlloc && c.block) allocated(e, e.addr, *c.block);
+    note_peaks();
+  }
+
+  void on_event(const Event &e, bool changed) {
+    count_device(e);
+    stacks_.on_event(e);
+    if (e.type == fmt::EventType::kLabel) label(e);
+    if (e.type == fmt::EventType::kAnnotate) oom(e, time_us(e));
+    if (!changed) return;
+    const Replay::LastChange &last = replay_.last();
+    const uint64_t t = time_us(e);
+    for (const auto &[key, b] : last.removed) freed(key, *b, t);
+    if (last.alloc && last.block) allocated(e, last.key, *last.block);
+    if (last.retag && last.block) {
+      auto it = live_.find(last.key);
+      if (it != live_.end()) changing(it->second).role = last.block->role;
+    }
+    note_peaks();
+  }
+
+  std::string finish(SnapshotExportStats *stats) {
+    // Blocks live at their memory's peak and changed since: back to their state at the peak.
+    for (const PeakLog *peak : {&host_peak_, &device_peak_})
+      for (const PeakState &s : peak->log) {
+        Entry &a = entries(s.trace)[s.index];
+        a.role = s.role;
+        a.label = s.label;
+      }
+    // The devices are known now: the host heap's trace follows them.
+    host_ = heap_is_device_ ? kNoTrace : devices_;
+    device_traces_.resize(devices_);  // a device index no allocation counted has no trace
+    traces_ = std::move(device_traces_);
+    if (host_ != kNoTrace) traces_.push_back(std::move(host_trace_));
+    for (auto it = live_.begin(); it != live_.end();) {
+      if (it->second.trace == kHostTrace) it->second.trace = host_;
+      if (it->second.trace >= traces_.size())
+        live_.erase(it++);
+      else
+        ++it;
+    }
+    for (const auto &[key, b] : replay_.blocks()) end_blocks_.push_back({key, &b});
+    segments_ = end_segments(replay_);
     std::string bytes = write();
     if (stats) {
       stats->devices = static_cast<uint32_t>(traces_.size());
@@ -92,123 +141,107 @@ class Exporter {
   }
 
  private:
-  // The peaks (the events that first reached them: analyze()'s rule) and the devices.
-  void first_pass() {
-    Replay replay;
-    ReplayDriver driver(reader_, replay);
-    uint64_t host_peak = 0, device_peak = 0;
-    auto after = [&] {
-      if (replay.host_live() > host_peak) {
-        host_peak = replay.host_live();
-        host_peak_event_ = driver.index();
-      }
-      if (replay.device_live() > device_peak) {
-        device_peak = replay.device_live();
-        device_peak_event_ = driver.index();
-      }
-    };
-    const bool heap_is_device = reader_.header().heap_is_device;
-    auto device = [&](const Event &e) {
-      if (e.type == fmt::EventType::kAlloc && e.device < 65536 &&
-          (e.operand == ADPROF_SPACE_HEAP
-               ? heap_is_device
-               : e.operand != ADPROF_SPACE_MMAP && e.operand != ADPROF_SPACE_HOST_PINNED))
-        devices_ = std::max(devices_, e.device + 1);
-    };
-    auto obs = observe(
-        [&](const Event &e, const Replay::HeapChange &) {
-          device(e);
-          after();
-        },
-        [&](const Event &e, bool changed) {
-          device(e);
-          if (changed) after();
-        });
-    driver.run(obs);
+  // A block the snapshot follows: its trace (kHostTrace: the host heap's, numbered at the end)
+  // and entry, and the serial of the event that allocated it (Block::serial).
+  struct Live {
+    uint32_t trace, index;
+    uint64_t serial;
+  };
+
+  // The devices: the highest device index an allocation of device memory names, plus one
+  // (every device trace is kept as the pass goes; those above it are dropped at the end).
+  void count_device(const Event &e) {
+    if (e.type == fmt::EventType::kAlloc && e.device < kMaxDevices &&
+        (e.operand == ADPROF_SPACE_HEAP
+             ? heap_is_device_
+             : e.operand != ADPROF_SPACE_MMAP && e.operand != ADPROF_SPACE_HOST_PINNED))
+      devices_ = std::max(devices_, e.device + 1);
   }
 
-  // The device trace of a block allocated by `e`.
+  // The peaks of the host and of the devices (the events that first reached them: analyze()'s
+  // rule). A block's category and label are those it had at its memory's peak if it was live
+  // then: copying the live set at every new peak would cost a copy per allocation while memory
+  // rises, so a block live at the peak logs its state there the first time it changes after it
+  // (memory/live_at_peak.h's way), and a new peak clears the log.
+  struct PeakState {
+    uint32_t trace, index;
+    uint8_t role;
+    uint32_t label;
+  };
+  struct PeakLog {
+    uint64_t bytes = 0;
+    uint64_t serial = 0;  // the replay's serial after the peak's event (0: no peak yet)
+    std::vector<PeakState> log;
+    absl::flat_hash_set<uint64_t> logged;  // (trace, index)
+    void at(uint64_t live, uint64_t now) {
+      if (live <= bytes) return;
+      bytes = live;
+      serial = now;
+      log.clear();
+      logged.clear();
+    }
+  };
+  void note_peaks() {
+    host_peak_.at(replay_.host_live(), replay_.serial());
+    device_peak_.at(replay_.device_live(), replay_.serial());
+  }
+  // The entry of a live block about to change its role or label.
+  Entry &changing(const Live &l) {
+    Entry &a = entries(l.trace)[l.index];
+    // A snapshot's heap is its devices' memory, whose peak is the heap's.
+    PeakLog &peak = heap_is_device_ || l.trace == kHostTrace ? host_peak_ : device_peak_;
+    if (l.serial <= peak.serial && peak.logged.insert((uint64_t{l.trace} << 32) | l.index).second)
+      peak.log.push_back({l.trace, l.index, a.role, a.label});
+    return a;
+  }
+
+  uint64_t time_us(const Event &e) const {
+    return static_cast<uint64_t>(reader_.seconds(e.ticks) * 1e6);
+  }
+
+  // The device trace of a block allocated by `e` (kNoTrace: none).
   uint32_t trace_of(const Block &b, const Event &e) const {
-    if (b.space == ADPROF_SPACE_HEAP && host_ == kNoTrace) return e.device;
-    return is_host_space(b.space) ? host_ : b.device;
+    if (b.space == ADPROF_SPACE_HEAP && heap_is_device_) return e.device;
+    if (is_host_space(b.space)) return heap_is_device_ ? kNoTrace : kHostTrace;
+    return b.device;
+  }
+  std::vector<Entry> &entries(uint32_t trace) {
+    if (trace == kHostTrace) return host_trace_;
+    if (trace >= device_traces_.size()) device_traces_.resize(trace + 1);
+    return device_traces_[trace];
   }
 
-  void second_pass() {
-    reader_.rewind();
-    Replay &replay = replay_;
-    ReplayDriver driver(reader_, replay);
-    auto time_us = [&](const Event &e) {
-      return static_cast<uint64_t>(reader_.seconds(e.ticks) * 1e6);
-    };
-    auto freed = [&](uint64_t key, const Block &b, uint64_t t) {
-      auto it = live_.find(key);
-      if (it == live_.end()) return;
-      const auto [trace, index] = it->second;
-      live_.erase(it);
-      Entry f = traces_[trace][index];
-      f.action = b.space == ADPROF_SPACE_DEVICE_SEGMENT ? kSegmentFree : kFreeEntry;
-      f.alloc = index;
-      f.time_us = t;
-      traces_[trace].push_back(f);
-    };
-    auto allocated = [&](const Event &ev, uint64_t key, const Block &b, CallStacks &stacks) {
-      const uint64_t t = time_us(ev);
-      const bool segment = b.space == ADPROF_SPACE_DEVICE_SEGMENT;
-      if (!segment && !exported_space(b.space)) return;
-      const uint32_t trace = segment ? b.device : trace_of(b, ev);
-      if (trace >= traces_.size()) return;
-      Entry e;
-      e.action = segment ? kSegmentAlloc : kAllocEntry;
-      e.addr = Replay::address_of(key);
-      e.size = b.size;
-      e.time_us = t;
-      e.role = b.role;
-      e.op_name = b.op_name;
-      e.label = b.label;
-      e.stack = b.stack ? stack_frames(b.stack, stacks) : 0;
-      live_[key] = {trace, static_cast<uint32_t>(traces_[trace].size())};
-      traces_[trace].push_back(e);
-    };
-    auto freeze = [&](bool host) {
-      for (auto &[key, where] : live_) {
-        Entry &e = traces_[where.first][where.second];
-        // A snapshot's heap is its devices' memory, whose peak is the heap's.
-        const bool heap = host_ == kNoTrace || where.first == host_;
-        if (heap == host) e.frozen = true;
-      }
-    };
-    auto peaks = [&] {
-      if (driver.index() == host_peak_event_) freeze(true);
-      if (driver.index() == device_peak_event_ && devices_) freeze(false);
-    };
-    auto obs = observe(
-        [&](const Event &e, const Replay::HeapChange &c) {
-          const uint64_t t = time_us(e);
-          if (c.removed) freed(e.addr, *c.removed, t);
-          if (e.type == fmt::EventType::kAlloc && c.block) allocated(e, e.addr, *c.block, stacks_);
-          peaks();
-        },
-        [&](const Event &e, bool changed) {
-          stacks_.on_event(e);
-          if (e.type == fmt::EventType::kLabel) label(e, replay);
-          if (e.type == fmt::EventType::kAnnotate) oom(e, time_us(e));
-          if (!changed) return;
-          const Replay::LastChange &last = replay.last();
-          const uint64_t t = time_us(e);
-          for (const auto &[key, b] : last.removed) freed(key, *b, t);
-          if (last.alloc && last.block) allocated(e, last.key, *last.block, stacks_);
-          if (last.retag && last.block) {
-            auto it = live_.find(last.key);
-            if (it != live_.end()) {
-              Entry &a = traces_[it->second.first][it->second.second];
-              if (!a.frozen) a.role = last.block->role;
-            }
-          }
-          peaks();
-        });
-    driver.run(obs);
-    for (const auto &[key, b] : replay.blocks()) end_blocks_.push_back({key, &b});
-    segments_ = end_segments(replay);
+  void freed(uint64_t key, const Block &b, uint64_t t) {
+    auto it = live_.find(key);
+    if (it == live_.end()) return;
+    const Live l = it->second;
+    live_.erase(it);
+    std::vector<Entry> &trace = entries(l.trace);
+    Entry f = trace[l.index];
+    f.action = b.space == ADPROF_SPACE_DEVICE_SEGMENT ? kSegmentFree : kFreeEntry;
+    f.alloc = l.index;
+    f.time_us = t;
+    trace.push_back(f);
+  }
+
+  void allocated(const Event &ev, uint64_t key, const Block &b) {
+    const uint64_t t = time_us(ev);
+    const bool segment = b.space == ADPROF_SPACE_DEVICE_SEGMENT;
+    if (!segment && !exported_space(b.space)) return;
+    const uint32_t trace = segment ? b.device : trace_of(b, ev);
+    if (trace != kHostTrace && trace >= kMaxDevices) return;
+    Entry e;
+    e.action = segment ? kSegmentAlloc : kAllocEntry;
+    e.addr = Replay::address_of(key);
+    e.size = b.size;
+    e.time_us = t;
+    e.role = b.role;
+    e.op_name = b.op_name;
+    e.label = b.label;
+    e.stack = b.stack ? stack_frames(b.stack) : 0;
+    std::vector<Entry> &entries_of_trace = entries(trace);
+    live_[key] = {trace, static_cast<uint32_t>(entries_of_trace.size()), b.serial};
+    entries_of_trace.push_back(e);
   }
 
   // The AD protocol's ad.device.oom (or its legacy name): an `oom` entry of its device, with
@@ -217,32 +250,31 @@ class Exporter {
     const ad::Decoder::Annotation a = decoder_.annotation(e);
     if (a.kind != ad::Kind::kDeviceOom || a.values.size() < 5) return;
     const uint64_t device = a.values[4];
-    if (device >= traces_.size() || device == host_) return;
+    if (device >= kMaxDevices) return;  // and a device no allocation counted: dropped at the end
     Entry o;
     o.action = kOom;
     o.size = a.values[0];
     o.addr = a.values[3] > a.values[1] ? a.values[3] - a.values[1] : 0;
     o.time_us = t;
-    traces_[device].push_back(o);
+    entries(static_cast<uint32_t>(device)).push_back(o);
   }
 
-  void label(const Event &e, const Replay &replay) {
+  void label(const Event &e) {
     for (int space : {ADPROF_SPACE_HEAP, ADPROF_SPACE_DEVICE_BLOCK, ADPROF_SPACE_DEVICE_RAW,
                       ADPROF_SPACE_HOST_PINNED}) {
       const uint64_t key = Replay::key(e.addr, space);
       auto it = live_.find(key);
-      if (it == live_.end() || !replay.blocks().contains(key)) continue;
-      Entry &a = traces_[it->second.first][it->second.second];
-      if (!a.frozen) a.label = static_cast<uint32_t>(e.a);
+      if (it == live_.end() || !replay_.blocks().contains(key)) continue;
+      changing(it->second).label = static_cast<uint32_t>(e.a);
       return;
     }
   }
 
-  uint32_t stack_frames(uint32_t id, CallStacks &stacks) {
+  uint32_t stack_frames(uint32_t id) {
     auto [it, inserted] = stack_index_.try_emplace(id, 0);
     if (!inserted) return it->second;
     std::vector<Frame> frames;
-    for (const SourceFrame &f : stacks.frames(id))
+    for (const SourceFrame &f : stacks_.frames(id))
       frames.push_back(
           {f.file.empty() ? f.module : f.file, f.line, f.function.empty() ? f.name() : f.function});
     stacks_frames_.push_back(std::move(frames));
@@ -281,8 +313,8 @@ class Exporter {
       auto it = live_.find(key);
       if (it == live_.end()) continue;
       blocks.push_back(
-          {{it->second.first, Replay::address_of(key)},
-           {Replay::address_of(key), b->size, &traces_[it->second.first][it->second.second]}});
+          {{it->second.trace, Replay::address_of(key)},
+           {Replay::address_of(key), b->size, &traces_[it->second.trace][it->second.index]}});
     }
     std::sort(blocks.begin(), blocks.end(),
               [](const auto &x, const auto &y) { return x.first < y.first; });
@@ -519,14 +551,18 @@ class Exporter {
     return w.finish();
   }
 
-  TraceReader &reader_;
-  Replay replay_;  // the second pass's: the names of labels and ops, the blocks at the end
+  const TraceReader &reader_;
+  const Replay &replay_;       // the pass's: the names of labels and ops, the blocks at the end
+  const bool heap_is_device_;  // a PyTorch snapshot read as a trace (TraceHeader)
   ad::Decoder decoder_{replay_};
-  uint64_t host_peak_event_ = 0, device_peak_event_ = 0;
-  static constexpr uint32_t kNoTrace = UINT32_MAX;
-  uint32_t devices_ = 0, host_ = 0;  // host_: the host heap's trace (kNoTrace: none)
-  std::vector<std::vector<Entry>> traces_;
-  absl::flat_hash_map<uint64_t, std::pair<uint32_t, uint32_t>> live_;  // key -> (trace, entry)
+  static constexpr uint32_t kMaxDevices = 65536;
+  static constexpr uint32_t kNoTrace = UINT32_MAX, kHostTrace = UINT32_MAX - 1;
+  PeakLog host_peak_, device_peak_;
+  uint32_t devices_ = 0, host_ = 0;                // host_: the host heap's trace (kNoTrace: none)
+  std::vector<std::vector<Entry>> device_traces_;  // during the pass, by device
+  std::vector<Entry> host_trace_;                  // during the pass
+  std::vector<std::vector<Entry>> traces_;         // at the end: the devices', then the host's
+  absl::flat_hash_map<uint64_t, Live> live_;       // key -> its trace and entry
   CallStacks stacks_;
   absl::flat_hash_map<uint32_t, uint32_t> stack_index_;
   std::vector<std::vector<Frame>> stacks_frames_;
@@ -538,12 +574,18 @@ class Exporter {
   std::vector<EndSegment> segments_;
 };
 
-}  // namespace
+TorchSnapshotWriter::TorchSnapshotWriter(const TraceReader &reader, const Replay &replay)
+    : exporter_(std::make_unique<Exporter>(reader, replay)) {}
+TorchSnapshotWriter::~TorchSnapshotWriter() = default;
 
-std::string write_torch_snapshot(const std::string &trace_path, SnapshotExportStats *stats) {
-  TraceReader reader(trace_path);
-  Exporter exporter(reader);
-  return exporter.run(stats);
+void TorchSnapshotWriter::on_heap(const Event &e, const Replay::HeapChange &c) {
+  exporter_->on_heap(e, c);
+}
+void TorchSnapshotWriter::on_event(const Event &e, bool changed) {
+  exporter_->on_event(e, changed);
+}
+std::string TorchSnapshotWriter::finish(SnapshotExportStats *stats) {
+  return exporter_->finish(stats);
 }
 
 }  // namespace adprof

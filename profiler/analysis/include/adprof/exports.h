@@ -5,6 +5,8 @@
 //   Perfetto: Chrome trace event JSON (exports/perfetto.h)
 //   folded:   folded stacks of the live bytes at the peak (exports/folded.h)
 //   timeline CSV and SVG: the timeline of kTimelineExportSamples (timeline_csv(), timeline_svg())
+//   memory snapshot: the pickle of torch_snapshot.h
+//                            (torch_snapshot/torch_snapshot_write.cpp)
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <ostream>
 #include <string>
 
+#include "adprof/torch_snapshot.h"
 #include "adprof/trace_reader.h"
 
 namespace adprof {
@@ -22,6 +25,7 @@ struct ExportStreams {
   std::ostream *folded = nullptr;
   std::ostream *timeline_csv = nullptr;
   std::ostream *timeline_svg = nullptr;
+  std::ostream *torch_snapshot = nullptr;  // binary: a pickle
 };
 
 struct ExportOptions {
@@ -33,6 +37,7 @@ struct ExportSummary {
   uint64_t events = 0;   // events read
   bool complete = true;  // the trace was read whole (TraceReader::end())
   std::string end_reason;
+  SnapshotExportStats torch_snapshot;  // what the snapshot holds, when one was made
 };
 
 // Reads `reader` (opened on `trace_path`, not read yet) once and writes every export asked for.

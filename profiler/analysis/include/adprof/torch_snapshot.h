@@ -25,7 +25,8 @@
 //    naming a role, retag) their block; other actions are counted and skipped.
 //  Times are the entries' `time_us`; where the snapshot has none, the entry's number (1 us each).
 //
-// Out: write_torch_snapshot() writes a trace as a snapshot (docs/PYTORCH.md, "Snapshots").
+// Out: write_exports() (exports.h, ExportStreams::torch_snapshot) writes a trace as a snapshot
+// in its one pass (docs/PYTORCH.md, "Snapshots").
 #pragma once
 
 #include <cstdint>
@@ -55,16 +56,14 @@ struct SnapshotEvents {
 // PyTorch memory snapshot.
 SnapshotEvents read_torch_snapshot(const std::string &path);
 
+// What write_exports() wrote in a snapshot (pickle protocol 4). Device i < N: the trace's device
+// blocks of device i (N devices); device N: the host heap (device 0 when the trace has no device
+// memory).
 struct SnapshotExportStats {
   uint64_t allocations = 0;  // alloc entries written (all devices)
   uint64_t entries = 0;      // trace entries written
   uint32_t devices = 0;      // device traces (the host heap is the last)
   uint64_t bytes = 0;        // size of the pickle
 };
-
-// The trace at `trace_path` as a PyTorch memory snapshot (pickle protocol 4), returned as bytes.
-// Device i < N: the trace's device blocks of device i (N devices); device N: the host heap
-// (device 0 when the trace has no device memory). Throws TraceError for an unreadable trace.
-std::string write_torch_snapshot(const std::string &trace_path, SnapshotExportStats *stats);
 
 }  // namespace adprof
