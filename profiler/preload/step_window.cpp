@@ -402,13 +402,18 @@ void merge_until(WindowState &w, uint64_t ticks) {
   for (ChangeRun &r : w.runs) r.compact();
 }
 
-// Merges what every thread busy in the meantime has handed over (kSettleNs of the program's
-// time behind the newest event read); sooner when too many changes wait.
+// The program's time `ns` behind the newest event read: every thread busy since has handed over
+// what it recorded before it (a buffer at each flush tick).
+uint64_t read_past(const WindowState &w, uint64_t ns) {
+  const uint64_t ticks = g_ticks_per_second * (ns / 1'000'000) / 1000;
+  return w.newest_read - std::min(w.newest_read, ticks);
+}
+
+// Merges what every thread busy in the meantime has handed over (read_past kSettleNs); sooner
+// when too many changes wait.
 void merge_waiting(WindowState &w) {
-  const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
-  uint64_t horizon = w.newest_read - std::min(w.newest_read, settle);
-  if (w.waiting_changes > kMaxWaitingChanges)
-    horizon = w.newest_read - std::min(w.newest_read, settle / 4);
+  const uint64_t horizon =
+      read_past(w, w.waiting_changes > kMaxWaitingChanges ? kSettleNs / 4 : kSettleNs);
   if (horizon > w.merged_until) merge_until(w, horizon);
   if (w.waiting_changes > kMaxWaitingChanges) merge_until(w, w.newest_read);
 }
@@ -946,11 +951,9 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks, LiveSetPart p
 // The live set's host part (HeapLiveSet), once its time has settled (`all`: at the end).
 void write_heap_live_set(WindowState &w, Compressor &k, bool all) {
   if (!w.heap_live_set_waits) return;
-  const uint64_t settle = g_ticks_per_second * (kSettleNs / 1'000'000) / 1000;
   // Read past it on some thread, or over for as long by the clock, every buffer handed over
   // since read (a process that stops allocating, then is killed by the OOM killer, has it).
-  if (!all && w.newest_read - std::min(w.newest_read, settle) < w.live_set_ticks &&
-      now_ns() - w.opened_ns < kSettleNs)
+  if (!all && read_past(w, kSettleNs) < w.live_set_ticks && now_ns() - w.opened_ns < kSettleNs)
     return;
   w.heap_live_set_waits = false;
   write_live_set(w, k, w.live_set_ticks, LiveSetPart::kHeap);
@@ -1116,8 +1119,6 @@ void write_settled_steps(Compressor &k) {
   if (!g_step_window || !g_window->ready) return;
   WindowState &w = *g_window;
   read_marks(w);
-  // What every thread busy in the meantime has handed over (kSettleNs of its time) is merged;
-  // sooner when too many changes wait.
   merge_waiting(w);
   write_heap_live_set(w, k, false);
   close_steps(w, k, false);
