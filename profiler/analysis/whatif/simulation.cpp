@@ -46,6 +46,7 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
       for (size_t i : alike) all[i].peak = all[same].peak;
     }
   } restore{all, sc, ran, alike, same_as_recording};
+  for (Scenario &s : sc) s.follow_the_plan();
   reader.rewind();
   Tracker tracker2;
   ReplayDriver driver(reader, replay2);
@@ -55,26 +56,24 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
       for (Scenario &s : sc) s.peak = std::max(s.peak, replay2.host_live());
       return;
     }
-    auto acquire = [&](Scenario &s, uint64_t storage, uint64_t size, bool arena) {
-      if (s.plan.suppress.count(storage)) return;
-      auto x = s.plan.extra_holds.find(storage);
-      const int holds = 1 + (x != s.plan.extra_holds.end() ? x->second : 0);
-      const bool to_pool = gave.count(storage) > 0 || s.plan.pooled.count(storage) > 0;
-      s.alloc(storage, size, arena || to_pool, to_pool, holds);
+    auto acquire = [&](Scenario &s, uint64_t storage, uint64_t size, bool arena, bool gave_back) {
+      s.acquire(storage, size, arena, gave_back || s.plan.pooled.count(storage) > 0);
     };
     if (index == start) {  // take over the live blocks as pass 1 did
       tracker2.seed(replay2);
       tracker2.for_each([&](uint64_t storage, uint64_t size) {
-        for (Scenario &s : sc) acquire(s, storage, size, false);
+        const bool gave_back = gave.count(storage) > 0;
+        for (Scenario &s : sc) acquire(s, storage, size, false, gave_back);
       });
     }
     const Change c = tracker2.apply(e, index);
+    const bool gave_back = c.type == Change::kAcquire && gave.count(c.storage) > 0;
     for (Scenario &s : sc) {
       if (c.type == Change::kAcquire) {
-        acquire(s, c.storage, c.size, c.arena);
+        acquire(s, c.storage, c.size, c.arena, gave_back);
       } else if (c.type == Change::kRelease) {
         s.trigger(c.storage);
-        s.release_hold(c.storage);
+        s.release(c.storage, c.size);
       } else if (c.type == Change::kIdleFree) {
         auto it = s.idle.find(c.size);
         if (it != s.idle.end() && it->second > 0) {
@@ -82,13 +81,16 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
           s.phys -= static_cast<int64_t>(c.size);
         }
       }
-      auto a = s.plan.at.find(index);
+      // The plan's actions after this event (the events come in index order: a cursor, not a
+      // search per event).
+      while (s.next_action != s.plan.at.end() && s.next_action->first < index) ++s.next_action;
+      const bool acts = s.next_action != s.plan.at.end() && s.next_action->first == index;
       auto total_now = [&] {
         return static_cast<int64_t>(replay2.host_live()) - static_cast<int64_t>(tracker2.phys()) +
                s.phys;
       };
-      if (a != s.plan.at.end()) {
-        for (const Action &act : a->second) {
+      if (acts) {
+        for (const Action &act : s.next_action->second) {
           if (act.type == Action::kKill) {
             s.kill(act.id);
           } else if (act.type == Action::kReleaseHold) {
@@ -101,7 +103,7 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
           if (act.probe && total_now() > 0)
             s.peak = std::max(s.peak, static_cast<uint64_t>(total_now()));
         }
-        s.plan.at.erase(a);
+        s.next_action = s.plan.at.erase(s.next_action);
       }
       const int64_t total = total_now();
       if (total > 0) s.peak = std::max(s.peak, static_cast<uint64_t>(total));
