@@ -24,7 +24,8 @@ int command_whatif(const std::vector<std::string> &args) {
   const po::variables_map &vm = *parsed;
   const std::string trace = vm["trace"].as<std::string>();
   TraceReader reader(trace);
-  WhatIf w = predict_policies(reader);
+  WhatIf w = predict_policies(reader, analyze_options_with_progress().stage_progress);
+  end_progress();
   w.trace = trace;
   warn_if_incomplete(trace, reader.end().complete, reader.end().reason);
   if (vm.count("json"))

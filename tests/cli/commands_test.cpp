@@ -14,6 +14,7 @@
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "../support/temp_dir.h"
+#include "../support/terminal.h"
 #include "adprof/report.h"
 #include "adprof/role_style.h"
 
@@ -51,6 +52,22 @@ class Cli : public ::testing::Test {
 };
 
 constexpr const char *kSmall = " --size 262144 --n 8";
+
+// The what-if reads the trace a second time (once per scenario's plan), on a long PyTorch run
+// for as long as the first reading: it says how far it is too, on a terminal. The charlm
+// sample's 2.2 M events give a line every 2^20 events. Before, `report` went quiet after
+// "reading the trace 100%" and `whatif` said nothing at all.
+TEST_F(Cli, WhatIfsSecondReadingSaysHowFarItIs) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const std::string trace = record("charlm", CHARLM);
+  for (const char *command : {"report", "whatif"}) {
+    const std::string shown = adprof_test::stderr_on_a_terminal({ADPROF_CLI, command, trace},
+                                                                "ADPROF_PROGRESS_DELAY_MS=0");
+    EXPECT_NE(shown.find("reading the trace"), std::string::npos) << command << ": " << shown;
+    EXPECT_NE(shown.find("predicting each policy (what-if)"), std::string::npos)
+        << command << ": " << shown;
+  }
+}
 
 TEST_F(Cli, RunReportsAccumulationAndExitsWithProgramStatus) {
   ADPROF_SKIP_IF_SANITIZED();

@@ -3,7 +3,6 @@
 // of a library dlopen'd and dlclose'd before exit) runs under `adprof run --stacks`; the report
 // must name exactly those sites, with file:line, and their exact counts and sizes.
 #include <gtest/gtest.h>
-#include <pty.h>
 
 #include <cstdio>
 #include <map>
@@ -11,6 +10,7 @@
 #include <set>
 
 #include "../support/process.h"
+#include "../support/terminal.h"
 #include "adprof/call_stacks.h"
 #include "adprof/compare.h"
 #include "adprof/report.h"
@@ -176,35 +176,11 @@ TEST_F(StacksTest, TraceRecordsTheLibraryLoadAndItsUnload) {
 }
 
 // Without --stacks, nothing of it: the trace has no stacks and the report no sites.
-// What `command` writes on its standard error when that is a terminal (standard output goes
-// to /dev/null), with `setting` ("NAME=VALUE") in its environment.
-std::string stderr_on_a_terminal(const std::vector<std::string> &command, const char *setting) {
-  int master = -1;
-  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    putenv(const_cast<char *>(setting));
-    std::vector<char *> argv;
-    for (const std::string &a : command) argv.push_back(const_cast<char *>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(master, buf, sizeof buf)) > 0;) out.append(buf, n);  // EIO at exit
-  int status = 0;
-  waitpid(pid, &status, 0);
-  close(master);
-  return out;
-}
-
 // Long work says how far it is on a terminal (here from its first moment, the delay of one
 // second set to 0), and nothing when standard error is not one.
 TEST_F(StacksTest, ReportSaysHowFarItIsOnATerminalOnly) {
-  const std::string shown =
-      stderr_on_a_terminal({cli_path(), "report", trace_}, "ADPROF_PROGRESS_DELAY_MS=0");
+  const std::string shown = adprof_test::stderr_on_a_terminal({cli_path(), "report", trace_},
+                                                              "ADPROF_PROGRESS_DELAY_MS=0");
   EXPECT_NE(shown.find("reading the trace"), std::string::npos) << shown;
   EXPECT_NE(shown.find("symbolising stacks 100%"), std::string::npos) << shown;
   SpawnOptions piped;

@@ -36,9 +36,12 @@ struct PendingPrediction::State {
   whatif::Pass pass;
   uint64_t events = 0, measured_peak = 0;
   bool finished = false;
+  // The caller's stage progress (AnalyzeOptions::stage_progress), for pass 2.
+  std::function<void(const char *, double)> stage_progress;
 
   // The report's pass, pass 1 on it.
   Report first_pass(const AnalyzeOptions &options) {
+    stage_progress = options.stage_progress;
     Report report = analyze_with(reader, trace, options, replay, &pass);
     events = report.events;
     measured_peak = report.peak;
@@ -47,7 +50,10 @@ struct PendingPrediction::State {
   WhatIf second_pass() {
     if (finished) throw std::logic_error("PendingPrediction::finish called twice");
     finished = true;
-    WhatIf w = pass.finish(reader, events, measured_peak);
+    std::function<void(double)> progress;
+    if (stage_progress)
+      progress = [this](double f) { stage_progress("predicting each policy (what-if)", f); };
+    WhatIf w = pass.finish(reader, events, measured_peak, progress);
     w.trace = trace;
     return w;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "adprof/whatif.h"
@@ -31,7 +32,9 @@ class Pass {
 
   // Pass 1 ended after `events` events; runs pass 2 (reads `reader` from its start again) and
   // returns the predictions. `measured_peak`: the recording's host peak.
-  WhatIf finish(TraceReader &reader, uint64_t events, uint64_t measured_peak);
+  // `progress`, when given, is told the fraction of pass 2's reading done now and then.
+  WhatIf finish(TraceReader &reader, uint64_t events, uint64_t measured_peak,
+                const std::function<void(double)> &progress = {});
 
  private:
   VirtualIds ids_;  // one counter per analysis: two analyses at once share nothing

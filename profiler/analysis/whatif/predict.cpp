@@ -87,7 +87,8 @@ whatif::Pass::Pass(const Replay &replay)
   fused_steps_.assign(sc_.size(), FusedSteps(ids_));
 }
 
-WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measured_peak) {
+WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measured_peak,
+                            const std::function<void(double)> &progress) {
   WhatIf w;
   w.measured_peak = measured_peak;
   TapeCollector &tape = tape_;
@@ -120,7 +121,7 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
 
   // ---- pass 2 ----
   Replay replay;  // its names serve the explanations
-  simulate(reader, sc, tape.gave, tape.activated_at(), replay);
+  simulate(reader, sc, tape.gave, tape.activated_at(), replay, progress);
 
   // ---- results ----
   w.replayed_peak = sc[0].peak;
@@ -249,7 +250,8 @@ WhatIf predict_policies(const std::string &trace_path) {
   return w;
 }
 
-WhatIf predict_policies(TraceReader &reader) {
+WhatIf predict_policies(TraceReader &reader,
+                        const std::function<void(const char *, double)> &stage_progress) {
   // ---- pass 1, alone (analyze_all rides it on the report's pass instead) ----
   Replay replay;
   Pass pass(replay);
@@ -265,8 +267,14 @@ WhatIf predict_policies(TraceReader &reader) {
     pass.on_event(e, driver.index());
   };
   auto pass1 = observe(on_heap, on_event);
-  const uint64_t events = driver.run(pass1);
-  return pass.finish(reader, events, measured);
+  DriveOptions drive;
+  std::function<void(double)> pass2_progress;
+  if (stage_progress) {
+    drive.progress = [&](double f) { stage_progress("reading the trace", f); };
+    pass2_progress = [&](double f) { stage_progress("predicting each policy (what-if)", f); };
+  }
+  const uint64_t events = driver.run(pass1, drive);
+  return pass.finish(reader, events, measured, pass2_progress);
 }
 
 }  // namespace adprof

@@ -18,7 +18,8 @@ bool changes_nothing(const Plan &p) {
 }  // namespace
 
 void simulate(TraceReader &reader, std::vector<Scenario> &all,
-              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay2) {
+              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay2,
+              const std::function<void(double)> &progress) {
   // Scenarios whose plans change nothing replay the recording alike: the first of them runs,
   // the others take its peak (on an engine with layers most policies have nothing to plan, and each
   // scenario costs a hash probe per event).
@@ -111,7 +112,9 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
   };
   auto pass2 = observe([&](const Event &e, const Replay::HeapChange &) { step(e); },
                        [&](const Event &e, bool) { step(e); });
-  driver.run(pass2);
+  DriveOptions drive;
+  drive.progress = progress;
+  driver.run(pass2, drive);
 }
 
 }  // namespace adprof::whatif

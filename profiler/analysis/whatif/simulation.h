@@ -6,6 +6,7 @@
 #include <absl/container/flat_hash_set.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <unordered_set>
 #include <vector>
@@ -115,7 +116,9 @@ struct Scenario {
 // Reads the trace again from its start and runs every scenario over it. `gave`: storages the
 // recording gave back to an arena; `start`: the event at which pass 1 began following storages
 // (0: never), where this pass takes over the replay's live blocks the same way.
+// `progress`, when given, is told the fraction of the trace read now and then.
 void simulate(TraceReader &reader, std::vector<Scenario> &scenarios,
-              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay);
+              const std::unordered_set<uint64_t> &gave, uint64_t start, Replay &replay,
+              const std::function<void(double)> &progress = {});
 
 }  // namespace adprof::whatif

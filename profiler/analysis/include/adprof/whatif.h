@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -81,7 +82,10 @@ struct WhatIf {
 };
 
 // Predicts from an open trace (read from its start; rewound between the passes).
-WhatIf predict_policies(TraceReader &reader);
+// `stage_progress`, when given, is told each pass's fraction read now and then (what it is, as
+// AnalyzeOptions::stage_progress).
+WhatIf predict_policies(TraceReader &reader,
+                        const std::function<void(const char *, double)> &stage_progress = {});
 WhatIf predict_policies(const std::string &trace_path);
 
 // The prediction of one policy by stable name, title or the engine's switch-off words
