@@ -193,7 +193,15 @@ void TraceLoader::whatIf(std::shared_ptr<PendingPrediction> prediction,
   auto job = std::make_shared<Job>();
   job->channel = "whatif";
   start<WhatIf>(
-      job, [prediction](Job &) { return prediction->finish(); }, std::move(done));
+      job,
+      [prediction](Job &job) {
+        // Pass 2 reads the whole trace again: the bar runs for it, and Cancel stops it.
+        return prediction->finish([&job](const char *, double f) {
+          job.progress->store(f);
+          if (job.cancel->load()) throw Cancelled{};
+        });
+      },
+      std::move(done));
 }
 
 void TraceLoader::exportTrace(const QString &path, Export what, const QString &out,

@@ -36,23 +36,21 @@ struct PendingPrediction::State {
   whatif::Pass pass;
   uint64_t events = 0, measured_peak = 0;
   bool finished = false;
-  // The caller's stage progress (AnalyzeOptions::stage_progress), for pass 2.
-  std::function<void(const char *, double)> stage_progress;
 
   // The report's pass, pass 1 on it.
   Report first_pass(const AnalyzeOptions &options) {
-    stage_progress = options.stage_progress;
     Report report = analyze_with(reader, trace, options, replay, &pass);
     events = report.events;
     measured_peak = report.peak;
     return report;
   }
-  WhatIf second_pass() {
+  // `stage_progress`: the caller's (AnalyzeOptions::stage_progress), told how far pass 2 is.
+  WhatIf second_pass(const std::function<void(const char *, double)> &stage_progress) {
     if (finished) throw std::logic_error("PendingPrediction::finish called twice");
     finished = true;
     std::function<void(double)> progress;
     if (stage_progress)
-      progress = [this](double f) { stage_progress("predicting each policy (what-if)", f); };
+      progress = [&](double f) { stage_progress("predicting each policy (what-if)", f); };
     WhatIf w = pass.finish(reader, events, measured_peak, progress);
     w.trace = trace;
     return w;
@@ -61,7 +59,9 @@ struct PendingPrediction::State {
 
 PendingPrediction::PendingPrediction(std::unique_ptr<State> state) : state_(std::move(state)) {}
 PendingPrediction::~PendingPrediction() = default;
-WhatIf PendingPrediction::finish() { return state_->second_pass(); }
+WhatIf PendingPrediction::finish(const std::function<void(const char *, double)> &stage_progress) {
+  return state_->second_pass(stage_progress);
+}
 
 Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
                      const AnalyzeOptions &options) {
@@ -71,7 +71,7 @@ Analysis analyze_all(TraceReader &reader, const std::string &trace_path,
   PendingPrediction::State state(reader, trace_path);
   a.report = state.first_pass(options);
   if (state.pass.predicts()) {
-    a.whatif = state.second_pass();
+    a.whatif = state.second_pass(options.stage_progress);
     add_predictions(a.report, *a.whatif);
   }
   return a;

@@ -48,8 +48,9 @@ class PendingPrediction {
   PendingPrediction &operator=(const PendingPrediction &) = delete;
 
   // Runs the what-if's pass 2 (reads the trace from its start again). Once: a second call
-  // throws std::logic_error.
-  WhatIf finish();
+  // throws std::logic_error. `stage_progress`, when given, is told how far it is now and then
+  // (on the calling thread; what it throws ends the pass).
+  WhatIf finish(const std::function<void(const char *, double)> &stage_progress = {});
 
  private:
   std::unique_ptr<State> state_;
