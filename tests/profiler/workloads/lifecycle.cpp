@@ -5,8 +5,8 @@
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
 //                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
 //                  sigset_handler | library_destructor LIBRARY | quick_exit |
-//                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
-//                  execve_syscall | exit_group_syscall | late_thread_destructors |
+//                  main_thread_exits | failed_exec | failed_execs_alone | fork_from_thread FORKS |
+//                  execveat | execve_syscall | exit_group_syscall | late_thread_destructors |
 //                  threads_alive N join|exit | vmsize | fork_children
 #include <dlfcn.h>
 #include <errno.h>
@@ -347,6 +347,19 @@ int main(int argc, char **argv) {
         },
         nullptr);
     pthread_exit(nullptr);
+  }
+  if (!strcmp(mode, "failed_execs_alone")) {
+    // Only the main thread, whose execs fail for 50 ms or more (execvp through every directory
+    // of PATH, every millisecond), then ends at once.
+    allocate("before_exec", 10, 4444);
+    char *const argv_missing[] = {const_cast<char *>("adprof-no-such-command"), nullptr};
+    for (int i = 0; i < 50; ++i) {
+      execvp("adprof-no-such-command", argv_missing);
+      if (errno != ENOENT) return 5;
+      usleep(1000);
+    }
+    allocate("after_failed_exec", 100, 4545);
+    return 0;
   }
   if (!strcmp(mode, "failed_exec")) {
     // Execs that fail return to the program, which goes on: a block allocated before them is
