@@ -321,28 +321,30 @@ bool refill(ThreadState &ts, size_t bytes) {
     return false;
   }
   ++ts.guard;
-  bool fresh_thread = !ts.has_tid;
-  if (fresh_thread) {
+  if (!ts.has_tid) {
     ts.tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
     ts.owner_id = ts.tid + 1 < kTickShared ? ts.tid + 1 : 0;
     ts.has_tid = true;
   }
+  const bool room = ts.buf && static_cast<size_t>(ts.end - ts.cursor) >= bytes;
   if (ts.buf) {
-    if (ts.events <= 1 && static_cast<size_t>(ts.end - ts.cursor) >= bytes) {
+    if (ts.events <= 1 && room) {
       // Nothing but the restated phase since the last flush: keep the buffer as it is.
       ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
       --ts.guard;
       return true;
     }
-    if (!hand_off_while_recording(ts)) {  // the recording ended since the check above
-      ts.end = ts.cursor;
-      --ts.guard;
-      return false;
-    }
   } else {
     pthread_setspecific(g_thread_key, &ts);  // flush at thread exit
     if (ts.registry_slot == ~0u) register_thread(ts);
   }
+  // The next buffer is taken before the current one is handed off: a thread whose buffer still
+  // has room and that can get no other (no free one, and no address space left to map one: a
+  // program at its RLIMIT_AS) keeps writing into it, its flush put off to a later tick, the
+  // buffer's end or the trace's. Before, the flush tick's hand-off came first, the new buffer's
+  // mapping failed and recording stopped, the trace cut (Signals.
+  // ProgramHeldAtItsAddressSpaceLimitIsRecordedWhole; ProgramAtItsAddressSpaceLimitRunsAsWithout
+  // on a loaded machine).
   Buffer *b = nullptr;
   {
     pthread_mutex_lock(&g_queue_mutex);
@@ -356,13 +358,26 @@ bool refill(ThreadState &ts, size_t bytes) {
     if (!ts.coder) ts.coder = take_coder_locked();
     pthread_mutex_unlock(&g_queue_mutex);
   }
+  if (!b && room) {
+    ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
+    --ts.guard;
+    return true;
+  }
   if (!b) {
-    stop_for_memory();
+    // The writer's own events are its counter samples: without a buffer it skips them (and
+    // tries again at the next), and the program's recording goes on.
+    if (!t_is_writer) stop_for_memory();
+    --ts.guard;
+    return false;
+  }
+  if (ts.buf && !hand_off_while_recording(ts)) {  // the recording ended since the check above
+    recycle_buffer(b);
+    ts.end = ts.cursor;
     --ts.guard;
     return false;
   }
   start_buffer(ts, b);
-  if (fresh_thread) record_thread_name(ts);
+  if (b->seq == 0) record_thread_name(ts);  // the thread's first buffer (the writer's may be late)
   --ts.guard;
   return true;
 }

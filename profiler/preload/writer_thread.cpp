@@ -77,12 +77,14 @@ void sample_counters(ThreadState &ts, bool final) {
 
 // The writer's identity in the trace, taken on by a writer restarted after a failed exec: the
 // trace has one profiler thread, its chunks numbered on (a chunk's thread and number are what
-// the reader matches snapshots by). Set by each writer as it ends, read by the next.
+// the reader matches snapshots by), and one schedule of counter samples (`last_sample_ns`, 0:
+// none yet). Set by each writer as it ends, read by the next.
 struct WriterIdentity {
   bool has_tid = false;
   uint32_t tid = 0;
   uint64_t owner_id = 0;
   uint32_t next_seq = 0;
+  uint64_t last_sample_ns = 0;
 };
 WriterIdentity g_writer_identity;
 
@@ -182,11 +184,26 @@ void *writer_main(void *) {
   uint64_t epoch = 1;
   size_t epoch_size = sizeof epoch;
   mallctl("epoch", &epoch, &epoch_size, &epoch, epoch_size);
+  // The counters are sampled on one schedule across the writers of a recording (`last_sample`:
+  // the first writer's start until a sample is taken): a writer restarted after a failed exec
+  // takes a sample due before the program goes on (start_writer waits for it). Before, each
+  // writer first sampled a sample interval after its own start, if it was not stopped by then:
+  // a program whose failed execs restarted the writer every millisecond (execvp through PATH)
+  // had no sample while they went on, nor, if it ended soon after, a writer in its trace at all
+  // (Lifecycle.FailedExecsKeepTheCountersSampled; FailedExecLosesNoEvent, 1 run in 10 on a
+  // loaded machine): the final sample at the writer's stop needs the buffer a sample takes.
+  const uint64_t started = now_ns();
+  uint64_t last_sample =
+      g_writer_identity.last_sample_ns ? g_writer_identity.last_sample_ns : started;
+  if (started - last_sample >= static_cast<uint64_t>(g_sample_ms) * 1000000u &&
+      g_state.load() == kRecording) {
+    last_sample = started;
+    sample_counters(ts, false);
+  }
   g_writer_ready.store(true, std::memory_order_release);
   Compressor &k = g_compressor;
   uint8_t *copy = g_snapshot_copy;
   uint64_t last_flush = now_ns();
-  uint64_t last_sample = 0;
   bool ending_the_process = false;  // the program's threads are all gone (end_the_process)
   char main_thread_name[kThreadNameBytes] = {};
   for (;;) {
@@ -240,7 +257,7 @@ void *writer_main(void *) {
     ts.buf = nullptr;
     ts.cursor = ts.end = nullptr;
   }
-  g_writer_identity = {ts.has_tid, ts.tid, ts.owner_id, ts.next_seq};
+  g_writer_identity = {ts.has_tid, ts.tid, ts.owner_id, ts.next_seq, last_sample};
   g_writer_running.store(false, std::memory_order_release);
   return nullptr;
 }

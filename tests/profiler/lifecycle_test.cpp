@@ -6,12 +6,14 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "../support/process.h"
 #include "../support/trace_summary.h"
 #include "adprof/job.h"
 #include "adprof/report.h"
+#include "adprof/trace_reader.h"
 
 namespace {
 
@@ -394,6 +396,46 @@ TEST(Lifecycle, FailedExecLosesNoEvent) {
   const adprof::Report &report = run.report;
   EXPECT_EQ(report.threads, 3u);
   EXPECT_EQ(std::count(report.thread_names.begin(), report.thread_names.end(), "adprof-writer"), 1);
+}
+
+// Each failed exec stops the writer and starts it anew (end_before_exec); the counters are
+// sampled on one schedule across those writers: a program whose execs fail every millisecond
+// (execvp through PATH) for 50 ms has its counters sampled meanwhile (every 10 ms: a sample due
+// is taken as the next writer starts, before the program goes on), and its trace holds the one
+// profiler thread. Before, each writer first sampled 10 ms after its own start and none lived
+// that long: the trace held no counter and no writer thread (FailedExecLosesNoEvent saw 2
+// threads of 3 whenever its worker ended before its execs did, on a loaded machine).
+TEST(Lifecycle, FailedExecsKeepTheCountersSampled) {
+  TempDir dir;
+  const std::string trace = dir / "t";
+  const Result r = run_lifecycle(trace, {"failed_execs_alone"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(is_complete_with(summarize(trace), {{"before_exec", {.allocations = 10}},
+                                                  {"after_failed_exec", {.allocations = 100}}}));
+  const adprof::Report report = adprof::analyze(trace);
+  EXPECT_EQ(report.threads, 2u);
+  EXPECT_EQ(std::count(report.thread_names.begin(), report.thread_names.end(), "adprof-writer"), 1);
+  // The samples (their clock counter) between the ops before and after the execs: 50 ms or
+  // more, five sample intervals; two leave room for a late one.
+  adprof::TraceReader reader(trace);
+  adprof::Event e;
+  std::map<uint64_t, std::string> names;
+  uint64_t execs_begin = 0, execs_end = 0;
+  std::vector<uint64_t> samples;
+  while (reader.next(e)) {
+    using adprof::format::EventType;
+    if (e.type == EventType::kName) names[e.a] = std::string(e.text());
+    if (e.type == EventType::kOpBegin && names[e.a] == "before_exec") execs_begin = e.ticks;
+    if (e.type == EventType::kOpBegin && names[e.a] == "after_failed_exec") execs_end = e.ticks;
+    if (e.type == EventType::kCounter &&
+        e.operand == static_cast<uint8_t>(adprof::format::CounterKind::kClockNs))
+      samples.push_back(e.ticks);
+  }
+  ASSERT_GT(execs_end, execs_begin);
+  EXPECT_GE(std::count_if(samples.begin(), samples.end(),
+                          [&](uint64_t t) { return t > execs_begin && t < execs_end; }),
+            2)
+      << samples.size() << " samples in all";
 }
 
 // A thread forks while the writer and the program's threads hold the recorder's locks now and

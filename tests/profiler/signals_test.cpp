@@ -268,4 +268,37 @@ TEST(Signals, ProgramAtItsAddressSpaceLimitRunsAsWithout) {
   }
 }
 
+// A program that stays at its address-space limit while the profiler's clock runs on (its
+// counter samples every 10 ms, its flush ticks every 100 ms, each of which starts a new buffer)
+// is recorded whole: the profiler needs no address space the program has taken. Before, a
+// thread's (or the writer's) next buffer was mapped then, failed, and recording stopped: the
+// trace was cut, its events lost ("no memory for the trace's buffers"). That happened in
+// ProgramAtItsAddressSpaceLimitRunsAsWithout whenever the program, slowed by a loaded machine,
+// was still at its limit 10 ms after its start (the writer's first sample): here the program
+// holds its memory there for 300 ms, then frees it.
+TEST(Signals, ProgramHeldAtItsAddressSpaceLimitIsRecordedWhole) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the limit is set in this process, whose sanitizer runtime reserves terabytes "
+                  "of address space; covered by the release build";
+#endif
+  TempDir dir;
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_LIFECYCLE, "until_out_of_memory", "300"};
+  o.trace = dir / "t";
+  Result r;
+  {
+    ScopedLimit limit(RLIMIT_AS, 400u << 20);
+    ASSERT_TRUE(limit.ok());
+    r = run(o);
+  }
+  ASSERT_TRUE(r.exited) << "signal " << r.signal;
+  ASSERT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(adprof_lines(r.err).empty()) << r.err;
+  const auto blocks = static_cast<uint64_t>(std::stoull(key_values(r.out)["allocated"]));
+  EXPECT_GT(blocks, 300u) << r.out;
+  EXPECT_TRUE(
+      is_complete_with(summarize(o.trace),
+                       {{"greedy", {.allocations = blocks, .frees = blocks, .live_at_end = 0}}}));
+}
+
 }  // namespace

@@ -3,10 +3,10 @@
 // can find (or not find) those allocations in the trace.
 //
 // usage: lifecycle exit CODE | fork | exec | forkexec | abort | sleep MARKER_FILE | _exit |
-//                  blocked_signal | cd_exec DIR | until_out_of_memory | one_shot_handler |
-//                  sigset_handler | library_destructor LIBRARY | quick_exit |
-//                  main_thread_exits | failed_exec | fork_from_thread FORKS | execveat |
-//                  execve_syscall | exit_group_syscall | late_thread_destructors |
+//                  blocked_signal | cd_exec DIR | until_out_of_memory [HOLD_MS] |
+//                  one_shot_handler | sigset_handler | library_destructor LIBRARY | quick_exit |
+//                  main_thread_exits | failed_exec | failed_execs_alone | fork_from_thread FORKS |
+//                  execveat | execve_syscall | exit_group_syscall | late_thread_destructors |
 //                  threads_alive N join|exit | vmsize | fork_children
 #include <dlfcn.h>
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -322,13 +323,25 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(mode, "until_out_of_memory")) {  // run it under an RLIMIT_AS
+    // Allocates 1 MiB blocks until malloc fails. With HOLD_MS, holds them that long at the
+    // limit (as a slow program there would, the profiler's flush ticks and samples coming
+    // meanwhile), then frees them.
+    const long hold_ms = argc > 2 ? atol(argv[2]) : -1;
     size_t total = 0;
+    std::vector<void *> blocks;
+    if (hold_ms >= 0) blocks.reserve(4096);  // before the limit is reached
     adprof_op_begin(adprof_name("greedy"), 1);
     while (void *p = malloc(1 << 20)) {
       memset(p, 1, 4096);
       total += 1 << 20;
+      if (blocks.size() < blocks.capacity()) blocks.push_back(p);
     }
     adprof_op_end();
+    if (hold_ms >= 0) {
+      timespec hold{hold_ms / 1000, hold_ms % 1000 * 1000000};
+      nanosleep(&hold, nullptr);
+      for (void *p : blocks) free(p);
+    }
     printf("allocated %zu\n", total >> 20);
     return 3;  // failure handled cleanly
   }
@@ -347,6 +360,19 @@ int main(int argc, char **argv) {
         },
         nullptr);
     pthread_exit(nullptr);
+  }
+  if (!strcmp(mode, "failed_execs_alone")) {
+    // Only the main thread, whose execs fail for 50 ms or more (execvp through every directory
+    // of PATH, every millisecond), then ends at once.
+    allocate("before_exec", 10, 4444);
+    char *const argv_missing[] = {const_cast<char *>("adprof-no-such-command"), nullptr};
+    for (int i = 0; i < 50; ++i) {
+      execvp("adprof-no-such-command", argv_missing);
+      if (errno != ENOENT) return 5;
+      usleep(1000);
+    }
+    allocate("after_failed_exec", 100, 4545);
+    return 0;
   }
   if (!strcmp(mode, "failed_exec")) {
     // Execs that fail return to the program, which goes on: a block allocated before them is
