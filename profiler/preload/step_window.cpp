@@ -1107,7 +1107,10 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   end_dying(w, UINT64_MAX);
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
-  w.newest_read = std::max(w.newest_read, last);
+  // The reading's progress is the program's threads': not the writer's own buffers (its counter
+  // samples, at the writer's time), which would carry the horizon past a stalled thread's
+  // events not handed over yet (StepWindowStall.AProgramStalledAfterAMarkKeepsEveryStepsFigures).
+  if (!w.folded.empty()) w.newest_read = std::max(w.newest_read, last);
   if (w.waiting_changes > kMaxWaitingChanges) merge_waiting(w);
   if (whole)
     write_buffer_whole(b, k);

@@ -100,6 +100,39 @@ TEST_F(StepWindow, EveryStepsPeakAsTheWholeRecordingHasIt) {
   }
 }
 
+// A program that stalls right after a step mark for longer than the merge's settle time (0.4 s:
+// descheduled on a loaded machine, or blocked in a system call) while the writer samples its
+// counters has every step's figures as the whole recording has them. The stall is at step 51,
+// just after step 50 freed the 2 MiB of staging: the events before it (since the program's last
+// flush tick) reach the writer only after the stall, and no step's start may be taken before
+// them (StepWindow.EveryStepsPeakAsTheWholeRecordingHasIt failed so on a loaded machine).
+TEST(StepWindowStall, AProgramStalledAfterAMarkKeepsEveryStepsFigures) {
+  TempDir dir;
+  auto record_stalled = [&](const std::string &name, bool window) {
+    SpawnOptions o;
+    o.argv = {ADPROF_TEST_STEPS, "60", "steady", "2000", "worker", "51", "600"};
+    o.trace = dir / name;
+    if (window) o.env.emplace_back("ADPROF_STEPS", "55:58");
+    const Result r = run(o);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return o.trace;
+  };
+  const adprof::Report whole = adprof::analyze(record_stalled("whole.adtrace", false));
+  const adprof::Report windowed = adprof::analyze(record_stalled("windowed.adtrace", true));
+  ASSERT_TRUE(windowed.complete) << windowed.end_reason;
+  ASSERT_EQ(whole.steps.size(), 60u);
+  ASSERT_EQ(windowed.steps.size(), 60u);
+  for (size_t i = 0; i < windowed.steps.size(); ++i) {
+    const adprof::StepSummary &w = windowed.steps[i], &full = whole.steps[i];
+    SCOPED_TRACE("step " + std::to_string(i));
+    EXPECT_NEAR(static_cast<double>(w.peak), static_cast<double>(full.peak),
+                0.01 * static_cast<double>(full.peak));
+    for (const adprof_role role :
+         {ADPROF_ROLE_INPUT, ADPROF_ROLE_ACTIVATION, ADPROF_ROLE_FORWARD_CACHE})
+      EXPECT_EQ(w.live_by_role[role], full.live_by_role[role]) << "role " << role;
+  }
+}
+
 // A process that never marks a step (a DataLoader's worker, a launcher) is recorded whole under
 // a window, as without one: the worker the workload forks at step 1 has its 160 blocks and its
 // peak (three batches of four 256 KiB blocks) in both traces.

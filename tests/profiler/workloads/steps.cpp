@@ -1,7 +1,7 @@
 // Steps workload: a training loop's allocation pattern, step by step (tests of step windows,
 // `adprof run --steps A:B`).
 //
-// usage: steps N [leak] [pause_us] [worker]
+// usage: steps N [leak] [pause_us] [worker] [stall_step stall_ms]
 //
 // Parameters (4 MiB) are made once before step 0. Each step i marks itself (adprof_step(i)),
 // makes activations and forward caches whose sizes vary with the step (so every step has a
@@ -19,6 +19,9 @@
 // device block of 4 MiB (declared, at a made-up address); at step 50 the first mapping and
 // the first half of the second are unmapped and the device block freed; at step 60 a mapping of
 // 512 KiB and a device block of 8 MiB are made, kept to the end.
+//
+// With stall_step and stall_ms: right after marking that step, the program stalls (sleeps) that
+// long, as a program descheduled on a loaded machine or blocked in a system call does.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +71,7 @@ int main(int argc, char **argv) {
   const bool leak = argc > 2 && strcmp(argv[2], "leak") == 0;
   const long pause_us = argc > 3 ? atol(argv[3]) : 2000;
   const bool with_worker = argc > 4 && strcmp(argv[4], "worker") == 0;
+  const long stall_step = argc > 6 ? atol(argv[5]) : -1, stall_ms = argc > 6 ? atol(argv[6]) : 0;
   const uint32_t forward = adprof_name("forward"), layer = adprof_name("model.layer"),
                  head = adprof_name("model.head"), weights = adprof_name("model.weight");
   adprof_set_role(ADPROF_ROLE_PARAMETER);
@@ -104,6 +108,10 @@ int main(int argc, char **argv) {
   kept.reserve(static_cast<size_t>(steps));
   for (long i = 0; i < steps; ++i) {
     adprof_step(static_cast<uint64_t>(i));
+    if (i == stall_step) {
+      timespec t{stall_ms / 1000, stall_ms % 1000 * 1000000};
+      nanosleep(&t, nullptr);
+    }
     if (with_worker && i == 1) {
       fflush(nullptr);
       worker = fork();
