@@ -25,6 +25,7 @@
 #include "../support/sanitized_build.h"
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
+#include "adprof/timeline.h"
 #include "adprof/whatif.h"
 #include "main_window.h"
 #include "palette.h"
@@ -94,6 +95,7 @@ class GuiTest : public QObject {
   void devicePeakByRoleInTheStatus();
   void foreignSplitInTheStatus();
   void pytorchSnapshotOpensAsATrace();
+  void timelineEndsAtTheTracesEnd();
 
  private:
   QTemporaryDir dir_;
@@ -849,6 +851,31 @@ void GuiTest::pytorchSnapshotOpensAsATrace() {
   QCOMPARE(loaded.first().first().toBool(), true);
   w.loader().waitForIdle();
   QVERIFY2(w.statusText().contains("peak 17.5 MiB"), qPrintable(w.statusText()));
+}
+
+// The chart and the diff's base line end where the trace ends: a timeline's last sample is the
+// live bytes at the trace's end (the report's live_at_end), however coarse its time buckets.
+// Before, each bucket kept only its highest moment, so what followed it in the last bucket (the
+// frees at the program's exit) was lost: the base line ended in mid-air above the base's end.
+void GuiTest::timelineEndsAtTheTracesEnd() {
+  const std::pair<QString, const Report *> traces[] = {{trace_, &cli_}, {base_, &cli_base_}};
+  for (const auto &[path, report] : traces)
+    for (size_t max_samples : {size_t(16), TimelineOptions{}.max_samples}) {
+      TraceReader reader(path.toStdString());
+      TimelineOptions options;
+      options.max_samples = max_samples;
+      const Timeline t = build_timeline(reader, options);
+      QVERIFY(!t.samples.empty());
+      QVERIFY2(t.samples.back().host == report->live_at_end,
+               qPrintable(QString("%1, %2 samples at most: the last sample holds %3 bytes, the "
+                                  "trace ends with %4")
+                              .arg(path)
+                              .arg(max_samples)
+                              .arg(t.samples.back().host)
+                              .arg(report->live_at_end)));
+      QVERIFY(t.samples.back().time <= t.end);
+      QVERIFY(t.samples.size() <= 2 * max_samples + 1);
+    }
 }
 
 QTEST_MAIN(GuiTest)
