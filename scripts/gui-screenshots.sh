@@ -24,8 +24,10 @@ else
     "$build/tests/gui/gui_test_workload" --inplace
 fi
 mkdir -p docs/images
-QT_QPA_PLATFORM=offscreen "$build/bin/adprof-gui" --screenshot docs/images \
-  "$work/naive.adtrace" "$work/inplace.adtrace"
+# Run from the traces' folder with relative paths: the status bars and the job's table show
+# "naive.adtrace", "job/node0/...", not this run's temporary folder.
+images=$(realpath docs/images) gui=$(realpath "$build/bin/adprof-gui")
+(cd "$work" && QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$images" naive.adtrace inplace.adtrace)
 # The job view (gui-job.png): tests/cli/job_workload.cpp's job on two "machines" (two runs),
 # two ranks each, rank R with (R + 1) * 3 MiB of forward caches.
 for node in 0 1; do
@@ -33,7 +35,7 @@ for node in 0 1; do
   "$build/bin/adprof" run -o "$work/job/node$node/job.adtrace" --no-report -- \
     "$build/tests/cli/cli_job_workload" launch "$node" 2 2 3
 done
-QT_QPA_PLATFORM=offscreen "$build/bin/adprof-gui" --screenshot docs/images --job "$work/job"
+(cd "$work" && QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$images" --job job)
 for f in docs/images/gui-*.png; do
   size=$(stat -c %s "$f")
   if (( size > 300 * 1024 )); then echo "warning: $f is $((size / 1024)) KiB (> 300 KiB)" >&2; fi

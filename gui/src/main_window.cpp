@@ -356,6 +356,8 @@ void MainWindow::buildActions() {
        TraceLoader::Export::kTimelineCsv},
       {"Timeline &SVG...", "Export the timeline as SVG", "timeline.svg", "SVG images (*.svg)",
        TraceLoader::Export::kTimelineSvg},
+      {"PyTorch memory &snapshot...", "Export a PyTorch memory snapshot", "snapshot.pickle",
+       "PyTorch memory snapshots (*.pickle *.pkl)", TraceLoader::Export::kTorchSnapshot},
   };
   for (const ExportItem &item : items) {
     QAction *a = exports->addAction(tr(item.label), this, [this, item] {
@@ -826,12 +828,21 @@ QString MainWindow::statusText() const { return status_->text(); }
 void MainWindow::exportTrace(TraceLoader::Export what, const QString &out) {
   if (path_.isEmpty()) return;
   status_->setText(tr("Exporting %1...").arg(out));
-  loader_.exportTrace(path_, what, out, [this, out](Outcome<ExportSummary> r) {
+  loader_.exportTrace(path_, what, out, [this, what, out](Outcome<ExportSummary> r) {
     if (r.value) {
-      status_->setText(tr("Exported %1").arg(out));
+      QString done = tr("Exported %1").arg(out);
+      if (what == TraceLoader::Export::kTorchSnapshot) {  // what it holds, as the CLI says
+        const SnapshotExportStats &s = r.value->torch_snapshot;
+        done += tr(": %1 allocations, %2 trace entries, %3 device trace%4")
+                    .arg(s.allocations)
+                    .arg(s.entries)
+                    .arg(s.devices)
+                    .arg(s.devices == 1 ? "" : "s");
+      }
       if (!r.value->complete)
-        status_->setText(tr("Exported %1 (the trace is incomplete: %2)")
-                             .arg(out, QString::fromStdString(r.value->end_reason)));
+        done +=
+            tr(" (the trace is incomplete: %1)").arg(QString::fromStdString(r.value->end_reason));
+      status_->setText(done);
     } else if (r.cancelled) {
       status_->setText(tr("Export of %1 cancelled").arg(out));
     } else {

@@ -236,6 +236,9 @@ void TraceLoader::exportTrace(const QString &path, Export what, const QString &o
           case Export::kTimelineSvg:
             streams.timeline_svg = &stream;
             break;
+          case Export::kTorchSnapshot:
+            streams.torch_snapshot = &stream;
+            break;
         }
         ExportOptions options;
         options.progress = [&j](double) {

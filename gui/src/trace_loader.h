@@ -62,8 +62,10 @@ class TraceLoader : public QObject {
   // Writes an export of the trace at `path` to the file `out` (adprof/exports.h: the library
   // functions and the one pass of `adprof export` and `adprof timeline`, so the file equals
   // theirs). Written beside `out` and renamed over it when whole: a failure leaves `out` as it
-  // was. `done` gets the pass's summary, or the error in plain words.
-  enum class Export { kPerfetto, kFolded, kTimelineCsv, kTimelineSvg };
+  // was. `done` gets the pass's summary, or the error in plain words. kTorchSnapshot: the
+  // PyTorch memory snapshot of `adprof export --torch-snapshot` (a pickle; its counts in the
+  // summary's torch_snapshot).
+  enum class Export { kPerfetto, kFolded, kTimelineCsv, kTimelineSvg, kTorchSnapshot };
   void exportTrace(const QString &path, Export what, const QString &out,
                    std::function<void(Outcome<ExportSummary>)> done);
 

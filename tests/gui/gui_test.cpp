@@ -2,9 +2,12 @@
 // computed (equal to `adprof report --json` of the same trace), the timeline draws something,
 // its peak marker sits at the peak's time, and clicking there lists the peak's buffers.
 #include <QAbstractItemModelTester>
+#include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QFileDialog>
 #include <QImage>
+#include <QMenuBar>
 #include <QPainter>
 #include <QPicture>
 #include <QProcess>
@@ -13,13 +16,16 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 #include <QTreeView>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "../support/sanitized_build.h"
+#include "adprof/report.h"
 #include "adprof/snapshot.h"
+#include "adprof/timeline.h"
 #include "adprof/whatif.h"
 #include "main_window.h"
 #include "palette.h"
@@ -78,6 +84,7 @@ class GuiTest : public QObject {
   void diffAgainstBase();
   void exportPngAndSvg();
   void exportsEqualTheCli();
+  void torchSnapshotExportFromTheMenu();
   void screenAndVectorChartsAgree();
   void badFilesGiveAMessage();
   void cancelLoading();
@@ -88,6 +95,7 @@ class GuiTest : public QObject {
   void devicePeakByRoleInTheStatus();
   void foreignSplitInTheStatus();
   void pytorchSnapshotOpensAsATrace();
+  void timelineEndsAtTheTracesEnd();
 
  private:
   QTemporaryDir dir_;
@@ -464,6 +472,76 @@ void GuiTest::exportsEqualTheCli() {
   QVERIFY2(window_->statusText().startsWith("Cannot export"), qPrintable(window_->statusText()));
 }
 
+// File > Export > PyTorch memory snapshot, through the menu and its file dialog: the pickle of
+// `adprof export --torch-snapshot` byte for byte, which reads back as the trace (the same peak
+// and roles at the peak, as TorchSnapshotExport.ARunReadsBackAsItself checks for the CLI), and
+// the status says what it holds as the CLI does. A file that cannot be written: a message.
+void GuiTest::torchSnapshotExportFromTheMenu() {
+  const QString cli_out = dir_.filePath("cli.pickle"), out = dir_.filePath("gui.pickle");
+  QProcess cli;
+  cli.start(ADPROF_CLI, {"export", trace_, "--torch-snapshot", cli_out});
+  QVERIFY(cli.waitForFinished(60000) && cli.exitCode() == 0);
+  const QString cli_says =
+      QString::fromUtf8(cli.readAllStandardError()).trimmed().split('\n').last();
+
+  QAction *action = nullptr;
+  for (QAction *a : window_->menuBar()->findChildren<QAction *>())
+    if (a->text() == "PyTorch memory &snapshot...") action = a;
+  QVERIFY2(action, "File > Export has no PyTorch memory snapshot");
+  QVERIFY(action->isEnabled());
+  // The dialog is modal: answer it from the event loop it runs (offscreen: Qt's own dialog).
+  QString suggested, filters;
+  bool answered = false;
+  int tries = 0;
+  std::function<void()> answer = [&] {
+    auto *dialog = qobject_cast<QFileDialog *>(QApplication::activeModalWidget());
+    if (!dialog && ++tries < 250) return QTimer::singleShot(20, answer);
+    if (!dialog) return;
+    suggested = dialog->selectedFiles().value(0);
+    filters = dialog->nameFilters().join(";;");
+    dialog->selectFile(out);
+    static_cast<QDialog *>(dialog)->accept();  // QFileDialog::accept, public in QDialog
+    answered = true;
+  };
+  QTimer::singleShot(0, answer);
+  QSignalSpy exported(window_.get(), &MainWindow::exported);
+  action->trigger();
+  QTRY_VERIFY_WITH_TIMEOUT(answered || tries >= 250, 10000);  // no timer left behind
+  QVERIFY2(answered, "no file dialog");
+  QCOMPARE(QFileInfo(suggested).fileName(), QString("snapshot.pickle"));
+  QVERIFY2(filters.contains("*.pickle"), qPrintable(filters));
+  QVERIFY(exported.count() || exported.wait(60000));
+  QCOMPARE(exported.first().first().toBool(), true);
+
+  auto bytes = [](const QString &path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  const QByteArray want = bytes(cli_out), got = bytes(out);
+  QVERIFY(want.startsWith("\x80\x04"));  // pickle protocol 4
+  QVERIFY2(got == want, "the GUI's snapshot differs from the CLI's");
+  QVERIFY(!QFile::exists(out + ".adprof-export"));
+  // "Exported OUT: N allocations, M trace entries, D device trace(s)", the counts of the CLI's
+  // "adprof: wrote FILE: ..." line.
+  const QString status = window_->statusText();
+  QVERIFY2(status.startsWith("Exported " + out + ": "), qPrintable(status));
+  QCOMPARE(status.section(": ", 1), cli_says.section(": ", 2));
+  QVERIFY2(status.contains(" allocations, "), qPrintable(status));
+
+  const Report back = analyze(out.toStdString());
+  QCOMPARE(back.peak, cli_.peak);
+  for (size_t role = 0; role < kRoleCount; ++role)
+    QCOMPARE(back.peak_by_role[role], cli_.peak_by_role[role]);
+  QCOMPARE(back.allocations, cli_.allocations);
+
+  QSignalSpy failed(window_.get(), &MainWindow::exported);
+  window_->exportTrace(TraceLoader::Export::kTorchSnapshot, dir_.filePath("no/such/x.pickle"));
+  QVERIFY(failed.count() || failed.wait(60000));
+  QCOMPARE(failed.first().first().toBool(), false);
+  QVERIFY2(window_->statusText().startsWith("Cannot export x.pickle: cannot write"),
+           qPrintable(window_->statusText()));
+}
+
 // On screen the phase tint and the stacked areas are pixels the widget writes (a training run's
 // thousands of bands and churning columns made the raster engine's shapes take up to 200 ms a
 // repaint); vector output keeps the shapes. Both must draw the same chart: a timeline of
@@ -773,6 +851,31 @@ void GuiTest::pytorchSnapshotOpensAsATrace() {
   QCOMPARE(loaded.first().first().toBool(), true);
   w.loader().waitForIdle();
   QVERIFY2(w.statusText().contains("peak 17.5 MiB"), qPrintable(w.statusText()));
+}
+
+// The chart and the diff's base line end where the trace ends: a timeline's last sample is the
+// live bytes at the trace's end (the report's live_at_end), however coarse its time buckets.
+// Before, each bucket kept only its highest moment, so what followed it in the last bucket (the
+// frees at the program's exit) was lost: the base line ended in mid-air above the base's end.
+void GuiTest::timelineEndsAtTheTracesEnd() {
+  const std::pair<QString, const Report *> traces[] = {{trace_, &cli_}, {base_, &cli_base_}};
+  for (const auto &[path, report] : traces)
+    for (size_t max_samples : {size_t(16), TimelineOptions{}.max_samples}) {
+      TraceReader reader(path.toStdString());
+      TimelineOptions options;
+      options.max_samples = max_samples;
+      const Timeline t = build_timeline(reader, options);
+      QVERIFY(!t.samples.empty());
+      QVERIFY2(t.samples.back().host == report->live_at_end,
+               qPrintable(QString("%1, %2 samples at most: the last sample holds %3 bytes, the "
+                                  "trace ends with %4")
+                              .arg(path)
+                              .arg(max_samples)
+                              .arg(t.samples.back().host)
+                              .arg(report->live_at_end)));
+      QVERIFY(t.samples.back().time <= t.end);
+      QVERIFY(t.samples.size() <= 2 * max_samples + 1);
+    }
 }
 
 QTEST_MAIN(GuiTest)

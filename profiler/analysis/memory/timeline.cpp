@@ -95,6 +95,15 @@ class TimelineBuilder::Impl {
 
   Timeline finish() {
     flush();
+    // The bucket kept its highest moment; what came after it in the bucket (the frees at a
+    // program's exit, in the last bucket) would be lost, and the series would end above the
+    // trace's end. The state after the last change ends it, unless a change past the window was
+    // applied since (a pass that reads on for another observer): the replay is past the window.
+    if (below_kept && !past_window) {
+      TimelineSample end;
+      fill(end, below_time);
+      t.samples.push_back(std::move(end));
+    }
     t.events = index;
     t.end = std::min(options_.to, now);
     if (!t.phases.empty()) t.phases.back().end = now;
@@ -130,20 +139,28 @@ class TimelineBuilder::Impl {
   void sample(double time) {
     auto bucket = static_cast<int64_t>((time - options_.from) / bucket_width);
     uint64_t host = replay_.host_live();
-    if (bucket == current_bucket && host <= current.host && current.device >= replay_.device_live())
+    if (bucket == current_bucket && host <= current.host &&
+        current.device >= replay_.device_live()) {
+      below_kept = true;  // the bucket keeps its highest moment, not this one
+      below_time = time;
       return;
+    }
+    below_kept = false;
     if (bucket != current_bucket) {
       flush();
       current_bucket = bucket;
     }
-    current.time = time;
-    current.host = host;
-    current.by_role = replay_.host_by_role();
-    current.by_phase = replay_.host_by_phase();
-    current.by_op.assign(op_live.begin(), op_live.end());
-    current.by_site.assign(site_live.begin(), site_live.end());
-    current.device = replay_.device_live();
-    current.device_reserved = replay_.device_reserved();
+    fill(current, time);
+  }
+  void fill(TimelineSample &s, double time) const {  // the replay's state now
+    s.time = time;
+    s.host = replay_.host_live();
+    s.by_role = replay_.host_by_role();
+    s.by_phase = replay_.host_by_phase();
+    s.by_op.assign(op_live.begin(), op_live.end());
+    s.by_site.assign(site_live.begin(), site_live.end());
+    s.device = replay_.device_live();
+    s.device_reserved = replay_.device_reserved();
   }
   size_t series_of(uint32_t name_id) {
     auto it = op_series.find(name_id);
@@ -161,7 +178,10 @@ class TimelineBuilder::Impl {
       t.peak_time = time;
     }
     t.device_peak = std::max(t.device_peak, replay_.device_live());
-    if (time >= options_.from && time <= options_.to) sample(time);
+    if (time >= options_.from && time <= options_.to)
+      sample(time);
+    else if (time > options_.to)
+      past_window = true;
   }
 
   TraceReader &reader_;
@@ -181,6 +201,9 @@ class TimelineBuilder::Impl {
   double bucket_width = 0;
   TimelineSample current;
   int64_t current_bucket = -1;
+  bool below_kept = false;  // the last change in the window left less than `current` holds
+  double below_time = 0;
+  bool past_window = false;  // a change past the window was applied
 };
 
 TimelineBuilder::TimelineBuilder(TraceReader &reader, const Replay &replay,

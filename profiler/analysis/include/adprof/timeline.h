@@ -1,6 +1,7 @@
 // Live memory over time, for `adprof timeline`, the GUI's chart and the Perfetto export.
 // Samples are taken at every change and thinned on the fly (adjacent pairs merge keeping the
-// higher one), so the series stays within max_samples and still shows every peak's height.
+// higher one), so the series stays within max_samples and still shows every peak's height. Its
+// last sample is the state after the window's last change (the live bytes at the trace's end).
 #pragma once
 
 #include <array>
