@@ -256,7 +256,8 @@ struct WindowState {
   std::vector<TracedDeath> traced_deaths;  // until the window's live set is written
   uint64_t first_mark = UINT64_MAX;        // the process's first step mark (its time)
   std::deque<StepFigures> steps;           // the open ones, in mark order
-  size_t started = 0;  // how many of them, from the first, have begun (take_start, by the merge)
+  size_t started = 0;    // how many of them, from the first, have begun (take_start, by the merge)
+  size_t step_hint = 0;  // where step_at looks first
   uint64_t window_open = UINT64_MAX, window_close = UINT64_MAX;
   bool opened = false;  // the window is open: every chunk whole until it closes
   // The live set's host blocks wait (HeapLiveSet) until every busy thread's events before the
@@ -338,11 +339,19 @@ void take_start(WindowState &w, StepFigures &s) {
 // summarised), among the first `count`. The steps are in time order (the marks may be read well
 // ahead of the buffers: searched by halves).
 StepFigures *step_at(WindowState &w, uint64_t ticks, size_t count) {
-  const auto begin = w.steps.begin(), end = begin + static_cast<ptrdiff_t>(count);
-  auto after = std::upper_bound(begin, end, ticks,
-                                [](uint64_t t, const StepFigures &s) { return t < s.start; });
-  if (after == begin) return nullptr;
-  StepFigures &s = *(after - 1);
+  // A buffer's events are in time order: most fall in the step the last one found (a search of
+  // the deque cost the writer as much as its live map). The hint is only a guess: checked
+  // whole, whatever steps were closed or marked since.
+  size_t i = w.step_hint;
+  if (i >= count || ticks < w.steps[i].start || (i + 1 < count && ticks >= w.steps[i + 1].start)) {
+    const auto begin = w.steps.begin(), end = begin + static_cast<ptrdiff_t>(count);
+    auto after = std::upper_bound(begin, end, ticks,
+                                  [](uint64_t t, const StepFigures &s) { return t < s.start; });
+    if (after == begin) return nullptr;
+    i = static_cast<size_t>(after - begin) - 1;
+    w.step_hint = i;
+  }
+  StepFigures &s = w.steps[i];
   return ticks < s.end ? &s : nullptr;
 }
 StepFigures *step_at(WindowState &w, uint64_t ticks) { return step_at(w, ticks, w.steps.size()); }
