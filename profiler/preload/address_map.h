@@ -4,7 +4,10 @@
 // cache misses per lookup (bucket, then node); this is one flat table: open addressing, linear
 // probing, a power-of-two size, at most 3/4 full, and backward-shift deletion (Knuth, TAOCP
 // vol. 3, 6.4, Algorithm R), so no tombstones pile up under the churn of an allocation storm.
-// One thread only (the writer's); no lock.
+// One thread only (the writer's); no lock. Its memory is about std::unordered_map's: 40 B a
+// slot for the live map's blocks, 3/8 to 3/4 of them in use, 53 to 107 B a block (measured with
+// glibc's malloc, 16 K to 1 M blocks: 70 to 105 B, against 73 to 78); a growth holds the old
+// table and the new one at once.
 //
 // Layout: `slots_` holds capacity() slots and, after them, one more for the key 0. A slot of
 // the table whose key is 0 is empty, so the key 0 (a label key of role 0 and no label; any key
