@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "address_map.h"
 #include "chunk_decoder.h"
 #include "preload_internal.h"
 #include "recorder_internal.h"
@@ -230,17 +231,17 @@ struct WindowState {
   std::unique_ptr<fmt::ChunkDecoder> decoder;
   std::vector<adprof::Event> run;
   std::vector<Folded> folded;
-  std::unordered_map<uint64_t, LiveBlock> live;
+  AddressMap<LiveBlock> live;
   // The blocks of the other spaces, known only for what the trace holds of them (they count in
   // no step's figures): device blocks (device_key), anonymous mappings (start: a piece, split
   // by a partial munmap as the reader splits it).
-  std::unordered_map<uint64_t, LiveBlock> device_blocks;
+  AddressMap<LiveBlock> device_blocks;
   std::map<uint64_t, LiveBlock> mappings;
   // The host bytes live, by role and by label_key, at `merged_until` (every change before it
   // merged, by time).
   uint64_t live_total = 0;
   std::array<uint64_t, kRoles> by_role{};
-  std::unordered_map<uint64_t, uint64_t> by_label;
+  AddressMap<uint64_t> by_label;
   uint64_t merged_until = 0;
   std::vector<ChangeRun> runs;  // waiting to be merged, by thread index
   uint32_t reading_thread = 0;  // the thread of the buffer read now
@@ -255,7 +256,8 @@ struct WindowState {
   std::vector<TracedDeath> traced_deaths;  // until the window's live set is written
   uint64_t first_mark = UINT64_MAX;        // the process's first step mark (its time)
   std::deque<StepFigures> steps;           // the open ones, in mark order
-  size_t started = 0;  // how many of them, from the first, have begun (take_start, by the merge)
+  size_t started = 0;    // how many of them, from the first, have begun (take_start, by the merge)
+  size_t step_hint = 0;  // where step_at looks first
   uint64_t window_open = UINT64_MAX, window_close = UINT64_MAX;
   bool opened = false;  // the window is open: every chunk whole until it closes
   // The live set's host blocks wait (HeapLiveSet) until every busy thread's events before the
@@ -263,7 +265,7 @@ struct WindowState {
   // event of the window has changed or ended since (as they were).
   bool heap_live_set_waits = false;
   uint64_t live_set_ticks = 0, opened_ns = 0;
-  std::unordered_map<uint64_t, LiveBlock> as_at_open;
+  AddressMap<LiveBlock> as_at_open;
   ChunkBuilder kept, live_set, summaries;
   uint32_t live_set_seq = 0, summary_seq = 0, pending_summaries = 0;
   uint64_t pending_since_ns = 0;
@@ -325,8 +327,10 @@ void take_start(WindowState &w, StepFigures &s) {
   s.start_labels.clear();
   for (const auto &[key, bytes] : w.by_label)
     if (bytes) s.start_labels.emplace_back(key, bytes);
-  std::sort(s.start_labels.begin(), s.start_labels.end(),
-            [](const auto &x, const auto &y) { return x.second > y.second; });
+  // Ties by key: the summary does not depend on the map's order.
+  std::sort(s.start_labels.begin(), s.start_labels.end(), [](const auto &x, const auto &y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
   if (s.start_labels.size() > fmt::kMaxStepSummaryLabels)
     s.start_labels.resize(fmt::kMaxStepSummaryLabels);
 }
@@ -335,11 +339,19 @@ void take_start(WindowState &w, StepFigures &s) {
 // summarised), among the first `count`. The steps are in time order (the marks may be read well
 // ahead of the buffers: searched by halves).
 StepFigures *step_at(WindowState &w, uint64_t ticks, size_t count) {
-  const auto begin = w.steps.begin(), end = begin + static_cast<ptrdiff_t>(count);
-  auto after = std::upper_bound(begin, end, ticks,
-                                [](uint64_t t, const StepFigures &s) { return t < s.start; });
-  if (after == begin) return nullptr;
-  StepFigures &s = *(after - 1);
+  // A buffer's events are in time order: most fall in the step the last one found (a search of
+  // the deque cost the writer as much as its live map). The hint is only a guess: checked
+  // whole, whatever steps were closed or marked since.
+  size_t i = w.step_hint;
+  if (i >= count || ticks < w.steps[i].start || (i + 1 < count && ticks >= w.steps[i + 1].start)) {
+    const auto begin = w.steps.begin(), end = begin + static_cast<ptrdiff_t>(count);
+    auto after = std::upper_bound(begin, end, ticks,
+                                  [](uint64_t t, const StepFigures &s) { return t < s.start; });
+    if (after == begin) return nullptr;
+    i = static_cast<size_t>(after - begin) - 1;
+    w.step_hint = i;
+  }
+  StepFigures &s = w.steps[i];
   return ticks < s.end ? &s : nullptr;
 }
 StepFigures *step_at(WindowState &w, uint64_t ticks) { return step_at(w, ticks, w.steps.size()); }
@@ -894,8 +906,11 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks, LiveSetPart p
   }
   std::vector<TracedDeath> &deaths = w.traced_deaths;
   if (blocks.empty() && deaths.empty()) return;
+  // A total order (a device segment and its first block share an address): the bytes do not
+  // depend on the maps' order.
   std::sort(blocks.begin(), blocks.end(), [](const auto &x, const auto &y) {
-    return x.second->role != y.second->role ? x.second->role < y.second->role : x.first < y.first;
+    if (x.second->role != y.second->role) return x.second->role < y.second->role;
+    return x.first != y.first ? x.first < y.first : x.second->space < y.second->space;
   });
   // A block may have died twice (held again through a late whole chunk): one free.
   auto order = [](const TracedDeath &x, const TracedDeath &y) {
