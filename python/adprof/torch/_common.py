@@ -46,6 +46,16 @@ class _NoDispatch:
         self.guard = None
         return False
 
+
+def accumulate_grad_node(p):
+    """The AccumulateGrad node of the leaf `p` (where its gradient is summed into p.grad),
+    reached through a view's grad_fn as PyTorch's own DDP Reducer reaches it. The view is
+    adprof's own work (no dispatch mode sees it; the caller has its thread's recording off). A
+    node stays p's only while something holds it: the caller keeps it for as long as it must."""
+    with _NoDispatch():
+        return p.expand_as(p).grad_fn.next_functions[0][0]
+
+
 def _guarded(fallback=None):
     """A hook method that never raises into the program: an error is reported once per hook
     (one line on stderr) and the hook returns `fallback`."""

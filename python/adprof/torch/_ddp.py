@@ -32,7 +32,7 @@ seen either.
 
 import torch
 
-from ._common import _NoDispatch
+from ._common import accumulate_grad_node
 from ._dispatch import _Mode, _RawMode
 
 # 2.x: the innermost saved-tensor hooks of this thread, (pack, unpack) or None
@@ -115,10 +115,9 @@ class DataParallelHooks:
             th = self.thread
             th.off += 1
             try:
-                with _NoDispatch():
-                    for p in params:
-                        if isinstance(p, torch.Tensor) and p.requires_grad and p.is_leaf:
-                            nodes.append(p.expand_as(p).grad_fn.next_functions[0][0])
+                for p in params:
+                    if isinstance(p, torch.Tensor) and p.requires_grad and p.is_leaf:
+                        nodes.append(accumulate_grad_node(p))
             finally:
                 th.off -= 1
             for node in nodes:

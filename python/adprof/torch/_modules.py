@@ -11,7 +11,7 @@ import weakref
 import torch
 
 from .. import _protocol as P
-from ._common import _DTYPES, Tensor, _guarded, _NoDispatch, _tensors_in
+from ._common import _DTYPES, Tensor, _guarded, _tensors_in, accumulate_grad_node
 
 _HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook")  # 2.1+
 # 2.x: the autograd sequence number the next node made on this thread will have
@@ -240,8 +240,7 @@ class ModuleHooks:
                 # 1.13: the AccumulateGrad node, kept alive so that it stays p's, for as long as
                 # the module adopted with lives (the node holds p: kept by adprof alone, every
                 # parameter of a deleted model stayed alive).
-                with _NoDispatch():
-                    node = p.expand_as(p).grad_fn.next_functions[0][0]
+                node = accumulate_grad_node(p)
                 node.register_hook(accumulated)
                 self.grad_nodes.setdefault(owner, []).append(node)
         finally:
