@@ -29,7 +29,7 @@ struct Scenario {
   // The storages this scenario follows one by one: those its plan names (`followed`) and those
   // of the arena model (taken from or given to the pool). Every other storage lives as it did
   // in the recording, from its acquire to its release: it is only its bytes in `phys`. (Every
-  // scenario followed every storage before: on a long PyTorch run that was most of the
+  // scenario followed every storage before: on a long training run that was most of the
   // report's time, each scenario's map of a hundred thousand storages missing the cache.)
   absl::flat_hash_map<uint64_t, Live> live;
   absl::flat_hash_set<uint64_t> followed;
