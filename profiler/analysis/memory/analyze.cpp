@@ -74,7 +74,7 @@ namespace {
 
 // analyze() alone: no AD observer, nothing left of it in the loop.
 struct NoAdPass {
-  void on_heap(const Event &, uint64_t) {}
+  void on_heap(const Event &, const Replay::HeapChange &, uint64_t) {}
   void on_event(const Event &, uint64_t) {}
 };
 // No rider (analyze_with.h's PassRider): nothing left of it in the loop either.
@@ -162,7 +162,7 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
   ReplayDriver driver(reader, replay);
   auto on_heap = [&](const Event &e, const Replay::HeapChange &c) __attribute__((always_inline)) {
     index = driver.index();
-    ad_pass->on_heap(e, index);  // the AD layer's observer, when one rides along
+    ad_pass->on_heap(e, c, index);  // the AD layer's observer, when one rides along
     rider->on_heap(e, c);
     last_ticks = e.ticks;
     if (c.removed) host_at_peak.on_heap_removed(e.addr, *c.removed);

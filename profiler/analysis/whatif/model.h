@@ -15,6 +15,7 @@
 #include "adprof/ad_events.h"
 #include "adprof/replay.h"
 #include "adprof/trace_reader.h"
+#include "tracker.h"
 
 namespace adprof::whatif {
 
@@ -37,87 +38,6 @@ constexpr uint64_t kDeferred = ADPROF_AD_CONTRIBUTION_DEFERRED;
 // The policies a prediction may switch on: those the engine described, or all of them when it
 // did not describe itself.
 uint64_t available_policies(const ad::EngineDescription &e);
-
-// ---------------- the recorded storages ----------------
-struct Change {
-  enum Type : uint8_t { kNoChange, kAcquire, kRelease, kIdleFree } type = kNoChange;
-  uint64_t storage = 0;
-  uint64_t size = 0;
-  bool arena = false;  // acquire: taken from an arena; release: given back to one
-  uint64_t addr = 0;
-};
-
-// Heap blocks as logical storages. A storage id is the index of the event that started it.
-class Tracker {
- public:
-  Change apply(const Event &e, uint64_t index) {
-    Change c;
-    using T = format::EventType;
-    if (e.type == T::kAlloc && e.operand == ADPROF_SPACE_HEAP) {
-      auto it = blocks_.find(e.addr);
-      if (it != blocks_.end()) {  // a lost free: the old block is gone
-        phys_ -= it->second.size;
-        blocks_.erase(it);
-      }
-      blocks_[e.addr] = Block{index, e.a, false};
-      phys_ += e.a;
-      c = {Change::kAcquire, index, e.a, false, e.addr};
-    } else if (e.type == T::kFree && e.operand == ADPROF_SPACE_HEAP) {
-      auto it = blocks_.find(e.addr);
-      if (it == blocks_.end()) return c;
-      Block b = it->second;
-      blocks_.erase(it);
-      phys_ -= b.size;
-      if (b.idle)
-        c = {Change::kIdleFree, 0, b.size, true, e.addr};
-      else
-        c = {Change::kRelease, b.storage, b.size, false, e.addr};
-    } else if (e.type == T::kRetag) {
-      auto it = blocks_.find(e.addr);
-      if (it == blocks_.end()) return c;
-      Block &b = it->second;
-      if (e.operand == ADPROF_ROLE_WORKSPACE && !b.idle) {  // given back to the arena
-        b.idle = true;
-        c = {Change::kRelease, b.storage, b.size, true, e.addr};
-      } else if (e.operand != ADPROF_ROLE_WORKSPACE && b.idle) {  // taken from the arena
-        b.idle = false;
-        b.storage = index;
-        c = {Change::kAcquire, index, b.size, true, e.addr};
-      }
-    }
-    return c;
-  }
-  // Starts tracking mid-trace from the replay's live heap blocks: each one is the storage
-  // named by its serial (the event that gave it its shape). Both passes seed at the same
-  // event from identical replays, so they agree on every name.
-  void seed(const Replay &replay) {
-    for (const auto &[key, b] : replay.blocks())
-      if (b.space == ADPROF_SPACE_HEAP) {
-        blocks_[Replay::address_of(key)] = Block{b.serial, b.size, false};
-        phys_ += b.size;
-      }
-  }
-  template <class F>
-  void for_each(F f) const {
-    for (const auto &[addr, b] : blocks_) f(b.storage, b.size);
-  }
-  // The storage live at a block address (0: none).
-  std::pair<uint64_t, uint64_t> storage_at(uint64_t addr) const {
-    auto it = blocks_.find(addr);
-    if (it == blocks_.end() || it->second.idle) return {0, 0};
-    return {it->second.storage, it->second.size};
-  }
-  uint64_t phys() const { return phys_; }
-
- private:
-  struct Block {
-    uint64_t storage;
-    uint64_t size;
-    bool idle;
-  };
-  absl::flat_hash_map<uint64_t, Block> blocks_;  // by address (iteration order unused)
-  uint64_t phys_ = 0;
-};
 
 // ---------------- pass 1: tape generations ----------------
 struct Fact {

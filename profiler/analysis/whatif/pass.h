@@ -22,8 +22,9 @@ class Pass {
   Pass &operator=(const Pass &) = delete;
 
   // Event number `index`, after the replay applied it.
-  __attribute__((always_inline)) void on_heap(const Event &e, uint64_t index) {
-    if (tape_.active()) tape_.on_event(e, index);
+  __attribute__((always_inline)) void on_heap(const Event &e, const Replay::HeapChange &c,
+                                              uint64_t index) {
+    if (tape_.active()) tape_.on_heap(e, c, index);
   }
   void on_event(const Event &e, uint64_t index) { tape_.on_event(e, index); }
   bool ad_tape() const { return tape_.ad_tape; }

@@ -260,7 +260,7 @@ WhatIf predict_policies(TraceReader &reader,
   auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
     if (e.type == format::EventType::kAlloc || c.block)  // what Replay::apply says changed
       measured = std::max(measured, replay.host_live());
-    pass.on_heap(e, driver.index());
+    pass.on_heap(e, c, driver.index());
   };
   auto on_event = [&](const Event &e, bool changed) {
     if (changed) measured = std::max(measured, replay.host_live());

@@ -2,6 +2,7 @@
 #include "simulation.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "adprof/replay.h"
 #include "adprof/replay_driver.h"
@@ -48,33 +49,36 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
     }
   } restore{all, sc, ran, alike, same_as_recording};
   for (Scenario &s : sc) s.follow_the_plan();
+  // Each scenario's marks of a storage in the tracker's word of marks: kMarkBits apiece.
+  if (sc.size() * Scenario::kMarkBits > 64)
+    throw std::logic_error("what-if simulation: more scenarios than a storage's marks hold");
+  IdsInOrder gave_back;
+  {
+    std::vector<IdsInOrder::Entry> ids;
+    ids.reserve(gave.size());
+    for (uint64_t id : gave) ids.push_back({id, 1});
+    gave_back.assign(std::move(ids));
+  }
   reader.rewind();
-  Tracker tracker2;
+  Tracker tracker2(replay2);
   ReplayDriver driver(reader, replay2);
-  auto step = [&](const Event &e) {
+  // A storage acquired: every scenario's acquire, whose marks the tracker keeps until its
+  // release.
+  auto acquire = [&](uint64_t addr, uint64_t storage, uint64_t size, bool arena) {
+    const bool given_back = !gave_back.empty() && gave_back.find(storage);
+    uint64_t marks = 0;
+    for (size_t i = 0; i < sc.size(); ++i)
+      marks |= uint64_t{sc[i].acquire(storage, size, arena, given_back)}
+               << (Scenario::kMarkBits * i);
+    if (marks) tracker2.mark(addr, marks);
+  };
+  auto step = [&](const Change &c) {
     const uint64_t index = driver.index();
-    if (!start || index < start) {  // nothing followed yet: every scenario is the recording
-      for (Scenario &s : sc) s.peak = std::max(s.peak, replay2.host_live());
-      return;
-    }
-    auto acquire = [&](Scenario &s, uint64_t storage, uint64_t size, bool arena, bool gave_back) {
-      s.acquire(storage, size, arena, gave_back || s.plan.pooled.count(storage) > 0);
-    };
-    if (index == start) {  // take over the live blocks as pass 1 did
-      tracker2.seed(replay2);
-      tracker2.for_each([&](uint64_t storage, uint64_t size) {
-        const bool gave_back = gave.count(storage) > 0;
-        for (Scenario &s : sc) acquire(s, storage, size, false, gave_back);
-      });
-    }
-    const Change c = tracker2.apply(e, index);
-    const bool gave_back = c.type == Change::kAcquire && gave.count(c.storage) > 0;
-    for (Scenario &s : sc) {
-      if (c.type == Change::kAcquire) {
-        acquire(s, c.storage, c.size, c.arena, gave_back);
-      } else if (c.type == Change::kRelease) {
-        s.trigger(c.storage);
-        s.release(c.storage, c.size);
+    if (c.type == Change::kAcquire) acquire(c.addr, c.storage, c.size, c.arena);
+    for (size_t i = 0; i < sc.size(); ++i) {
+      Scenario &s = sc[i];
+      if (c.type == Change::kRelease) {
+        s.release(c.storage, c.size, static_cast<unsigned>(c.marks >> (Scenario::kMarkBits * i)));
       } else if (c.type == Change::kIdleFree) {
         auto it = s.idle.find(c.size);
         if (it != s.idle.end() && it->second > 0) {
@@ -110,8 +114,40 @@ void simulate(TraceReader &reader, std::vector<Scenario> &all,
       if (total > 0) s.peak = std::max(s.peak, static_cast<uint64_t>(total));
     }
   };
-  auto pass2 = observe([&](const Event &e, const Replay::HeapChange &) { step(e); },
-                       [&](const Event &e, bool) { step(e); });
+  // Nothing followed before `start`: every scenario is the recording.
+  auto before_start = [&] {
+    for (Scenario &s : sc) s.peak = std::max(s.peak, replay2.host_live());
+  };
+  // At `start` (pass 1's first followed event), the live blocks are taken over as pass 1 did.
+  // They are acquired in the order of their ids, which the scenarios' lookups walk in step (in
+  // any order each would be a search: a long run may hold a hundred thousand blocks by then).
+  auto take_over = [&](uint64_t index) {
+    tracker2.seed(index);
+    struct Seed {
+      uint64_t storage, addr, size;
+    };
+    std::vector<Seed> seeds;
+    tracker2.for_each([&](uint64_t addr, uint64_t storage, uint64_t size) {
+      seeds.push_back({storage, addr, size});
+    });
+    std::sort(seeds.begin(), seeds.end(),
+              [](const Seed &a, const Seed &b) { return a.storage < b.storage; });
+    for (const Seed &b : seeds) acquire(b.addr, b.storage, b.size, false);
+  };
+  auto on_heap = [&](const Event &e, const Replay::HeapChange &c) {
+    const uint64_t index = driver.index();
+    if (!start || index < start) return before_start();
+    if (index == start) [[unlikely]]
+      take_over(index);
+    step(tracker2.apply_heap(e, c, index));
+  };
+  auto on_event = [&](const Event &e, bool) {
+    const uint64_t index = driver.index();
+    if (!start || index < start) return before_start();
+    if (index == start) take_over(index);
+    step(tracker2.apply(e, index));
+  };
+  auto pass2 = observe(on_heap, on_event);
   DriveOptions drive;
   drive.progress = progress;
   driver.run(pass2, drive);

@@ -25,12 +25,11 @@ void container_item(std::string_view label, uint64_t &container, uint64_t &item)
 void TapeCollector::activate(uint64_t index) {
   active_ = true;
   activated_at_ = index;
-  tracker_.seed(replay_);
+  tracker_.seed(index);
 }
 
-void TapeCollector::follow(const Event &e, uint64_t index) {
+void TapeCollector::follow(const Event &e, const Change &c, uint64_t index) {
   ThreadState &ts = thread(e.thread);
-  const Change c = tracker_.apply(e, index);
   if (c.type == Change::kAcquire) {
     ts.pending_release_addr = 0;
     if (in_step_) step_births_.push_back({c.storage, c.size, index});

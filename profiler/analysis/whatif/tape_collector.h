@@ -24,7 +24,11 @@ class TapeCollector {
   // Parameters' gradients and the optimizer's steps (version 2), with the policies available.
   using GradFn = std::function<void(const GradEvent &, uint64_t available)>;
   TapeCollector(const Replay &replay, PlanFn plan, GradFn grads = {})
-      : replay_(replay), decoder_(replay), plan_(std::move(plan)), grads_(std::move(grads)) {}
+      : replay_(replay),
+        decoder_(replay),
+        plan_(std::move(plan)),
+        grads_(std::move(grads)),
+        tracker_(replay) {}
 
   // Event number `index` (from 1), already applied to the replay. Nothing is followed until
   // the trace names something (the first name event: any engine talks through names), so a
@@ -34,7 +38,11 @@ class TapeCollector {
       if (e.type != format::EventType::kName) return;
       activate(index);
     }
-    follow(e, index);
+    follow(e, tracker_.apply(e, index), index);
+  }
+  // A heap allocation or free (Replay::is_heap_event), `c` what the replay did with it.
+  void on_heap(const Event &e, const Replay::HeapChange &c, uint64_t index) {
+    if (active_) follow(e, tracker_.apply_heap(e, c, index), index);
   }
   bool active() const { return active_; }
   // The event at which following began (0: never).
@@ -64,7 +72,7 @@ class TapeCollector {
   }
 
   void activate(uint64_t index);
-  void follow(const Event &e, uint64_t index);
+  void follow(const Event &e, const Change &c, uint64_t index);
 
   bool active_ = false;
   uint64_t activated_at_ = 0;
