@@ -22,7 +22,7 @@ namespace adprof::whatif {
 // always: a storage's id is the index of the event that acquired it, and the acquires come in
 // that order (only the storages taken over at the start come in any). A cursor walks the sorted
 // ids; an id below the last one asked is searched. (A hash set of the checkpointing scenario's
-// ~900,000 storages on a 300-step PyTorch run missed the cache on nearly every acquire.)
+// ~900,000 storages on a 300-step training run missed the cache on nearly every acquire.)
 class IdsInOrder {
  public:
   struct Entry {

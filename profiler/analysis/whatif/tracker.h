@@ -30,7 +30,7 @@ struct Change {
 // index is prefetched ahead by the driver); the tracker keeps apart only the few blocks whose
 // storage is not their serial, or that a caller marked: a small map of notes by address that
 // stays in the cache, where a map of every live block missed it on nearly every free (it was a
-// sixth of `adprof report`'s time on a long PyTorch run).
+// sixth of `adprof report`'s time on a long training run).
 class Tracker {
  public:
   explicit Tracker(const Replay &replay) : replay_(replay) {}
