@@ -168,6 +168,15 @@ TEST(Signals, FailedFinalWriteIsSaid) {
 // A program near its RLIMIT_AS that handles malloc failure cleanly does so under the profiler
 // too (the writer crashed allocating its compressor there, in 4 to 10 runs of 10), gets about
 // as much memory, and its trace is whole.
+// Runs `o` with this process's RLIMIT_AS at `bytes` (the child inherits it; this process's own
+// limit is put back after). False: the limit could not be set.
+bool run_under_address_limit(const SpawnOptions &o, rlim_t bytes, Result &result) {
+  ScopedLimit limit(RLIMIT_AS, bytes);
+  if (!limit.ok()) return false;
+  result = run(o);
+  return true;
+}
+
 // The address space the profiler takes from a recording program (issue 28, item 7): what a
 // recording process holds beyond the same process with the interposer inert (jemalloc and the
 // libraries loaded either way). It was 28.0 MiB (two 8 MiB compression scratch areas, level
@@ -212,11 +221,7 @@ TEST(Signals, ProfilersOwnAddressSpaceIsSmall) {
   for (int i = 0; i < 3 && best < 2.0; ++i) {
     o.trace = dir / ("limited" + std::to_string(i));
     Result limited;
-    {
-      ScopedLimit limit(RLIMIT_AS, 40u << 20);
-      ASSERT_TRUE(limit.ok());
-      limited = run(o);
-    }
+    ASSERT_TRUE(run_under_address_limit(o, 40u << 20, limited));
     ASSERT_TRUE(limited.exited) << "signal " << limited.signal;
     EXPECT_EQ(limited.exit_code, 3) << limited.err;
     EXPECT_TRUE(adprof_lines(limited.err).empty()) << limited.err;
@@ -286,11 +291,7 @@ TEST(Signals, ProgramHeldAtItsAddressSpaceLimitIsRecordedWhole) {
   o.argv = {ADPROF_TEST_LIFECYCLE, "until_out_of_memory", "300"};
   o.trace = dir / "t";
   Result r;
-  {
-    ScopedLimit limit(RLIMIT_AS, 400u << 20);
-    ASSERT_TRUE(limit.ok());
-    r = run(o);
-  }
+  ASSERT_TRUE(run_under_address_limit(o, 400u << 20, r));
   ASSERT_TRUE(r.exited) << "signal " << r.signal;
   ASSERT_EQ(r.exit_code, 3) << r.err;
   EXPECT_TRUE(adprof_lines(r.err).empty()) << r.err;
