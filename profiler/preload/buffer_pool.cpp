@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -71,6 +72,9 @@ constexpr uint32_t kRegistryPages = 256;
 struct SnapshotMark {
   uint64_t published;  // what the last snapshot of this slot covered
   uint32_t seen_seq;   // the buffer seq seen at the previous flush tick
+  // oldest_unread_ticks: the word last seen, and when (the monotonic clock) it was first seen.
+  uint64_t held_word;
+  uint64_t held_since_ns;
 };
 struct RegistryPage {
   PublishedSlot slots[kSlotsPerPage];
@@ -138,6 +142,38 @@ bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out) {
   mark.published = word;
   *out = {b, events, events + used};
   return true;
+}
+
+// Each registered thread's buffer with an event past the restated phase (recorder.h, end_event:
+// more than one event published) holds events the writer has not read, none older than the
+// buffer's time (`since`). A thread hands its buffer over at its first event after a flush tick;
+// a thread blocked since its last event (a DataLoader worker's feeder waiting for the next
+// batch) keeps it for as long as it waits. One whose word has not changed for `idle_ns` is left
+// out: a thread that recorded once and then sleeps for the whole run would hold every step's
+// figures back. The writer's own buffer is left out too (its counter samples).
+//
+// Ordered against the queue: a thread stores its new buffer's `since`, then its word, after it
+// queued the old one (refill: hand_off, then start_buffer), and this reads the word first, then
+// `since`. A word of the new buffer means the old one is in the queue taken after this call; a
+// word of the old one, still published during the hand-off, comes with its own `since` or a
+// later one whose buffer is queued.
+uint64_t oldest_unread_ticks(uint64_t now, uint64_t idle_ns) {
+  uint64_t oldest = UINT64_MAX;
+  pthread_mutex_lock(&g_registry_mutex);
+  for (uint32_t i = 0; i < g_registry_slots; ++i) {
+    const PublishedSlot &pub = slot_at(i);
+    if (!pub.registered || i == t_state.registry_slot) continue;
+    const uint64_t word = pub.word.load(std::memory_order_acquire);
+    SnapshotMark &mark = mark_at(i);
+    if (word != mark.held_word) {
+      mark.held_word = word;
+      mark.held_since_ns = now;
+    }
+    if (published_fields(word).events <= 1 || now - mark.held_since_ns > idle_ns) continue;
+    oldest = std::min(oldest, pub.since.load(std::memory_order_acquire));
+  }
+  pthread_mutex_unlock(&g_registry_mutex);
+  return oldest;
 }
 
 namespace {
@@ -228,6 +264,7 @@ void start_buffer(ThreadState &ts, Buffer *b) {
   ts.end = b->bodies + kBodyBytes;
   ts.epoch = g_flush_epoch.load(std::memory_order_relaxed);
   ts.seq_bits = published_word(b->seq, 0, 0);
+  ts.published->since.store(b->base_ts, std::memory_order_release);
   ts.published->word.store(ts.seq_bits, std::memory_order_release);
   ts.published->buf.store(b, std::memory_order_release);
   // The seqlock's writer side (copy_published): a recycled buffer is rewritten below, and a
@@ -277,7 +314,7 @@ void register_thread(ThreadState &ts) {
     pub.registered = true;
     pub.buf.store(nullptr);  // the thread has no buffer yet (refill), whoever held the slot
     pub.word.store(0);
-    mark_at(found) = {0, ~0u};
+    mark_at(found) = {0, ~0u, 0, 0};
     ts.published = &pub;
     ts.registry_slot = found;
     next_free = found + 1;

@@ -82,6 +82,9 @@ static_assert(kBodyBytes < (1u << kPublishedEventsShift) && kTagBytes < (1u << 2
 struct alignas(64) PublishedSlot {
   std::atomic<Buffer *> buf{nullptr};
   std::atomic<uint64_t> word{0};
+  // Its current buffer's time (Buffer::base_ts): no event of it is older. Stored once a buffer,
+  // before the buffer's first word (oldest_unread_ticks).
+  std::atomic<uint64_t> since{0};
   bool registered = false;  // a thread holds it (buffer_pool.cpp: the registry, under its mutex)
 };
 // The slot of threads that have none (not registered yet, or the registry is full): written,

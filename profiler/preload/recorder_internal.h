@@ -112,6 +112,11 @@ struct Copied {
 };
 bool copy_published(uint32_t slot, uint8_t *copy, bool idle_only, Copied *out);
 
+// The time before which no registered thread holds an event the writer has not read (taken
+// before the writer takes the queue), leaving out threads idle for `idle_ns` (buffer_pool.cpp);
+// UINT64_MAX: none holds any. On the writer thread.
+uint64_t oldest_unread_ticks(uint64_t now_ns, uint64_t idle_ns);
+
 // ---- chunk_writer.cpp: compressing and writing chunks ----------------------------------------
 
 // ADPROF_ZSTD_LEVEL, one level for every part of a chunk; kDefaultZstdLevel: each part its own

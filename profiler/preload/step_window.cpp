@@ -61,6 +61,11 @@ std::atomic<bool> g_window_opened{false}, g_window_closed{false}, g_first_marked
 // buffer over at each flush tick (100 ms). (Time alone is not enough: a writer busy with a
 // large live set lags behind the program by more than that.)
 constexpr uint64_t kSettleNs = 400'000'000;
+// A thread idle since its last event keeps its buffer, unread, until its next one (a DataLoader
+// worker's feeder thread, its batch freed, waits for the next batch as long as the training
+// step takes): the merge waits for it (oldest_unread_ticks), but not for longer than this past
+// its last event, as a thread that recorded once and sleeps for the run would hold it for good.
+constexpr uint64_t kIdleThreadNs = 3'000'000'000;
 // Summaries are written in chunks of at most this many, or after kSummaryFlushNs.
 constexpr uint32_t kSummariesPerChunk = 64;
 constexpr uint64_t kSummaryFlushNs = 1'000'000'000;
@@ -97,7 +102,8 @@ struct TracedDeath {
 // depend on the reading's order: they are merged by time (SizeChange).
 struct EarlyFree {
   uint64_t ticks;
-  bool written;  // the trace holds the free (its buffer was written whole)
+  uint32_t thread;  // its thread's index: never the end of a block that thread allocates later
+  bool written;     // the trace holds the free (its buffer was written whole)
 };
 // At most this many frees read before their allocation are kept (about 1 MiB of the writer's),
 // the oldest dropped first: frees of blocks allocated before recording began, or in the parent of
@@ -113,13 +119,28 @@ struct Dying {
   bool operator>(const Dying &o) const { return ticks > o.ticks; }
 };
 
+// A block the live map held when an allocation at its address was read, its free not read: it
+// ended there (`at`), unless another thread's buffer read later frees it sooner. A DataLoader
+// worker's main thread allocates a batch where its feeder thread freed the one before, and its
+// buffer may come first: the feeder's free then moves the earlier batch's end back to its time.
+// Before, that free was dropped and the earlier batch counted live until the later one began.
+struct Replaced {
+  LiveBlock block;
+  uint64_t at;
+  uint32_t thread;  // the replacing allocation's: its run holds the block's end at `at`
+};
+
 // A change of the host bytes live, by role and label: what the steps' figures are made of. Each
 // thread's changes are a run in its time order (ChangeRun: its buffers reach the writer in
-// order); the threads' runs are merged by time
-// (merge_until) once the writer has read every busy thread past them (kSettleNs of the program's
-// time behind the newest event read: each thread hands its buffer over at each flush tick), so a
-// step's peak is the reader's, whichever thread's buffer came first. A change read after its time
-// was merged (a thread idle for longer, or a writer lagging further) counts where the merge is.
+// order); the threads' runs are merged by time (merge_until) once the writer has read every
+// thread past them: kSettleNs of the program's time behind the newest event read, and before
+// the oldest event a thread still holds unread (`unread`: a thread hands its buffer over at its
+// first event after a flush tick, and one blocked since keeps it), so a step's peak is the
+// reader's, whichever thread's buffer came first. Before, a feeder thread blocked for 0.4 s
+// after freeing a batch had its free merged after the next batch's allocations (a 1.106x worker
+// peak in a loaded CI run of TorchSteps.WorkersMarkTheirBatchesAsSteps; StepWindowThreads.
+// AFreeHeldByAnIdleThreadEndsItsBlockAtItsTime). A change read after its time was merged (a
+// thread idle past kIdleThreadNs, or a writer lagging further) counts where the merge is.
 struct SizeChange {
   uint64_t ticks;
   int64_t delta;
@@ -249,6 +270,7 @@ struct WindowState {
   std::priority_queue<SizeChange, std::vector<SizeChange>, std::greater<SizeChange>> out_of_order;
   size_t waiting_changes = 0;
   uint64_t newest_read = 0;          // the latest event read, of any thread
+  uint64_t unread = UINT64_MAX;      // no thread holds an event before it unread (note_unread)
   std::vector<uint8_t> thread_role;  // by thread index
   std::vector<uint64_t> read_until;  // by thread index: its last event read
   std::vector<bool> tape_names;      // name ids of "ad.tape.*"
@@ -275,6 +297,11 @@ struct WindowState {
   std::unordered_multimap<uint64_t, EarlyFree> early_frees;
   std::deque<std::pair<uint64_t, uint64_t>> early_order;  // (address, ticks)
   std::priority_queue<Dying, std::vector<Dying>, std::greater<Dying>> dying;
+  // While frees wait (early_frees): for each of the buffer's events, the time of the buffer's
+  // next host event at its address (UINT64_MAX: none), and the map that makes it.
+  std::vector<uint64_t> own_next;
+  AddressMap<uint64_t> next_at;
+  AddressMap<Replaced> replaced;  // by address, at most kEarlyFrees
 };
 alignas(WindowState) unsigned char g_window_storage[sizeof(WindowState)];
 WindowState *g_window = nullptr;  // in g_window_storage, once configured
@@ -424,8 +451,9 @@ uint64_t read_past(const WindowState &w, uint64_t ns) {
 // Merges what every thread busy in the meantime has handed over (read_past kSettleNs); sooner
 // when too many changes wait.
 void merge_waiting(WindowState &w) {
-  const uint64_t horizon =
-      read_past(w, w.waiting_changes > kMaxWaitingChanges ? kSettleNs / 4 : kSettleNs);
+  const bool too_many = w.waiting_changes > kMaxWaitingChanges;
+  uint64_t horizon = read_past(w, too_many ? kSettleNs / 4 : kSettleNs);
+  if (!too_many) horizon = std::min(horizon, w.unread);
   if (horizon > w.merged_until) merge_until(w, horizon);
   if (w.waiting_changes > kMaxWaitingChanges) merge_until(w, w.newest_read);
 }
@@ -567,7 +595,7 @@ std::unordered_multimap<uint64_t, EarlyFree>::iterator find_early_free(WindowSta
 // The oldest kept are dropped past kEarlyFrees. `early_order` still lists those taken since
 // (take_early_free): they are skipped, and cleared out when they are as many as the kept.
 void remember_early_free(WindowState &w, uint64_t addr, uint64_t ticks, bool written) {
-  w.early_frees.emplace(addr, EarlyFree{ticks, written});
+  w.early_frees.emplace(addr, EarlyFree{ticks, w.reading_thread, written});
   w.early_order.emplace_back(addr, ticks);
   if (w.early_order.size() > 2 * kEarlyFrees)
     std::erase_if(w.early_order, [&](const std::pair<uint64_t, uint64_t> &o) {
@@ -581,14 +609,21 @@ void remember_early_free(WindowState &w, uint64_t addr, uint64_t ticks, bool wri
   }
 }
 
-// The free, read already, of the block allocated at `addr` at `ticks`: the first kept there at
-// or after `ticks` (an earlier one ended an earlier block). False: none.
-bool take_early_free(WindowState &w, uint64_t addr, uint64_t ticks, EarlyFree &free) {
+// The free, read already, of the block the reading thread allocated at `addr` at `ticks`: the
+// first another thread made there at or after `ticks` (an earlier one ended an earlier block),
+// and before `until`, the allocating thread's next event there (its own free of the block, or an
+// allocation there after another thread freed it). Before that limit, a thread that allocated
+// and freed a temporary where another thread later freed a batch gave the temporary the batch's
+// free, and the batch, its free taken, stayed live for good. False: none.
+bool take_early_free(WindowState &w, uint64_t addr, uint64_t ticks, uint64_t until,
+                     EarlyFree &free) {
   if (w.early_frees.empty()) return false;
   auto [it, end] = w.early_frees.equal_range(addr);
   auto found = end;
   for (; it != end; ++it)
-    if (it->second.ticks >= ticks && (found == end || it->second.ticks < found->second.ticks))
+    if (it->second.ticks >= ticks && it->second.ticks < until &&
+        it->second.thread != w.reading_thread &&
+        (found == end || it->second.ticks < found->second.ticks))
       found = it;
   if (found == end) return false;
   free = found->second;
@@ -617,9 +652,69 @@ void end_dying(WindowState &w, uint64_t ticks) {
   }
 }
 
+// A block replaced in the live map by an allocation read at `at` (Replaced), kept for a free
+// read later. Past kEarlyFrees of them, those merged already go first (a free of them would
+// move nothing), then all.
+void remember_replaced(WindowState &w, uint64_t addr, const LiveBlock &b, uint64_t at) {
+  w.replaced[addr] = {b, at, w.reading_thread};
+  if (w.replaced.size() <= kEarlyFrees) return;
+  std::vector<uint64_t> merged;
+  for (const auto &[a, r] : w.replaced)
+    if (r.at < w.merged_until) merged.push_back(a);
+  for (const uint64_t a : merged) w.replaced.erase(a);
+  if (w.replaced.size() > kEarlyFrees) w.replaced.clear();
+}
+
+// The free at `addr` at `ticks` of a block replaced since by a later allocation there: the
+// block's end moves back from the replacement to `ticks`, if the replacement is not merged yet.
+// Its end there is taken out of the replacing thread's run (made a change of nothing), not
+// undone by a change of its own: at the replacement's time, which a thread's events share when
+// it is alone in a share tick, the run's other changes would come between the two (the block
+// counted twice as freed, the live bytes below zero for a moment). False: no such block.
+bool end_replaced(WindowState &w, uint64_t addr, uint64_t ticks) {
+  auto it = w.replaced.find(addr);
+  if (it == w.replaced.end() || it->second.block.ticks > ticks || ticks >= it->second.at)
+    return false;
+  const Replaced r = it->second;
+  w.replaced.erase(it);
+  if (r.at < w.merged_until || r.thread >= w.runs.size()) return true;  // ended there for good
+  ChangeRun &run = w.runs[r.thread];
+  const auto waiting = run.changes.begin() + static_cast<ptrdiff_t>(run.next);
+  auto change = std::lower_bound(waiting, run.changes.end(), r.at,
+                                 [](const SizeChange &c, uint64_t t) { return c.ticks < t; });
+  const auto size = static_cast<int64_t>(r.block.size);
+  for (; change != run.changes.end() && change->ticks == r.at; ++change)
+    if (change->delta == -size && change->label == r.block.label && change->role == r.block.role) {
+      change->delta = 0;
+      add_bytes(w, r.block, -1, ticks);
+      break;
+    }
+  return true;
+}
+
+// For each event of the buffer (w.folded), the time of the buffer's next host allocation or free
+// at its address (take_early_free's limit). Only while frees wait to be matched.
+void find_own_next_events(WindowState &w) {
+  w.own_next.assign(w.folded.size(), UINT64_MAX);
+  if (w.early_frees.empty()) return;
+  w.next_at.clear();
+  for (size_t i = w.folded.size(); i-- > 0;) {
+    const Folded &e = w.folded[i];
+    if ((e.type != fmt::EventType::kAlloc && e.type != fmt::EventType::kFree) ||
+        !is_host(e.operand))
+      continue;
+    auto [it, inserted] = w.next_at.emplace(e.addr, e.ticks);
+    if (!inserted) {
+      w.own_next[i] = it->second;
+      it->second = e.ticks;
+    }
+  }
+}
+
 // `e` counted into the live map and its step; `written`: its buffer is written whole (the trace
-// holds the event).
-void apply(WindowState &w, const Folded &e, bool written) {
+// holds the event); `own_next`: its thread's next event at its address in the buffer
+// (find_own_next_events).
+void apply(WindowState &w, const Folded &e, bool written, uint64_t own_next) {
   if (!w.dying.empty()) end_dying(w, e.ticks);
   switch (e.type) {
     case fmt::EventType::kRole:
@@ -636,9 +731,10 @@ void apply(WindowState &w, const Folded &e, bool written) {
       StepFigures *s = step_at(w, e.ticks);
       // Freed on another thread whose events were read first (EarlyFree): live until then, in
       // place of nothing the live map holds.
-      EarlyFree early;
-      const bool freed = take_early_free(w, e.addr, e.ticks, early);
+      EarlyFree early{};
+      const bool freed = take_early_free(w, e.addr, e.ticks, own_next, early);
       if (auto it = w.live.find(e.addr); !freed && it != w.live.end()) {  // its free not seen
+        if (it->second.ticks <= e.ticks) remember_replaced(w, e.addr, it->second, e.ticks);
         keep_as_at_open(w, e.addr, it->second, e.ticks);
         if (!written) untrace(w, e.addr, it->second, e.ticks);
         add_bytes(w, it->second, -1, e.ticks);
@@ -670,7 +766,12 @@ void apply(WindowState &w, const Folded &e, bool written) {
         return;
       }
       auto it = w.live.find(e.addr);
-      if (it == w.live.end()) {  // allocated before recording began, or read later
+      // The free of an earlier block there, read after the allocation that reused its address
+      // (another thread's buffer first; the new block maybe freed since): that block ends here,
+      // not where the new one began (Replaced).
+      const bool of_replaced =
+          (it == w.live.end() || it->second.ticks > e.ticks) && end_replaced(w, e.addr, e.ticks);
+      if (it == w.live.end() && !of_replaced) {  // allocated before recording began, or read later
         remember_early_free(w, e.addr, e.ticks, written);
         return;
       }
@@ -679,9 +780,7 @@ void apply(WindowState &w, const Folded &e, bool written) {
         ++s->frees;
         s->last_ticks = e.ticks;
       }
-      // The free of an earlier block there, read after the allocation that reused its address
-      // (another thread's buffer first): that block ended when the live map took the new one.
-      if (it->second.ticks > e.ticks) return;
+      if (of_replaced || it->second.ticks > e.ticks) return;
       keep_as_at_open(w, e.addr, it->second, e.ticks);
       if (!written) untrace(w, e.addr, it->second, e.ticks);
       add_bytes(w, it->second, -1, e.ticks);
@@ -1021,9 +1120,10 @@ void close_steps(WindowState &w, Compressor &k, bool all) {
   const uint64_t now = now_ns();
   while (!w.steps.empty()) {
     StepFigures &s = w.steps.front();
-    if (!all && (s.end == UINT64_MAX || now - std::min(now, s.end_ns) < kSettleNs ||
-                 (s.end_thread != kNoThread &&
-                  (s.end_thread >= w.read_until.size() || w.read_until[s.end_thread] < s.end))))
+    if (!all &&
+        (s.end == UINT64_MAX || now - std::min(now, s.end_ns) < kSettleNs || s.end > w.unread ||
+         (s.end_thread != kNoThread &&
+          (s.end_thread >= w.read_until.size() || w.read_until[s.end_thread] < s.end))))
       break;
     merge_until(w, s.end);
     if (!s.started) take_start(w, s);
@@ -1118,7 +1218,8 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   const bool whole = in_window || first < w.first_mark || !fits || w.kept.events == 0;
   if (b->tid >= w.runs.size()) w.runs.resize(b->tid + 1);
   w.reading_thread = b->tid;
-  for (const Folded &e : w.folded) apply(w, e, whole);
+  find_own_next_events(w);
+  for (size_t i = 0; i < w.folded.size(); ++i) apply(w, w.folded[i], whole, w.own_next[i]);
   end_dying(w, UINT64_MAX);
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);
@@ -1131,6 +1232,11 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
     write_buffer_whole(b, k);
   else
     w.kept.write(k);
+}
+
+void note_unread_events() {
+  if (!g_step_window) return;
+  g_window->unread = oldest_unread_ticks(now_ns(), kIdleThreadNs);
 }
 
 void write_settled_steps(Compressor &k) {

@@ -35,6 +35,9 @@ bool publish_step_mark(uint64_t step, uint64_t ticks, uint32_t thread);
 // writer has stopped): writes `b` whole, or folded (above). Chunks of the summaries and of the
 // live set go out through `k` too.
 void write_windowed_buffer(Buffer *b, Compressor &k);
+// Before the writer takes the queue: the time before which every thread's events are in it or
+// read already (oldest_unread_ticks), up to which the steps' figures may be merged.
+void note_unread_events();
 // The steps over for long enough that no thread's events of theirs can still be on their way
 // (every thread hands its buffer over at each flush tick) get their summaries written.
 void write_settled_steps(Compressor &k);

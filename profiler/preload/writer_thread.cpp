@@ -216,6 +216,13 @@ void *writer_main(void *) {
       deadline.tv_nsec %= 1000000000L;
       pthread_cond_timedwait(&g_work_cond, &g_queue_mutex, &deadline);
     }
+    if (g_step_window) {
+      // What the threads still hold, looked at before the queue is taken (buffer_pool.cpp:
+      // oldest_unread_ticks takes the registry's mutex, never inside the queue's).
+      pthread_mutex_unlock(&g_queue_mutex);
+      note_unread_events();
+      pthread_mutex_lock(&g_queue_mutex);
+    }
     Buffer *list = take_queue_locked();
     bool stop = g_stop_writer;
     pthread_mutex_unlock(&g_queue_mutex);

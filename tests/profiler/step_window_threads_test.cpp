@@ -18,11 +18,13 @@ constexpr int kSteps = 8;
 constexpr uint64_t kFirst = 6, kEnd = 8;
 constexpr double kMiB = 1 << 20;
 
-std::string record(const TempDir &dir, const std::string &name, bool window, bool late = false) {
+std::string record(const TempDir &dir, const std::string &name, bool window,
+                   const char *mode = nullptr,
+                   const char *workload = ADPROF_TEST_STEPS_FREED_ELSEWHERE) {
   const std::string trace = dir / name;
   SpawnOptions o;
-  o.argv = {ADPROF_TEST_STEPS_FREED_ELSEWHERE, std::to_string(kSteps)};
-  if (late) o.argv.emplace_back("late");
+  o.argv = {workload, std::to_string(kSteps)};
+  if (mode) o.argv.emplace_back(mode);
   o.trace = trace;
   if (window)
     o.env.emplace_back("ADPROF_STEPS", std::to_string(kFirst) + ":" + std::to_string(kEnd));
@@ -72,8 +74,41 @@ TEST(StepWindowThreads, BlocksFreedOnAnotherThreadEndInEveryStep) {
 // buffer was read: every summarized step's peak 2 MiB above the base, not 1.
 TEST(StepWindowThreads, AFreeHandedOverLateEndsItsBlockAtItsTime) {
   TempDir dir;
-  expect_steps_as_whole(record(dir, "whole.adtrace", false, true),
-                        record(dir, "windowed.adtrace", true, true));
+  expect_steps_as_whole(record(dir, "whole.adtrace", false, "late"),
+                        record(dir, "windowed.adtrace", true, "late"));
+}
+
+// `idle`: the thread that frees each step's first MiB then stays blocked for 800 ms, its
+// buffer unread, while the main thread records 0.6 s past those frees (its second MiB among
+// them). The summaries wait for the blocked thread's events (it holds them since its buffer's
+// time). Before, they were merged once the reading was 0.4 s past them, the frees not read
+// yet: every summarized step's peak 2 MiB above the steps' base, not 1.
+TEST(StepWindowThreads, AFreeHeldByAnIdleThreadEndsItsBlockAtItsTime) {
+  TempDir dir;
+  expect_steps_as_whole(record(dir, "whole.adtrace", false, "idle"),
+                        record(dir, "windowed.adtrace", true, "idle"));
+}
+
+// workloads/steps_pool_reuse.cpp `own`: the main thread allocates and frees a temporary where
+// it then allocates the batch that the other thread frees, and the other thread's free is read
+// first. That free ends the batch, not the temporary (the thread's own free comes first). Before,
+// the temporary took it, and the batch stayed live for good: every summarized step 1 MiB above
+// the one before (step 5: 6 MiB above the steps' base).
+TEST(StepWindowThreads, AFreeReadEarlyEndsTheBlockItFreed) {
+  TempDir dir;
+  expect_steps_as_whole(record(dir, "whole.adtrace", false, "own", ADPROF_TEST_STEPS_POOL_REUSE),
+                        record(dir, "windowed.adtrace", true, "own", ADPROF_TEST_STEPS_POOL_REUSE));
+}
+
+// `replaced`: the batch's address is reused by the main thread after the other thread freed it,
+// and that reuse is read before the free. The batch ends at its free, not at the reuse. Before,
+// it counted live until the reuse, beside the 1 MiB allocated in between: every summarized
+// step's peak 2 MiB above the steps' base, not 1.
+TEST(StepWindowThreads, AFreeReadAfterItsAddressWasReusedEndsTheBlockAtItsTime) {
+  TempDir dir;
+  expect_steps_as_whole(
+      record(dir, "whole.adtrace", false, "replaced", ADPROF_TEST_STEPS_POOL_REUSE),
+      record(dir, "windowed.adtrace", true, "replaced", ADPROF_TEST_STEPS_POOL_REUSE));
 }
 
 // A process killed (SIGKILL) while idle after its window opened: the live set's host blocks

@@ -1,7 +1,7 @@
 // Steps whose blocks another thread frees (tests of step windows: step_window_threads_test.cpp),
 // as a DataLoader worker's batch is freed by its queue's feeder thread.
 //
-// usage: steps_freed_elsewhere N [late | stay MARKER]
+// usage: steps_freed_elsewhere N [late | idle | stay MARKER]
 //
 // Step i marks itself (adprof_step(i)) and allocates 1 MiB on the main thread, in blocks of a
 // size class of its own (1 KiB to 8 KiB: no step's blocks where an earlier step's were), then
@@ -17,6 +17,11 @@
 // 120 ms and goes on. The second MiB is allocated after the first was freed: each step's peak is
 // still 1 MiB above what the process holds between steps, but the writer reads the second MiB's
 // allocations before the first's frees.
+//
+// With `idle`, as `late`, but the freeing thread then stays blocked for 800 ms (its buffer, with
+// the frees, unread all that time), and the main thread records an event every 50 ms for 600 ms
+// after its second MiB: the writer reads the main thread's events 0.6 s past the frees before
+// the frees themselves.
 //
 // With `stay`, step 0 also allocates 4 MiB kept to the end, and after the last step the program
 // writes its pid to MARKER and sleeps for a minute (to be killed).
@@ -42,6 +47,7 @@ pthread_cond_t g_changed = PTHREAD_COND_INITIALIZER;
 void *g_blocks[kBlocks];  // the step's, null after the last
 bool g_handed = false, g_freed = false, g_done = false;
 bool g_late = false;  // the freeing thread hands its buffer over after the main thread
+bool g_idle = false;  // ... and only 800 ms after its frees
 
 void sleep_ms(long ms) {
   timespec t{ms / 1000, ms % 1000 * 1'000'000};
@@ -64,7 +70,7 @@ void *free_elsewhere(void *) {
       pthread_cond_broadcast(&g_changed);
     }
     pthread_mutex_unlock(&g_mutex);
-    sleep_ms(g_late ? 200 : 250);  // past a flush tick
+    sleep_ms(g_idle ? 800 : g_late ? 200 : 250);  // past a flush tick
     free(malloc(32));  // this thread's next event: its buffer, with the frees, handed over
     pthread_mutex_lock(&g_mutex);
     if (!g_late) {
@@ -80,8 +86,9 @@ void *free_elsewhere(void *) {
 
 int main(int argc, char **argv) {
   const bool stay = argc > 3 && strcmp(argv[2], "stay") == 0;
-  if (argc < 2 || (argc > 2 && strcmp(argv[2], "late") != 0 && !stay)) {
-    fprintf(stderr, "usage: steps_freed_elsewhere N [late | stay MARKER]\n");
+  g_idle = argc > 2 && strcmp(argv[2], "idle") == 0;
+  if (argc < 2 || (argc > 2 && strcmp(argv[2], "late") != 0 && !g_idle && !stay)) {
+    fprintf(stderr, "usage: steps_freed_elsewhere N [late | idle | stay MARKER]\n");
     return 2;
   }
   g_late = argc > 2 && !stay;
@@ -108,6 +115,10 @@ int main(int argc, char **argv) {
         blocks[b] = memset(malloc(kSecondSize), 2, kSecondSize);
       for (size_t b = 0; b < kStepBytes / kSecondSize; ++b) free(blocks[b]);
       sleep_ms(120);  // its buffer handed over at the next step's first event, before the other's
+      for (int i = 0; g_idle && i < 12; ++i) {  // read on past the other thread's frees
+        sleep_ms(50);
+        free(malloc(32));
+      }
     }
   }
   if (stay) {
