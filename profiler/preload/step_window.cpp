@@ -1066,8 +1066,13 @@ void write_live_set(WindowState &w, Compressor &k, uint64_t ticks, LiveSetPart p
 void write_heap_live_set(WindowState &w, Compressor &k, bool all) {
   if (!w.heap_live_set_waits) return;
   // Read past it on some thread, or over for as long by the clock, every buffer handed over
-  // since read (a process that stops allocating, then is killed by the OOM killer, has it).
-  if (!all && read_past(w, kSettleNs) < w.live_set_ticks && now_ns() - w.opened_ns < kSettleNs)
+  // since read (a process that stops allocating, then is killed by the OOM killer, has it); and
+  // no thread holds an event from before it unread (a feeder blocked since it freed the last
+  // batch before the window), unless that thread was left out as idle (note_unread_events).
+  // Before, a window opened while such a thread waited held its freed batch live throughout.
+  const uint64_t since_open = now_ns() - w.opened_ns;
+  if (!all && ((read_past(w, kSettleNs) < w.live_set_ticks && since_open < kSettleNs) ||
+               (w.unread <= w.live_set_ticks && since_open < kIdleThreadNs)))
     return;
   w.heap_live_set_waits = false;
   write_live_set(w, k, w.live_set_ticks, LiveSetPart::kHeap);

@@ -79,10 +79,12 @@ TEST(StepWindowThreads, AFreeHandedOverLateEndsItsBlockAtItsTime) {
 }
 
 // `idle`: the thread that frees each step's first MiB then stays blocked for 800 ms, its
-// buffer unread, while the main thread records 0.6 s past those frees (its second MiB among
-// them). The summaries wait for the blocked thread's events (it holds them since its buffer's
-// time). Before, they were merged once the reading was 0.4 s past them, the frees not read
-// yet: every summarized step's peak 2 MiB above the steps' base, not 1.
+// buffer unread, while the main thread records 0.7 s past those frees (its second MiB among
+// them, and the next step's start). The summaries and the window's live set wait for the blocked
+// thread's events (it holds them since its buffer's time). Before, they were merged once the
+// reading was 0.4 s past them, the frees not read yet: every summarized step's peak 2 MiB above
+// the steps' base, not 1, and the window's steps 1 MiB above it, the live set holding the last
+// summarized step's MiB.
 TEST(StepWindowThreads, AFreeHeldByAnIdleThreadEndsItsBlockAtItsTime) {
   TempDir dir;
   expect_steps_as_whole(record(dir, "whole.adtrace", false, "idle"),

@@ -19,9 +19,9 @@
 // allocations before the first's frees.
 //
 // With `idle`, as `late`, but the freeing thread then stays blocked for 800 ms (its buffer, with
-// the frees, unread all that time), and the main thread records an event every 50 ms for 600 ms
-// after its second MiB: the writer reads the main thread's events 0.6 s past the frees before
-// the frees themselves.
+// the frees, unread all that time), and the main thread, once it has marked the next step,
+// records an event every 50 ms for 600 ms: the writer reads the main thread's events 0.7 s past
+// the frees, and 0.6 s past the next step's start, before the frees themselves.
 //
 // With `stay`, step 0 also allocates 4 MiB kept to the end, and after the last step the program
 // writes its pid to MARKER and sleeps for a minute (to be killed).
@@ -98,6 +98,10 @@ int main(int argc, char **argv) {
   if (pthread_create(&freer, nullptr, free_elsewhere, nullptr) != 0) return 1;
   for (long i = 0; i < steps; ++i) {
     adprof_step(static_cast<uint64_t>(i));
+    for (int t = 0; g_idle && t < 12; ++t) {  // read on past the other thread's frees
+      sleep_ms(50);
+      free(malloc(32));
+    }
     if (stay && i == 0) kept = memset(malloc(4 << 20), 3, 4 << 20);
     const size_t size = kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
     void *blocks[kBlocks] = {};
@@ -115,10 +119,6 @@ int main(int argc, char **argv) {
         blocks[b] = memset(malloc(kSecondSize), 2, kSecondSize);
       for (size_t b = 0; b < kStepBytes / kSecondSize; ++b) free(blocks[b]);
       sleep_ms(120);  // its buffer handed over at the next step's first event, before the other's
-      for (int i = 0; g_idle && i < 12; ++i) {  // read on past the other thread's frees
-        sleep_ms(50);
-        free(malloc(32));
-      }
     }
   }
   if (stay) {
