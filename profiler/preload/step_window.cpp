@@ -57,9 +57,10 @@ constinit StepMarkRing<1 << 10> g_marks;
 std::atomic<bool> g_window_opened{false}, g_window_closed{false}, g_first_marked{false};
 
 // A step is summarised once the writer has read its marking thread's events past its end (the
-// next mark), and it has been over for this long: every other thread that records hands its
-// buffer over at each flush tick (100 ms). (Time alone is not enough: a writer busy with a
-// large live set lags behind the program by more than that.)
+// next mark), no thread holds an event before its end unread (kIdleThreadNs), and it has been
+// over for this long: every other thread that records hands its buffer over at each flush tick
+// (100 ms). (Time alone is not enough: a writer busy with a large live set lags behind the
+// program by more than that.)
 constexpr uint64_t kSettleNs = 400'000'000;
 // A thread idle since its last event keeps its buffer, unread, until its next one (a DataLoader
 // worker's feeder thread, its batch freed, waits for the next batch as long as the training
@@ -677,7 +678,7 @@ bool end_replaced(WindowState &w, uint64_t addr, uint64_t ticks) {
     return false;
   const Replaced r = it->second;
   w.replaced.erase(it);
-  if (r.at < w.merged_until || r.thread >= w.runs.size()) return true;  // ended there for good
+  if (r.at < w.merged_until) return true;  // ended there for good
   ChangeRun &run = w.runs[r.thread];
   const auto waiting = run.changes.begin() + static_cast<ptrdiff_t>(run.next);
   auto change = std::lower_bound(waiting, run.changes.end(), r.at,
@@ -693,10 +694,12 @@ bool end_replaced(WindowState &w, uint64_t addr, uint64_t ticks) {
 }
 
 // For each event of the buffer (w.folded), the time of the buffer's next host allocation or free
-// at its address (take_early_free's limit). Only while frees wait to be matched.
+// at its address (take_early_free's limit). Only while frees of other threads wait to be matched
+// (those of this buffer never end its own blocks): else none, and no limit.
 void find_own_next_events(WindowState &w) {
-  w.own_next.assign(w.folded.size(), UINT64_MAX);
+  w.own_next.clear();
   if (w.early_frees.empty()) return;
+  w.own_next.assign(w.folded.size(), UINT64_MAX);
   w.next_at.clear();
   for (size_t i = w.folded.size(); i-- > 0;) {
     const Folded &e = w.folded[i];
@@ -1224,7 +1227,8 @@ void write_windowed_buffer(Buffer *b, Compressor &k) {
   if (b->tid >= w.runs.size()) w.runs.resize(b->tid + 1);
   w.reading_thread = b->tid;
   find_own_next_events(w);
-  for (size_t i = 0; i < w.folded.size(); ++i) apply(w, w.folded[i], whole, w.own_next[i]);
+  for (size_t i = 0; i < w.folded.size(); ++i)
+    apply(w, w.folded[i], whole, w.own_next.empty() ? UINT64_MAX : w.own_next[i]);
   end_dying(w, UINT64_MAX);
   if (b->tid >= w.read_until.size()) w.read_until.resize(b->tid + 1, 0);
   w.read_until[b->tid] = std::max(w.read_until[b->tid], last);

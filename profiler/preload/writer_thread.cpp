@@ -207,6 +207,9 @@ void *writer_main(void *) {
   bool ending_the_process = false;  // the program's threads are all gone (end_the_process)
   char main_thread_name[kThreadNameBytes] = {};
   for (;;) {
+    // What the threads still hold, looked at before the queue is taken (a buffer queued while
+    // the writer waits is read in this round all the same).
+    note_unread_events();
     pthread_mutex_lock(&g_queue_mutex);
     if (!g_full_head && !g_stop_writer) {
       timespec deadline;
@@ -215,13 +218,6 @@ void *writer_main(void *) {
       deadline.tv_sec += deadline.tv_nsec / 1000000000L;
       deadline.tv_nsec %= 1000000000L;
       pthread_cond_timedwait(&g_work_cond, &g_queue_mutex, &deadline);
-    }
-    if (g_step_window) {
-      // What the threads still hold, looked at before the queue is taken (buffer_pool.cpp:
-      // oldest_unread_ticks takes the registry's mutex, never inside the queue's).
-      pthread_mutex_unlock(&g_queue_mutex);
-      note_unread_events();
-      pthread_mutex_lock(&g_queue_mutex);
     }
     Buffer *list = take_queue_locked();
     bool stop = g_stop_writer;
