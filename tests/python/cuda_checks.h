@@ -22,6 +22,7 @@
 #include "adprof/replay.h"
 #include "adprof/replay_driver.h"
 #include "adprof/trace_reader.h"
+#include "python_packages.h"
 
 namespace adprof_test::cuda_checks {
 
@@ -58,31 +59,35 @@ inline std::string unavailable(const std::string &engine, const std::string &dev
   const std::string key = engine + "/" + device;
   auto it = known.find(key);
   if (it != known.end()) return it->second;
-  std::string why;
-  if (engine == "torch") {
-    const std::string v = python_says(
-        "import torch; print(torch.__version__, torch.cuda.is_available() and "
-        "torch.cuda.get_device_name(0))");
-    if (v.empty())
-      why = "no torch for " + python();
-    else if (device == "cuda" && v.ends_with(" False"))
-      why = "no CUDA device for " + python() + " (PyTorch " + v.substr(0, v.find(' ')) + ")";
-    std::printf("[ issue32  ] %s on %s: %s\n", key.c_str(), python().c_str(),
-                why.empty() ? ("PyTorch " + v).c_str() : why.c_str());
-  } else {
-    // Without preallocation: XLA's pool would take 75% of the GPU from the checks running
-    // beside this one (gpu-check.sh runs some side by side).
-    const std::string v = python_says(
-        "import jax, optax; print(jax.__version__, "
-        "any(d.platform == 'gpu' for d in jax.devices()))",
-        {{"XLA_PYTHON_CLIENT_PREALLOCATE", "false"}});
-    if (v.empty())
-      why = "no jax/optax for " + python();
-    else if (device == "cuda" && v.ends_with(" False"))
-      why = "no CUDA device for JAX " + v.substr(0, v.find(' ')) + " (" + python() + ")";
-    std::printf("[ issue32  ] %s on %s: %s\n", key.c_str(), python().c_str(),
-                why.empty() ? ("JAX " + v).c_str() : why.c_str());
+  const bool torch = engine == "torch";
+  const std::string name = torch ? "PyTorch" : "JAX";
+  // The version from the packages' metadata (nothing imported: the CPU instances and a machine
+  // without a device node never import the engine to ask).
+  std::string version =
+      installed_versions(python(), torch ? std::vector<std::string>{"torch"}
+                                         : std::vector<std::string>{"jax", "jaxlib", "optax"});
+  version = version.substr(0, version.find(' '));
+  std::string why, gpu;
+  if (version.empty()) {
+    why = torch ? "no torch for " + python() : "no jax/optax for " + python();
+  } else if (device == "cuda") {
+    // The engine's first GPU's name ("" without one). JAX without preallocation: XLA's pool
+    // would take 75% of the GPU from the checks running beside this one (gpu-check.sh runs some
+    // side by side).
+    if (may_have_cuda_device())
+      gpu = torch ? python_says(
+                        "import torch; print(torch.cuda.get_device_name(0) "
+                        "if torch.cuda.is_available() else '')")
+                  : python_says(
+                        "import jax; print(next((d.device_kind for d in jax.devices() "
+                        "if d.platform == 'gpu'), ''))",
+                        {{"XLA_PYTHON_CLIENT_PREALLOCATE", "false"}});
+    if (gpu.empty()) why = "no CUDA device for " + name + " " + version + " (" + python() + ")";
   }
+  std::printf("[ issue32  ] %s on %s: %s\n", key.c_str(), python().c_str(),
+              !why.empty()  ? why.c_str()
+              : gpu.empty() ? (name + " " + version).c_str()
+                            : (name + " " + version + " on " + gpu).c_str());
   return known[key] = why;
 }
 

@@ -22,7 +22,7 @@ class CudaModel : public testing::TestWithParam<std::string> {};
 TEST_P(CudaModel, Gpt2AdamWByRoleAndModule) {
   const std::string device = GetParam();
   SKIP_UNLESS_DEVICE("torch", device);
-  if (python_says("import transformers; print(transformers.__version__)").empty())
+  if (installed_versions(python(), {"transformers"}).empty())
     GTEST_SKIP() << "no transformers for " << python();
   const bool cuda = device == "cuda";
   TempDir tmp;

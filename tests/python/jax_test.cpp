@@ -18,6 +18,7 @@
 #include "adprof/replay.h"
 #include "adprof/replay_driver.h"
 #include "adprof/trace_reader.h"
+#include "python_packages.h"
 
 namespace {
 
@@ -30,13 +31,10 @@ const std::string kScripts = env_or("ADPROF_TEST_JAX_SCRIPTS", JAX_TEST_SCRIPTS)
 // JAX's version for kPython ("" without JAX and optax), said once per test binary.
 const std::string &jax_version() {
   static const std::string version = [] {
-    SpawnOptions o;
-    o.argv = {kPython, "-c", "import jax, optax; print(jax.__version__)"};
-    Result r = run(o);
-    std::string v = r.exited && r.exit_code == 0 ? r.out : "";
-    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-    std::printf("[ jax      ] %s: %s\n", kPython.c_str(),
-                v.empty() ? "no jax/optax" : ("JAX " + v).c_str());
+    // jax, then the jaxlib and optax it needs: the first is JAX's version.
+    std::string v = installed_versions(kPython, {"jax", "jaxlib", "optax"});
+    v = v.substr(0, v.find(' '));
+    say_stack("jax", kPython, v.empty() ? "" : "JAX " + v, "no jax/optax");
     return v;
   }();
   return version;

@@ -21,6 +21,7 @@
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "python_packages.h"
 #include "torch_support.h"
 
 namespace {
@@ -34,16 +35,9 @@ const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRI
 // The venv's PyTorch and transformers, said once ("" if the venv lacks them).
 const std::string &stack_version() {
   static const std::string version = [] {
-    SpawnOptions o;
-    o.argv = {kPython, "-c",
-              "import torch, torchvision, transformers; "
-              "print(torch.__version__, transformers.__version__)"};
-    Result r = run(o);
-    std::string v = r.exited && r.exit_code == 0 ? r.out : "";
-    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-    std::printf(
-        "[ models   ] %s: %s\n", kPython.c_str(),
-        v.empty() ? "no torch/torchvision/transformers" : ("PyTorch, transformers " + v).c_str());
+    const std::string v = installed_versions(kPython, {"torch", "torchvision", "transformers"});
+    say_stack("models", kPython, v.empty() ? "" : "PyTorch, torchvision, transformers " + v,
+              "no torch/torchvision/transformers");
     return v;
   }();
   return version;

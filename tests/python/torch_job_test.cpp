@@ -18,6 +18,7 @@
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "python_packages.h"
 
 namespace {
 
@@ -27,20 +28,10 @@ using nlohmann::json;
 const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
 const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRIPTS);
 
-std::string python_says(const std::string &code) {
-  SpawnOptions o;
-  o.argv = {kPython, "-c", code};
-  Result r = run(o);
-  std::string v = r.exited && r.exit_code == 0 ? r.out : "";
-  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-  return v;
-}
-
 const std::string &torch_version() {
   static const std::string version = [] {
-    std::string v = python_says("import torch; print(torch.__version__)");
-    std::printf("[ torch    ] %s: %s\n", kPython.c_str(),
-                v.empty() ? "no torch" : ("PyTorch " + v).c_str());
+    const std::string v = installed_versions(kPython, {"torch"});
+    say_stack("torch", kPython, v.empty() ? "" : "PyTorch " + v, "no torch");
     return v;
   }();
   return version;

@@ -21,6 +21,7 @@
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
 #include "adprof/trace_reader.h"
+#include "python_packages.h"
 #include "torch_support.h"
 
 namespace {
@@ -34,12 +35,9 @@ const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRI
 
 bool python_has_torch() {
   static const bool has = [] {
-    SpawnOptions o;
-    o.argv = {kPython, "-c", "import torch; print(torch.__version__)"};
-    const Result r = run(o);
-    std::printf("[ torch    ] %s: %s", kPython.c_str(),
-                r.exited && r.exit_code == 0 ? ("PyTorch " + r.out).c_str() : "no torch\n");
-    return r.exited && r.exit_code == 0;
+    const std::string v = installed_versions(kPython, {"torch"});
+    say_stack("torch", kPython, v.empty() ? "" : "PyTorch " + v, "no torch");
+    return !v.empty();
   }();
   return has;
 }

@@ -21,6 +21,7 @@
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
+#include "python_packages.h"
 #include "torch_support.h"
 
 namespace {
@@ -40,13 +41,8 @@ const std::string kPackage = env_or("ADPROF_TEST_TORCH_PACKAGE", TORCH_TEST_PACK
 // on Debian's 1.13 and on the test venv's newest 2.x, and its log says which.
 const std::string &torch_version() {
   static const std::string version = [] {
-    SpawnOptions o;
-    o.argv = {kPython, "-c", "import torch; print(torch.__version__)"};
-    Result r = run(o);
-    std::string v = r.exited && r.exit_code == 0 ? r.out : "";
-    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-    std::printf("[ torch    ] %s: %s\n", kPython.c_str(),
-                v.empty() ? "no torch" : ("PyTorch " + v).c_str());
+    const std::string v = installed_versions(kPython, {"torch"});
+    say_stack("torch", kPython, v.empty() ? "" : "PyTorch " + v, "no torch");
     return v;
   }();
   return version;
