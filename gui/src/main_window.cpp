@@ -66,17 +66,25 @@ QSortFilterProxyModel *make_proxy(QAbstractItemModel *model, QObject *parent) {
 }
 
 // The status line of a loaded trace: its peak, the foreign bytes in it by when they were made
-// (start-up or after, when the trace has ops or steps), and its device peak by role where it
-// used a device (a GPU run's budget is the device's, not the host's).
+// (start-up or after, when the trace has ops or steps; after it, the most that threads of one
+// name other than the process's first made: a library's pool), and its device peak by role
+// where it used a device (a GPU run's budget is the device's, not the host's).
 QString loaded_text(const QString &path, const Report &r) {
   QString text = QObject::tr("%1: peak %2 at %3, %4 events")
                      .arg(path, format_bytes_q(r.peak), format_seconds(r.peak_time))
                      .arg(r.events);
-  if (r.start_up_end >= 0 && r.peak_by_role[ADPROF_ROLE_FOREIGN])
-    text += QObject::tr("; foreign %1 (%2 from start-up, %3 made after it)")
+  if (r.start_up_end >= 0 && r.peak_by_role[ADPROF_ROLE_FOREIGN]) {
+    QString pool;
+    if (!r.peak_foreign_after_start_up_by_other_threads.empty()) {
+      const ThreadNameBytes &t = r.peak_foreign_after_start_up_by_other_threads.front();
+      pool = QObject::tr(", %1 of it on %2")
+                 .arg(format_bytes_q(t.bytes), QString::fromStdString(t.name));
+    }
+    text += QObject::tr("; foreign %1 (%2 from start-up, %3 made after it%4)")
                 .arg(format_bytes_q(r.peak_by_role[ADPROF_ROLE_FOREIGN]),
                      format_bytes_q(r.peak_foreign_start_up),
-                     format_bytes_q(r.peak_foreign_after_start_up));
+                     format_bytes_q(r.peak_foreign_after_start_up), pool);
+  }
   if (!r.device_peak) return text;
   QStringList roles;
   for (int k : roles_most_first(r.device_peak_by_role))

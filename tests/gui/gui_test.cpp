@@ -813,6 +813,17 @@ void GuiTest::foreignSplitInTheStatus() {
                QString::fromStdString(format_bytes(cli.peak_foreign_start_up)),
                QString::fromStdString(format_bytes(cli.peak_foreign_after_start_up)));
   QVERIFY2(w.statusText().contains(expected), qPrintable(w.statusText() + " / " + expected));
+
+  // Threads other than the program's first made some (two named lib_pool, 96 KiB each): the
+  // status names the most of them, as the report's lines by thread do.
+  const QString pool =
+      record(dir_.path(), "start_up_pool.adtrace", {"pool"}, GUI_TEST_START_UP_WORKLOAD);
+  QSignalSpy reloaded(&w, &MainWindow::traceLoaded);
+  w.openTrace(pool);
+  QVERIFY(reloaded.wait(60000));
+  w.loader().waitForIdle();
+  QVERIFY2(w.statusText().contains(QStringLiteral("made after it, 192.0 KiB of it on lib_pool)")),
+           qPrintable(w.statusText()));
 }
 
 // A run that used a device: the status line gives its device peak and the roles in it, as the

@@ -299,18 +299,24 @@ TEST(ReportText, EmptySectionsSayNone) {
   EXPECT_EQ(text.find("Live at exit by allocation site (top"), std::string::npos) << text;
 }
 
+// workloads/start_up.cpp with `args`, recorded into `trace`: its report's JSON.
+nlohmann::json start_up_report(const std::string &trace, std::vector<std::string> args) {
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_START_UP};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.trace = trace;
+  EXPECT_EQ(run(o).exit_code, 0);
+  Result json = run_cli({"report", "--json", trace});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  return nlohmann::json::parse(json.out, nullptr, false);
+}
+
 // Foreign memory at the peak split by when it was made: before the first op or step (start-up)
 // and after it (workloads/start_up.cpp: 1 MiB at start-up, 2 x 128 KiB by the steps).
 TEST(ReportText, ForeignAtThePeakSplitIntoStartUpAndSteps) {
   TempDir dir;
   const std::string trace = dir / "start_up.adtrace";
-  SpawnOptions o;
-  o.argv = {ADPROF_TEST_START_UP};
-  o.trace = trace;
-  ASSERT_EQ(run(o).exit_code, 0);
-  Result json = run_cli({"report", "--json", trace});
-  ASSERT_EQ(json.exit_code, 0) << json.err;
-  const nlohmann::json j = nlohmann::json::parse(json.out);
+  const nlohmann::json j = start_up_report(trace, {});
   const nlohmann::json &split = j["peak"]["foreign_split"];
   ASSERT_TRUE(split.is_object()) << j["peak"].dump(1);
   const uint64_t start_up = split["start_up"], after = split["after_start_up"];
@@ -327,12 +333,41 @@ TEST(ReportText, ForeignAtThePeakSplitIntoStartUpAndSteps) {
   EXPECT_NE(text.out.find("256.0 KiB"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("before the first op or step"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("      after start-up"), std::string::npos) << text.out;
+  // Made on the program's first thread alone: no line by thread.
+  EXPECT_TRUE(split["after_start_up_by_other_threads"].empty()) << split.dump(1);
+  EXPECT_EQ(text.out.find("        on "), std::string::npos) << text.out;
   // No op or step: no split.
   const std::string plain = dir / "plain.adtrace";
+  SpawnOptions o;
   o.argv = {ADPROF_TEST_CNEW, ADPROF_TEST_CXX_NEW_LIB, "3", "4096"};
   o.trace = plain;
   ASSERT_EQ(run(o).exit_code, 0);
   EXPECT_FALSE(adprof::to_json(adprof::analyze(plain))["peak"].contains("foreign_split"));
+}
+
+// The foreign bytes made after start-up by the threads that made them, by name, when a thread
+// other than the program's first made some (workloads/start_up.cpp pool: two threads named
+// lib_pool, 96 KiB each, outside any op, as a library's workers allocate).
+TEST(ReportText, ForeignAfterStartUpByTheThreadsThatMadeIt) {
+  TempDir dir;
+  const std::string trace = dir / "pool.adtrace";
+  const nlohmann::json j = start_up_report(trace, {"pool"});
+  const nlohmann::json &split = j["peak"]["foreign_split"];
+  const nlohmann::json &threads = split["after_start_up_by_other_threads"];
+  ASSERT_EQ(threads.size(), 1u) << split.dump(1);
+  EXPECT_EQ(threads[0]["name"], "lib_pool");
+  EXPECT_EQ(threads[0]["bytes"].get<uint64_t>(), 2u * (96u << 10));
+  EXPECT_EQ(threads[0]["threads"].get<uint64_t>(), 2u);
+  // The rest, on the first thread: the loader's 2 x 128 KiB and what creating the threads took.
+  EXPECT_GE(split["after_start_up"].get<uint64_t>(), 2u * (96u << 10) + 2u * (128u << 10));
+  EXPECT_EQ(adprof::to_json(adprof::report_from_json(j)), j);
+  Result text = run_cli({"report", trace});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const size_t at = text.out.find("        on lib_pool");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  const std::string line = text.out.substr(at, text.out.find('\n', at) - at);
+  EXPECT_NE(line.find("192.0 KiB"), std::string::npos) << line;
+  EXPECT_NE(line.find("2 threads"), std::string::npos) << line;
 }
 
 // Every file of the fuzz corpus: the reader and analyze() never crash, and the CLI gives an

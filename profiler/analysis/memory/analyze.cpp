@@ -5,6 +5,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <algorithm>
+#include <map>
 #include <span>
 #include <tuple>
 #include <unordered_map>
@@ -62,6 +63,27 @@ class OpTable {
   std::vector<OpTotals> dense_;
   std::unordered_map<uint32_t, OpTotals> sparse_;
 };
+
+// Bytes by thread index, summed by the threads' names (an index past `names`, which a damaged
+// trace may hold, is named by its number), most first.
+std::vector<ThreadNameBytes> by_thread_name(const absl::flat_hash_map<uint32_t, uint64_t> &bytes,
+                                            const std::vector<std::string> &names) {
+  std::map<std::string, ThreadNameBytes> by_name;
+  for (const auto &[thread, n] : bytes) {
+    const std::string name =
+        thread < names.size() ? names[thread] : "thread " + std::to_string(thread);
+    ThreadNameBytes &t = by_name[name];
+    t.name = name;
+    ++t.threads;
+    t.bytes += n;
+  }
+  std::vector<ThreadNameBytes> out;
+  for (auto &[name, t] : by_name) out.push_back(std::move(t));
+  std::stable_sort(out.begin(), out.end(), [](const ThreadNameBytes &a, const ThreadNameBytes &b) {
+    return a.bytes > b.bytes;
+  });
+  return out;
+}
 
 }  // namespace
 
@@ -344,11 +366,20 @@ Report analyze_impl(TraceReader &reader, const std::string &trace_path,
     r.sites = sites.summarize(peak_blocks, end_blocks, symbolising, options.site_stacks);
     if (options.folded_stacks) r.peak_stacks = sites.folded(peak_blocks);
   }
-  if (r.start_up_end >= 0)
-    for (const auto &[addr, b] : at_peak)
-      if (is_host_space(b->space) && b->role == ADPROF_ROLE_FOREIGN)
-        (b->serial <= start_up_serial ? r.peak_foreign_start_up : r.peak_foreign_after_start_up) +=
-            b->size;
+  if (r.start_up_end >= 0) {
+    absl::flat_hash_map<uint32_t, uint64_t> after_by_thread;  // threads but the first (0)
+    for (const auto &[addr, b] : at_peak) {
+      if (!is_host_space(b->space) || b->role != ADPROF_ROLE_FOREIGN) continue;
+      if (b->serial <= start_up_serial) {
+        r.peak_foreign_start_up += b->size;
+      } else {
+        r.peak_foreign_after_start_up += b->size;
+        if (b->thread != 0) after_by_thread[b->thread] += b->size;
+      }
+    }
+    r.peak_foreign_after_start_up_by_other_threads =
+        by_thread_name(after_by_thread, r.thread_names);
+  }
   std::vector<std::pair<uint64_t, const Block *>> mappings;
   for (const auto &p : at_peak)
     if (p.second->space == ADPROF_SPACE_MMAP) mappings.push_back(p);

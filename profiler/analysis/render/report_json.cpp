@@ -292,6 +292,12 @@ void describe_report(V &v, R &r, const JsonOptions &options) {
           s.field("start_up_end_s", r.start_up_end);
           s.field("start_up", r.peak_foreign_start_up);
           s.field("after_start_up", r.peak_foreign_after_start_up);
+          s.array("after_start_up_by_other_threads", r.peak_foreign_after_start_up_by_other_threads,
+                  [](V &t, auto &x) {
+                    t.field("name", x.name);
+                    t.field("threads", x.threads);
+                    t.field("bytes", x.bytes);
+                  });
         },
         r.start_up_end >= 0);
   });

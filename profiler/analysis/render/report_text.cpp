@@ -87,6 +87,29 @@ void add_labels_of_role(std::string &o, const Report &r, const char *role) {
   if (any_label) add_label_rows(o, rows, r.peak, false);
 }
 
+// Under the foreign bytes made after start-up: the part threads other than the process's first
+// made, by their name (a library's worker pool allocating outside every op).
+void add_foreign_threads(std::string &o, const Report &r) {
+  const std::vector<ThreadNameBytes> &t = r.peak_foreign_after_start_up_by_other_threads;
+  constexpr size_t kShown = 3;
+  uint64_t rest = 0, rest_threads = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (i >= kShown && t.size() > kShown + 1) {
+      rest += t[i].bytes;
+      rest_threads += t[i].threads;
+      continue;
+    }
+    const std::string name = "on " + (t[i].name.empty() ? std::string("(unnamed)") : t[i].name);
+    add(o, "        %-22.22s %12s  %5.1f%%  %u thread%s\n", name.c_str(),
+        format_bytes(t[i].bytes).c_str(), pct(t[i].bytes, r.peak), t[i].threads,
+        t[i].threads == 1 ? "" : "s");
+  }
+  if (rest_threads)
+    add(o, "        %-22s %12s  %5.1f%%  %llu threads\n", "on other names",
+        format_bytes(rest).c_str(), pct(rest, r.peak),
+        static_cast<unsigned long long>(rest_threads));
+}
+
 // Under the device peak's line: its bytes by (label, role), most first. Nothing when no device
 // block live at the peak is labelled.
 void add_device_labels(std::string &o, const Report &r) {
@@ -232,6 +255,7 @@ std::string render_text(const Report &r, size_t top, bool details) {
         add(o, "      %-24s %12s  %5.1f%%  made after it\n", "after start-up",
             format_bytes(r.peak_foreign_after_start_up).c_str(),
             pct(r.peak_foreign_after_start_up, r.peak));
+        add_foreign_threads(o, r);
       }
       add_labels_of_role(o, r, role_name(role));
     }

@@ -47,6 +47,14 @@ struct NamedBytes {
   uint64_t bytes = 0;
 };
 
+// Bytes held by the threads of one name (the workers of a pool share theirs), and how
+// many of them hold some.
+struct ThreadNameBytes {
+  std::string name;
+  uint32_t threads = 0;
+  uint64_t bytes = 0;
+};
+
 // Bytes live at the peak that carry one label (the name a program gave its buffers through
 // adprof_label: an engine's module path, a variable's name) and one role. Unlabelled buffers
 // have label "". The analysis knows nothing of what labels mean; it groups by them.
@@ -182,6 +190,9 @@ struct Report {
   // foreign memory is unexplained by any AD event, and there is no split).
   double start_up_end = -1;  // seconds: the first op or step
   uint64_t peak_foreign_start_up = 0, peak_foreign_after_start_up = 0;
+  // The part of them made by threads other than the process's first, by the threads' name, most
+  // first: what a library's own threads (a compiler's runtime, a BLAS pool) made outside any op.
+  std::vector<ThreadNameBytes> peak_foreign_after_start_up_by_other_threads;
   // jemalloc statistics sampled nearest before the peak and at the end
   bool have_allocator_stats = false;
   uint64_t jemalloc_allocated_at_peak = 0, jemalloc_resident_at_peak = 0;
