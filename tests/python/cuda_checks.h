@@ -42,14 +42,7 @@ inline std::string source_root() { return env_or("ADPROF_TEST_SOURCE_ROOT", SOUR
 // What `code` printed on stdout, without its last newline ("" if it failed).
 inline std::string python_says(const std::string &code,
                                std::vector<std::pair<std::string, std::string>> env = {}) {
-  SpawnOptions o;
-  o.argv = {python(), "-c", code};
-  o.env = std::move(env);
-  o.timeout_s = 120;
-  Result r = run(o);
-  std::string v = r.exited && r.exit_code == 0 ? r.out : "";
-  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-  return v;
+  return python_output(python(), {"-c", code}, std::move(env), 120);
 }
 
 // Why `device` cannot run a check of `engine` ("torch", "jax") with python(): "" when it can.

@@ -28,15 +28,10 @@ using nlohmann::json;
 const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
 const std::string kScripts = env_or("ADPROF_TEST_JAX_SCRIPTS", JAX_TEST_SCRIPTS);
 
-// JAX's version for kPython ("" without JAX and optax), said once per test binary.
+// The versions of JAX, jaxlib and optax for kPython ("" without them), said once per test binary.
 const std::string &jax_version() {
-  static const std::string version = [] {
-    // jax, then the jaxlib and optax it needs: the first is JAX's version.
-    std::string v = installed_versions(kPython, {"jax", "jaxlib", "optax"});
-    v = v.substr(0, v.find(' '));
-    say_stack("jax", kPython, v.empty() ? "" : "JAX " + v, "no jax/optax");
-    return v;
-  }();
+  static const std::string version =
+      said_versions("jax", kPython, {"jax", "jaxlib", "optax"}, "jax jaxlib optax");
   return version;
 }
 

@@ -34,12 +34,9 @@ const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRI
 
 // The venv's PyTorch and transformers, said once ("" if the venv lacks them).
 const std::string &stack_version() {
-  static const std::string version = [] {
-    const std::string v = installed_versions(kPython, {"torch", "torchvision", "transformers"});
-    say_stack("models", kPython, v.empty() ? "" : "PyTorch, torchvision, transformers " + v,
-              "no torch/torchvision/transformers");
-    return v;
-  }();
+  static const std::string version =
+      said_versions("models", kPython, {"torch", "torchvision", "transformers"},
+                    "torch torchvision transformers");
   return version;
 }
 

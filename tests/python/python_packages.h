@@ -8,37 +8,53 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/process.h"
 
 namespace adprof_test {
 
-// The versions of `distributions` (PyPI names) installed for `python`, space-separated in their
-// order; "" when any of them is missing or the interpreter does not run.
-inline std::string installed_versions(const std::string &python,
-                                      const std::vector<std::string> &distributions) {
+// What `python args...` printed on stdout, without its last newline ("" if it failed).
+inline std::string python_output(const std::string &python, const std::vector<std::string> &args,
+                                 std::vector<std::pair<std::string, std::string>> env = {},
+                                 double timeout_s = 60) {
   SpawnOptions o;
-  o.argv = {python, "-c",
-            "import sys\n"
-            "from importlib import metadata\n"
-            "try:\n"
-            "    print(' '.join(metadata.version(d) for d in sys.argv[1:]))\n"
-            "except metadata.PackageNotFoundError:\n"
-            "    pass\n"};
-  o.argv.insert(o.argv.end(), distributions.begin(), distributions.end());
-  o.timeout_s = 60;
+  o.argv = {python};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.env = std::move(env);
+  o.timeout_s = timeout_s;
   const Result r = run(o);
   std::string v = r.exited && r.exit_code == 0 ? r.out : "";
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
   return v;
 }
 
-// Said once per test binary: which interpreter, and `what` (e.g. "PyTorch 2.15.0") or `missing`.
-inline void say_stack(const char *tag, const std::string &python, const std::string &what,
-                      const std::string &missing) {
+// The versions of `distributions` (PyPI names) installed for `python`, space-separated in their
+// order; "" when any of them is missing or the interpreter does not run.
+inline std::string installed_versions(const std::string &python,
+                                      const std::vector<std::string> &distributions) {
+  std::vector<std::string> args = {
+      "-c",
+      "import sys\n"
+      "from importlib import metadata\n"
+      "try:\n"
+      "    print(' '.join(metadata.version(d) for d in sys.argv[1:]))\n"
+      "except metadata.PackageNotFoundError:\n"
+      "    pass\n"};
+  args.insert(args.end(), distributions.begin(), distributions.end());
+  return python_output(python, args);
+}
+
+// installed_versions, said on a line of its own (once per test binary: its static keeps it):
+// "[ TAG ] PYTHON: WHAT VERSIONS", or "[ TAG ] PYTHON: no WHAT".
+inline std::string said_versions(const char *tag, const std::string &python,
+                                 const std::vector<std::string> &distributions,
+                                 const std::string &what) {
+  const std::string v = installed_versions(python, distributions);
   std::printf("[ %-8s ] %s: %s\n", tag, python.c_str(),
-              what.empty() ? missing.c_str() : what.c_str());
+              (v.empty() ? "no " + what : what + " " + v).c_str());
+  return v;
 }
 
 // False when this machine has no NVIDIA device node (/dev/nvidia0, /dev/nvidiactl...; WSL's

@@ -29,11 +29,7 @@ const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
 const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRIPTS);
 
 const std::string &torch_version() {
-  static const std::string version = [] {
-    const std::string v = installed_versions(kPython, {"torch"});
-    say_stack("torch", kPython, v.empty() ? "" : "PyTorch " + v, "no torch");
-    return v;
-  }();
+  static const std::string version = said_versions("torch", kPython, {"torch"}, "torch");
   return version;
 }
 

@@ -34,11 +34,7 @@ const std::string kPython = env_or("ADPROF_TEST_PYTHON", "/usr/bin/python3");
 const std::string kScripts = env_or("ADPROF_TEST_TORCH_SCRIPTS", TORCH_TEST_SCRIPTS);
 
 bool python_has_torch() {
-  static const bool has = [] {
-    const std::string v = installed_versions(kPython, {"torch"});
-    say_stack("torch", kPython, v.empty() ? "" : "PyTorch " + v, "no torch");
-    return !v.empty();
-  }();
+  static const bool has = !said_versions("torch", kPython, {"torch"}, "torch").empty();
   return has;
 }
 

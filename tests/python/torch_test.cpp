@@ -40,11 +40,7 @@ const std::string kPackage = env_or("ADPROF_TEST_TORCH_PACKAGE", TORCH_TEST_PACK
 // The PyTorch version of kPython ("" without torch), said once per test binary: the suite runs
 // on Debian's 1.13 and on the test venv's newest 2.x, and its log says which.
 const std::string &torch_version() {
-  static const std::string version = [] {
-    const std::string v = installed_versions(kPython, {"torch"});
-    say_stack("torch", kPython, v.empty() ? "" : "PyTorch " + v, "no torch");
-    return v;
-  }();
+  static const std::string version = said_versions("torch", kPython, {"torch"}, "torch");
   return version;
 }
 
