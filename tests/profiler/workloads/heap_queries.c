@@ -1,0 +1,66 @@
+// Asks the heap what glibc's malloc.h lets a program ask (mallinfo2, mallinfo, malloc_trim,
+// malloc_stats) around 32 MiB of blocks made and freed, and prints one verdict per question.
+// Run without the profiler and under it, the two outputs must be the same
+// (Interposer.HeapQueriesAnswerForTheHeapInUse): under adprof the answers describe jemalloc's
+// heap, which holds the program's blocks, not glibc's, which holds none.
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { kBlocks = 512, kBlockSize = 64 << 10 };  // below glibc's mmap threshold: in its heap
+
+static size_t resident_bytes(void) {
+  unsigned long size = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f || fscanf(f, "%lu %lu", &size, &resident) != 2) {
+    fprintf(stderr, "heap_queries: cannot read /proc/self/statm\n");
+    exit(2);
+  }
+  fclose(f);
+  return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static const char *yes(int condition) { return condition ? "yes" : "no"; }
+
+int main(void) {
+  const size_t total = (size_t)kBlocks * kBlockSize;
+  static void *blocks[kBlocks];
+  const struct mallinfo2 before = mallinfo2();
+  for (int i = 0; i < kBlocks; ++i) {
+    blocks[i] = malloc(kBlockSize);
+    memset(blocks[i], 1, kBlockSize);
+  }
+  void *pin = malloc(64);  // after the blocks: glibc cannot trim its heap's top on their free
+  const struct mallinfo2 held = mallinfo2();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const struct mallinfo held_int = mallinfo();
+#pragma GCC diagnostic pop
+  for (int i = 0; i < kBlocks; ++i) free(blocks[i]);
+  const struct mallinfo2 freed = mallinfo2();
+  const size_t resident_before_trim = resident_bytes();
+  const int trimmed = malloc_trim(0);
+  const size_t resident_after_trim = resident_bytes();
+  free(pin);
+
+  // Within 1/16: the blocks' headers (glibc), other blocks a thread cache gave back (jemalloc).
+  const size_t grown = held.uordblks - before.uordblks;
+  printf("in use grew by the blocks: %s\n",
+         yes(grown >= total - total / 16 && grown < total + total / 16));
+  printf("the heap holds what is in use: %s\n", yes(held.arena + held.hblkhd >= held.uordblks));
+  printf("mallinfo says what mallinfo2 says: %s\n",
+         yes((size_t)held_int.uordblks == held.uordblks && (size_t)held_int.arena == held.arena));
+  printf("in use fell back after the frees: %s\n",
+         yes(freed.uordblks < before.uordblks + total / 16));
+  printf("the freed bytes are held as free: %s\n", yes(freed.fordblks >= total / 2));
+  printf("malloc_trim says it released memory: %d\n", trimmed);
+  printf("the resident set fell by half the freed bytes or more: %s\n",
+         yes(resident_before_trim > resident_after_trim &&
+             resident_before_trim - resident_after_trim >= total / 2));
+  fflush(stdout);
+  malloc_stats();  // to stderr
+  return 0;
+}
