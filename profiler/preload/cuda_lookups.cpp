@@ -8,6 +8,8 @@
 //   - cudaGetDriverEntryPoint / cudaGetDriverEntryPointByVersion: PyTorch's c10 DriverAPI, NCCL.
 // Each calls the real lookup, then swaps the function it found for the hook of that entry point
 // whose target is that function: the program gets the same behaviour, through adprof.
+#include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -162,10 +164,62 @@ void *adprof::preload::cuda::substitute(const char *name, void *real, int cuda_v
   return f != real ? f : swap_allocation_hook(abi, real);
 }
 
+namespace {
+
+// Whether `f` is defined in libadprof_preload.so (one of its exported hooks).
+bool is_adprofs(const void *f) {
+  static const void *const own_base = [] {
+    Dl_info info{};
+    return dladdr(reinterpret_cast<const void *>(&is_adprofs), &info) ? info.dli_fbase : nullptr;
+  }();
+  Dl_info info{};
+  return f && own_base && dladdr(f, &info) && info.dli_fbase == own_base;
+}
+
+// The link map (a dlopen handle) of the object holding `address`, or null.
+link_map *object_at(const void *address) {
+  Dl_info info{};
+  link_map *map = nullptr;
+  if (!address || !dladdr1(address, &info, reinterpret_cast<void **>(&map), RTLD_DL_LINKMAP))
+    return nullptr;
+  return map;
+}
+
+}  // namespace
+
+// A lookup of `name` in a scope holding adprof's library found adprof's hook: whether that is the
+// only definition, the answer without adprof being NULL. The global scope after adprof is what
+// dlsym(RTLD_NEXT) from here searches; a caller loaded with a scope of its own (RTLD_LOCAL) also
+// searches its dependencies (`caller`: an address in the caller's object, or null). When the
+// hook is the only one, the failing lookup last made here has set glibc's error: from a library
+// caller, a lookup in its own scope, whose message names it as glibc's would; from the program,
+// the one after adprof (the message names libadprof_preload.so where glibc's names the program).
+static bool only_adprofs(Dlsym real, const char *name, void *found, const void *caller) {
+  if (!is_adprofs(found) || real(RTLD_NEXT, name)) return false;
+  link_map *map = object_at(caller);
+  if (map && map->l_name && map->l_name[0] && !is_adprofs(caller)) return !real(map, name);
+  return true;
+}
+
+// dlsym(RTLD_DEFAULT or RTLD_NEXT, "cu...") (dlsym_trampoline.cpp): 1 when the lookup from
+// `caller` would find only adprof's hook (dlsym then returns NULL); else 0, and glibc's dlsym
+// answers from the caller as without adprof. RTLD_NEXT from a library never finds adprof's
+// library (it comes before every library), and only_adprofs then says 0 or what glibc says: no
+// definition after adprof, none in the caller's own scope.
+extern "C" int adprof_dlsym_scope_is_only_adprofs(const char *name, const void *caller) {
+  const auto real = real_dl<Dlsym>(adprof_real_dlsym);
+  return only_adprofs(real, name, real(RTLD_DEFAULT, name), caller) ? 1 : 0;
+}
+
 extern "C" void *adprof_dlsym_cuda(void *handle, const char *name) {
   // With an explicit handle glibc's dlsym uses its caller only to tell LD_AUDIT modules: the
-  // lookup itself is the same from here.
-  void *f = real_dl<Dlsym>(adprof_real_dlsym)(handle, name);
+  // lookup itself is the same from here. The program's own handle (dlopen(NULL)) searches the
+  // global scope, adprof's library first: its hook alone is no answer (only_adprofs).
+  const auto real = real_dl<Dlsym>(adprof_real_dlsym);
+  void *f = real(handle, name);
+  if (handle != object_at(reinterpret_cast<const void *>(&is_adprofs)) &&
+      only_adprofs(real, name, f, nullptr))
+    return nullptr;
   return substitute(name, f, -1);
 }
 

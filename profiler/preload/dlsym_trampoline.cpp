@@ -8,8 +8,13 @@
 // returns straight to the program's caller and sees it as its own. Only a name starting with
 // "cu" and a handle other than RTLD_DEFAULT (0) and RTLD_NEXT (-1) takes the slow path
 // (adprof_dlsym_cuda), a lookup in one library's scope, which does not depend on the caller
-// (glibc tells only LD_AUDIT modules who asked). RTLD_DEFAULT already finds adprof's exported
-// hooks first, and RTLD_NEXT is how an interposer finds what it wraps: both are left as they are.
+// (glibc tells only LD_AUDIT modules who asked). RTLD_NEXT is how an interposer finds what it
+// wraps, and RTLD_DEFAULT finds adprof's exported hooks first: both would find "cuMemAlloc_v2"
+// (RTLD_NEXT from the program, whose next objects are the preloaded ones) in a process with no
+// CUDA driver in its scope, where the program gets NULL without adprof (a probe for a loaded
+// driver, then a call failing with error 500). So dlsym with either and a "cu" name asks
+// adprof_dlsym_scope_is_only_adprofs (cuda_lookups.cpp), with the caller's return address, and
+// answers NULL when it says so; otherwise it jumps to glibc's as any other lookup.
 //
 // glibc's functions come from libc's own symbol table (adprof_resolve_dl), on the first call:
 // the library's constructors may run after other libraries' (jemalloc's) first dlsym. The
@@ -21,10 +26,10 @@
 #include "cuda_hooks.h"
 
 asm(R"(
-    # The start both stubs share: a name starting with "cu" with a real handle jumps to `cuda`;
-    # anything else to glibc's function, read from `real` (label 2, after the macro, when it is
-    # not resolved yet).
-    .macro adprof_dl_dispatch cuda, real
+    # The start both stubs share: a name starting with "cu" with a real handle jumps to `cuda`,
+    # with RTLD_DEFAULT or RTLD_NEXT to `on_scope`; anything else to glibc's function, read from
+    # `real` (label 2, after the macro, when it is not resolved yet).
+    .macro adprof_dl_dispatch cuda, on_scope, real
     testq %rsi, %rsi
     jz 1f
     cmpb $0x63, (%rsi)          # 'c'
@@ -33,7 +38,7 @@ asm(R"(
     jne 1f
     leaq 1(%rdi), %rax          # RTLD_NEXT (-1) -> 0, RTLD_DEFAULT (0) -> 1
     cmpq $1, %rax
-    jbe 1f
+    jbe \on_scope
     jmp \cuda                   # its result goes straight back to the caller
 1:  movq \real(%rip), %rax
     testq %rax, %rax
@@ -48,7 +53,28 @@ asm(R"(
 dlsym:
     .cfi_startproc
     endbr64
-    adprof_dl_dispatch adprof_dlsym_cuda, adprof_real_dlsym
+    adprof_dl_dispatch adprof_dlsym_cuda, 3f, adprof_real_dlsym
+3:  pushq %rdi                  # RTLD_DEFAULT or _NEXT, "cu...": only adprof's definition?
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    movq %rsi, %rdi             # the name
+    movq 24(%rsp), %rsi         # the caller's return address
+    call adprof_dlsym_scope_is_only_adprofs  # resolves glibc's dlsym too
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testl %eax, %eax
+    jnz 4f
+    movq adprof_real_dlsym(%rip), %rax
+    jmp *%rax                   # glibc's lookup, from the caller, as without adprof
+4:  xorl %eax, %eax             # NULL, glibc's error for the name already set
+    ret
 2:  pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi
@@ -73,7 +99,7 @@ dlsym:
 dlvsym:
     .cfi_startproc
     endbr64
-    adprof_dl_dispatch adprof_dlvsym_cuda, adprof_real_dlvsym
+    adprof_dl_dispatch adprof_dlvsym_cuda, 1f, adprof_real_dlvsym
 2:  pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi

@@ -149,4 +149,34 @@ TEST(CudaLookups, DlsymNextFromALibraryIsUnchanged) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]);
 }
 
+// Names adprof exports, looked up where no driver is in scope: NULL as without adprof, from the
+// program (RTLD_DEFAULT, RTLD_NEXT, its own handle) and from a library loaded RTLD_LOCAL (the
+// same error text, naming it). Before, each found adprof's hook, whose call failed with error
+// 500 (CUDA_ERROR_NOT_FOUND): a program probing for a loaded driver was told there was one. A
+// definition in the library's own scope is still found, and a driver loaded RTLD_GLOBAL later is
+// found from the program and works.
+TEST(CudaLookups, NamesNoDriverDefinesAreNotFound) {
+  TempDir dir;
+  const auto [alone, under] = run_alone_and_under(
+      {ADPROF_TEST_CUDA_LOOKUPS, "absent", ADPROF_TEST_DLSYM_NEXT_A, ADPROF_TEST_FAKE_LIBCUDA},
+      dir / "absent.adtrace");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  for (const char *line :
+       {"program default cudaMalloc: null, error said\n",
+        "program next cuMemAlloc_v2: null, error said\n",
+        "program handle cuGetProcAddress: null, error said\n",
+        "library default cuMemAlloc_v2: found, error none\n",  // its dependency's (dlsym_next_b)
+        "library next cuMemAlloc_v2: found, error none\n", "global driver: cuMemAlloc_v2 found",
+        "\nrc 0\n"})
+    ASSERT_NE(alone.out.find(line), std::string::npos) << line << "\n" << alone.out;
+  ASSERT_NE(alone.out.find("library default cudaMalloc: null, error /"), std::string::npos)
+      << alone.out;
+  ASSERT_EQ(under.exit_code, 0) << under.err;
+  EXPECT_TRUE(adprof_lines(under.err).empty()) << under.err;
+  const std::vector<std::string> want = lines_of(alone.out), got = lines_of(under.out);
+  ASSERT_EQ(got.size(), want.size()) << under.out;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]);
+  EXPECT_TRUE(is_complete_with(summarize(dir / "absent.adtrace")));
+}
+
 }  // namespace

@@ -7,7 +7,10 @@
  *   runtime LIBCUDART LIBCUDA  a runtime over the driver (its cudaMalloc calls the driver through
  *                              pointers from cuGetProcAddress), reached with dlsym, and
  *                              cudaGetDriverEntryPoint(ByVersion), inside op "runtime_step",
- *                              role parameter.
+ *                              role parameter;
+ *   absent LIBRARY LIBCUDA     lookups of adprof's names with no driver loaded, from the program
+ *                              and from LIBRARY (dlsym_next_a.c), then LIBCUDA loaded
+ *                              RTLD_GLOBAL (run_absent).
  * Prints what the program sees (every call's status combined as "rc N", each block's offset from
  * the first, the pitch), the same with the interposer as without. */
 #include <dlfcn.h>
@@ -216,6 +219,53 @@ static int run_runtime(void *runtime, const char *driver_path) {
   return g_rc;
 }
 
+/* A process without a driver in its scope: each lookup of a name adprof exports says NULL, as
+ * without adprof, from the program (RTLD_DEFAULT, RTLD_NEXT, its own handle) and from a library
+ * loaded RTLD_LOCAL (dlsym_next_a.c), whose error names it; in that library's own scope
+ * (dlsym_next_b.c, its dependency) cuMemAlloc_v2 is found. Then a driver loaded RTLD_GLOBAL is
+ * found from the program, and its functions work. */
+static int run_absent(void *library, const char *driver) {
+  static const char *const names[] = {"cuMemAlloc_v2",    "cuMemFree_v2",
+                                      "cudaMalloc",       "cudaMallocHost",
+                                      "cuGetProcAddress", "cudaGetDriverEntryPoint"};
+  void *(*default_from_library)(const char *) = need(library, "wl_default_lookup");
+  void *(*next_from_library)(const char *) = need(library, "wl_next_lookup");
+  void *self = dlopen(NULL, RTLD_NOW);
+  if (!default_from_library || !next_from_library || !self) return 1;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+    const char *name = names[i];
+    const char *e;
+    dlerror();
+    void *f = dlsym(RTLD_DEFAULT, name);
+    e = dlerror();
+    printf("program default %s: %s, error %s\n", name, f ? "found" : "null", e ? "said" : "none");
+    f = dlsym(RTLD_NEXT, name);
+    e = dlerror();
+    printf("program next %s: %s, error %s\n", name, f ? "found" : "null", e ? "said" : "none");
+    f = dlsym(self, name);
+    e = dlerror();
+    printf("program handle %s: %s, error %s\n", name, f ? "found" : "null", e ? "said" : "none");
+    f = default_from_library(name);
+    e = dlerror();
+    printf("library default %s: %s, error %s\n", name, f ? "found" : "null", e ? e : "none");
+    f = next_from_library(name);
+    e = dlerror();
+    printf("library next %s: %s, error %s\n", name, f ? "found" : "null", e ? e : "none");
+  }
+  void *cuda = dlopen(driver, RTLD_NOW | RTLD_GLOBAL);
+  if (!cuda) {
+    fprintf(stderr, "%s\n", dlerror());
+    return 1;
+  }
+  int (*alloc)(devptr *, size_t) = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+  int (*release)(devptr) = dlsym(self, "cuMemFree_v2");
+  printf("global driver: cuMemAlloc_v2 %s, cuMemFree_v2 %s\n", alloc ? "found" : "null",
+         release ? "found" : "null");
+  if (!alloc || !release) return 1;
+  devptr p = 0;
+  return alloc(&p, 1 << 20) | release(p);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
   void *lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
@@ -230,6 +280,8 @@ int main(int argc, char **argv) {
     rc = run_proc_address(lib);
   else if (strcmp(argv[1], "runtime") == 0 && argc >= 4)
     rc = run_runtime(lib, argv[3]);
+  else if (strcmp(argv[1], "absent") == 0 && argc >= 4)
+    rc = run_absent(lib, argv[3]);
   else
     return 2;
   printf("rc %d\n", rc);

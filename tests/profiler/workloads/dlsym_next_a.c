@@ -38,3 +38,16 @@ EXPORT void next_report(void) {
   e = dlerror();
   printf("vnext unversioned %s error %s\n", object_of(f), e ? e : "none");
 }
+
+/* Lookups made from this library, for cuda_lookups.c's run_absent (loaded RTLD_LOCAL there).
+ * Not tail calls: glibc takes the caller from the return address, which a jump to dlsym would
+ * leave in the program. */
+static void *volatile g_found;
+EXPORT void *wl_default_lookup(const char *name) {
+  g_found = dlsym(RTLD_DEFAULT, name);
+  return g_found;
+}
+EXPORT void *wl_next_lookup(const char *name) {
+  g_found = dlsym(RTLD_NEXT, name);
+  return g_found;
+}
