@@ -20,7 +20,6 @@
 // says (jemalloc has no heap top to leave it at). It returns 1 when pages went back.
 // mallopt and malloc_info still answer for glibc's heap (docs/RECORDING.md).
 #include <dlfcn.h>
-#include <jemalloc/jemalloc.h>
 #include <malloc.h>
 
 #include <cstdint>
@@ -35,13 +34,15 @@ using adprof::preload::t_state;
 
 namespace {
 
+constexpr unsigned kAllArenas = 4096;  // jemalloc.h's MALLCTL_ARENAS_ALL: the sums of them all
+
 template <typename T>
 bool read_ctl(const char *name, T &out) {
   size_t length = sizeof(T);
   return mallctl(name, &out, &length, nullptr, 0) == 0;
 }
 
-// One arena's figures (`arena` = MALLCTL_ARENAS_ALL: the sums), in bytes.
+// One arena's figures (`arena` = kAllArenas: the sums), in bytes.
 struct HeapFigures {
   size_t held = 0;        // active + dirty + muzzy pages
   size_t live = 0;        // small + large allocated
@@ -81,7 +82,7 @@ bool refresh_statistics(size_t &page) {
 bool total_figures(HeapFigures &out) {
   Guard guard(t_state);
   size_t page = 0;
-  return refresh_statistics(page) && arena_figures(MALLCTL_ARENAS_ALL, page, out);
+  return refresh_statistics(page) && arena_figures(kAllArenas, page, out);
 }
 
 struct mallinfo2 mallinfo2_of(const HeapFigures &f) {
@@ -136,7 +137,7 @@ ADPROF_EXPORT int malloc_trim(size_t pad) noexcept {
     Guard guard(t_state);
     mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
     char purge[48];
-    std::snprintf(purge, sizeof purge, "arena.%u.purge", MALLCTL_ARENAS_ALL);
+    std::snprintf(purge, sizeof purge, "arena.%u.purge", kAllArenas);
     mallctl(purge, nullptr, nullptr, nullptr, 0);
   }
   if (!total_figures(after)) return 0;
@@ -160,7 +161,7 @@ ADPROF_EXPORT void malloc_stats(void) noexcept {
     size_t page = 0;
     unsigned arenas = 0;
     ok = refresh_statistics(page) && read_ctl("arenas.narenas", arenas) &&
-         arena_figures(MALLCTL_ARENAS_ALL, page, total);
+         arena_figures(kAllArenas, page, total);
     for (unsigned i = 0; ok && i < arenas && count < sizeof lines / sizeof lines[0]; ++i) {
       char name[48];
       bool initialized = false;

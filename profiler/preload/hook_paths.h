@@ -16,6 +16,7 @@ extern "C" {
 void *mallocx(size_t size, int flags) noexcept;
 void *rallocx(void *ptr, size_t size, int flags) noexcept;
 void dallocx(void *ptr, int flags) noexcept;
+int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) noexcept;
 }
 
 namespace adprof::preload {
@@ -29,7 +30,13 @@ struct Guard {
 
 inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  // lg(align)
 
+// Blocks from here on are mapped apart by glibc, whatever its threshold has grown to, and
+// unmapped at their free (hooks.cpp, huge_block_made).
+constexpr size_t kGlibcMmapThresholdMax = size_t{32} << 20;
+void huge_block_made(void *p);
+
 ADPROF_HOT void note_alloc(ThreadState &ts, void *p, size_t size, int je_flags = 0) {
+  if (ADPROF_UNLIKELY(size >= kGlibcMmapThresholdMax)) huge_block_made(p);
   if (ADPROF_LIKELY(p != nullptr) && ts.guard == 0)
     record_alloc(ts, p, size, ADPROF_SPACE_HEAP, 0, je_flags, /*with_stack=*/true);
 }

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -25,8 +26,12 @@
 // jemalloc's default decay a training step that frees and reallocates large tensors faulted
 // them in again every step (PyTorch CNN at batch 256: 610 k page faults against glibc's 160 k,
 // 1.94x the CPU time of a step; with this, 0.94x; docs/PERFORMANCE.md).
+// oversize_threshold: blocks of 32 MiB and more (glibc's largest mmap threshold: it maps such
+// a block apart and unmaps it at its free) go to jemalloc's huge arena, which huge_block_made()
+// makes give their pages back at once, as glibc does.
 extern "C" {
-__attribute__((visibility("default"))) const char *malloc_conf = "retain:false,dirty_decay_ms:-1";
+__attribute__((visibility("default"))) const char *malloc_conf =
+    "retain:false,dirty_decay_ms:-1,oversize_threshold:33554432";
 }
 
 namespace adprof::preload {
@@ -49,6 +54,38 @@ void resolve_allocator() {
   if (r.malloc && r.free && r.calloc && r.realloc && r.posix_memalign && r.aligned_alloc &&
       r.memalign)
     g_real = r;
+}
+
+// Without it, the huge arena kept freed pages as every arena here does (dirty_decay_ms:-1), and
+// the profiled program's largest blocks stayed resident after their free: a 256 MiB block left
+// 260 MiB resident, natively 1 MiB (Interposer.HeapQueriesAnswerForTheHeapInUse). jemalloc makes
+// the huge arena at its first block (2 MiB of address space for its metadata: made ahead of
+// need, it cost a program at a 40 MiB RLIMIT_AS its last 2 MiB), so it is set up here, at the
+// first such block the program makes: out of the hot path, once. A program's MALLOC_CONF that
+// moves the threshold above glibc's or turns the huge arena off leaves every arena as it says.
+void huge_block_made(void *p) {
+  static std::atomic<bool> settled{false};
+  if (settled.load(std::memory_order_relaxed) || !p) return;
+  unsigned automatic_arenas = 0, arena = 0;
+  size_t threshold = 0, length = sizeof automatic_arenas;
+  if (mallctl("opt.narenas", &automatic_arenas, &length, nullptr, 0) != 0) return;
+  length = sizeof threshold;
+  if (mallctl("opt.oversize_threshold", &threshold, &length, nullptr, 0) != 0 || threshold == 0 ||
+      threshold > kGlibcMmapThresholdMax) {
+    settled.store(true, std::memory_order_relaxed);
+    return;
+  }
+  length = sizeof arena;
+  // The huge arena's index follows the automatic arenas'.
+  if (mallctl("arenas.lookup", &arena, &length, &p, sizeof p) != 0 || arena != automatic_arenas)
+    return;
+  for (const char *kind : {"dirty", "muzzy"}) {
+    char name[64];
+    ssize_t immediately = 0;
+    snprintf(name, sizeof name, "arena.%u.%s_decay_ms", arena, kind);
+    mallctl(name, nullptr, nullptr, &immediately, sizeof immediately);
+  }
+  settled.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace adprof::preload

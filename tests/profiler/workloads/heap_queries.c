@@ -1,5 +1,6 @@
 // Asks the heap what glibc's malloc.h lets a program ask (mallinfo2, mallinfo, malloc_trim,
-// malloc_stats) around 32 MiB of blocks made and freed, and prints one verdict per question.
+// malloc_stats) around 32 MiB of blocks made and freed, and prints one verdict per question;
+// then whether a 64 MiB block's pages leave the resident set at its free.
 // Run without the profiler and under it, the two outputs must be the same
 // (Interposer.HeapQueriesAnswerForTheHeapInUse): under adprof the answers describe jemalloc's
 // heap, which holds the program's blocks, not glibc's, which holds none.
@@ -60,6 +61,18 @@ int main(void) {
   printf("the resident set fell by half the freed bytes or more: %s\n",
          yes(resident_before_trim > resident_after_trim &&
              resident_before_trim - resident_after_trim >= total / 2));
+
+  // A block above glibc's largest mmap threshold (32 MiB) is unmapped at its free: its pages
+  // leave the resident set without a trim.
+  const size_t huge_size = (size_t)64 << 20;
+  char *huge = malloc(huge_size);
+  memset(huge, 1, huge_size);
+  const size_t resident_with_huge = resident_bytes();
+  free(huge);
+  const size_t resident_after_huge = resident_bytes();
+  printf("a freed 64 MiB block left the resident set: %s\n",
+         yes(resident_with_huge > resident_after_huge &&
+             resident_with_huge - resident_after_huge >= huge_size * 3 / 4));
   fflush(stdout);
   malloc_stats();  // to stderr
   return 0;
