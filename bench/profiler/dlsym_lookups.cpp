@@ -2,7 +2,10 @@
 // (profiler/preload/dlsym_trampoline.cpp): a name not starting with "cu" jumps straight to
 // glibc's; a "cu" name in a library's scope takes the slow path (adprof_dlsym_cuda: glibc's
 // lookup, then a look at adprof's table of hooked entry points). libc has such a name,
-// cuserid, so no CUDA is needed.
+// cuserid, so no CUDA is needed. A "cu" name with RTLD_DEFAULT asks first whether adprof's
+// definition would be the only one found (adprof_dlsym_scope_is_only_adprofs): cuserid (found
+// in libc: one more lookup, then glibc's), and cuMemAlloc_v2 where no driver is loaded
+// (adprof's lookups, then NULL; without the preload, glibc's failing lookup).
 //
 //   profiler_bench_dlsym [CALLS]   prints ns per call, median of 7 rounds, for each kind
 //
@@ -48,5 +51,9 @@ int main(int argc, char **argv) {
               median_ns_per_call(libc, "cuserid", calls));
   std::printf("dlsym(RTLD_NEXT, \"free\") %.1f ns/call\n",
               median_ns_per_call(RTLD_NEXT, "free", calls));
+  std::printf("dlsym(RTLD_DEFAULT, \"cuserid\") %.1f ns/call\n",
+              median_ns_per_call(RTLD_DEFAULT, "cuserid", calls));
+  std::printf("dlsym(RTLD_DEFAULT, \"cuMemAlloc_v2\"), no driver %.1f ns/call\n",
+              median_ns_per_call(RTLD_DEFAULT, "cuMemAlloc_v2", calls / 10));
   return 0;
 }

@@ -46,6 +46,23 @@ asm(R"(
     jmp *%rax
     .endm
 
+    # A call that keeps dlsym's two arguments for the jump after it; the stack 16-byte aligned.
+    .macro adprof_call_keeping_rdi_rsi function
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call \function
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    .endm
+
     .text
     .p2align 4
     .globl dlsym
@@ -54,40 +71,15 @@ dlsym:
     .cfi_startproc
     endbr64
     adprof_dl_dispatch adprof_dlsym_cuda, 3f, adprof_real_dlsym
-3:  pushq %rdi                  # RTLD_DEFAULT or _NEXT, "cu...": only adprof's definition?
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    movq %rsi, %rdi             # the name
-    movq 24(%rsp), %rsi         # the caller's return address
-    call adprof_dlsym_scope_is_only_adprofs  # resolves glibc's dlsym too
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+3:  movq (%rsp), %rdx          # RTLD_DEFAULT or _NEXT, "cu...": only adprof's definition?
+    adprof_call_keeping_rdi_rsi adprof_dlsym_scope_is_only_adprofs  # (handle, name, caller)
     testl %eax, %eax
     jnz 4f
-    movq adprof_real_dlsym(%rip), %rax
+    movq adprof_real_dlsym(%rip), %rax  # resolved by that call
     jmp *%rax                   # glibc's lookup, from the caller, as without adprof
 4:  xorl %eax, %eax             # NULL, glibc's error for the name already set
     ret
-2:  pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    call adprof_resolve_dl
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+2:  adprof_call_keeping_rdi_rsi adprof_resolve_dl
     movq adprof_real_dlsym(%rip), %rax
     jmp *%rax
     .cfi_endproc
@@ -119,6 +111,7 @@ dlvsym:
     .size dlvsym, .-dlvsym
 
     .purgem adprof_dl_dispatch
+    .purgem adprof_call_keeping_rdi_rsi
 )");
 
 #endif
