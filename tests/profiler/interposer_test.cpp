@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "../support/process.h"
@@ -103,6 +105,32 @@ TEST(Interposer, HeapQueriesAnswerForTheHeapInUse) {
     EXPECT_GT(std::stoull(err.substr(in_use + 19)), 0u) << err;
   }
   EXPECT_TRUE(is_complete_with(summarize(dir / "t.adtrace")));
+}
+
+// A program we did not write that asks: GNU gold's --stats prints mallinfo2's figure for "total
+// space allocated by malloc". Under the interposer it said 0 bytes before (glibc's empty arena).
+TEST(Interposer, GoldLinkerStatsSeeTheHeap) {
+  if (!std::filesystem::exists("/usr/bin/gcc") || !std::filesystem::exists("/usr/bin/ld.gold"))
+    GTEST_SKIP() << "gcc or GNU gold (binutils) is not installed";
+  TempDir dir;
+  {
+    std::ofstream(dir / "m.c") << "int main(void) { return 0; }\n";
+    SpawnOptions compile;
+    compile.argv = {"/usr/bin/gcc", "-c", dir / "m.c", "-o", dir / "m.o"};
+    const Result r = run(compile);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const auto [alone, under] = run_alone_and_under(
+      {"/usr/bin/gcc", "-fuse-ld=gold", "-Wl,--stats", dir / "m.o", "-o", dir / "m"},
+      dir / "gold.adtrace");
+  for (const Result *r : {&alone, &under}) {
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+    const std::string said = "total space allocated by malloc: ";
+    const size_t at = r->err.find(said);
+    ASSERT_NE(at, std::string::npos) << r->err;
+    EXPECT_GT(std::stoull(r->err.substr(at + said.size())), 0u)
+        << (r == &alone ? "natively: " : "under adprof: ") << r->err;
+  }
 }
 
 // A C program has no libstdc++ of its own: libjemalloc (the interposer's dependency) comes
