@@ -31,7 +31,7 @@ struct Guard {
 inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  // lg(align)
 
 // Blocks from here on are mapped apart by glibc, whatever its threshold has grown to, and
-// unmapped at their free (hooks.cpp, huge_block_made).
+// unmapped at their free (hooks.cpp, huge_block_made, purge_idle_huge_blocks).
 constexpr size_t kGlibcMmapThresholdMax = size_t{32} << 20;
 void huge_block_made(void *p);
 

@@ -27,8 +27,8 @@
 // them in again every step (PyTorch CNN at batch 256: 610 k page faults against glibc's 160 k,
 // 1.94x the CPU time of a step; with this, 0.94x; docs/PERFORMANCE.md).
 // oversize_threshold: blocks of 32 MiB and more (glibc's largest mmap threshold: it maps such
-// a block apart and unmaps it at its free) go to jemalloc's huge arena, which huge_block_made()
-// makes give their pages back at once, as glibc does.
+// a block apart and unmaps it at its free) go to jemalloc's huge arena, whose freed pages the
+// writer gives back once the program stops making such blocks (purge_idle_huge_blocks).
 extern "C" {
 __attribute__((visibility("default"))) const char *malloc_conf =
     "retain:false,dirty_decay_ms:-1,oversize_threshold:33554432";
@@ -56,14 +56,20 @@ void resolve_allocator() {
     g_real = r;
 }
 
-// Without it, the huge arena kept freed pages as every arena here does (dirty_decay_ms:-1), and
-// the profiled program's largest blocks stayed resident after their free: a 256 MiB block left
-// 260 MiB resident, natively 1 MiB (Interposer.HeapQueriesAnswerForTheHeapInUse). jemalloc makes
-// the huge arena at its first block (2 MiB of address space for its metadata: made ahead of
-// need, it cost a program at a 40 MiB RLIMIT_AS its last 2 MiB), so it is set up here, at the
-// first such block the program makes: out of the hot path, once. A program's MALLOC_CONF that
-// moves the threshold above glibc's or turns the huge arena off leaves every arena as it says.
+namespace {
+
+// The huge arena's index, once huge_block_made() has found it (0 before: never the huge one).
+std::atomic<unsigned> g_huge_arena{0};
+// Blocks of kGlibcMmapThresholdMax bytes or more made so far: the writer's clock of their use.
+std::atomic<uint64_t> g_huge_blocks_made{0};
+
+}  // namespace
+
+// The first such block finds the huge arena (arenas.lookup: its index follows the automatic
+// arenas'), for the writer's purge (purge_idle_huge_blocks). A program's MALLOC_CONF that moves
+// the threshold above glibc's or turns the huge arena off leaves every arena as it says.
 void huge_block_made(void *p) {
+  g_huge_blocks_made.fetch_add(1, std::memory_order_relaxed);
   static std::atomic<bool> settled{false};
   if (settled.load(std::memory_order_relaxed) || !p) return;
   unsigned automatic_arenas = 0, arena = 0;
@@ -76,16 +82,36 @@ void huge_block_made(void *p) {
     return;
   }
   length = sizeof arena;
-  // The huge arena's index follows the automatic arenas'.
   if (mallctl("arenas.lookup", &arena, &length, &p, sizeof p) != 0 || arena != automatic_arenas)
     return;
-  for (const char *kind : {"dirty", "muzzy"}) {
-    char name[64];
-    ssize_t immediately = 0;
-    snprintf(name, sizeof name, "arena.%u.%s_decay_ms", arena, kind);
-    mallctl(name, nullptr, nullptr, &immediately, sizeof immediately);
-  }
+  g_huge_arena.store(arena, std::memory_order_relaxed);
   settled.store(true, std::memory_order_relaxed);
+}
+
+// Freed blocks of 32 MiB and more: glibc unmaps each at its free. The huge arena keeps them as
+// every arena here does (dirty_decay_ms:-1), and the profiled program's largest blocks stayed
+// resident after their free (a 256 MiB block left 260 MiB resident, natively 1 MiB). Given back
+// at each free (decay 0; jemalloc 5.3's positive decays did the same here), a block freed and
+// made again each step faulted its pages in each time, as with glibc (64 MiB, 200 times: 6.7 s
+// against 1.9 s kept), and a block grown by realloc, which glibc moves with mremap and jemalloc
+// copies, faulted in every copy (1 MiB to 512 MiB by halves, 5 times: 4.35 s, glibc 1.81 s,
+// kept 1.18 s). So the writer, at each flush tick, purges the huge arena once a whole tick has
+// passed without a new huge block: while the program makes them, freed pages serve the next;
+// once it stops, they leave within two ticks. Without a recording (no writer) they stay.
+void purge_idle_huge_blocks() {
+  static uint64_t seen = 0, purged_at = 0;  // the writer thread's alone
+  const unsigned arena = g_huge_arena.load(std::memory_order_relaxed);
+  const uint64_t made = g_huge_blocks_made.load(std::memory_order_relaxed);
+  if (arena == 0 || made != seen) {
+    seen = made;
+    return;
+  }
+  if (purged_at == made) return;
+  purged_at = made;
+  char name[48];
+  snprintf(name, sizeof name, "arena.%u.purge", arena);
+  Guard guard(t_state);  // jemalloc's unmaps are not the program's
+  mallctl(name, nullptr, nullptr, nullptr, 0);
 }
 
 }  // namespace adprof::preload

@@ -20,6 +20,9 @@ extern RealAllocator g_real;
 
 void resolve_allocator();
 
+// The huge arena's freed pages given back once idle (hooks.cpp): the writer's flush tick.
+void purge_idle_huge_blocks();
+
 // Memory of the profiler's own (trace buffers, heap coders, stack tables, the writer's scratch),
 // mapped by a raw system call (no hook sees it) and wiped on fork: a fork child, which records
 // nothing, gets zeroed pages for it instead of copies, so that a fork neither copies its page

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "own_fds.h"
+#include "preload_internal.h"
 #include "recorder_internal.h"
 #include "step_window.h"
 
@@ -248,6 +249,7 @@ void *writer_main(void *) {
       // threads' buffers still reach the writer at each flush tick, or at the end.
       if (copy && !g_step_window) snapshot_idle_threads(k, copy);
       g_flush_epoch.fetch_add(1, std::memory_order_relaxed);
+      purge_idle_huge_blocks();
     }
   }
   // Final counters and the writer's own buffer (stopped by finish() or before an exec; a later
