@@ -98,16 +98,16 @@ void huge_block_made(void *p) {
 // kept 1.18 s). So the writer, at each flush tick, purges the huge arena once a whole tick has
 // passed without a new huge block: while the program makes them, freed pages serve the next;
 // once it stops, they leave within two ticks. Without a recording (no writer) they stay.
+// Frees are not counted (their size is not known on the hot path): every idle tick purges,
+// which costs a look at the arena when nothing is left to give back.
 void purge_idle_huge_blocks() {
-  static uint64_t seen = 0, purged_at = 0;  // the writer thread's alone
+  static uint64_t seen = 0;  // the writer thread's alone
   const unsigned arena = g_huge_arena.load(std::memory_order_relaxed);
   const uint64_t made = g_huge_blocks_made.load(std::memory_order_relaxed);
   if (arena == 0 || made != seen) {
     seen = made;
     return;
   }
-  if (purged_at == made) return;
-  purged_at = made;
   char name[48];
   snprintf(name, sizeof name, "arena.%u.purge", arena);
   Guard guard(t_state);  // jemalloc's unmaps are not the program's

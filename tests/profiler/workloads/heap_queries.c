@@ -1,6 +1,6 @@
 // Asks the heap what glibc's malloc.h lets a program ask (mallinfo2, mallinfo, malloc_trim,
 // malloc_stats) around 32 MiB of blocks made and freed, and prints one verdict per question;
-// then whether a 64 MiB block's pages leave the resident set at its free.
+// then whether 64 MiB blocks' pages leave the resident set at their free.
 // Run without the profiler and under it, the two outputs must be the same
 // (Interposer.HeapQueriesAnswerForTheHeapInUse): under adprof the answers describe jemalloc's
 // heap, which holds the program's blocks, not glibc's, which holds none.
@@ -25,6 +25,16 @@ static size_t resident_bytes(void) {
 }
 
 static const char *yes(int condition) { return condition ? "yes" : "no"; }
+
+// Whether the resident set falls from `before` by 3/4 of `bytes` within 3 s of the call.
+static int pages_leave(size_t before, size_t bytes) {
+  for (int i = 0; i <= 60; ++i) {
+    if (i) usleep(50 * 1000);
+    const size_t now = resident_bytes();
+    if (now < before && before - now >= bytes * 3 / 4) return 1;
+  }
+  return 0;
+}
 
 int main(void) {
   const size_t total = (size_t)kBlocks * kBlockSize;
@@ -64,19 +74,18 @@ int main(void) {
 
   // A block above glibc's largest mmap threshold (32 MiB) is unmapped at its free: its pages
   // leave the resident set without a trim (under adprof, once no such block was made for a
-  // flush tick or two: looked at for up to 3 s).
+  // flush tick or two: looked at for up to 3 s). Two of them, the second freed once the
+  // first's pages left.
   const size_t huge_size = (size_t)64 << 20;
-  char *huge = malloc(huge_size);
-  memset(huge, 1, huge_size);
-  const size_t resident_with_huge = resident_bytes();
-  free(huge);
-  int left = 0;
-  for (int i = 0; i <= 60 && !left; ++i) {
-    if (i) usleep(50 * 1000);
-    const size_t resident = resident_bytes();
-    left = resident < resident_with_huge && resident_with_huge - resident >= huge_size * 3 / 4;
-  }
-  printf("a freed 64 MiB block left the resident set: %s\n", yes(left));
+  char *first = malloc(huge_size), *second = malloc(huge_size);
+  memset(first, 1, huge_size);
+  memset(second, 1, huge_size);
+  size_t resident = resident_bytes();
+  free(first);
+  printf("a freed 64 MiB block left the resident set: %s\n", yes(pages_leave(resident, huge_size)));
+  resident = resident_bytes();
+  free(second);
+  printf("a second, freed later, left it too: %s\n", yes(pages_leave(resident, huge_size)));
   fflush(stdout);
   malloc_stats();  // to stderr
   return 0;
