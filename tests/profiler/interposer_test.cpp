@@ -87,7 +87,7 @@ TEST(Interposer, HeapQueriesAnswerForTheHeapInUse) {
   ASSERT_EQ(glibc.exit_code, 0) << glibc.err;
   ASSERT_EQ(under.exit_code, 0) << under.err;
   const std::vector<std::string> want = lines_of(glibc.out), got = lines_of(under.out);
-  ASSERT_EQ(want.size(), 9u) << glibc.out;
+  ASSERT_EQ(want.size(), 10u) << glibc.out;
   for (const std::string &line : want)
     EXPECT_TRUE(line.ends_with(": yes") || line.ends_with(": 1")) << "natively, glibc: " << line;
   ASSERT_EQ(got.size(), want.size()) << under.out;
