@@ -1,7 +1,6 @@
 // Chunks into the trace: compression (zstd, columnar: chunk_columns.h), the chunk header
 // (trace_format.h) and the write itself, one writev per chunk; a write error stops recording.
 #include <errno.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -141,27 +140,27 @@ int pass_level(Pass pass) {
 
 }  // namespace
 
-// zstd's contexts in mappings of their own, not the program's heap: from malloc they were 2.2 MB
-// of jemalloc's (21 MB at level 19) that the program's mallinfo2 counted as its own and its
-// heap was laid out around (Interposer.HeapQueriesAnswerForTheHeapInUse). Not wiped on fork,
-// unlike profiler_mmap's: a fork child goes on compressing with the contexts it inherited.
-// Each mapping starts with its length, 64 bytes ahead of what zstd gets (its alignment needs).
+// zstd's contexts in mappings of their own (profiler_mmap), not the program's heap: from malloc
+// they were 2.2 MB of jemalloc's (21 MB at level 19) that the program's mallinfo2 counted as its
+// own and its heap was laid out around (Interposer.HeapQueriesAnswerForTheHeapInUse). Not wiped
+// on fork, unlike the profiler's other memory: a fork child goes on compressing with the
+// contexts it inherited. Each mapping starts with its length, 64 bytes ahead of what zstd gets
+// (its alignment needs).
 namespace {
 
+constexpr size_t kZstdMapHeader = 64;
+
 void *zstd_map(void *, size_t size) {
-  constexpr size_t kHeader = 64;
-  const size_t length = size + kHeader;
-  const long r = syscall(SYS_mmap, nullptr, length, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (r == -1) return nullptr;
-  auto *base = reinterpret_cast<uint8_t *>(r);
+  const size_t length = size + kZstdMapHeader;
+  auto *base = static_cast<uint8_t *>(profiler_mmap(length, /*wipe_on_fork=*/false));
+  if (!base) return nullptr;
   std::memcpy(base, &length, sizeof length);
-  return base + kHeader;
+  return base + kZstdMapHeader;
 }
 
 void zstd_unmap(void *, void *p) {
   if (!p) return;
-  uint8_t *base = static_cast<uint8_t *>(p) - 64;
+  uint8_t *base = static_cast<uint8_t *>(p) - kZstdMapHeader;
   size_t length;
   std::memcpy(&length, base, sizeof length);
   syscall(SYS_munmap, base, length);

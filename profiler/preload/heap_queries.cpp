@@ -30,17 +30,13 @@
 #define ADPROF_EXPORT extern "C" __attribute__((visibility("default")))
 
 using adprof::preload::Guard;
+using adprof::preload::purge_arena;
+using adprof::preload::read_ctl;
 using adprof::preload::t_state;
 
 namespace {
 
 constexpr unsigned kAllArenas = 4096;  // jemalloc.h's MALLCTL_ARENAS_ALL: the sums of them all
-
-template <typename T>
-bool read_ctl(const char *name, T &out) {
-  size_t length = sizeof(T);
-  return mallctl(name, &out, &length, nullptr, 0) == 0;
-}
 
 // One arena's figures (`arena` = kAllArenas: the sums), in bytes.
 struct HeapFigures {
@@ -78,7 +74,7 @@ bool refresh_statistics(size_t &page) {
   return mallctl("epoch", &epoch, &length, &epoch, length) == 0;
 }
 
-// The totals, under the guard: jemalloc's work here (a purge unmaps) is not the program's.
+// The totals, under the guard: what jemalloc does to gather them is not the program's.
 bool total_figures(HeapFigures &out) {
   Guard guard(t_state);
   size_t page = 0;
@@ -136,10 +132,8 @@ ADPROF_EXPORT int malloc_trim(size_t pad) noexcept {
   {
     Guard guard(t_state);
     mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
-    char purge[48];
-    std::snprintf(purge, sizeof purge, "arena.%u.purge", kAllArenas);
-    mallctl(purge, nullptr, nullptr, nullptr, 0);
   }
+  purge_arena(t_state, kAllArenas);
   if (!total_figures(after)) return 0;
   return after.releasable < before.releasable ? 1 : 0;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 
 #include "preload_internal.h"
 #include "recorder.h"
@@ -29,6 +30,22 @@ struct Guard {
 };
 
 inline int align_flags(size_t alignment) { return __builtin_ctzl(alignment); }  // lg(align)
+
+// jemalloc's control `name` read into `out`; false when it has none such.
+template <typename T>
+bool read_ctl(const char *name, T &out) {
+  size_t length = sizeof(T);
+  return mallctl(name, &out, &length, nullptr, 0) == 0;
+}
+
+// Every unused page of jemalloc's arena `arena` (4096, MALLCTL_ARENAS_ALL: of them all) given
+// back, under the guard: the unmaps are jemalloc's, not the program's.
+inline void purge_arena(ThreadState &ts, unsigned arena) {
+  char name[48];
+  snprintf(name, sizeof name, "arena.%u.purge", arena);
+  Guard guard(ts);
+  mallctl(name, nullptr, nullptr, nullptr, 0);
+}
 
 // Blocks from here on are mapped apart by glibc, whatever its threshold has grown to, and
 // unmapped at their free (hooks.cpp, huge_block_made, purge_idle_huge_blocks).

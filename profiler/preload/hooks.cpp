@@ -73,15 +73,14 @@ void huge_block_made(void *p) {
   static std::atomic<bool> settled{false};
   if (settled.load(std::memory_order_relaxed) || !p) return;
   unsigned automatic_arenas = 0, arena = 0;
-  size_t threshold = 0, length = sizeof automatic_arenas;
-  if (mallctl("opt.narenas", &automatic_arenas, &length, nullptr, 0) != 0) return;
-  length = sizeof threshold;
-  if (mallctl("opt.oversize_threshold", &threshold, &length, nullptr, 0) != 0 || threshold == 0 ||
+  size_t threshold = 0;
+  if (!read_ctl("opt.narenas", automatic_arenas)) return;
+  if (!read_ctl("opt.oversize_threshold", threshold) || threshold == 0 ||
       threshold > kGlibcMmapThresholdMax) {
     settled.store(true, std::memory_order_relaxed);
     return;
   }
-  length = sizeof arena;
+  size_t length = sizeof arena;
   if (mallctl("arenas.lookup", &arena, &length, &p, sizeof p) != 0 || arena != automatic_arenas)
     return;
   g_huge_arena.store(arena, std::memory_order_relaxed);
@@ -108,10 +107,7 @@ void purge_idle_huge_blocks() {
     seen = made;
     return;
   }
-  char name[48];
-  snprintf(name, sizeof name, "arena.%u.purge", arena);
-  Guard guard(t_state);  // jemalloc's unmaps are not the program's
-  mallctl(name, nullptr, nullptr, nullptr, 0);
+  purge_arena(t_state, arena);
 }
 
 }  // namespace adprof::preload

@@ -27,7 +27,8 @@ void purge_idle_huge_blocks();
 // mapped by a raw system call (no hook sees it) and wiped on fork: a fork child, which records
 // nothing, gets zeroed pages for it instead of copies, so that a fork neither copies its page
 // tables nor leaves the parent to copy each page it writes next (buffer_pool.cpp, profiler_mmap).
-// Null when no memory is left.
-void *profiler_mmap(size_t length);
+// Null when no memory is left. `wipe_on_fork` false: copied into a fork child as any memory
+// (zstd's contexts, which a fork child goes on compressing with).
+void *profiler_mmap(size_t length, bool wipe_on_fork = true);
 
 }  // namespace adprof::preload
