@@ -45,10 +45,8 @@ bool record_fork_child(pid_t parent) {
   reset_chunk_writer_in_fork_child();
   reset_buffers_in_fork_child(ts);
   reset_writer_in_fork_child();
-  reset_recording_end_in_fork_child();
   reset_stacks_in_fork_child(ts);
   reset_step_window_in_fork_child();
-  g_recording_pid = getpid();
   g_start_ns = now_ns();
   g_start_ticks = now_ticks();
   g_start_wall_ns = wall_clock_ns();

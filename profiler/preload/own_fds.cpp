@@ -14,6 +14,7 @@
 
 #include <atomic>
 
+#include "recorder.h"
 #include "stacks.h"
 
 #define ADPROF_EXPORT extern "C" __attribute__((visibility("default")))
@@ -75,9 +76,10 @@ void relocate(int fd) {
 
 // dup3 onto `to`, moving an own descriptor out of the way first. Only then is the lock taken:
 // the common dup2 takes none (a fork while the writer holds the lock would leave it held in
-// the child).
+// the child). A vfork child's descriptors are its own copy, but g_own is its parent's: there
+// the number is simply taken (the child writes no trace; the parent's descriptor stays).
 int dup_onto(int from, int to, int flags) {
-  if (!is_own(to)) return real_dup3(from, to, flags);
+  if (!is_own(to) || in_vfork_child()) return real_dup3(from, to, flags);
   lock_own_fds();
   relocate(to);
   int r = real_dup3(from, to, flags);

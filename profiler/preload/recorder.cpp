@@ -62,7 +62,7 @@ uint64_t g_start_wall_ns = 0;
 uint64_t g_ticks_per_second = 0;
 size_t g_page_size = 4096;
 
-pid_t g_recording_pid = 0;
+pid_t g_process_pid = 0;
 
 void say(const char *a, const char *b, const char *c) {
   // One line on stderr without allocating.
@@ -83,7 +83,7 @@ __attribute__((constructor(101))) void start_recording() {
   ++ts.guard;
   if (want_stacks) init_stacks();  // before the header, which says whether stacks are recorded
   g_page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  g_recording_pid = getpid();
+  g_process_pid = getpid();
   g_start_ns = now_ns();
   g_start_ticks = now_ticks();
   g_start_wall_ns = wall_clock_ns();
@@ -130,6 +130,8 @@ __attribute__((constructor(101))) void start_recording() {
 }  // namespace
 
 bool recording() { return g_state.load(std::memory_order_relaxed) == kRecording; }
+
+bool in_vfork_child() { return g_process_pid != 0 && getpid() != g_process_pid; }
 
 bool claim_tick(ThreadState &ts, uint64_t tick) {
   ts.claimed_tick = tick;

@@ -406,6 +406,11 @@ ADPROF_HOT void record_free(ThreadState &ts, const void *ptr, adprof_space space
 // Slow paths shared with the context API (recorder.cpp) and the process hooks (recording_end.cpp).
 void record_name(ThreadState &ts, uint32_t id, const char *name, size_t length);
 bool recording();
+// True in a child made by vfork (or clone with CLONE_VM) of a recording process, until it execs:
+// it shares the parent's memory but not its descriptors or signal dispositions, so the hooks
+// that keep a per-process view (dispositions, own descriptors) leave that view alone there.
+// Async-signal-safe (one getpid system call).
+bool in_vfork_child();
 // Before an exec: ends the trace as if for good (footer "exec") while the program's threads
 // go on recording. True when it did; then resume_after_failed_exec() must follow if the exec
 // returns (it failed), which cuts the footer off and goes on with the same trace.

@@ -35,8 +35,10 @@ extern uint64_t g_start_ticks;
 extern uint64_t g_start_wall_ns;     // CLOCK_REALTIME at g_start_ticks (the header's)
 extern uint64_t g_ticks_per_second;  // calibrated once, by the first image (the header's)
 extern size_t g_page_size;
-// The process that records (a vfork child shares this memory, and must not finish it).
-extern pid_t g_recording_pid;
+// The process this memory is: the one that started recording, or a fork child (set by the fork
+// handler in every child). A vfork child runs in its parent's memory, with another pid: it must
+// neither finish the recording nor write what the parent holds (in_vfork_child, recorder.h).
+extern pid_t g_process_pid;
 
 // One line on stderr ("adprof: " a b c) without allocating.
 void say(const char *a, const char *b = "", const char *c = "");

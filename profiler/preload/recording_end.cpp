@@ -97,9 +97,11 @@ void write_final_snapshots(bool in_handler) {
 // child's own (fork_child.cpp), or, when it cannot or must not (ADPROF_FORK=0, the parent's
 // recording stopped or ending), the child records nothing.
 void on_fork_child() {
+  const pid_t parent = g_process_pid;
+  g_process_pid = getpid();  // whatever the state: recording or not, this memory is its own
+  reset_recording_end_in_fork_child();  // the end lock, held by another thread at the fork?
   const int state = g_state.load();
   if (state != kRecording && state != kStopped && state != kFinished) return;
-  const pid_t parent = g_recording_pid;
   ThreadState &ts = t_state;
   ++ts.guard;
   g_state.store(kForkChild);
@@ -161,7 +163,7 @@ sigset_t signals_held_while_ending() {
 }
 
 void finish(fmt::EndReason reason) {
-  if (getpid() != g_recording_pid) return;  // a vfork child: the recording is its parent's
+  if (in_vfork_child()) return;  // the recording is its parent's
   const sigset_t held = signals_held_while_ending();
   sigset_t old_mask;
   pthread_sigmask(SIG_BLOCK, &held, &old_mask);
@@ -224,7 +226,7 @@ void finish_at_quick_exit() { finish(fmt::EndReason::kExit); }
 // trace, ADPROF_OUTPUT.<pid> as without fork tracing; what it allocated between the fork and
 // the exec (little or nothing) is not written. A failed exec leaves it unrecorded.
 bool end_before_exec() {
-  if (getpid() != g_recording_pid) return false;  // a vfork child: the recording is its parent's
+  if (in_vfork_child()) return false;  // the recording is its parent's
   pthread_mutex_lock(&g_end_mutex);
   if (g_state.load() != kRecording) {
     pthread_mutex_unlock(&g_end_mutex);
@@ -274,7 +276,7 @@ void resume_after_failed_exec() {
 void finish_before_exit() { finish(fmt::EndReason::kExit); }
 
 void note_forked_child(int child) {
-  if (g_state.load(std::memory_order_relaxed) != kRecording || getpid() != g_recording_pid) return;
+  if (g_state.load(std::memory_order_relaxed) != kRecording || in_vfork_child()) return;
   const uint32_t i = g_forked_count.fetch_add(1, std::memory_order_acq_rel);
   if (i < kForkedSlots) g_forked[i].store(child, std::memory_order_release);
 }
@@ -284,7 +286,7 @@ void note_forked_child(int child) {
 // thread's buffer, the chunks still queued and every other thread's complete events are
 // written raw, and the footer.
 void finish_in_handler(int sig) {
-  if (getpid() != g_recording_pid) return;
+  if (in_vfork_child()) return;
   int expected = kRecording;
   if (!g_state.compare_exchange_strong(expected, kFinished)) return;
   ThreadState &ts = t_state;

@@ -17,6 +17,11 @@
 // be gone for the signal's next delivery, and the trace cut with it. Such a handler is
 // installed as the profiler's trampoline, which puts the profiler's handler back (the
 // program's SIG_DFL) and then calls the program's; the program is told of its own handler.
+//
+// A vfork child (Python's subprocess, posix_spawn's callers, shells) runs in its parent's memory
+// with a copy of its dispositions until it execs: what it sets is its own, so there the hooks
+// write nothing of the parent's view (g_ours, g_one_shot) and pass every change to the kernel,
+// SIG_DFL included (the profiler's handler has nothing to finish in a vfork child).
 #include "signals.h"
 
 #include <dlfcn.h>
@@ -85,21 +90,39 @@ Sigaction real_sigaction() {
   return f;
 }
 
-void on_terminating_signal(int sig, siginfo_t *, void *) {
+// True where returning from the handler runs the instruction that raised the signal again: the
+// kernel made it for a fault of that instruction (si_code > 0), one that is not past it. A
+// breakpoint's SIGTRAP, seccomp's SIGSYS, a machine check reported after the fact, and any signal
+// sent by kill, raise, tgkill or sigqueue (si_code <= 0, faulthandler's _sigsegv among them)
+// would not come again: the program would go on after them.
+bool comes_again_on_return(int sig, const siginfo_t *info) {
+  if (!info || info->si_code <= 0) return false;
+  switch (sig) {
+    case SIGSEGV:
+    case SIGILL:
+    case SIGFPE:
+      return true;
+    case SIGBUS:
+      return info->si_code != BUS_MCEERR_AO;
+    default:
+      return false;
+  }
+}
+
+void on_terminating_signal(int sig, siginfo_t *info, void *) {
   const int saved_errno = errno;
   finish_in_handler(sig);
   // Back to the default action; the signal, blocked while this handler runs, is raised again
   // and takes the process when the handler returns. A fault re-executes the instruction that
-  // raised it instead, with the default action now, so a core dump shows the real state.
+  // raised it instead, with the default action now, so a core dump shows the real state and
+  // the fault's own siginfo.
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   real_sigaction()(sig, &dfl, nullptr);
-  g_ours[sig].store(false, std::memory_order_release);
-  if (sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE && sig != SIGTRAP &&
-      sig != SIGSYS)
-    raise(sig);
+  if (!in_vfork_child()) g_ours[sig].store(false, std::memory_order_release);
+  if (!comes_again_on_return(sig, info)) raise(sig);
   errno = saved_errno;
 }
 
@@ -126,6 +149,17 @@ struct sigaction default_action() {
 // handler runs.
 void one_shot_trampoline(int sig) {
   const int saved_errno = errno;
+  if (in_vfork_child()) {  // the kernel's reset, in this process only
+    const sighandler_t handler = g_one_shot[sig].load(std::memory_order_acquire);
+    const struct sigaction dfl = default_action();
+    real_sigaction()(sig, &dfl, nullptr);
+    errno = saved_errno;
+    if (handler)
+      handler(sig);
+    else
+      raise(sig);
+    return;
+  }
   const sighandler_t handler = g_one_shot[sig].exchange(nullptr, std::memory_order_acq_rel);
   const bool ours = recording();
   const struct sigaction next = ours ? profiler_action() : default_action();
@@ -147,6 +181,19 @@ void as_the_program_set_it(int sig, struct sigaction *old) {
     old->sa_handler = g_one_shot[sig].load(std::memory_order_acquire);
     old->sa_flags |= SA_RESETHAND;
   }
+}
+
+// sigaction in a vfork child: the kernel's dispositions, as the program would read them (the
+// profiler's handler, inherited, reads SIG_DFL).
+int set_in_vfork_child(Sigaction real, int sig, const struct sigaction *act,
+                       struct sigaction *old) {
+  const int result = real(sig, act, old);
+  if (result != 0 || !old) return result;
+  if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction == on_terminating_signal)
+    *old = default_action();
+  else
+    as_the_program_set_it(sig, old);
+  return 0;
 }
 
 }  // namespace
@@ -174,6 +221,7 @@ ADPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
     errno = ENOSYS;
     return -1;
   }
+  if (sig > 0 && sig < NSIG && in_vfork_child()) return set_in_vfork_child(real, sig, act, old);
   if (sig <= 0 || sig >= NSIG || !g_ours[sig].load(std::memory_order_acquire)) {
     // Not ours, or no longer needed: but the program setting SIG_DFL on a terminating signal
     // while recording gets the profiler's handler (and still reads SIG_DFL back).
@@ -228,7 +276,7 @@ ADPROF_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) {
   sigemptyset(&act.sa_mask);
   act.sa_flags = static_cast<int>(SA_ONESHOT | SA_NOMASK | SA_INTERRUPT);
   const bool one_shot = sig > 0 && sig < NSIG && terminates_by_default(sig) && handler != SIG_DFL &&
-                        handler != SIG_IGN && handler != SIG_ERR;
+                        handler != SIG_IGN && handler != SIG_ERR && !in_vfork_child();
   if (!one_shot) {
     if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
     return old.sa_handler;

@@ -43,6 +43,13 @@ TEST(Descriptors, Dup2OntoEveryNumberMovesTheTraceAway) {
   expect_untouched_file_and_whole_trace("dup2");
 }
 
+// A vfork child's descriptors are a copy of its parent's, but it runs in the parent's memory:
+// its dup2 onto the profiler's numbers must not move the parent's (the parent then lost its
+// trace descriptor and reopened the trace at another number: exit status 6).
+TEST(Descriptors, Dup2InAVforkChildLeavesTheParentsAlone) {
+  expect_untouched_file_and_whole_trace("vfork_dup2");
+}
+
 // A close the hooks cannot see: the next write notices and reopens the trace by its path.
 TEST(Descriptors, RawCloseSyscallIsNoticedBeforeTheNextWrite) {
   expect_untouched_file_and_whole_trace("rawclose");

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "../support/process.h"
+#include "../support/same_lines.h"
 #include "../support/trace_summary.h"
 
 namespace {
@@ -137,6 +138,73 @@ TEST(Signals, OneShotHandlerRunsOnceAndTheNextSignalEndsATrace) {
 // and SIG_DFL set with it gives the profiler's handler back.
 TEST(Signals, SigsetHandlerThenDefaultEndsATrace) {
   expect_handler_then_death_by_sigterm("sigset_handler", false);
+}
+
+// A fault signal sent by kill or raise (faulthandler's _sigsegv, a harness's kill), a
+// breakpoint's SIGTRAP and raise(SIGSYS) are not made again by returning from a handler: the
+// profiler's handler raises them again, so the process dies of them as without it. It returned
+// instead, and the program went on: exit status 0 ("survived"), 8 of CPython's faulthandler
+// tests failing under adprof.
+struct EndingSignal {
+  std::vector<std::string> mode;
+  int sig;
+};
+
+void expect_death_as_alone(const EndingSignal &e) {
+  TempDir dir;
+  std::vector<std::string> argv = {ADPROF_TEST_LIFECYCLE};
+  argv.insert(argv.end(), e.mode.begin(), e.mode.end());
+  const AloneAndUnder r = run_alone_and_under(argv, dir / "t");
+  const std::string named = std::string("SIG") + sigabbrev_np(e.sig);
+  ASSERT_FALSE(r.alone.exited) << named << ": alone, exited " << r.alone.exit_code;
+  ASSERT_EQ(r.alone.signal, e.sig);
+  EXPECT_FALSE(r.under.exited) << named << ": under adprof, exited " << r.under.exit_code
+                               << " printing " << r.under.out;
+  EXPECT_EQ(r.under.signal, e.sig) << r.under.err;
+  EXPECT_EQ(r.under.out, r.alone.out);
+  const TraceSummary s = summarize(dir / "t");
+  EXPECT_NE(s.reason.find("ended by " + named), std::string::npos) << s.reason;
+  EXPECT_TRUE(has_op_counts(s, {{"before_signal", {.allocations = 100}}}));
+}
+
+TEST(Signals, SentFaultSignalsEndTheProcessAsWithout) {
+  for (const EndingSignal &e : std::vector<EndingSignal>{
+           {{"raise", std::to_string(SIGSEGV)}, SIGSEGV},
+           {{"kill", std::to_string(SIGSEGV)}, SIGSEGV},
+           {{"raise", std::to_string(SIGBUS)}, SIGBUS},
+           {{"raise", std::to_string(SIGILL)}, SIGILL},
+           {{"kill", std::to_string(SIGFPE)}, SIGFPE},
+           {{"raise", std::to_string(SIGTRAP)}, SIGTRAP},
+           {{"raise", std::to_string(SIGSYS)}, SIGSYS},
+       }) {
+    SCOPED_TRACE(e.mode[0] + " " + sigabbrev_np(e.sig));
+    expect_death_as_alone(e);
+  }
+}
+
+TEST(Signals, BreakpointEndsTheProcessAsWithout) {
+  expect_death_as_alone({{"breakpoint"}, SIGTRAP});
+}
+
+// A vfork child (Python's subprocess) shares its parent's memory but has dispositions of its
+// own: what it sets must not change the profiler's view of the parent's. The children's
+// SIG_DFL was written into it: the second child kept SIGPIPE ignored (Python's
+// restore_signals undone), and the parent's later SIG_DFL on SIGINT was taken for a no-op, so
+// its handler ran where SIGINT should have ended it (a Python program interrupted after any
+// subprocess call died of SIGSEGV).
+TEST(Signals, VforkChildrensDispositionsAreTheirOwn) {
+  TempDir dir;
+  const AloneAndUnder r =
+      run_alone_and_under({ADPROF_TEST_LIFECYCLE, "vfork_dispositions"}, dir / "t");
+  ASSERT_FALSE(r.alone.exited) << r.alone.out;
+  ASSERT_EQ(r.alone.signal, SIGINT);
+  EXPECT_EQ(r.alone.out, "SIGPIPE default\nSIGPIPE default\nparent SIGINT handler\nhandled 1\n");
+  EXPECT_TRUE(same_lines(r.alone.out, r.under.out));
+  EXPECT_FALSE(r.under.exited) << r.under.exit_code;
+  EXPECT_EQ(r.under.signal, SIGINT) << r.under.err;
+  const TraceSummary s = summarize(dir / "t");
+  EXPECT_NE(s.reason.find("ended by SIGINT"), std::string::npos) << s.reason;
+  EXPECT_TRUE(has_op_counts(s, {{"before_signal", {.allocations = 100}}}));
 }
 
 TEST(Signals, UnderscoreExitKeepsEveryEvent) {

@@ -7,7 +7,8 @@
 //                  one_shot_handler | sigset_handler | library_destructor LIBRARY | quick_exit |
 //                  main_thread_exits | failed_exec | failed_execs_alone | fork_from_thread FORKS |
 //                  execveat | execve_syscall | exit_group_syscall | late_thread_destructors |
-//                  threads_alive N join|exit | vmsize | fork_children
+//                  threads_alive N join|exit | vmsize | fork_children | raise SIGNAL |
+//                  kill SIGNAL | breakpoint | vfork_dispositions | print_ignored
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +61,8 @@ void on_usr1(int) {
   if (syscall(SYS_gettid) != getpid()) ++g_handled_elsewhere;
   ++g_handled;
 }
+
+void count_signal(int) { ++g_handled; }
 
 // Installs a SIGTERM handler (prints "installed yes|no": whether it reads it back), puts the
 // default back (prints "then SIG_DFL|other"), then raises SIGTERM, whose default action ends
@@ -501,6 +504,76 @@ int main(int argc, char **argv) {
     return handler_then_sigterm([] { sigset(SIGTERM, on_term_once); },
                                 [] { sigset(SIGTERM, SIG_DFL); });
 #pragma GCC diagnostic pop
+  }
+  if ((!strcmp(mode, "raise") || !strcmp(mode, "kill")) && argc > 2) {
+    // A fault signal sent, not made by an instruction (faulthandler's _sigsegv, a test
+    // harness's kill): its default action ends the process. Prints "survived" if it does not.
+    allocate("before_signal", 100, 3131);
+    fflush(stdout);
+    const int sig = atoi(argv[2]);
+    if (!strcmp(mode, "raise"))
+      raise(sig);
+    else
+      kill(getpid(), sig);
+    printf("survived\n");
+    return 0;
+  }
+  if (!strcmp(mode, "breakpoint")) {  // a trap past its instruction: SIGTRAP ends the process
+    allocate("before_signal", 100, 3131);
+    fflush(stdout);
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("int3");
+#else
+    raise(SIGTRAP);
+#endif
+    printf("survived\n");
+    return 0;
+  }
+  if (!strcmp(mode, "print_ignored")) {  // the kernel's word: is SIGPIPE ignored here?
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long ignored = 0;
+    while (status && fgets(line, sizeof line, status))
+      if (!strncmp(line, "SigIgn:", 7)) ignored = strtoull(line + 7, nullptr, 16);
+    if (status) fclose(status);
+    printf("SIGPIPE %s\n", ignored & (1ull << (SIGPIPE - 1)) ? "ignored" : "default");
+    return 0;
+  }
+  if (!strcmp(mode, "vfork_dispositions")) {
+    // As Python's subprocess: the program ignores SIGPIPE and handles SIGINT; each of two vfork
+    // children sets both to SIG_DFL (restore_signals, the reset of handled signals) and execs
+    // print_ignored. The children's settings are theirs: each sees SIGPIPE at its default, and
+    // the parent keeps its handler (read back, and run by a SIGINT) until it sets SIG_DFL
+    // itself, after which a SIGINT ends it.
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, count_signal);
+    fflush(stdout);
+    for (int k = 0; k < 2; ++k) {
+      const pid_t child = vfork();
+      if (child == 0) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGPIPE, &dfl, nullptr);
+        sigaction(SIGINT, &dfl, nullptr);
+        execl(self(), "lifecycle", "print_ignored", static_cast<char *>(nullptr));
+        _exit(3);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) printf("child %d failed\n", k);
+    }
+    struct sigaction now;
+    sigaction(SIGINT, nullptr, &now);
+    printf("parent SIGINT %s\n", now.sa_handler == count_signal ? "handler" : "other");
+    allocate("before_signal", 100, 3131);
+    raise(SIGINT);
+    printf("handled %d\n", g_handled.load());
+    fflush(stdout);
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+    printf("survived\n");
+    return 0;
   }
   if (!strcmp(mode, "library_destructor") && argc > 2) {
     // A library, loaded and never closed, that frees its blocks in its destructors.
