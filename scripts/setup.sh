@@ -12,6 +12,7 @@ packages=(
   qt6-base-dev qt6-svg-dev libgl-dev
   dataset-fashion-mnist heaptrack clang-format
   python3-torch python3-numpy python3-venv gcc
+  libpython3.11-testsuite # CPython's own tests, run alone and under adprof (conformance)
   dpkg-dev file # cpack -G DEB (dpkg-shlibdeps, file) and tests/install
 )
 
