@@ -46,16 +46,17 @@ asm(R"(
     jmp *%rax
     .endm
 
-    # A call that keeps dlsym's two arguments for the jump after it; the stack 16-byte aligned.
-    .macro adprof_call_keeping_rdi_rsi function
+    # A call that keeps the arguments of dlsym (rdi, rsi) and dlvsym (and rdx) for the jump
+    # after it; three pushes over the return address keep the stack 16-byte aligned.
+    .macro adprof_call_keeping_arguments function
     pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi
     .cfi_adjust_cfa_offset 8
-    subq $8, %rsp
+    pushq %rdx
     .cfi_adjust_cfa_offset 8
     call \function
-    addq $8, %rsp
+    popq %rdx
     .cfi_adjust_cfa_offset -8
     popq %rsi
     .cfi_adjust_cfa_offset -8
@@ -72,14 +73,14 @@ dlsym:
     endbr64
     adprof_dl_dispatch adprof_dlsym_cuda, 3f, adprof_real_dlsym
 3:  movq (%rsp), %rdx          # RTLD_DEFAULT or _NEXT, "cu...": only adprof's definition?
-    adprof_call_keeping_rdi_rsi adprof_dlsym_scope_is_only_adprofs  # (handle, name, caller)
+    adprof_call_keeping_arguments adprof_dlsym_scope_is_only_adprofs  # (handle, name, caller)
     testl %eax, %eax
     jnz 4f
     movq adprof_real_dlsym(%rip), %rax  # resolved by that call
     jmp *%rax                   # glibc's lookup, from the caller, as without adprof
 4:  xorl %eax, %eax             # NULL, glibc's error for the name already set
     ret
-2:  adprof_call_keeping_rdi_rsi adprof_resolve_dl
+2:  adprof_call_keeping_arguments adprof_resolve_dl
     movq adprof_real_dlsym(%rip), %rax
     jmp *%rax
     .cfi_endproc
@@ -92,26 +93,14 @@ dlvsym:
     .cfi_startproc
     endbr64
     adprof_dl_dispatch adprof_dlvsym_cuda, 1f, adprof_real_dlvsym
-2:  pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    pushq %rdx
-    .cfi_adjust_cfa_offset 8
-    call adprof_resolve_dl
-    popq %rdx
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+2:  adprof_call_keeping_arguments adprof_resolve_dl
     movq adprof_real_dlvsym(%rip), %rax
     jmp *%rax
     .cfi_endproc
     .size dlvsym, .-dlvsym
 
     .purgem adprof_dl_dispatch
-    .purgem adprof_call_keeping_rdi_rsi
+    .purgem adprof_call_keeping_arguments
 )");
 
 #endif
