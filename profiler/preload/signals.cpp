@@ -149,22 +149,15 @@ struct sigaction default_action() {
 // handler runs.
 void one_shot_trampoline(int sig) {
   const int saved_errno = errno;
-  if (in_vfork_child()) {  // the kernel's reset, in this process only
-    const sighandler_t handler = g_one_shot[sig].load(std::memory_order_acquire);
-    const struct sigaction dfl = default_action();
-    real_sigaction()(sig, &dfl, nullptr);
-    errno = saved_errno;
-    if (handler)
-      handler(sig);
-    else
-      raise(sig);
-    return;
-  }
-  const sighandler_t handler = g_one_shot[sig].exchange(nullptr, std::memory_order_acq_rel);
-  const bool ours = recording();
+  // A vfork child reads the parent's view and writes none of it: the reset is its own, to SIG_DFL.
+  const bool shared = in_vfork_child();
+  const sighandler_t handler = shared
+                                   ? g_one_shot[sig].load(std::memory_order_acquire)
+                                   : g_one_shot[sig].exchange(nullptr, std::memory_order_acq_rel);
+  const bool ours = recording() && !shared;
   const struct sigaction next = ours ? profiler_action() : default_action();
   real_sigaction()(sig, &next, nullptr);
-  g_ours[sig].store(ours, std::memory_order_release);
+  if (!shared) g_ours[sig].store(ours, std::memory_order_release);
   errno = saved_errno;
   if (handler) {
     handler(sig);
