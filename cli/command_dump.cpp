@@ -1,5 +1,7 @@
-// adprof dump TRACE [--limit N]: the trace's events, one per line, in time order (for checking
-// what a program recorded, and for debugging the recorder).
+// adprof dump TRACE [--from N] [--limit N] [--types LIST] [--numbered]: the trace's events, one
+// per line, in time order (for checking what a program recorded, and for debugging the recorder).
+#include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
@@ -50,32 +52,66 @@ std::string escaped(std::string_view text) {
   return out;
 }
 
+// Each event type's name in a dump line, by format::EventType.
+constexpr std::array<const char *, static_cast<size_t>(format::EventType::kStepSummary) + 1>
+    kTypeNames = {"alloc", "free",    "op_begin", "op_end",  "phase",     "role",        "retag",
+                  "step",  "counter", "name",     "thread",  "annotate",  "label",       "describe",
+                  "hash",  "heap",    "stack",    "mapping", "unmapping", "step_summary"};
+
+// The set of types named in LIST ("op_begin,op_end"), one bit per format::EventType; a
+// UsageError naming the known types when a name is none of them.
+uint32_t type_set(const std::string &list) {
+  uint32_t set = 0;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    size_t i = 0;
+    while (i < kTypeNames.size() && name != kTypeNames[i]) ++i;
+    if (i == kTypeNames.size()) {
+      std::string known;
+      for (const char *type : kTypeNames) known += std::string(known.empty() ? "" : ", ") + type;
+      throw UsageError("--types: unknown event type '" + name + "' (one of " + known + ")");
+    }
+    set |= 1u << i;
+    start = comma + 1;
+  }
+  return set;
+}
+
 }  // namespace
 
 int command_dump(const std::vector<std::string> &args) {
   po::options_description options(
-      "usage: adprof dump TRACE [--limit N]\n\nPrints the trace's events in time order, one per "
-      "line: time, thread, type and fields (names in double quotes, escaped as in C: \\\", "
-      "\\\\, \\n, \\t, \\xHH).\n\nOptions");
+      "usage: adprof dump TRACE [--from N] [--limit N] [--types LIST] [--numbered]\n\nPrints the "
+      "trace's events in time order, one per line: time, thread, type and fields (names in "
+      "double quotes, escaped as in C: \\\", \\\\, \\n, \\t, \\xHH). Events are numbered "
+      "from 1 in that order, as `adprof report --json` numbers its peak.event; --from, --limit "
+      "and --numbered count every event, printed or not.\n\nOptions");
   options.add_options()("help,h", "show this help")("limit", po::value<std::string>(),
-                                                    "stop after N events (default: all)")(
+                                                    "stop after event N (default: all)")(
+      "from", po::value<std::string>(), "print from event N on (default: 1)")(
+      "types", po::value<std::string>(),
+      "print only events of these types, comma-separated (alloc,free,op_begin,...)")(
+      "numbered", po::bool_switch(), "begin each line with the event's number")(
       "trace", po::value<std::string>(), "trace");
   auto parsed = parse_command("dump", args, options, {"trace"}, 1);
   if (!parsed) return kExitOk;
   const po::variables_map &vm = *parsed;
   const uint64_t limit =
       vm.count("limit") ? whole_number_option(vm, "limit", 0, UINT64_MAX - 1) : UINT64_MAX;
+  const uint64_t from = vm.count("from") ? whole_number_option(vm, "from", 1, UINT64_MAX) : 1;
+  const uint32_t printed_types = vm.count("types") ? type_set(vm["types"].as<std::string>()) : ~0u;
+  const bool numbered = vm["numbered"].as<bool>();
   const std::string trace = vm["trace"].as<std::string>();
   TraceReader reader(trace);
   Replay names;  // only to resolve interned names
   Event e;
-  static const char *types[] = {"alloc",  "free",     "op_begin", "op_end",    "phase",
-                                "role",   "retag",    "step",     "counter",   "name",
-                                "thread", "annotate", "label",    "describe",  "hash",
-                                "heap",   "stack",    "mapping",  "unmapping", "step_summary"};
-  for (uint64_t n = 0; n < limit && reader.next(e); ++n) {
+  for (uint64_t n = 1; n <= limit && reader.next(e); ++n) {
     names.apply(e);
-    printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread, types[static_cast<int>(e.type)]);
+    const auto type = static_cast<unsigned>(e.type);
+    if (n < from || type >= kTypeNames.size() || !(printed_types >> type & 1u)) continue;
+    if (numbered) printf("%" PRIu64 " ", n);
+    printf("%12.6f t%-3u %-9s", reader.seconds(e.ticks), e.thread, kTypeNames[type]);
     switch (e.type) {
       case format::EventType::kAlloc:
         printf(" %s 0x%" PRIx64 " size=%" PRIu64 " slack=%" PRIu64, space_name(e.operand), e.addr,

@@ -23,7 +23,7 @@ Commands:
   diff BASE NEW [--fail-if GATE]...       compare two runs; exit 1 when a gate fails
   check RUN [--max-peak SIZE] ...         absolute memory budgets; exit 1 when exceeded
   export TRACE --perfetto F | --folded F  Chrome/Perfetto trace JSON, folded stacks
-  dump TRACE [--limit N]                  the raw events, one per line
+  dump TRACE [--limit N] [--types LIST]   the raw events, one per line
   whatif TRACE [--json]                   predicted peak with each memory policy switched on
 
 PyTorch: `adprof run --torch -- python3 SCRIPT [ARGS...]` profiles an unmodified training

@@ -252,6 +252,44 @@ TEST_F(Cli, DumpPrintsOneLinePerEventWhateverTheNames) {
   EXPECT_GT(events, 7);
 }
 
+// --from, --limit and --types select events by the numbers of the whole dump (the numbers
+// report --json gives its peak), so a script reads a few lines where it read millions: the
+// models test finds the op open at the peak from the op scopes and the peak's own line.
+TEST_F(Cli, DumpSelectsEventsByNumberAndType) {
+  ADPROF_SKIP_IF_SANITIZED();
+  const std::string trace = record("sel", std::string(ENGINE_STEPS_WORKLOAD));
+  Result all = adprof("dump " + trace);
+  ASSERT_EQ(all.code, 0) << all.err;
+  std::vector<std::string> whole;
+  std::istringstream lines(all.out);
+  for (std::string line; std::getline(lines, line);) whole.push_back(line);
+  ASSERT_GT(whole.size(), 20u);
+
+  Result numbered = adprof("dump --numbered " + trace);
+  std::istringstream numbered_lines(numbered.out);
+  size_t n = 0;
+  for (std::string line; std::getline(numbered_lines, line); ++n) {
+    ASSERT_LT(n, whole.size());
+    EXPECT_EQ(line, std::to_string(n + 1) + " " + whole[n]);
+  }
+  EXPECT_EQ(n, whole.size());
+
+  // One event: --from N --limit N.
+  Result one = adprof("dump --from 12 --limit 12 " + trace);
+  EXPECT_EQ(one.out, whole[11] + "\n");
+
+  // Op scopes up to event 40, numbered as in the whole dump.
+  Result ops = adprof("dump --numbered --types op_end,op_begin --limit 40 " + trace);
+  ASSERT_EQ(ops.code, 0) << ops.err;
+  std::string expected;
+  for (size_t i = 0; i < 40; ++i)
+    if (whole[i].find(" op_begin ") != std::string::npos ||
+        whole[i].find(" op_end") != std::string::npos)
+      expected += std::to_string(i + 1) + " " + whole[i] + "\n";
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(ops.out, expected);
+}
+
 TEST_F(Cli, HashContentsFindsByteIdenticalBuffers) {
   ADPROF_SKIP_IF_SANITIZED();
   // densenet's x1 is x0 summed alone: the same bytes in a second buffer.

@@ -35,18 +35,28 @@ struct PeakPlace {
 };
 
 inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
-  Result r = run_cli({"dump", "--limit", std::to_string(peak_event), trace}, 300);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string at = std::to_string(peak_event);
+  // The peak event's own line, then the op scopes up to it: the events in between (millions of
+  // allocations in a model's run) are neither printed nor read here.
+  Result peak = run_cli({"dump", "--numbered", "--from", at, "--limit", at, trace}, 300);
+  EXPECT_EQ(peak.exit_code, 0) << peak.err;
+  Result ops =
+      run_cli({"dump", "--numbered", "--types", "op_begin,op_end", "--limit", at, trace}, 300);
+  EXPECT_EQ(ops.exit_code, 0) << ops.err;
+  std::string number, time, peak_thread;
+  std::istringstream(peak.out) >> number >> time >> peak_thread;
+  if (number != at) {
+    ADD_FAILURE() << "the dump has no event " << at << " (the peak): " << peak.out;
+    return {};
+  }
   std::map<std::string, std::vector<uint64_t>> stacks;  // thread -> open op instances
   std::map<std::string, uint64_t> ended;                // thread -> the op that ended last
-  uint64_t n = 0;
-  std::istringstream lines(r.out);
+  std::istringstream lines(ops.out);
   std::string line;
   while (std::getline(lines, line)) {
-    ++n;
     std::istringstream fields(line);
-    std::string time, thread, type, label;
-    fields >> time >> thread >> type;
+    std::string thread, type, label;
+    fields >> number >> time >> thread >> type;
     if (type == "op_begin") {
       fields >> label;
       auto hash = label.rfind('#');
@@ -57,16 +67,12 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
         stacks[thread].pop_back();
       }
     }
-    if (n == peak_event) {
-      PeakPlace p;
-      p.line = line;
-      p.open = stacks[thread].empty() ? 0 : stacks[thread].back();
-      p.ended_last = ended[thread];
-      return p;
-    }
   }
-  ADD_FAILURE() << "the dump has " << n << " events, the peak is event " << peak_event;
-  return {};
+  PeakPlace p;
+  p.line = peak.out.substr(0, peak.out.find('\n'));
+  p.open = stacks[peak_thread].empty() ? 0 : stacks[peak_thread].back();
+  p.ended_last = ended[peak_thread];
+  return p;
 }
 
 }  // namespace adprof_test
