@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """What PyTorch's own tools read from a memory snapshot, as JSON on stdout.
 
-    python3 viewer_check.py SNAPSHOT.pickle
+    python3 viewer_check.py SNAPSHOT.pickle [SNAPSHOT.pickle ...]
+
+One JSON object a line, for each snapshot in order (one interpreter for all: importing torch is
+most of a small snapshot's time).
 
 For each device trace: the peak of the viewer's "Active Memory Timeline" and the bytes by
 category live there, the number of allocations `torch.cuda._memory_viz trace` prints, and its
@@ -78,7 +81,7 @@ def timeline(snapshot, device):
     return peak, {c: b for c, b in at_peak.items() if b}
 
 
-def main(path):
+def read(path):
     with open(path, "rb") as f:
         snapshot = pickle.load(f)
     segments_only = isinstance(snapshot, list)  # PyTorch 1.13: no trace to print
@@ -117,9 +120,15 @@ def main(path):
                 if b["state"] == "active_allocated":
                     live_at_end += requested(b)
         out["format_bytes"] = repr(viz.Bytes(live_at_end))
-    json.dump(out, sys.stdout)
+    return out
+
+
+def main(paths):
+    for path in paths:
+        json.dump(read(path), sys.stdout)
+        sys.stdout.write("\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

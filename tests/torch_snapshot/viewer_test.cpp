@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../support/process.h"
 #include "../support/sanitizer_skip.h"
@@ -38,15 +40,23 @@ bool python_has_memory_viz() {
                    << " (PyTorch 2.x: the tests' venv, scripts/setup-test-venv.sh)"; \
   } while (0)
 
-json viewer(const std::string &snapshot) {
+// What viewer_check.py reads from each snapshot, in order (one interpreter for all of them).
+std::vector<json> viewer(const std::vector<std::string> &snapshots) {
   SpawnOptions o;
-  o.argv = {kPython, VIEWER_CHECK, snapshot};
+  o.argv = {kPython, VIEWER_CHECK};
+  o.argv.insert(o.argv.end(), snapshots.begin(), snapshots.end());
   o.timeout_s = 600;
   Result r = run(o);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  json j = json::parse(r.out, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
-  return j;
+  std::vector<json> out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    out.push_back(json::parse(line, nullptr, false));
+    EXPECT_FALSE(out.back().is_discarded()) << line << r.err;
+  }
+  EXPECT_EQ(out.size(), snapshots.size()) << r.out << r.err;
+  out.resize(snapshots.size(), json::object());
+  return out;
 }
 
 json report(const std::string &path) {
@@ -76,7 +86,7 @@ TEST(TorchSnapshotViewer, ExportOfThePyTorchSampleReadByPyTorch) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   Result ex = run_cli({"export", trace, "--torch-snapshot", pickle}, 600);
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
-  const json r = report(trace), v = viewer(pickle);
+  const json r = report(trace), v = viewer({pickle})[0];
   ASSERT_EQ(v["devices"].size(), 1u);  // no GPU here: device 0 is the host heap
   const json &d = v["devices"][0];
   EXPECT_GT(r["peak"]["bytes"].get<uint64_t>(), 0u);
@@ -98,15 +108,27 @@ TEST(TorchSnapshotViewer, HandMadeSnapshotsReadAlike) {
   SKIP_WITHOUT_MEMORY_VIZ();
   TempDir dir;
   // (Not unknown_action.pickle: PyTorch's `trace` itself fails on an entry without an action.)
-  for (const char *name : {"basic.pickle", "oom.pickle", "no_frames.pickle", "segments_only.pickle",
-                           "before.pickle", "after.pickle"}) {
-    const std::string path = kData + "/" + name;
-    const json r = report(path), v = viewer(path);
-    EXPECT_EQ(v["devices"][0]["peak"], r["peak"]["bytes"]) << name;
-    const std::string out = dir.path() + "/" + name;
-    ASSERT_EQ(run_cli({"export", path, "--torch-snapshot", out}).exit_code, 0) << name;
-    const json back = viewer(out);
-    EXPECT_EQ(back["devices"][0]["peak"], r["peak"]["bytes"]) << name;
+  const std::vector<std::string> names = {"basic.pickle",     "oom.pickle",
+                                          "no_frames.pickle", "segments_only.pickle",
+                                          "before.pickle",    "after.pickle"};
+  std::vector<std::string> snapshots, exported;
+  std::vector<json> reports;
+  for (const std::string &name : names) {
+    snapshots.push_back(kData + "/" + name);
+    exported.push_back(dir.path() + "/" + name);
+    reports.push_back(report(snapshots.back()));
+    ASSERT_EQ(run_cli({"export", snapshots.back(), "--torch-snapshot", exported.back()}).exit_code,
+              0)
+        << name;
+  }
+  std::vector<std::string> both = snapshots;
+  both.insert(both.end(), exported.begin(), exported.end());
+  const std::vector<json> read = viewer(both);
+  for (size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    const json &r = reports[i], &v = read[i], &back = read[names.size() + i];
+    EXPECT_EQ(v["devices"][0]["peak"], r["peak"]["bytes"]);
+    EXPECT_EQ(back["devices"][0]["peak"], r["peak"]["bytes"]);
     expect_roles_equal(back["devices"][0]["by_category"], r["peak"]["by_role"]);
   }
 }
