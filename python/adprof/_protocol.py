@@ -46,10 +46,11 @@ SPACE_DEVICE_RAW = 4
 SPACE_HOST_PINNED = 5
 
 # ad_protocol.h
-AD_PROTOCOL_VERSION = 6
+AD_PROTOCOL_VERSION = 7
 AD_NONE = (1 << 64) - 1
 AD_ENGINE = "ad.engine"
 AD_POLICY = "ad.policy"
+AD_INDEX_COPIES_SAME_WIDTH = 1
 AD_LABEL_INDEX_WIDENED = "ad.index_widened"
 AD_ARENA_WHATIF = "ad.arena.whatif"
 AD_RESULT_IN_ARGUMENT = "ad.result_in_argument"

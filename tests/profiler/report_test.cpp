@@ -445,3 +445,46 @@ TEST(Findings, PerStepGrowthOfARoleNamesTheLabel) {
   EXPECT_TRUE(std::none_of(steady.begin(), steady.end(),
                            [](const adprof::Finding &f) { return f.kind == "growth"; }));
 }
+
+// A duplicate's fix quotes the engine's index words only for a copy the index policy removes:
+// a widened index (labelled so, or wider than its source), or any integer copy where the
+// engine says its words remove those in their own width too (ad_protocol.h, "Index copies").
+// A Hugging Face causal LM clones its i64 labels (the shift): that clone was told to "pass the
+// int32 index as it is, without .long()", in a program that never widened an index.
+TEST(Findings, IndexWordsOnlyForCopiesTheIndexPolicyRemoves) {
+  adprof::Report r;
+  r.peak = 100 << 20;
+  r.engine.name = "engine";
+  r.engine.protocol = ADPROF_AD_PROTOCOL_VERSION;
+  adprof::ad::EnginePolicy &index = r.engine.policies[ADPROF_AD_POLICY_NO_INDEX_WIDENING];
+  index.described = true;
+  index.switch_on = "index words";
+  auto fix_of = [&](const std::string &dtype, const std::string &source_dtype,
+                    const std::string &label) {
+    adprof::Report one = r;
+    adprof::LiveBuffer copy;
+    copy.size = 2048;
+    copy.role = "duplicate";
+    copy.dtype = dtype;
+    copy.source = 0x1000;
+    copy.source_label = "model.input";
+    copy.source_dtype = source_dtype;
+    copy.label = label;
+    one.live_at_peak.push_back(copy);
+    for (const adprof::Finding &f : adprof::find_findings(one))
+      if (f.kind == "duplicate") return f.fix;
+    return std::string("no finding");
+  };
+  const std::string words = "engine: index words";
+  const std::string generic = "operate on the source directly instead of materialising a copy";
+  EXPECT_EQ(fix_of("i64", "i32", "model"), words);                  // wider than its source
+  EXPECT_EQ(fix_of("i64", "", ADPROF_AD_LABEL_INDEX_WIDENED), words);  // the engine's label
+  EXPECT_EQ(fix_of("i64", "", "adcore.widened_index"), words);      // a legacy trace's label
+  EXPECT_EQ(fix_of("i64", "i64", "model"), generic);  // a clone in its own width
+  EXPECT_EQ(fix_of("i64", "", "model"), generic);     // a source no longer live: not known wider
+  EXPECT_EQ(fix_of("f32", "f32", "model"), generic);
+  index.index_copies = ADPROF_AD_INDEX_COPIES_SAME_WIDTH;  // re-assembled indices: the words'
+  EXPECT_EQ(fix_of("i64", "i64", "model"), words);
+  EXPECT_EQ(fix_of("i32", "", "model"), words);
+  EXPECT_EQ(fix_of("f32", "f32", "model"), generic);
+}

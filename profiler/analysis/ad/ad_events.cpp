@@ -176,7 +176,10 @@ void Decoder::describe(Kind kind, std::span<const uint64_t> v) {
   p.on = v[1] != 0;
   p.switch_on = text(2);
   p.switch_off = text(3);
-  p.schedule = v.size() > 4 ? v[4] : 0;
+  // (the fifth value is the policy's own: ad_protocol.h)
+  const uint64_t fifth = v.size() > 4 ? v[4] : 0;
+  p.schedule = v[0] == ADPROF_AD_POLICY_CHECKPOINTING ? fifth : 0;
+  p.index_copies = v[0] == ADPROF_AD_POLICY_NO_INDEX_WIDENING ? fifth : 0;
 }
 
 EngineDescription Decoder::engine() const {

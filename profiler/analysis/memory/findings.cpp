@@ -34,6 +34,23 @@ std::string largest_labels(const Report &r, const char *role) {
   return out;
 }
 
+int integer_bits(const std::string &dtype) {
+  return dtype == "i64" ? 64 : dtype == "i32" ? 32 : 0;
+}
+
+// Whether the engine's index policy (no_index_widening) removes this copy: a widened index
+// (the engine's label says so, or it is wider than its source), or any integer copy where the
+// engine says its wording removes those in their own width too (ad_protocol.h, "Index
+// copies"). A clone of an i64 tensor in a program that never widened one is not the policy's.
+bool index_policy_removes(const LiveBuffer &b, const ad::EngineDescription &engine) {
+  if (ad::meaning_of(b.label).kind == ad::Kind::kLabelIndexWidened) return true;
+  const int bits = integer_bits(b.dtype);
+  if (bits == 0) return false;
+  if (bits > integer_bits(b.source_dtype) && integer_bits(b.source_dtype) > 0) return true;
+  return engine.policy(ADPROF_AD_POLICY_NO_INDEX_WIDENING).index_copies ==
+         ADPROF_AD_INDEX_COPIES_SAME_WIDTH;
+}
+
 // Every copy live at the peak: role duplicate, or a copy that took another role since (a
 // widened index the backward keeps is a forward cache, and still a copy of its source).
 void duplicates(const Report &r, std::vector<Finding> &out) {
@@ -51,9 +68,7 @@ void duplicates(const Report &r, std::vector<Finding> &out) {
     if (b.role == "forward_cache") f.message += ", kept for the backward pass (a forward cache)";
     f.evidence = "live at the peak (" + format_bytes(r.peak) + " at " +
                  std::to_string(r.peak_time) + " s), allocated in the " + b.phase + " phase";
-    // An integer copy is an index copy (widened, or re-concatenated as it is): the engine's
-    // own words for keeping indices as they are.
-    if (b.dtype == "i64" || b.dtype == "i32")
+    if (index_policy_removes(b, r.engine))
       f.fix = r.engine.fix(ADPROF_AD_POLICY_NO_INDEX_WIDENING,
                            "keep indices in their original width (read i32 indices natively)");
     else

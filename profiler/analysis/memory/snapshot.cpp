@@ -159,7 +159,10 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     lb.source = b->source;
     if (b->source) {
       auto src = by_addr.find(b->source);
-      if (src != by_addr.end()) lb.source_label = describe_block(*src->second);
+      if (src != by_addr.end()) {
+        lb.source_label = describe_block(*src->second);
+        lb.source_dtype = dtype_name(src->second->dtype);
+      }
     }
     lb.content_hash = b->content_hash;
   }

@@ -184,6 +184,7 @@ void describe_live_buffer(V &v, B &b, bool stacks) {
   v.field("shape", b.shape);
   v.field("source", b.source);
   v.field("source_label", b.source_label);
+  v.field("source_dtype", b.source_dtype);
   v.field("content_hash", b.content_hash);
   v.optional("site", b.site, stacks && !b.site.empty());  // traces with call stacks
 }

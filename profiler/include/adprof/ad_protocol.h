@@ -1,4 +1,4 @@
-/* adprof AD protocol, version 6: what an automatic-differentiation engine tells the profiler
+/* adprof AD protocol, version 7: what an automatic-differentiation engine tells the profiler
  * beyond the context API (context.h), so that the analysis can explain the peak in the
  * engine's own words and replay its tape under other memory policies (adprof whatif).
  *
@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define ADPROF_AD_PROTOCOL_VERSION 6
+#define ADPROF_AD_PROTOCOL_VERSION 7
 #define ADPROF_AD_NONE (~(uint64_t)0)
 
 /* ---------------- the engine's description of itself ----------------
@@ -89,9 +89,20 @@ extern "C" {
  *                 checkpoint around each block's forward, or a library's switch for its
  *                 blocks, does); of several such runs, the one whose checkpointing drops the
  *                 most forward-cache bytes
+ *
+ *   Index copies (version 7, an optional fifth value of the no_index_widening policy's
+ *   description): which integer copies of an index the engine's wording removes, and so which
+ *   duplicates a finding quotes it for.
+ *     0 (absent)  the widened ones: labelled ad.index_widened, or of a wider type than their
+ *                 source. A copy in its source's own width (a clone, a contiguous copy) is
+ *                 not the policy's: its finding gives no engine words.
+ *     1           ADPROF_AD_INDEX_COPIES_SAME_WIDTH: every integer copy, in its source's width
+ *                 too (an engine whose indexing re-assembles its indices, and whose wording
+ *                 says how to index without it)
  */
 #define ADPROF_AD_ENGINE "ad.engine"
 #define ADPROF_AD_POLICY "ad.policy"
+#define ADPROF_AD_INDEX_COPIES_SAME_WIDTH 1
 
 /* The shared list of memory policies. The id is the bit of the policy masks below
  * (mask bit 1 << id: on). Each id names a behaviour, whatever an engine calls it. */

@@ -34,7 +34,7 @@ _SLICE = "ad.arena.slice"
 _CALL = "ad.arena.call"
 _CALL_END = "ad.arena.call_end"
 _NONE = P.AD_NONE
-_VERSION = 6  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION these events follow (the what-ifs)
+_VERSION = 7  # ad_protocol.h's ADPROF_AD_PROTOCOL_VERSION these events follow (the what-ifs)
 _MAX_SOURCES = 29  # ad.arena.call: layout, call, then the source arguments' addresses
 # A result's own block is cut like an arena from this size on (it holds temporaries before its
 # result); smaller ones are left whole: an exact size that small is too common to be matched
@@ -186,7 +186,11 @@ class Instrumentation:
         ctx = self.ctx
         ctx.annotate(P.AD_ENGINE, [_VERSION, ctx.name("jax"), ctx.name(version)])
         for policy, (on_words, off_words) in _WORDS.items():
-            ctx.annotate(P.AD_POLICY, [policy, 0, ctx.name(on_words), ctx.name(off_words)])
+            values = [policy, 0, ctx.name(on_words), ctx.name(off_words)]
+            if policy == _POLICY_NO_INDEX_WIDENING:
+                # jnp indexing re-concatenates idx in its own width: the words remove that copy
+                values.append(P.AD_INDEX_COPIES_SAME_WIDTH)
+            ctx.annotate(P.AD_POLICY, values)
         on_words, off_words = _DONATION_WORDS
         ctx.annotate(P.AD_POLICY, [_POLICY_DONATED_ARGUMENTS, 0, ctx.name(on_words),
                                    ctx.name(off_words)])

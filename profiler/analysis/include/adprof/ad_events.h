@@ -86,6 +86,8 @@ struct EnginePolicy {
   std::string switch_on;   // how its users switch it on (a finding's fix quotes it)
   std::string switch_off;  // how they switch it off
   uint64_t schedule = 0;   // checkpointing: what the wording does (ad_protocol.h, "Schedule")
+  // no_index_widening: which integer copies the wording removes (ad_protocol.h, "Index copies")
+  uint64_t index_copies = 0;
 };
 
 // The engine's description of itself (ad.engine, ad.policy).

@@ -37,6 +37,7 @@ struct LiveBuffer {
   std::vector<int64_t> shape;
   uint64_t source = 0;       // duplicate: address of its source
   std::string source_label;  // the source's label or op, when it was live at the peak
+  std::string source_dtype;  // the source's element type, when it was live and described
   uint64_t content_hash = 0;
   uint32_t stack = 0;  // its call stack's id (traces with stacks; 0: none)
   std::string site;    // its allocation site (call_stacks.h), when the trace has stacks
