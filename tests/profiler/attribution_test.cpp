@@ -186,3 +186,37 @@ TEST(Attribution, ThreadThatNamesNoPhaseTakesTheProcesssPhase) {
 }
 
 }  // namespace
+
+// A copy names its source only while the block at the source's address is the source: the
+// next gradient at a freed gradient's address is not what an earlier copy copied (the momentum
+// buffers of a torchvision model's SGD were "copies of" whatever layer's gradient sat there at
+// the peak). And a copy the program made its optimizer state is no duplicate finding (SGD's
+// momentum buffers were 190 of them).
+TEST(Attribution, CopiesNameTheirSourceOnlyWhileItLives) {
+  TempDir dir;
+  const std::string trace = dir / "copies.adtrace";
+  SpawnOptions o;
+  o.argv = {ADPROF_TEST_ATTRIBUTION, "copies_of_a_gradient"};
+  o.trace = trace;
+  Result run_result = run(o);
+  ASSERT_TRUE(run_result.exited && run_result.exit_code == 0) << run_result.err;
+  ASSERT_EQ(run_result.out, "address reused\n") << "the workload's premise: the next gradient "
+                                                   "takes the freed one's address";
+  adprof::Report r = adprof::analyze(trace);
+  const adprof::LiveBuffer *state = nullptr, *copy = nullptr;
+  for (const auto &b : r.live_at_peak) {
+    if (b.label == "w.momentum_buffer") state = &b;
+    if (b.role == "duplicate") copy = &b;
+  }
+  ASSERT_NE(state, nullptr);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(state->role, "optimizer_state");
+  EXPECT_EQ(copy->source_label, "") << "the block at the source's address came after the copy";
+  EXPECT_EQ(copy->source_dtype, "");
+  std::vector<std::string> duplicates;
+  for (const adprof::Finding &f : r.findings)
+    if (f.kind == "duplicate") duplicates.push_back(f.message);
+  ASSERT_EQ(duplicates.size(), 1u) << testing::PrintToString(duplicates);
+  EXPECT_NE(duplicates[0].find("f32 copy of a buffer no longer live"), std::string::npos)
+      << duplicates[0];
+}

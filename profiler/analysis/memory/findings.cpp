@@ -53,9 +53,12 @@ bool index_policy_removes(const LiveBuffer &b, const ad::EngineDescription &engi
 
 // Every copy live at the peak: role duplicate, or a copy that took another role since (a
 // widened index the backward keeps is a forward cache, and still a copy of its source).
+// A copy the program has since made its own parameter, input or optimizer state (SGD's
+// momentum buffer starts as a clone of the gradient) is that, not a duplicate to remove.
 void duplicates(const Report &r, std::vector<Finding> &out) {
   for (const LiveBuffer &b : r.live_at_peak) {
     if (b.role != "duplicate" && !b.source) continue;
+    if (b.role == "optimizer_state" || b.role == "parameter" || b.role == "input") continue;
     Finding f;
     f.kind = "duplicate";
     f.bytes = b.size;

@@ -158,8 +158,11 @@ Snapshot describe_blocks(std::vector<std::pair<uint64_t, const Block *>> live, c
     if (const auto *shape = replay.shape_of(*b)) lb.shape = *shape;
     lb.source = b->source;
     if (b->source) {
+      // The block at the source's address now, if it is the source: one allocated after the
+      // copy took a freed source's address (an optimizer state cloned from a gradient that
+      // the next backward's blocks replaced).
       auto src = by_addr.find(b->source);
-      if (src != by_addr.end()) {
+      if (src != by_addr.end() && src->second->alloc_ticks <= b->alloc_ticks) {
         lb.source_label = describe_block(*src->second);
         lb.source_dtype = dtype_name(src->second->dtype);
       }

@@ -7,6 +7,10 @@
 //         "peak_marker" (8 MiB) makes the peak, and everything is freed.
 // known:  5 MiB as forward_cache in the forward phase, then 10 MiB as adjoint in the backward
 //         phase (the peak: 15 MiB above the runtime's own baseline), then both are freed.
+// copies_of_a_gradient: a gradient (adjoint, 4 KiB) copied twice in the optimizer phase, as
+//         SGD makes its momentum buffer: one copy becomes optimizer state, one stays a
+//         duplicate; the gradient is freed and its address taken by the next gradient; then
+//         "peak_marker" (8 MiB) makes the peak.
 // helper_thread: the main thread in the backward phase (1 MiB adjoint) waits for a thread that
 //         names no phase (a library's worker) while it allocates 12 MiB (the peak); after the
 //         main thread is back in "other", a second such thread allocates 2 MiB.
@@ -88,6 +92,39 @@ int known() {
   return 0;
 }
 
+int copies_of_a_gradient() {
+  constexpr size_t kGradient = 4096;
+  adprof_set_phase(ADPROF_PHASE_BACKWARD);
+  adprof_set_role(ADPROF_ROLE_ADJOINT);
+  void *gradient = touch(malloc(kGradient), kGradient);
+  adprof_label(gradient, adprof_name("w.grad"));
+  int64_t shape[1] = {kGradient / 4};
+  adprof_describe(gradient, ADPROF_DTYPE_F32, 1, shape);
+  adprof_set_phase(ADPROF_PHASE_OPTIMIZER);
+  adprof_set_role(ADPROF_ROLE_WORKSPACE);
+  void *state = memcpy(malloc(kGradient), gradient, kGradient);
+  adprof_retag(state, ADPROF_ROLE_DUPLICATE, gradient);
+  adprof_retag(state, ADPROF_ROLE_OPTIMIZER_STATE, nullptr);  // stored as the state
+  adprof_label(state, adprof_name("w.momentum_buffer"));
+  void *copy = memcpy(malloc(kGradient), gradient, kGradient);
+  adprof_retag(copy, ADPROF_ROLE_DUPLICATE, gradient);
+  adprof_describe(copy, ADPROF_DTYPE_F32, 1, shape);
+  free(gradient);
+  adprof_set_phase(ADPROF_PHASE_BACKWARD);
+  adprof_set_role(ADPROF_ROLE_ADJOINT);
+  void *next = touch(malloc(kGradient), kGradient);  // the allocator's last freed block of its size
+  adprof_label(next, adprof_name("next.grad"));
+  printf("%s\n", next == gradient ? "address reused" : "address not reused");
+  adprof_set_phase(ADPROF_PHASE_OTHER);
+  adprof_set_role(ADPROF_ROLE_FOREIGN);
+  void *peak = touch(malloc(8 * kMiB), 8 * kMiB);
+  free(peak);
+  free(next);
+  free(copy);
+  free(state);
+  return 0;
+}
+
 void *helper_allocates(void *bytes) {
   const size_t n = *static_cast<size_t *>(bytes);
   free(touch(malloc(n), n));
@@ -117,5 +154,6 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "scopes")) return scopes();
   if (!strcmp(argv[1], "known")) return known();
   if (!strcmp(argv[1], "helper_thread")) return helper_thread();
+  if (!strcmp(argv[1], "copies_of_a_gradient")) return copies_of_a_gradient();
   return 2;
 }
