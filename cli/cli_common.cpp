@@ -326,7 +326,8 @@ void add_report_options(po::options_description &options) {
       "unless --top is given)")(
       "details",
       "also what the program's author cannot act on: the allocator's overhead, anonymous "
-      "mappings, findings about the allocator or the engine");
+      "mappings, findings about the allocator or the engine; and every finding of a kind past "
+      "--top");
 }
 
 std::string json_text(const nlohmann::json &document) {

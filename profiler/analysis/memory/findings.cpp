@@ -34,9 +34,7 @@ std::string largest_labels(const Report &r, const char *role) {
   return out;
 }
 
-int integer_bits(const std::string &dtype) {
-  return dtype == "i64" ? 64 : dtype == "i32" ? 32 : 0;
-}
+int integer_bits(const std::string &dtype) { return dtype == "i64" ? 64 : dtype == "i32" ? 32 : 0; }
 
 // Whether the engine's index policy (no_index_widening) removes this copy: a widened index
 // (the engine's label says so, or it is wider than its source), or any integer copy where the

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "adprof/report.h"
 #include "adprof/snapshot.h"
@@ -319,16 +322,36 @@ std::string render_text(const Report &r, size_t top, bool details) {
     add(o, "\nFindings:\n");
     int i = 0;
     size_t folded = 0;
+    // Past `top` findings of one kind (a model with a copy in each of its blocks has dozens of
+    // duplicates, the largest first), the rest are counted: every one is in the JSON.
+    struct Beyond {
+      size_t shown = 0, count = 0;
+      uint64_t bytes = 0;
+    };
+    std::vector<std::pair<std::string, Beyond>> kinds;
     for (const Finding &f : r.findings) {
       if (f.detail && !details) {
         ++folded;
         continue;
       }
+      auto kind = std::find_if(kinds.begin(), kinds.end(),
+                               [&](const auto &k) { return k.first == f.kind; });
+      if (kind == kinds.end()) kind = kinds.insert(kinds.end(), {f.kind, Beyond{}});
+      if (!details && kind->second.shown == top) {
+        ++kind->second.count;
+        kind->second.bytes += f.bytes;
+        continue;
+      }
+      ++kind->second.shown;
       add(o, "  %d. %s\n", ++i, f.message.c_str());
       if (!f.evidence.empty()) add(o, "     evidence: %s\n", f.evidence.c_str());
       if (!f.fix.empty()) add(o, "     fix: %s\n", f.fix.c_str());
     }
     if (i == 0) add(o, "  none to act on\n");
+    for (const auto &[kind, beyond] : kinds)
+      if (beyond.count)
+        add(o, "  (%zu more %s findings, %s in all: --top, --details or --json)\n", beyond.count,
+            kind.c_str(), format_bytes(beyond.bytes).c_str());
     if (folded) add(o, "  (%zu more about the allocator or the engine: --details)\n", folded);
   } else {
     add(o, "\nFindings: none\n");
