@@ -44,7 +44,8 @@ bool index_policy_removes(const LiveBuffer &b, const ad::EngineDescription &engi
   if (ad::meaning_of(b.label).kind == ad::Kind::kLabelIndexWidened) return true;
   const int bits = integer_bits(b.dtype);
   if (bits == 0) return false;
-  if (bits > integer_bits(b.source_dtype) && integer_bits(b.source_dtype) > 0) return true;
+  if (const int source_bits = integer_bits(b.source_dtype); source_bits && bits > source_bits)
+    return true;
   return engine.policy(ADPROF_AD_POLICY_NO_INDEX_WIDENING).index_copies ==
          ADPROF_AD_INDEX_COPIES_SAME_WIDTH;
 }
