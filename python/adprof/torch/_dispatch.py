@@ -4,6 +4,7 @@ are then retagged to their role (activation in forward, adjoint in backward, dup
 copies), labelled with the module path (in backward: the module whose forward made the
 autograd node) and described (dtype, shape)."""
 
+import sys
 import threading
 
 import torch
@@ -98,6 +99,7 @@ class _Mode(TorchDispatchMode):
     def __init__(self, owner):
         super().__init__()
         self.owner = owner
+        self.outside_dynamo = None  # owner._dispatch under torch._dynamo.disable, once needed
 
     @classmethod
     def ignore_compile_internals(cls):
@@ -108,6 +110,25 @@ class _Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.owner._dispatch(func, args, kwargs)
+
+
+def _dispatch_outside_dynamo(mode, func, types, args=(), kwargs=None):
+    """_Mode.__torch_dispatch__ on 2.x. TorchDispatchMode wraps a subclass's __torch_dispatch__
+    in torch._disable_dynamo, so that torch.compile never traces into the mode; that wrapper
+    imports torch._dynamo at the first op (about 2 s and tens of MB: sympy, inductor), which a
+    program that never compiles never imports. Here the mode runs under torch._dynamo.disable
+    only once the program has imported torch._dynamo itself: before that no frame can be
+    compiled, since only torch._dynamo sets the frame-evaluation callback it would trace from."""
+    run = mode.outside_dynamo
+    if run is None:
+        disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
+        if disable is None:  # not imported (or still importing)
+            return mode.owner._dispatch(func, args, kwargs)
+        run = mode.outside_dynamo = disable(mode.owner._dispatch, recursive=True)
+    return run(func, args, kwargs)
+
+
+_Mode.__torch_dispatch__ = _dispatch_outside_dynamo
 
 
 class _RawMode:
