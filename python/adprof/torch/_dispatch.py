@@ -99,7 +99,7 @@ class _Mode(TorchDispatchMode):
     def __init__(self, owner):
         super().__init__()
         self.owner = owner
-        self.outside_dynamo = None  # owner._dispatch under torch._dynamo.disable, once needed
+        self.outside_dynamo = None  # _run_op under torch._dynamo.disable, once needed
 
     @classmethod
     def ignore_compile_internals(cls):
@@ -124,8 +124,13 @@ def _dispatch_outside_dynamo(mode, func, types, args=(), kwargs=None):
         disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
         if disable is None:  # not imported (or still importing)
             return mode.owner._dispatch(func, args, kwargs)
-        run = mode.outside_dynamo = disable(mode.owner._dispatch, recursive=True)
-    return run(func, args, kwargs)
+        run = mode.outside_dynamo = disable(_run_op, recursive=True)
+    return run(mode, func, args, kwargs)
+
+
+def _run_op(mode, func, args, kwargs):
+    # owner._dispatch looked up at each op, as outside dynamo (a test's oracle replaces it)
+    return mode.owner._dispatch(func, args, kwargs)
 
 
 _Mode.__torch_dispatch__ = _dispatch_outside_dynamo
