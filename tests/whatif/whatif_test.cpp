@@ -116,6 +116,22 @@ TEST_F(WhatIf, NativeI32IndicesGather) {
         "--rows 262144");
 }
 
+// With the policy off but no index array widened (a DenseNet gathers nothing), the row is not a
+// prediction of "0 widened copies not made" that reads as if the program widened some, and "all"
+// does not count it among the policies it switches on.
+TEST_F(WhatIf, NoIndexWideningWithNothingWidenedIsNotApplicable) {
+  const std::string naive = record("naive", kSamples + "/densenet --size 4096 --naive");
+  const adprof::WhatIf w = adprof::predict_policies(naive);
+  const adprof::PolicyPrediction *p = adprof::find_policy(w, "no_index_widening");
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->recorded_on);
+  EXPECT_FALSE(p->applicable) << p->explanation;
+  EXPECT_NE(p->reason.find("no index array widened in the recording"), std::string::npos)
+      << p->reason;
+  ASSERT_TRUE(w.all.applicable) << w.all.reason;
+  EXPECT_EQ(w.all.explanation.find("no index widening"), std::string::npos) << w.all.explanation;
+}
+
 TEST_F(WhatIf, FusedOptimizerMlp) {
   check("fused_optimizer", kSamples + "/mlp", "--steps 2 --batch 20000 --no-fused-optimizer",
         "--steps 2 --batch 20000");

@@ -181,6 +181,10 @@ WhatIf whatif::Pass::finish(TraceReader &reader, uint64_t events, uint64_t measu
       p.reason =
           "the program never zeroes a gradient buffer in place (no " ADPROF_AD_TAPE_GRAD_ZEROED
           " events): nothing to free";
+    } else if (bit == kNativeIndices && tape.widened.empty()) {
+      // A row of "0 widened copies not made" read as if the program widened and it did not.
+      p.reason = "no index array widened in the recording (no " ADPROF_AD_LABEL_INDEX_WIDENED
+                 " copies): nothing to remove";
     } else if (bit == kFused && tape.grad_ready && !tape.optimizer_steps) {
       p.reason =
           "no separate optimizer step in this trace (no " ADPROF_AD_TAPE_OPTIMIZER_END " events)";
