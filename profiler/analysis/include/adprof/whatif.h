@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
+// json_fwd: every report, CLI and GUI file includes this header; json.hpp itself took 2-3 s of
+// each one's compile, and only the files that build JSON include it.
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
