@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: installs what is missing, builds, and runs the test suite (what CI runs): every
 # test but the extended tier (labels matching `extended`: more cases of a matrix whose every row
-# and column the default tier already runs), which ADPROF_ALL_TESTS=1 adds.
+# and column the default tier already runs: the model zoo's other cells, the job tests on torch
+# 1.13), which ADPROF_ALL_TESTS=1 adds.
 # Usage: [ADPROF_ALL_TESTS=1] scripts/test.sh [PRESET] [extra ctest args]
 #        (presets: release, asan, tsan)
 set -euo pipefail

@@ -108,8 +108,8 @@ class _Mode(TorchDispatchMode):
         # compiled code runs.
         return True
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self.owner._dispatch(func, args, kwargs)
+    # __torch_dispatch__: _dispatch_outside_dynamo, set after the class body (a method defined in
+    # it is wrapped by TorchDispatchMode.__init_subclass__ on 2.x).
 
 
 def _dispatch_outside_dynamo(mode, func, types, args=(), kwargs=None):
