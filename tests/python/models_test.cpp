@@ -47,9 +47,10 @@ struct Case {
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.model << " " << c.feature; }
 
-std::string case_name(const testing::TestParamInfo<Case> &info) {
-  return info.param.model + "_" + info.param.feature;
-}
+// "gpt2_compile": the case's test name, and its name in the default tier's list.
+std::string name_of(const Case &c) { return c.model + "_" + c.feature; }
+
+std::string case_name(const testing::TestParamInfo<Case> &info) { return name_of(info.param); }
 
 class Models : public testing::TestWithParam<Case> {};
 
@@ -164,7 +165,7 @@ bool in_default_tier(const Case &c) {
       "bert_accumulation",     "vit_checkpoint_reentrant",
       "vit_autocast_bf16",     "resnet_checkpoint",
       "resnet_fused_adamw"};
-  return std::find(names.begin(), names.end(), c.model + "_" + c.feature) != names.end();
+  return std::find(names.begin(), names.end(), name_of(c)) != names.end();
 }
 
 std::vector<Case> tier(bool default_tier) {
@@ -250,7 +251,8 @@ TEST_P(CheckpointAdvice, PastedFixRunsAndGivesThePredictedPeak) {
   EXPECT_LT(measured, before["peak"]["bytes"].get<uint64_t>()) << "the fix saved nothing";
 }
 
-// A transformers model's own switch and a torchvision model's wrapped blocks; BERT's is heavy.
+// A transformers model's own switch and a torchvision model's wrapped blocks; BERT's (a second
+// transformers switch) is in the extended tier.
 INSTANTIATE_TEST_SUITE_P(Zoo, CheckpointAdvice, testing::Values("gpt2", "resnet"));
 INSTANTIATE_TEST_SUITE_P(ZooMore, CheckpointAdvice, testing::Values("bert"));
 
