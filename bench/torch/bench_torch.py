@@ -36,6 +36,7 @@ instrumentation at most 1.5x a plain step and below torch.profiler, on both meas
 usage: bench/torch/bench_torch.py [--build build/release] [--runs 5] [--steps 40]
        [--short-steps 10]
        [--memray-python /tmp/memray-venv/bin/python] [--variants plain,adprof,...]
+       [--sample fashion_mnist|small_mlp]
 Exit status: 0 measured (whether or not the floor is met; the table says), 2 usage, 1 a
 variant failed.
 """
@@ -99,6 +100,9 @@ def main():
                     help="the shorter run of the all-in measure (default: a quarter of --steps)")
     ap.add_argument("--memray-python", default="/tmp/memray-venv/bin/python")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--sample", choices=("fashion_mnist", "small_mlp"), default="fashion_mnist",
+                    help="small_mlp: bench/torch/small_mlp.py, a step of small ops (the "
+                    "per-op cost's worst case)")
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
@@ -118,8 +122,9 @@ def main():
         ap.error("no %s: python3 -m venv --system-site-packages /tmp/memray-venv && "
                  "/tmp/memray-venv/bin/pip install memray (or --memray-python)" % a.memray_python)
     def sample_with(steps):
-        return [os.path.join(ROOT, "samples", "torch", "fashion_mnist.py"),
-                "--steps", str(steps), "--test-images", "0", "-q"]
+        script = os.path.join(HERE, "small_mlp.py") if a.sample == "small_mlp" else \
+            os.path.join(ROOT, "samples", "torch", "fashion_mnist.py")
+        return [script, "--steps", str(steps), "--test-images", "0", "-q"]
     sample = sample_with(a.steps)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ADPROF_", "LD_PRELOAD"))}
     env["PYTHONPATH"] = os.path.join(ROOT, "python") + (
