@@ -15,6 +15,7 @@ import threading
 from . import _protocol as P
 
 _MAX_RANK = 32  # shapes longer than this are described by their first 32 extents
+_MAX_VALUES = 32  # an annotation's values (context.h, adprof_annotate)
 
 
 def _noop(*_args):
@@ -34,6 +35,7 @@ class Context:
         self._names = {}
         self._names_lock = threading.Lock()
         self._shape_buffers = threading.local()
+        self._value_buffers = threading.local()
         self.active = False
         fns = _bind(lib) if lib is not None else _find()
         if fns is not None and fns["adprof_active"]() == 1:
@@ -94,12 +96,19 @@ class Context:
         self._describe(ptr, dtype, rank, buf)
 
     def annotate(self, kind, values):
-        """kind: a name (str) or a name id; values: up to 32 unsigned ints."""
+        """kind: a name (str) or a name id; values: up to 32 ints (a negative one is sent as
+        its two's complement: ctypes stores an int in a c_uint64 modulo 2**64)."""
         if not self.active:
             return
         kind_id = self.name(kind) if isinstance(kind, str) else kind
-        values = [v & 0xFFFFFFFFFFFFFFFF for v in values[:32]]
-        self._annotate(kind_id, (ctypes.c_uint64 * len(values))(*values), len(values))
+        buf = getattr(self._value_buffers, "buf", None)
+        if buf is None:  # one per thread: the C call copies the values into the trace
+            buf = self._value_buffers.buf = (ctypes.c_uint64 * _MAX_VALUES)()
+        count = len(values)
+        if count > _MAX_VALUES:
+            values, count = values[:_MAX_VALUES], _MAX_VALUES
+        buf[:count] = values
+        self._annotate(kind_id, buf, count)
 
     def describe_engine(self, name, version):
         """ad_protocol.h's adprof_ad_describe_engine: the "ad.engine" event."""

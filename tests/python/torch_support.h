@@ -31,17 +31,20 @@ inline json report_of(const std::string &trace) {
 struct PeakPlace {
   uint64_t open = 0;        // the instance of the op scope open there; 0 if none
   uint64_t ended_last = 0;  // the instance of the op scope that ended last before it
-  std::string line;         // the event's dump line
+  // the buffers retagged optimizer_state inside the open scope before it (an optimizer step
+  // run as one scope stores its state there)
+  uint64_t state_stores = 0;
+  std::string line;  // the event's dump line
 };
 
 inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
   const std::string at = std::to_string(peak_event);
-  // The peak event's own line, then the op scopes up to it: the events in between (millions of
-  // allocations in a model's run) are neither printed nor read here.
+  // The peak event's own line, then the op scopes and retags up to it: the events in between
+  // (millions of allocations in a model's run) are neither printed nor read here.
   Result peak = run_cli({"dump", "--numbered", "--from", at, "--limit", at, trace}, 300);
   EXPECT_EQ(peak.exit_code, 0) << peak.err;
-  Result ops =
-      run_cli({"dump", "--numbered", "--types", "op_begin,op_end", "--limit", at, trace}, 300);
+  Result ops = run_cli(
+      {"dump", "--numbered", "--types", "op_begin,op_end,retag", "--limit", at, trace}, 300);
   EXPECT_EQ(ops.exit_code, 0) << ops.err;
   std::string number, time, peak_thread;
   std::istringstream(peak.out) >> number >> time >> peak_thread;
@@ -50,6 +53,7 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
     return {};
   }
   std::map<std::string, std::vector<uint64_t>> stacks;  // thread -> open op instances
+  std::map<std::string, std::vector<uint64_t>> stores;  // thread -> state retags in each
   std::map<std::string, uint64_t> ended;                // thread -> the op that ended last
   std::istringstream lines(ops.out);
   std::string line;
@@ -61,16 +65,22 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
       fields >> label;
       auto hash = label.rfind('#');
       stacks[thread].push_back(hash == std::string::npos ? 0 : std::stoull(label.substr(hash + 1)));
+      stores[thread].push_back(0);
     } else if (type == "op_end") {
       if (!stacks[thread].empty()) {
         ended[thread] = stacks[thread].back();
         stacks[thread].pop_back();
+        stores[thread].pop_back();
       }
+    } else if (type == "retag" && line.find("-> optimizer_state") != std::string::npos &&
+               !stores[thread].empty()) {
+      ++stores[thread].back();
     }
   }
   PeakPlace p;
   p.line = peak.out.substr(0, peak.out.find('\n'));
   p.open = stacks[peak_thread].empty() ? 0 : stacks[peak_thread].back();
+  p.state_stores = stores[peak_thread].empty() ? 0 : stores[peak_thread].back();
   p.ended_last = ended[peak_thread];
   return p;
 }

@@ -102,6 +102,14 @@ Exactness run_exactness(const std::string &script) {
   const char *which = place.open ? "views" : "after";
   x.peak_op = place.open ? place.open : place.ended_last;
   EXPECT_NE(x.peak_op, 0u) << "the peak is before every op: " << x.peak_line;
+  if (place.open && place.state_stores) {
+    // An optimizer step run as one scope: the account after the tensors it stored so far.
+    const json &stores = views["stores"][std::to_string(x.peak_op)];
+    EXPECT_GE(stores.size(), place.state_stores)
+        << "the oracle saw fewer stores in op #" << x.peak_op << ": " << x.peak_line;
+    if (stores.size() >= place.state_stores) x.expected = stores[place.state_stores - 1];
+    return x;
+  }
   auto it = views[which].find(std::to_string(x.peak_op));
   EXPECT_NE(it, views[which].end())
       << "the oracle has no account (" << which << ") for op #" << x.peak_op << " (the peak is in "
@@ -473,6 +481,53 @@ TEST(TorchRecording, ImportsNothingTheProgramDoesNot) {
   for (std::string name; std::getline(recorded_names, name);)
     if (!imported_alone.count(name)) added += " " + name;
   EXPECT_EQ(added, "") << "imported under adprof only";
+}
+
+// An optimizer step on the CPU is one op scope, "<class>.step", without the dispatch mode
+// (Adam's ten ops a parameter each paid its round trip); the model run inside a step (LBFGS's
+// closure, a forward without one) and a mode the program pushes inside a step are recorded op
+// by op, and the program prints what it prints alone (its mode sees the same ops).
+TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
+  SKIP_WITHOUT_TORCH();
+  TempDir tmp;
+  const std::string trace = tmp / "run.adtrace";
+  Result r = run_torch(trace, {kScripts + "/optimizer_scopes.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  SpawnOptions plain;
+  plain.argv = {kPython, kScripts + "/optimizer_scopes.py"};
+  Result p = run(plain);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(r.out, p.out) << "the program computes or sees other things under adprof";
+  Result dump = run_cli({"dump", "--types", "op_begin,op_end", trace}, 300);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  std::map<std::string, int> steps;                           // class -> step scopes
+  std::map<std::string, std::multiset<std::string>> inside;  // class -> op scopes in its steps
+  std::map<std::string, std::vector<std::string>> open;      // thread -> open scopes
+  std::istringstream lines(dump.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string time, thread, type, label;
+    fields >> time >> thread >> type >> label;
+    std::vector<std::string> &stack = open[thread];
+    if (type == "op_end") {
+      if (!stack.empty()) stack.pop_back();
+      continue;
+    }
+    const std::string name = label.substr(0, label.rfind('#'));
+    if (name.ends_with(".step")) ++steps[name.substr(0, name.size() - 5)];
+    for (const std::string &outer : stack)
+      if (outer.ends_with(".step")) inside[outer.substr(0, outer.size() - 5)].insert(name);
+    stack.push_back(name);
+  }
+  EXPECT_EQ(steps["Adam"], 2) << "one scope a step";
+  EXPECT_EQ(inside["Adam"].size(), 0u) << "no op recorded one by one inside Adam's step";
+  EXPECT_EQ(steps["LBFGS"], 0) << "a step with a closure runs op by op";
+  EXPECT_EQ(steps["CountedSGD"], 2);
+  EXPECT_GT(inside["CountedSGD"].count("aten::clone"), 0u)
+      << "the program's mode pushed in the step: ours is back below it, recording";
+  EXPECT_EQ(steps["LookAround"], 2);
+  EXPECT_EQ(inside["LookAround"].count("aten::addmm"), 4u)
+      << "a forward inside the step (2 Linear layers, 2 steps) is recorded op by op";
 }
 
 // The explicit API under a plain `adprof run`: the model named as given, the caller's steps.

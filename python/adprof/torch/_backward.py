@@ -57,6 +57,8 @@ class BackwardHooks:
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
             th = self.thread
+            if th.suspended:
+                self._resume_mode(th)  # a backward inside the optimizer step
             if th.backward:
                 return original(*args, **kwargs)
             try:

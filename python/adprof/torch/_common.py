@@ -96,6 +96,10 @@ class _ThreadState(threading.local):
         self.raw = None
         self.twin = None
         self.raw_active = False
+        self.mode = None  # 2.x: the mode of this thread on the dispatch stack
+        self.suspended = False  # the mode is off the stack (an optimizer step, _suspend_mode)
+        # the role around the optimizer step's op scope, while one is open (_step_scope)
+        self.step_scope = None
         self.in_collective = False  # a collective runs, our saved-tensor hooks off (_collective)
         # A thread Python did not start (an autograd device thread): runs backward work.
         self.native = isinstance(threading.current_thread(), threading._DummyThread)

@@ -113,8 +113,9 @@ class _Mode(TorchDispatchMode):
 
 
 def _dispatch_outside_dynamo(mode, func, types, args=(), kwargs=None):
-    """_Mode.__torch_dispatch__ on 2.x. TorchDispatchMode wraps a subclass's __torch_dispatch__
-    in torch._disable_dynamo, so that torch.compile never traces into the mode; that wrapper
+    """_Mode.__torch_dispatch__ (on 1.13 only while a mode of the program's is pushed: the twin
+    of _RawMode). TorchDispatchMode (2.x) wraps a subclass's __torch_dispatch__ in
+    torch._disable_dynamo, so that torch.compile never traces into the mode; that wrapper
     imports torch._dynamo at the first op (about 2 s and tens of MB: sympy, inductor), which a
     program that never compiles never imports. Here the mode runs under torch._dynamo.disable
     only once the program has imported torch._dynamo itself: before that no frame can be
@@ -153,9 +154,42 @@ class _RawMode:
 class DispatchHooks:
     """Instrumentation's part that runs each op (a mixin: the state is Instrumentation's)."""
 
+    # ---------------------------------------------------------------- the mode on the stack
+    def _suspend_mode(self, th):
+        """Takes this thread's mode off the dispatch stack, as PyTorch's _pop_mode_temporarily
+        does; False where it is not the innermost mode (a mode of the program's is above it),
+        is already off, or a listener wants every op. _resume_mode puts it back; a mode the
+        program pushes meanwhile is pushed after ours, as it would have been (_push_mode)."""
+        if th.suspended or self._on_op_wanted:
+            return False
+        if _RAW_MODE:  # 1.13: only the mode set directly (the twin is under the program's)
+            if th.raw is None or not th.raw_active:
+                return False
+            torch._C._set_torch_dispatch_mode(None)
+        else:
+            depth = torch._C._len_torch_dispatch_stack()
+            if th.mode is None or depth == 0 or \
+                    torch._C._get_dispatch_stack_at(depth - 1) is not th.mode:
+                return False
+            torch._C._pop_torch_dispatch_stack(None)
+        th.suspended = True
+        return True
+
+    def _resume_mode(self, th):
+        if not th.suspended:
+            return
+        th.suspended = False
+        if _RAW_MODE:
+            if th.raw_active:  # (else the program pushed a mode: the twin took our place)
+                torch._C._set_torch_dispatch_mode(th.raw)
+        else:
+            torch._C._push_on_torch_dispatch_stack(th.mode)
+
     def _wrap_push_mode(self, original):
         def _push_mode(mode, *args):
             th = self.thread
+            if th.suspended:
+                self._resume_mode(th)  # ours below the program's, as always
             if th.raw_active and mode is not th.twin and \
                     _python_dispatch._len_torch_dispatch_stack() == 0:
                 th.raw_active = False
@@ -183,17 +217,21 @@ class DispatchHooks:
             name = func.name()
         except Exception:
             name = str(func)
+        # func last: the table holds the op, so its id() stays its own (an op's __hash__ is
+        # Python code: the table is keyed by id)
         info = (self.ctx.name(name), name, _COPY_OPS.get(name, _OP_PLAIN),
                 _creates_storage(func), _returns_tensor(func),
-                _TOP_HOOKS is not None and getattr(func, "namespace", "") == "c10d")
-        self.ops[func] = info
+                _TOP_HOOKS is not None and getattr(func, "namespace", "") == "c10d", func)
+        self.ops[id(func)] = info
         return info
 
     def _dispatch(self, func, args, kwargs):
+        """Every op of the program, on its thread: read top to bottom for the common case (an
+        op that makes storage, one Tensor out); the rest is out of line."""
         th = self.thread
         if th.off:
             return func(*args, **kwargs) if kwargs else func(*args)
-        info = self.ops.get(func)
+        info = self.ops.get(id(func))
         if info is None:
             info = self._op_info(func)
         if info[5] and not th.in_collective:
@@ -201,7 +239,7 @@ class DispatchHooks:
         if not info[3] and not self._on_op_wanted:
             # A view, an in-place op, detach: no storage of its own to tag, no op scope.
             out = func(*args, **kwargs) if kwargs else func(*args)
-            if type(out) in _NUMBERS and info[4]:
+            if info[4] and type(out) in _NUMBERS:
                 out = _wrapped_number(out, args)
             if th.capture is not None and isinstance(out, Tensor):
                 th.capture.append(out)
@@ -233,7 +271,11 @@ class DispatchHooks:
                 try:
                     out = func(*args, **kwargs) if kwargs else func(*args)
                     try:
-                        self._outputs(info, phase, args, out, th)
+                        if isinstance(out, Tensor):
+                            self._outputs(info, phase, args, (out,), th)
+                        elif type(out) in (tuple, list):
+                            self._outputs(info, phase, args,
+                                          [o for o in out if isinstance(o, Tensor)], th)
                     except Exception as e:  # never into the program
                         self._internal_error("_outputs", e)
                 finally:
@@ -241,17 +283,19 @@ class DispatchHooks:
             else:
                 out = func(*args, **kwargs) if kwargs else func(*args)
             if self._on_op_wanted and not self._listener_failed:
-                outs = [out] if isinstance(out, Tensor) else (
-                    [o for o in out if isinstance(o, Tensor)] if type(out) in (tuple, list)
-                    else [])
-                self._tell("on_op", info[1], func, _tensors_in(args), outs, phase)
+                self._tell_op(info, func, args, out, phase)
         finally:
             ctx.op_end()
-        if type(out) in _NUMBERS and info[4]:
+        if info[4] and type(out) in _NUMBERS:
             out = _wrapped_number(out, args)
         if th.capture is not None and isinstance(out, Tensor):
             th.capture.append(out)
         return out
+
+    def _tell_op(self, info, func, args, out, phase):
+        outs = [out] if isinstance(out, Tensor) else (
+            [o for o in out if isinstance(o, Tensor)] if type(out) in (tuple, list) else [])
+        self._tell("on_op", info[1], func, _tensors_in(args), outs, phase)
 
     def _collective(self, func, args, kwargs, th):
         """A collective (c10d::allreduce_, barrier...) runs without our saved-tensor hooks on
@@ -274,51 +318,39 @@ class DispatchHooks:
             if popped:
                 torch._C._autograd._push_saved_tensors_default_hooks(top[0], top[1])
 
-    def _outputs(self, info, phase, args, out, th):
-        """Retags, labels and describes the storages the op created."""
-        if isinstance(out, Tensor):
-            outs = (out,)
-        elif type(out) in (tuple, list):
-            outs = [o for o in out if isinstance(o, Tensor)]
-            if not outs:
-                return
-        else:
-            return
-        if phase == P.PHASE_BACKWARD:
-            role = P.ROLE_ADJOINT
-        elif phase == P.PHASE_OPTIMIZER:
-            role = None  # scratch of the step stays workspace; state is tagged when stored
-        else:
-            role = P.ROLE_ACTIVATION
-        kind = info[2] if phase != P.PHASE_BACKWARD else _OP_PLAIN
+    def _outputs(self, info, phase, args, outs, th):
+        """Retags, labels and describes the storages the op created among `outs`: not an
+        argument returned (an in-place op), nor a tensor over an argument's storage
+        (_unsafe_view, whose schema says no alias)."""
         ctx = self.ctx
+        kind = info[2]
         input_ptrs = None
-        label = th.node_label if phase == P.PHASE_BACKWARD else (
-            th.modules[-1][2] if th.modules else 0)
         for o in outs:
             for a in args:
                 if o is a:
                     break
             else:
                 if input_ptrs is None:  # before the output: a CUDA input seen first is older
-                    input_ptrs = {self._addr(a) for a in _tensors_in(args)}
+                    input_ptrs = [self._addr(a) for a in _tensors_in(args)]
                 ptr = self._addr(o)
                 if not ptr or ptr in input_ptrs:
                     continue  # a view or an in-place result: not born here
                 dtype = o.dtype
-                if kind != _OP_PLAIN:
-                    src = _tensors_in(args)
-                    source = src[0] if src else None
-                    src_ptr = self._addr(source) if source is not None else 0
-                    ctx.retag(ptr, P.ROLE_DUPLICATE, src_ptr)
-                    if kind == _OP_CAST and dtype == torch.int64 and source is not None and \
-                            source.dtype in _NARROW_INDEX_DTYPES:
-                        ctx.label(ptr, ctx.name(P.AD_LABEL_INDEX_WIDENED))
-                    elif label:
-                        ctx.label(ptr, label)
+                if phase == P.PHASE_BACKWARD:
+                    label = th.node_label
+                    ctx.retag(ptr, P.ROLE_ADJOINT, 0)
                 else:
-                    if role is not None:
-                        ctx.retag(ptr, role, 0)
-                    if label:
-                        ctx.label(ptr, label)
+                    label = th.modules[-1][2] if th.modules else 0
+                    if kind != _OP_PLAIN:
+                        src = _tensors_in(args)
+                        source = src[0] if src else None
+                        ctx.retag(ptr, P.ROLE_DUPLICATE,
+                                  self._addr(source) if source is not None else 0)
+                        if kind == _OP_CAST and dtype == torch.int64 and source is not None \
+                                and source.dtype in _NARROW_INDEX_DTYPES:
+                            label = ctx.name(P.AD_LABEL_INDEX_WIDENED)
+                    elif phase != P.PHASE_OPTIMIZER:  # the step's scratch stays workspace;
+                        ctx.retag(ptr, P.ROLE_ACTIVATION, 0)  # its state is tagged when stored
+                if label:
+                    ctx.label(ptr, label)
                 ctx.describe(ptr, _DTYPES.get(dtype, P.DTYPE_UNKNOWN), o.shape)

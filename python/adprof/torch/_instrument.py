@@ -57,7 +57,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self.listener = listener if listener is not None else TapeListener(ctx)
         self.thread = _ThreadState()
         self.instances = itertools.count(1)
-        self.ops = {}  # OpOverload -> (name id, name, kind)
+        self.ops = {}  # id(OpOverload) -> _op_info's tuple
         self.paths = weakref.WeakKeyDictionary()  # module -> (path, path name id)
         self.root_labels = {}  # id(root module) -> its label (_root_label)
         self.params = {}  # storage address -> weakref to the parameter
@@ -72,6 +72,8 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         # parameters they accumulate: released with it.
         self.grad_nodes = weakref.WeakKeyDictionary()
         self.hooked_params = weakref.WeakSet()
+        # (id(parameter), key) -> (id(tensor), storage address) of the optimizer state tagged
+        self.tagged_state = {}
         self.steps = 0  # optimizer steps done
         self.pending_step = 0  # the step number to mark when the next iteration starts
         # At most one automatic step mark between two top-level forwards: one optimizer per
@@ -144,9 +146,9 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
         self._install_ddp()
+        self._patch(_python_dispatch, "_push_mode",
+                    self._wrap_push_mode(_python_dispatch._push_mode))
         if _RAW_MODE:
-            self._patch(_python_dispatch, "_push_mode",
-                        self._wrap_push_mode(_python_dispatch._push_mode))
             self._patch(_python_dispatch, "_pop_mode",
                         self._wrap_pop_mode(_python_dispatch._pop_mode))
 
@@ -177,6 +179,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
             torch._C._set_torch_dispatch_mode(th.raw)
         else:
             mode.__enter__()
+            th.mode = mode
         hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         hooks.__enter__()
         self._modes[threading.get_ident()] = (mode, hooks)
@@ -187,12 +190,13 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
             return
         hooks.__exit__(None, None, None)
         th = self.thread
+        self._leave_step_scope(th)
         if th.raw_active:
             torch._C._set_torch_dispatch_mode(None)
             th.raw_active = False
         elif th.twin is None:
             mode.__exit__(None, None, None)
-        th.raw = th.twin = None
+        th.raw = th.twin = th.mode = None
 
     def _wrap_thread_start(self, original):
         def _bootstrap_inner(thread):

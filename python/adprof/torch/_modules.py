@@ -251,6 +251,8 @@ class ModuleHooks:
         if _compiling():
             return
         th = self.thread
+        if th.suspended:
+            self._resume_mode(th)  # a forward inside the optimizer step: its ops are recorded
         if th.modules and _compiled_wrapper_of(th.modules[-1][0]) is module:
             return  # the compiled model inside its wrapper: the wrapper's call is its call
         path, path_id = self._path_of(module)

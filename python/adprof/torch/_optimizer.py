@@ -44,6 +44,12 @@ class _OptimizerState(collections.defaultdict):
 
 
 
+def _closure(args, kwargs):
+    """The closure given to Optimizer.step(closure=None), or None."""
+    closure = kwargs.get("closure") if kwargs else None
+    return closure if closure is not None else (args[0] if args else None)
+
+
 class OptimizerHooks:
     """Instrumentation's optimizer hooks (a mixin: the state is Instrumentation's)."""
 
@@ -104,7 +110,7 @@ class OptimizerHooks:
             th = self.thread
             if th.optimizer:  # a subclass's step calling its base's
                 return original(opt, *args, **kwargs)
-            self._step_begin(opt)
+            self._step_begin(opt, _closure(args, kwargs))
             try:
                 return original(opt, *args, **kwargs)
             finally:
@@ -124,7 +130,7 @@ class OptimizerHooks:
             stack.clear()  # a step whose post hook never ran (it raised)
         stack.append(opt)
         if len(stack) == 1:
-            self._step_begin(opt)
+            self._step_begin(opt, _closure(args[1:], kwargs))  # (args: the step's, self first)
 
     def _step_post_hook(self, opt, args, kwargs):
         stack = getattr(self.thread, "steps_open", None)
@@ -133,9 +139,10 @@ class OptimizerHooks:
             if not stack:
                 self._step_end(opt)
 
-    def _step_begin(self, opt):
+    def _step_begin(self, opt, closure):
         th = self.thread
         th.optimizer = 1  # also resets a step whose post hook never ran (it raised)
+        self._leave_step_scope(th)  # (the same)
         if not self.marked_since_forward:
             self._start_iteration()
         try:
@@ -149,7 +156,37 @@ class OptimizerHooks:
         if th.phase != P.PHASE_OPTIMIZER:
             self.ctx.set_phase(P.PHASE_OPTIMIZER)
             th.phase = P.PHASE_OPTIMIZER
+        self._enter_step_scope(opt, closure, th)
         self._tell("on_step_begin", opt, self.steps)
+
+    @_guarded()
+    def _enter_step_scope(self, opt, closure, th):
+        """A step on the CPU runs as one op scope, "<class>.step", without the dispatch mode:
+        every op would pay the mode's round trip (Adam: ten a parameter, half the ops of a
+        small model's training step), and what they allocate is the step's scratch (workspace,
+        as in an op scope) or state (optimizer_state the moment it is stored). Not with a
+        closure (it runs the model), nor with a parameter on a GPU (the mode declares CUDA
+        blocks), nor where the mode cannot leave the stack (_suspend_mode). The mode comes back
+        at the step's end, or earlier for a module's forward or a backward run inside it."""
+        if closure is not None:
+            return
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.is_cuda:
+                    return
+        if not self._suspend_mode(th):
+            return
+        ctx = self.ctx
+        th.step_scope = ctx.set_role(P.ROLE_WORKSPACE)
+        ctx.op_begin(ctx.name(type(opt).__name__ + ".step"), next(self.instances))
+
+    def _leave_step_scope(self, th):
+        if th.step_scope is not None:
+            ctx = self.ctx
+            ctx.op_end()
+            ctx.set_role(th.step_scope)
+            th.step_scope = None
+        self._resume_mode(th)
 
     @_guarded()
     def _step_end(self, opt):
@@ -160,9 +197,10 @@ class OptimizerHooks:
                 if isinstance(values, dict):
                     for key, value in values.items():
                         if isinstance(value, Tensor):
-                            self._state_tensor(param, key, value)
+                            self._state_tensor(param, key, value, True)
         except Exception:
             pass
+        self._leave_step_scope(th)
         self.steps += 1
         if self.pending_step is None:
             self.pending_step = self.next_mark
@@ -171,10 +209,19 @@ class OptimizerHooks:
         self._tell("on_step_end", opt, step)
 
     @_guarded()
-    def _state_tensor(self, param, key, value):
+    def _state_tensor(self, param, key, value, unless_tagged=False):
+        """`value`, stored as optimizer.state[param][key], is optimizer state. unless_tagged:
+        not again when that entry already held this tensor over this storage when it was last
+        tagged (the end of each step tags the whole state: a tensor stored without __setitem__
+        is found there)."""
         ptr = self._addr(value)
         if not ptr:
             return
+        entry = (id(param), key)
+        tagged = (id(value), ptr)
+        if unless_tagged and self.tagged_state.get(entry) == tagged:
+            return
+        self.tagged_state[entry] = tagged  # one entry per parameter and key, replaced
         ctx = self.ctx
         ctx.retag(ptr, P.ROLE_OPTIMIZER_STATE, 0)
         path = self._param_path(param) or "param"

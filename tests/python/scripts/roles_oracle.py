@@ -17,11 +17,16 @@ and keys it by the instance number adprof's op scope for that op will carry
 (adprof.torch.instrumentation().ops_seen() + 1; the aten::detach that reading a saved tensor
 runs is kept out of the recording).
 It also computes the same account right after each such op returns ("after": what the op
-left). At exit it writes {"views": {instance: {role: bytes}}, "after": {instance: {...}}} to the
-side file given on the command line; the test compares the view of the op open at the report's
-peak with the report, or, when the peak falls between two ops (PyTorch 2.x: a small allocation of
-Python's or of autograd's engine, foreign bytes, can top the plateau the last op left), the
-"after" account of the op that ended last on that thread.
+left). An optimizer step on the CPU runs as one op scope without the dispatch mode
+(docs/PYTORCH.md): its account is made before the step (keyed by the scope's instance, the next
+one) and after each tensor the step stores in optimizer.state ("stores": the k-th account is
+the state after k stores). At exit it writes {"views": {instance: {role: bytes}}, "after":
+{instance: {...}}, "stores": {instance: [{...}, ...]}} to the side file given on the command
+line; the test compares the view of the op open at the report's peak with the report (or, when
+that op is a step that had stored k tensors before the peak, stores[k - 1]), or, when the peak
+falls between two ops (PyTorch 2.x: a small allocation of Python's or of autograd's engine,
+foreign bytes, can top the plateau the last op left), the "after" account of the op that ended
+last on that thread.
 
 Byte counts are storage sizes (nbytes of the storage), which is what the interposer records for
 a CPU storage (c10's posix_memalign of exactly that size).
@@ -64,6 +69,7 @@ class RolesOracle:
         self.seeds = None  # the gradients backward() starts from, alive until it returns
         self.views = {}
         self.after = {}
+        self.stores = {}
         self._saved_names = {}  # node class -> its _saved_* attribute names
         self._released = {}  # node -> its saved attributes autograd released (this backward)
         self.ins = adprof_torch.instrumentation()
@@ -97,6 +103,8 @@ class RolesOracle:
 
     def begin_step(self):
         self.phase = "optimizer"
+        # The step's first op scope (one for the whole step when it runs without the mode)
+        self.views[self.ins.ops_seen() + 1] = self._unrecorded_view()
 
     def _node_done(self, grad_inputs, grad_outputs):
         if self.seeds is None:
@@ -117,11 +125,21 @@ class RolesOracle:
     def __enter__(self):
         self._recorded = self.ins._dispatch
         self.ins._dispatch = self._dispatch
+        self._recorded_state = self.ins._state_tensor
+        self.ins._state_tensor = self._state_tensor
         return self
 
     def __exit__(self, *exc):
         self.ins._dispatch = self._recorded
+        self.ins._state_tensor = self._recorded_state
         return False
+
+    def _state_tensor(self, param, key, value, unless_tagged=False):
+        # A tensor stored in optimizer.state (__setitem__: unless_tagged is False) is retagged;
+        # the account after it, in the op scope open then (the step's, without the mode).
+        self._recorded_state(param, key, value, unless_tagged)
+        if self.phase == "optimizer" and not unless_tagged:
+            self.stores.setdefault(self.ins.ops_seen(), []).append(self._unrecorded_view())
 
     # -- PyTorch's view before and after each op
     def _dispatch(self, func, args, kwargs):
@@ -212,4 +230,4 @@ class RolesOracle:
 
     def write(self):
         with open(self.side_file, "w") as f:
-            json.dump({"views": self.views, "after": self.after}, f)
+            json.dump({"views": self.views, "after": self.after, "stores": self.stores}, f)
