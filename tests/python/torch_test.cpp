@@ -500,7 +500,7 @@ TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
   EXPECT_EQ(r.out, p.out) << "the program computes or sees other things under adprof";
   Result dump = run_cli({"dump", "--types", "op_begin,op_end", trace}, 300);
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
-  std::map<std::string, int> steps;                           // class -> step scopes
+  std::map<std::string, int> steps;                          // class -> step scopes
   std::map<std::string, std::multiset<std::string>> inside;  // class -> op scopes in its steps
   std::map<std::string, std::vector<std::string>> open;      // thread -> open scopes
   std::istringstream lines(dump.out);
