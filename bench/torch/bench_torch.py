@@ -17,6 +17,8 @@
                  malloc gives a freed multi-MiB tensor back to the system and faults it in
                  again the next step; jemalloc keeps it: these two separate that from the
                  profilers' own cost.
+  mode-floor     (not run by default; --sample small_mlp only): plain, under a dispatch mode that
+                 only calls each op: what any per-op instrumentation in Python pays at least
   adprof-nodecay (not run by default): adprof with MALLOC_CONF=retain:false,dirty_decay_ms:-1:
                  jemalloc's dirty-page decay gives freed multi-MiB tensors back to the system
                  and the next step faults them in again (docs/PERFORMANCE.md, batch 256).
@@ -55,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch
 STEP = re.compile(r"step median ([0-9.]+) ms wall, ([0-9.]+) ms CPU")
 VARIANTS = ("plain", "adprof", "adprof-report", "adprof-bare", "torch.profiler", "memray")
-EXTRA_VARIANTS = ("plain-jemalloc", "torch.profiler-jemalloc", "adprof-nodecay")
+EXTRA_VARIANTS = ("plain-jemalloc", "torch.profiler-jemalloc", "adprof-nodecay", "mode-floor")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
@@ -69,6 +71,8 @@ def command(variant, a, sample, out):
                                                             sample, out)
     if variant == "plain":
         return [PYTHON] + sample
+    if variant == "mode-floor":
+        return [PYTHON] + sample + ["--do-nothing-mode"]
     if variant == "adprof":
         return [adprof, "run", "--no-report", "-o", out, "--", PYTHON, "-m", "adprof.torch"] + sample
     if variant == "adprof-report":
@@ -118,6 +122,8 @@ def main():
     if any(v.startswith("adprof") for v in variants) and \
             not os.access(os.path.join(a.build, "bin", "adprof"), os.X_OK):
         ap.error("no adprof in %s/bin (build it, or --build)" % a.build)
+    if "mode-floor" in variants and a.sample != "small_mlp":
+        ap.error("the variant mode-floor needs --sample small_mlp")
     if "memray" in variants and not os.access(a.memray_python, os.X_OK):
         ap.error("no %s: python3 -m venv --system-site-packages /tmp/memray-venv && "
                  "/tmp/memray-venv/bin/pip install memray (or --memray-python)" % a.memray_python)

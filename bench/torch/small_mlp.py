@@ -4,14 +4,36 @@ takes a few microseconds, so what a dispatch mode adds per op dominates the step
 Linear(64, 64) + ReLU layers, batch 32, MSE loss, Adam: about 200 ATen ops a step on torch 1.13,
 most of them views and Adam's in-place updates. Synthetic data, no download.
 
+--do-nothing-mode runs the loop under a dispatch mode whose __torch_dispatch__ only calls the op
+(set directly as the C++-level mode on 1.13, as adprof's instrumentation sets its own; a
+TorchDispatchMode pushed on 2.x): the floor under any per-op instrumentation in Python.
+
 Prints the line bench_torch.py reads: "step median X ms wall, Y ms CPU" (after 5 warm-up steps).
-usage: bench/torch/small_mlp.py [--steps 300] [--width 64] [--layers 5] [--batch 32] [-q]
+usage: bench/torch/small_mlp.py [--steps 300] [--width 64] [--layers 5] [--batch 32]
+       [--do-nothing-mode] [-q]
 """
 import argparse
 import statistics
 import time
 
 import torch
+
+
+def enter_do_nothing_mode():
+    from torch.utils import _python_dispatch
+
+    if hasattr(_python_dispatch, "_TorchDispatchStackMode"):  # 1.13
+        class DoNothing:
+            __slots__ = ()
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **kwargs) if kwargs else func(*args)
+        torch._C._set_torch_dispatch_mode(DoNothing())
+    else:
+        class DoNothingMode(_python_dispatch.TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **kwargs) if kwargs else func(*args)
+        DoNothingMode().__enter__()
 
 
 def main():
@@ -21,6 +43,7 @@ def main():
     ap.add_argument("--layers", type=int, default=5)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--test-images", type=int, default=0, help=argparse.SUPPRESS)  # bench_torch
+    ap.add_argument("--do-nothing-mode", action="store_true")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args()
     if min(a.steps, a.width, a.layers, a.batch) < 1:
@@ -32,6 +55,8 @@ def main():
     model = torch.nn.Sequential(*layers)
     optimizer = torch.optim.Adam(model.parameters(), 1e-3)
     x, y = torch.randn(a.batch, a.width), torch.randn(a.batch, a.width)
+    if a.do_nothing_mode:
+        enter_do_nothing_mode()
     step_times, step_cpu = [], []
     start = time.perf_counter()
     for _ in range(a.steps):
