@@ -75,6 +75,14 @@ Result run_torch(const std::string &trace, std::vector<std::string> python_args,
   return run(o);
 }
 
+// `python3 ARGS...` alone: what the program does without adprof.
+Result run_alone(std::vector<std::string> python_args) {
+  SpawnOptions o;
+  o.argv = {kPython};
+  o.argv.insert(o.argv.end(), python_args.begin(), python_args.end());
+  return run(o);
+}
+
 struct Exactness {
   json report;
   json expected;  // the oracle's account at the peak
@@ -265,9 +273,7 @@ TEST(TorchRecording, UserModesAndThreads) {
   const std::string trace = tmp / "run.adtrace";
   Result r = run_torch(trace, {kScripts + "/modes_threads.py"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  SpawnOptions plain;
-  plain.argv = {kPython, kScripts + "/modes_threads.py"};
-  Result p = run(plain);
+  Result p = run_alone({kScripts + "/modes_threads.py"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(r.out, p.out) << "the program's mode sees other ops under adprof";
   Result dump = run_cli({"dump", trace}, 300);
@@ -347,9 +353,7 @@ TEST(TorchRecording, CheckpointRecomputationAndPerParameterOptimizers) {
 TEST(TorchRecording, CheckpointingLeavesTheProgramAsItIs) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
-  SpawnOptions plain;
-  plain.argv = {kPython, kScripts + "/checkpoint_hooks.py"};
-  Result alone = run(plain);
+  Result alone = run_alone({kScripts + "/checkpoint_hooks.py"});
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
   ASSERT_EQ(lines_of(alone.out).size(), 6u) << alone.out;
   for (const std::string &line : lines_of(alone.out))
@@ -493,9 +497,7 @@ TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
   const std::string trace = tmp / "run.adtrace";
   Result r = run_torch(trace, {kScripts + "/optimizer_scopes.py"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  SpawnOptions plain;
-  plain.argv = {kPython, kScripts + "/optimizer_scopes.py"};
-  Result p = run(plain);
+  Result p = run_alone({kScripts + "/optimizer_scopes.py"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(r.out, p.out) << "the program computes or sees other things under adprof";
   Result dump = run_cli({"dump", "--types", "op_begin,op_end", trace}, 300);
@@ -606,9 +608,7 @@ TEST(TorchBadInput, NotPython) {
                                             "ELF\x02\x01\x01\0\0\0",
                                             10));
   for (const char *name : {"notpython.py", "binary.py"}) {
-    SpawnOptions plain;
-    plain.argv = {kPython, tmp / name};
-    Result p = run(plain);
+    Result p = run_alone({tmp / name});
     Result r = run_torch(tmp / (std::string(name) + ".adtrace"), {tmp / name});
     EXPECT_EQ(r.exit_code, p.exit_code) << name << ": " << r.err;
     EXPECT_EQ(r.exit_code, 1) << name;
