@@ -171,7 +171,7 @@ class DispatchHooks:
             if th.mode is None or depth == 0 or \
                     torch._C._get_dispatch_stack_at(depth - 1) is not th.mode:
                 return False
-            torch._C._pop_torch_dispatch_stack(None)
+            _python_dispatch._pop_mode()  # (the C function's arguments vary across 2.x)
         th.suspended = True
         return True
 
