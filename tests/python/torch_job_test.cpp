@@ -318,7 +318,10 @@ TEST(TorchJob, LaunchedRanksAndTheirSpawnedWorkers) {
 // caller's thread state (PyTorch 2.x). adprof's saved-tensor hooks in that copy made a rank
 // abort at exit ("terminate called without an active exception": the backend thread released
 // them after finalization had begun) in about one torchrun job in five. Kept works show the
-// copies: they add no reference to adprof's mode or pack hook (before: one per work).
+// copies: they add no reference to adprof's mode or pack hook (before: one per work). Among
+// them, collectives an optimizer's step makes (a sharded optimizer's): a step on the CPU runs
+// without the mode, and so without that care, unless the process is in a torch.distributed job
+// (before that exception, on 2.15: one pack hook reference per collective of the step).
 TEST(TorchJob, CollectiveWorkHoldsNoneOfAdprofsObjects) {
   SKIP_WITHOUT_TORCH();
   TempDir dir;

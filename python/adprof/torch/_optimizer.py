@@ -166,9 +166,15 @@ class OptimizerHooks:
         small model's training step), and what they allocate is the step's scratch (workspace,
         as in an op scope) or state (optimizer_state the moment it is stored). Not with a
         closure (it runs the model), nor with a parameter on a GPU (the mode declares CUDA
-        blocks), nor where the mode cannot leave the stack (_suspend_mode). The mode comes back
-        at the step's end, or earlier for a module's forward or a backward run inside it."""
+        blocks), nor in a process of a torch.distributed job (a collective in the step, a
+        sharded optimizer's, must run through the mode: _collective keeps our saved-tensor hooks
+        out of the work gloo keeps), nor where the mode cannot leave the stack (_suspend_mode).
+        The mode comes back at the step's end, or earlier for a module's forward or a backward
+        run inside it."""
         if closure is not None:
+            return
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
             return
         for group in opt.param_groups:
             for p in group["params"]:
