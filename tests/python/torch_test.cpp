@@ -395,7 +395,10 @@ TEST(TorchRecording, WidenedIndexSavedForBackwardIsADuplicate) {
 // compile internals made dynamo skip compiling: eager losses), its module hooks break no graph,
 // PyTorch does not warn about adprof's global hooks, and the labels are the model's own paths
 // ("sequential.0.up": the root named after its class, not the wrapper's
-// "cmodel._orig_mod.0.up"). PyTorch 2.x only.
+// "cmodel._orig_mod.0.up"). An optimizer step compiled as a whole computes as it does alone too:
+// adprof's step hooks, which it calls, run outside dynamo's tracing (before, their graph breaks
+// changed its last bits and dynamo recompiled _state_tensor until its limit, with warnings),
+// and the ops of compilation's fake tensors are no internal error. PyTorch 2.x only.
 TEST(TorchRecording, CompiledModelIsCompiledAndLabelledWithItsOwnPaths) {
   SKIP_WITHOUT_TORCH();
   SpawnOptions plain;
@@ -410,6 +413,8 @@ TEST(TorchRecording, CompiledModelIsCompiledAndLabelledWithItsOwnPaths) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, alone.out) << "the compiled program computed differently under adprof";
   EXPECT_EQ(r.err.find("global hooks"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("adprof.torch:"), std::string::npos) << "an internal error: " << r.err;
+  EXPECT_EQ(r.err.find("adprof/torch/_"), std::string::npos) << "dynamo traced adprof: " << r.err;
   Result dump = run_cli({"dump", trace}, 300);
   ASSERT_EQ(dump.exit_code, 0);
   EXPECT_NE(dump.out.find("\"sequential.0.up.weight\""), std::string::npos)

@@ -3,6 +3,7 @@ out of the program, the dtype table, storage addresses, and a scope where our ow
 is seen by no dispatch mode."""
 
 import functools
+import sys
 import threading
 
 import torch
@@ -19,6 +20,10 @@ _DTYPES = {
     torch.bool: P.DTYPE_BOOL,
 }
 
+# True while torch.compile traces (the code it traces then runs as its graph, not as Python)
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+
 def storage_ptr(t):
     """The address of the block that holds t's storage (its base's for a view), from the
     tensor's own data pointer: asking the storage itself (untyped_storage()) would give it a
@@ -26,6 +31,33 @@ def storage_ptr(t):
     drops the storage last (a backend's) would need the GIL to release it (_ddp.py)."""
     ptr = t.data_ptr()
     return ptr - t.storage_offset() * t.element_size() if ptr else 0
+
+
+def _call(fn, *args):
+    return fn(*args)
+
+
+class OutsideDynamo:
+    """Calls a hook where torch.compile never traces it: a hook called inside a compiled
+    function (the optimizer's step hooks when the program compiles its step) would otherwise be
+    traced, or compiled frame by frame around its graph breaks (our ctypes calls), which changed
+    what the program computed and recompiled our functions. Under torch._dynamo.disable, as the
+    dispatch mode runs, and only once the program has imported torch._dynamo (before that
+    nothing is compiled: _dispatch.py, _dispatch_outside_dynamo)."""
+
+    __slots__ = ("trampoline",)
+
+    def __init__(self):
+        self.trampoline = None  # _call under torch._dynamo.disable, once needed
+
+    def __call__(self, fn, *args):
+        run = self.trampoline
+        if run is None:
+            disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
+            if disable is None:
+                return fn(*args)
+            run = self.trampoline = disable(_call, recursive=True)
+        return run(fn, *args)
 
 
 class _NoDispatch:

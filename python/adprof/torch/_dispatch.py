@@ -12,7 +12,7 @@ import torch.utils._python_dispatch as _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _protocol as P
-from ._common import _DTYPES, Tensor, _tensors_in
+from ._common import _DTYPES, Tensor, _compiling, _tensors_in
 
 _NARROW_INDEX_DTYPES = (torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -244,6 +244,8 @@ class DispatchHooks:
             if th.capture is not None and isinstance(out, Tensor):
                 th.capture.append(out)
             return out
+        if _compiling():  # torch.compile's tracing runs ops on fake tensors: no storage
+            return func(*args, **kwargs) if kwargs else func(*args)
         ctx = self.ctx
         # The op's phase; adprof is told only when it changes on this thread.
         if th.recompute:

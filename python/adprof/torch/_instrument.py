@@ -35,7 +35,7 @@ import torch.utils._python_dispatch as _python_dispatch
 from .. import _protocol as P
 from . import _device
 from ._backward import BackwardHooks
-from ._common import _ThreadState, storage_ptr
+from ._common import OutsideDynamo, _ThreadState, storage_ptr
 from ._ddp import DataParallelHooks
 from ._dispatch import _RAW_MODE, DispatchHooks, _does_nothing, _Mode, _RawMode
 from ._modules import ModuleHooks
@@ -56,6 +56,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self._on_op_wanted = True
         self.listener = listener if listener is not None else TapeListener(ctx)
         self.thread = _ThreadState()
+        self.outside_dynamo = OutsideDynamo()  # hooks a compiled function may call
         self.instances = itertools.count(1)
         self.ops = {}  # id(OpOverload) -> _op_info's tuple
         self.paths = weakref.WeakKeyDictionary()  # module -> (path, path name id)
@@ -137,8 +138,10 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self._patch(optim, "state_dict", self._wrap_state_dict(optim.state_dict))
         self._patch(torch.nn.Module, "zero_grad", self._wrap_zero_grad(torch.nn.Module.zero_grad))
         if _HAS_GLOBAL_STEP_HOOKS:
-            pre = _optim_module.register_optimizer_step_pre_hook(self._step_pre_hook)
-            post = _optim_module.register_optimizer_step_post_hook(self._step_post_hook)
+            pre = _optim_module.register_optimizer_step_pre_hook(
+                self._step_pre_hook_outside_dynamo)
+            post = _optim_module.register_optimizer_step_post_hook(
+                self._step_post_hook_outside_dynamo)
             self._undo.append(lambda: (pre.remove(), post.remove()))
         hooks_cls = torch.autograd.graph.saved_tensors_hooks
         self._patch(hooks_cls, "__enter__", self._wrap_hooks_enter(hooks_cls.__enter__))

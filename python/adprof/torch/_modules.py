@@ -11,7 +11,7 @@ import weakref
 import torch
 
 from .. import _protocol as P
-from ._common import _DTYPES, Tensor, _guarded, _tensors_in, accumulate_grad_node
+from ._common import _DTYPES, Tensor, _compiling, _guarded, _tensors_in, accumulate_grad_node
 
 _HAS_POST_ACCUMULATE_HOOK = hasattr(Tensor, "register_post_accumulate_grad_hook")  # 2.1+
 # 2.x: the autograd sequence number the next node made on this thread will have
@@ -23,7 +23,6 @@ _next_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
 # into adprof would break the graph, and a graph broken in two computes differently). The
 # compiled model's wrapper is called eagerly: its hooks stand for the model's call (its path,
 # parameters, batch, forward phase); the modules inside run as one compiled graph.
-_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 
 
 def _compiled_wrapper_of(module):

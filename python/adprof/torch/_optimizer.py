@@ -8,7 +8,7 @@ import inspect
 import sys
 
 from .. import _protocol as P
-from ._common import _DTYPES, Tensor, _guarded
+from ._common import _DTYPES, Tensor, _compiling, _guarded
 
 _optim_module = sys.modules.get("torch.optim.optimizer") or __import__(
     "torch.optim.optimizer", fromlist=["Optimizer"])
@@ -23,7 +23,8 @@ class _ParamState(dict):
     def __setitem__(self, key, value):
         dict.__setitem__(self, key, value)
         if isinstance(value, Tensor):
-            self.owner._state_tensor(self.param, key, value)
+            owner = self.owner
+            owner.outside_dynamo(owner._state_tensor, self.param, key, value)
 
     def __reduce__(self):  # pickles (optimizer checkpoints) as the plain dict it replaces
         return (dict, (dict(self),))
@@ -118,9 +119,16 @@ class OptimizerHooks:
         step.__adprof_wrapped__ = original
         return step
 
+    # 2.x: the global step hooks, called outside torch.compile's tracing (a compiled step).
+    def _step_pre_hook_outside_dynamo(self, opt, args, kwargs):
+        self.outside_dynamo(self._step_pre_hook, opt, args, kwargs)
+
+    def _step_post_hook_outside_dynamo(self, opt, args, kwargs):
+        self.outside_dynamo(self._step_post_hook, opt, args, kwargs)
+
     @_guarded()
-    # 2.x: the global step hooks. A subclass whose step calls its base's runs them twice, one
-    # call inside the other: only the outermost begins and ends the step.
+    # A subclass whose step calls its base's runs them twice, one call inside the other: only
+    # the outermost begins and ends the step.
     def _step_pre_hook(self, opt, args, kwargs):
         th = self.thread
         stack = getattr(th, "steps_open", None)
@@ -170,8 +178,8 @@ class OptimizerHooks:
         sharded optimizer's, must run through the mode: _collective keeps our saved-tensor hooks
         out of the work gloo keeps), nor where the mode cannot leave the stack (_suspend_mode).
         The mode comes back at the step's end, or earlier for a module's forward or a backward
-        run inside it."""
-        if closure is not None:
+        run inside it. Nor in a step torch.compile traces (the dispatch stack is its own then)."""
+        if closure is not None or _compiling():
             return
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():

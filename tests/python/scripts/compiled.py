@@ -1,7 +1,8 @@
 """A model trained through torch.compile (tests/python/torch_test.cpp,
-TorchRecording.CompiledModelIsCompiledAndLabelledWithItsOwnPaths). Prints each step's loss
-bit for bit: inductor's fused kernels compute differently from eager ops, so a run that fell back
-to eager under adprof would print other losses. Exits 3 where this PyTorch has no compile."""
+TorchRecording.CompiledModelIsCompiledAndLabelledWithItsOwnPaths), then with its optimizer's
+step compiled as well. Prints each step's loss bit for bit: inductor's fused kernels compute
+differently from eager ops, so a run that fell back to eager under adprof would print other
+losses. Exits 3 where this PyTorch has no compile."""
 import sys
 
 import torch
@@ -31,3 +32,21 @@ for step in range(3):
     loss.backward()
     optimizer.step()
     print(f"step {step} loss {loss.item().hex()}")
+
+# The optimizer's step compiled too (PyTorch's recipe for a faster optimizer): adprof's step
+# hooks then run inside a compiled function.
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+
+
+@torch.compile
+def compiled_step():
+    optimizer.step()
+
+
+for step in range(3):
+    optimizer.zero_grad(set_to_none=True)
+    loss = cmodel(torch.randn(64, 32)).square().mean()
+    loss.backward()
+    compiled_step()
+    print(f"compiled step {step} loss {loss.item().hex()}")
+print("weights", sum(p.sum() for p in model.parameters()).item().hex())
