@@ -52,9 +52,12 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
     ADD_FAILURE() << "the dump has no event " << at << " (the peak): " << peak.out;
     return {};
   }
-  std::map<std::string, std::vector<uint64_t>> stacks;  // thread -> open op instances
-  std::map<std::string, std::vector<uint64_t>> stores;  // thread -> state retags in each
-  std::map<std::string, uint64_t> ended;                // thread -> the op that ended last
+  struct OpenOp {
+    uint64_t instance = 0;
+    uint64_t state_stores = 0;  // optimizer_state retags inside it so far
+  };
+  std::map<std::string, std::vector<OpenOp>> stacks;  // thread -> open op scopes
+  std::map<std::string, uint64_t> ended;              // thread -> the op that ended last
   std::istringstream lines(ops.out);
   std::string line;
   while (std::getline(lines, line)) {
@@ -64,23 +67,24 @@ inline PeakPlace op_open_at(const std::string &trace, uint64_t peak_event) {
     if (type == "op_begin") {
       fields >> label;
       auto hash = label.rfind('#');
-      stacks[thread].push_back(hash == std::string::npos ? 0 : std::stoull(label.substr(hash + 1)));
-      stores[thread].push_back(0);
+      stacks[thread].push_back(
+          {hash == std::string::npos ? 0 : std::stoull(label.substr(hash + 1)), 0});
     } else if (type == "op_end") {
       if (!stacks[thread].empty()) {
-        ended[thread] = stacks[thread].back();
+        ended[thread] = stacks[thread].back().instance;
         stacks[thread].pop_back();
-        stores[thread].pop_back();
       }
     } else if (type == "retag" && line.find("-> optimizer_state") != std::string::npos &&
-               !stores[thread].empty()) {
-      ++stores[thread].back();
+               !stacks[thread].empty()) {
+      ++stacks[thread].back().state_stores;
     }
   }
   PeakPlace p;
   p.line = peak.out.substr(0, peak.out.find('\n'));
-  p.open = stacks[peak_thread].empty() ? 0 : stacks[peak_thread].back();
-  p.state_stores = stores[peak_thread].empty() ? 0 : stores[peak_thread].back();
+  if (!stacks[peak_thread].empty()) {
+    p.open = stacks[peak_thread].back().instance;
+    p.state_stores = stacks[peak_thread].back().state_stores;
+  }
   p.ended_last = ended[peak_thread];
   return p;
 }

@@ -38,12 +38,13 @@ def _call(fn, *args):
 
 
 class OutsideDynamo:
-    """Calls a hook where torch.compile never traces it: a hook called inside a compiled
-    function (the optimizer's step hooks when the program compiles its step) would otherwise be
-    traced, or compiled frame by frame around its graph breaks (our ctypes calls), which changed
-    what the program computed and recompiled our functions. Under torch._dynamo.disable, as the
-    dispatch mode runs, and only once the program has imported torch._dynamo (before that
-    nothing is compiled: _dispatch.py, _dispatch_outside_dynamo)."""
+    """Calls the instrumentation where torch.compile never traces it: the dispatch mode, and the
+    hooks a compiled function may call (the optimizer's step hooks when the program compiles its
+    step), which would otherwise be traced, or compiled frame by frame around their graph
+    breaks (our ctypes calls): that changed what the program computed and recompiled our
+    functions. Under torch._dynamo.disable, and only once the program has imported
+    torch._dynamo: before that no frame can be compiled (only dynamo sets the frame-evaluation
+    callback it traces from), and importing it ourselves costs about 2 s and tens of MB."""
 
     __slots__ = ("trampoline",)
 

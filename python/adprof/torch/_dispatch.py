@@ -4,7 +4,6 @@ are then retagged to their role (activation in forward, adjoint in backward, dup
 copies), labelled with the module path (in backward: the module whose forward made the
 autograd node) and described (dtype, shape)."""
 
-import sys
 import threading
 
 import torch
@@ -99,7 +98,6 @@ class _Mode(TorchDispatchMode):
     def __init__(self, owner):
         super().__init__()
         self.owner = owner
-        self.outside_dynamo = None  # _run_op under torch._dynamo.disable, once needed
 
     @classmethod
     def ignore_compile_internals(cls):
@@ -117,21 +115,11 @@ def _dispatch_outside_dynamo(mode, func, types, args=(), kwargs=None):
     of _RawMode). TorchDispatchMode (2.x) wraps a subclass's __torch_dispatch__ in
     torch._disable_dynamo, so that torch.compile never traces into the mode; that wrapper
     imports torch._dynamo at the first op (about 2 s and tens of MB: sympy, inductor), which a
-    program that never compiles never imports. Here the mode runs under torch._dynamo.disable
-    only once the program has imported torch._dynamo itself: before that no frame can be
-    compiled, since only torch._dynamo sets the frame-evaluation callback it would trace from."""
-    run = mode.outside_dynamo
-    if run is None:
-        disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
-        if disable is None:  # not imported (or still importing)
-            return mode.owner._dispatch(func, args, kwargs)
-        run = mode.outside_dynamo = disable(_run_op, recursive=True)
-    return run(mode, func, args, kwargs)
-
-
-def _run_op(mode, func, args, kwargs):
-    # owner._dispatch looked up at each op, as outside dynamo (a test's oracle replaces it)
-    return mode.owner._dispatch(func, args, kwargs)
+    program that never compiles never imports. Here the mode runs through the instrumentation's
+    OutsideDynamo, which disables dynamo only once the program has imported it. owner._dispatch
+    is looked up at each op (a test's oracle replaces it)."""
+    owner = mode.owner
+    return owner.outside_dynamo(owner._dispatch, func, args, kwargs)
 
 
 _Mode.__torch_dispatch__ = _dispatch_outside_dynamo

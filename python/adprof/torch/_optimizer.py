@@ -176,9 +176,9 @@ class OptimizerHooks:
         closure (it runs the model), nor with a parameter on a GPU (the mode declares CUDA
         blocks), nor in a process of a torch.distributed job (a collective in the step, a
         sharded optimizer's, must run through the mode: _collective keeps our saved-tensor hooks
-        out of the work gloo keeps), nor where the mode cannot leave the stack (_suspend_mode).
-        The mode comes back at the step's end, or earlier for a module's forward or a backward
-        run inside it. Nor in a step torch.compile traces (the dispatch stack is its own then)."""
+        out of the work gloo keeps), nor in a step torch.compile traces (the dispatch stack is
+        its own then), nor where the mode cannot leave the stack (_suspend_mode). The mode comes
+        back at the step's end, or earlier for a module's forward or a backward run inside it."""
         if closure is not None or _compiling():
             return
         dist = sys.modules.get("torch.distributed")
