@@ -495,7 +495,8 @@ TEST(TorchRecording, ImportsNothingTheProgramDoesNot) {
 // An optimizer step on the CPU is one op scope, "<class>.step", without the dispatch mode
 // (Adam's ten ops a parameter each paid its round trip); the model run inside a step (LBFGS's
 // closure, a forward without one) and a mode the program pushes inside a step are recorded op
-// by op, and the program prints what it prints alone (its mode sees the same ops).
+// by op; a step that raises ends there; and the program prints what it prints alone (its mode
+// sees the same ops).
 TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
@@ -505,23 +506,29 @@ TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
   Result p = run_alone({kScripts + "/optimizer_scopes.py"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(r.out, p.out) << "the program computes or sees other things under adprof";
-  Result dump = run_cli({"dump", "--types", "op_begin,op_end", trace}, 300);
+  Result dump = run_cli({"dump", "--types", "op_begin,op_end,step", trace}, 300);
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
   std::map<std::string, int> steps;                          // class -> step scopes
   std::map<std::string, std::multiset<std::string>> inside;  // class -> op scopes in its steps
   std::map<std::string, std::vector<std::string>> open;      // thread -> open scopes
+  std::map<std::string, int> marks_after;  // class -> step marks after its first step scope
+  std::string stepped;                     // the class of the latest step scope
   std::istringstream lines(dump.out);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream fields(line);
     std::string time, thread, type, label;
     fields >> time >> thread >> type >> label;
+    if (type == "step") {
+      ++marks_after[stepped];
+      continue;
+    }
     std::vector<std::string> &stack = open[thread];
     if (type == "op_end") {
       if (!stack.empty()) stack.pop_back();
       continue;
     }
     const std::string name = label.substr(0, label.rfind('#'));
-    if (name.ends_with(".step")) ++steps[name.substr(0, name.size() - 5)];
+    if (name.ends_with(".step")) ++steps[stepped = name.substr(0, name.size() - 5)];
     for (const std::string &outer : stack)
       if (outer.ends_with(".step")) inside[outer.substr(0, outer.size() - 5)].insert(name);
     stack.push_back(name);
@@ -535,6 +542,14 @@ TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
   EXPECT_EQ(steps["LookAround"], 2);
   EXPECT_EQ(inside["LookAround"].count("aten::addmm"), 4u)
       << "a forward inside the step (2 Linear layers, 2 steps) is recorded op by op";
+  // Flaky's second step raises; the program catches it and takes two more (before, on 2.x, the
+  // step hooks' post hook never ran: the raised step's scope stayed open over the rest of the
+  // run and the later steps were neither steps nor scopes).
+  EXPECT_EQ(steps["Flaky"], 4) << "every step a scope, the one that raised too";
+  EXPECT_EQ(inside["Flaky"].size(), 0u) << "the step that raised ended there";
+  for (const auto &[thread, stack] : open)
+    EXPECT_TRUE(stack.empty()) << thread << " ends with " << stack.size() << " scopes open";
+  EXPECT_EQ(marks_after["Flaky"], 4) << "each of Flaky's steps marks the next iteration";
 }
 
 // The explicit API under a plain `adprof run`: the model named as given, the caller's steps.

@@ -119,6 +119,26 @@ class OptimizerHooks:
         step.__adprof_wrapped__ = original
         return step
 
+    def _wrap_profile_hook_step(self, original):
+        """2.x: Optimizer.profile_hook_step makes the step each optimizer class runs, the one
+        that calls the step hooks. A step that raises skips the post hooks: the wrapper ends it
+        there, as 1.13's wrapped step does in its finally (before, its scope stayed open over
+        the rest of the run and the thread's open steps never emptied again: the program's
+        later steps, after it caught the exception, were no steps). Nothing of adprof's runs
+        on the step's way when it returns."""
+        def profile_hook_step(func):
+            hooked = original(func)
+
+            @functools.wraps(hooked)
+            def step(*args, **kwargs):
+                try:
+                    return hooked(*args, **kwargs)
+                except BaseException:
+                    self._step_post_hook_outside_dynamo(args[0] if args else None, args, kwargs)
+                    raise
+            return step
+        return profile_hook_step
+
     # 2.x: the global step hooks, called outside torch.compile's tracing (a compiled step).
     def _step_pre_hook_outside_dynamo(self, opt, args, kwargs):
         self.outside_dynamo(self._step_pre_hook, opt, args, kwargs)
@@ -140,6 +160,7 @@ class OptimizerHooks:
         if len(stack) == 1:
             self._step_begin(opt, _closure(args[1:], kwargs))  # (args: the step's, self first)
 
+    # Also the end of a step that raised (_wrap_profile_hook_step): its post hook did not run.
     def _step_post_hook(self, opt, args, kwargs):
         stack = getattr(self.thread, "steps_open", None)
         if stack:

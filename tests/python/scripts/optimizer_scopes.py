@@ -1,7 +1,8 @@
 """Optimizer steps on the CPU (tests/python/torch_test.cpp): a step runs as one op scope,
 "<class>.step", without the dispatch mode (docs/PYTORCH.md); what runs the model inside a step
 (LBFGS's closure, a forward without one) and a mode the program pushes inside a step are
-recorded op by op, and the program computes and sees what it does without adprof."""
+recorded op by op; a step that raises ends there (the program goes on, its later steps are
+steps); and the program computes and sees what it does without adprof."""
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -43,6 +44,19 @@ class LookAround(torch.optim.SGD):
         return super().step(closure)
 
 
+class Flaky(torch.optim.SGD):
+    """A step that raises the second time, as a step that meets a bad batch or runs out of
+    memory, which the program catches and goes on."""
+
+    calls = 0
+
+    def step(self, closure=None):
+        Flaky.calls += 1
+        if Flaky.calls == 2:
+            raise FloatingPointError("a bad batch")
+        return super().step(closure)
+
+
 def model_and_batch():
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 1))
@@ -64,7 +78,10 @@ def train(name, make_optimizer, steps=2):
                 return loss
             opt.step(closure)
         else:
-            opt.step()
+            try:
+                opt.step()
+            except FloatingPointError as e:
+                print(name, "step raised:", e)
     print(name, "loss %.6f" % float(torch.nn.functional.mse_loss(model(x), y)),
           "weights %.6f" % float(sum(p.sum() for p in model.parameters())))
 
@@ -73,3 +90,4 @@ train("Adam", lambda m, x: torch.optim.Adam(m.parameters(), lr=0.01))
 train("LBFGS", lambda m, x: torch.optim.LBFGS(m.parameters(), lr=0.1, max_iter=3))
 train("CountedSGD", lambda m, x: CountedSGD(m.parameters(), lr=0.01, momentum=0.9))
 train("LookAround", lambda m, x: LookAround(m.parameters(), m, x))
+train("Flaky", lambda m, x: Flaky(m.parameters(), lr=0.01), steps=4)
