@@ -134,6 +134,7 @@ class _ThreadState(threading.local):
         # the role around the optimizer step's op scope, while one is open (_step_scope)
         self.step_scope = None
         self.in_collective = False  # a collective runs, our saved-tensor hooks off (_collective)
+        self.compile_scope = None  # (role, phase) around a compilation's op scope (_compile.py)
         # A thread Python did not start (an autograd device thread): runs backward work.
         self.native = isinstance(threading.current_thread(), threading._DummyThread)
 

@@ -11,7 +11,8 @@ module of its own:
 - _backward.py: wrappers of torch.autograd.backward/grad and Tensor.backward (backward phase),
   and the gradients' labels;
 - _optimizer.py: Optimizer.step (optimizer phase, steps), zero_grad, and optimizer.state;
-- _ddp.py: what DistributedDataParallel's Reducer runs on tensors of its own, kept unseen.
+- _ddp.py: what DistributedDataParallel's Reducer runs on tensors of its own, kept unseen;
+- _compile.py: torch.compile's compilations, each an op scope of their own.
 This module holds what they share: installing and removing the hooks, each thread's dispatch
 mode and saved-tensor hooks, the listener (_tape.py), addresses and phases. Every call into the
 tape listener is guarded: nothing here raises into the program.
@@ -35,6 +36,7 @@ import torch.utils._python_dispatch as _python_dispatch
 from .. import _protocol as P
 from . import _device
 from ._backward import BackwardHooks
+from ._compile import CompileHooks
 from ._common import OutsideDynamo, _ThreadState, storage_ptr
 from ._ddp import DataParallelHooks
 from ._dispatch import _RAW_MODE, DispatchHooks, _does_nothing, _Mode, _RawMode
@@ -47,7 +49,7 @@ Tensor = torch.Tensor
 
 
 class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHooks,
-                      OptimizerHooks, DataParallelHooks):
+                      OptimizerHooks, DataParallelHooks, CompileHooks):
     def __init__(self, ctx, listener=None):
         self.ctx = ctx
         # The engine first: a tape listener that describes the engine further (its policies, a
@@ -84,6 +86,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self.saw_forward = False  # a program without modules: backward begins an iteration
         self.backward_active = 0  # backward calls in progress, all threads
         self.manual_steps = False  # profile().step() was called
+        self.watching_compiles = False  # torch.compile's compile callbacks registered
         self.installed = False
         self._undo = []  # callables that remove what install() added, last first
         self._listener_failed = False
@@ -151,6 +154,9 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self._patch(threading.Thread, "_bootstrap_inner",
                     self._wrap_thread_start(threading.Thread._bootstrap_inner))
         self._install_ddp()
+        if hasattr(torch, "compile"):
+            self._patch(torch, "compile", self._wrap_compile(torch.compile))
+            self._watch_compiles()  # (where the program imported dynamo before)
         self._patch(_python_dispatch, "_push_mode",
                     self._wrap_push_mode(_python_dispatch._push_mode))
         if _RAW_MODE:

@@ -276,7 +276,8 @@ class OptimizerHooks:
             # the call as the script wrote it: the fix names the line it replaces
             call = "zero_grad(%s)" % ", ".join(
                 [repr(a) for a in args] + ["%s=%r" % kv for kv in kwargs.items()])
-            self._tell("on_zero_grad", owner, bool(set_to_none), call)
+            # (a compiled function that calls it: a graph break here, not deep in the listener)
+            self.outside_dynamo(self._tell, "on_zero_grad", owner, bool(set_to_none), call)
             return original(owner, *args, **kwargs)
         zero_grad.__adprof_wrapped__ = original
         return zero_grad

@@ -1,6 +1,7 @@
 """A model trained through torch.compile (tests/python/torch_test.cpp,
 TorchRecording.CompiledModelIsCompiledAndLabelledWithItsOwnPaths), then with its optimizer's
-step compiled as well. Prints each step's loss bit for bit: inductor's fused kernels compute
+step compiled as well, then a whole training step compiled (zero_grad, forward, backward and
+an SGD step in one compiled function). Prints each step's loss bit for bit: inductor's fused kernels compute
 differently from eager ops, so a run that fell back to eager under adprof would print other
 losses. Exits 3 where this PyTorch has no compile."""
 import sys
@@ -49,4 +50,22 @@ for step in range(3):
     loss.backward()
     compiled_step()
     print(f"compiled step {step} loss {loss.item().hex()}")
+print("weights", sum(p.sum() for p in model.parameters()).item().hex())
+
+# The whole training step compiled: dynamo compiles the optimizer step's frame while the step
+# runs (its hooks are graph breaks).
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+@torch.compile
+def train_step(x):
+    optimizer.zero_grad(set_to_none=True)
+    loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+for step in range(3):
+    print(f"whole step {step} loss {train_step(torch.randn(64, 32)).item().hex()}")
 print("weights", sum(p.sum() for p in model.parameters()).item().hex())
