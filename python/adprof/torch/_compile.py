@@ -33,31 +33,33 @@ class CompileHooks:
         @functools.wraps(original)
         def compile(*args, **kwargs):
             result = original(*args, **kwargs)
-            if not self.watching_compiles:
-                self._watch_compiles()
+            self._watch_compiles()
             return result
         compile.__adprof_wrapped__ = original
         return compile
 
     @_guarded()
     def _watch_compiles(self):
-        """Registers the compile callbacks where this PyTorch has them and dynamo is loaded,
-        and has dynamo skip adprof's frames."""
-        if "torch._dynamo" not in sys.modules:
+        """Once the program has imported dynamo: adprof's frames skipped, and the compile
+        callbacks registered where this PyTorch has them. Again at each torch.compile call:
+        torch._dynamo.reset() clears the callbacks."""
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is None:
             return
         skip_code = getattr(sys.modules.get("torch._dynamo.eval_frame"), "skip_code", None)
         if skip_code is not None:
-            for code in _own_code():
+            if self.own_code is None:
+                self.own_code = _own_code()
+            for code in self.own_code:
                 skip_code(code)
-        handler = getattr(sys.modules.get("torch._dynamo"), "callback_handler", None)
-        if handler is None or not hasattr(handler, "register_start_callback"):
+        handler = getattr(dynamo, "callback_handler", None)
+        if handler is None or not hasattr(handler, "register_start_callback") or \
+                self._compile_start in handler.start_callbacks:
             return
         start = handler.register_start_callback(self._compile_start)
         end = handler.register_end_callback(self._compile_end)
-        self.watching_compiles = True
 
         def undo():
-            self.watching_compiles = False
             try:
                 handler.remove_start_callback(start)
                 handler.remove_end_callback(end)

@@ -86,7 +86,7 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
         self.saw_forward = False  # a program without modules: backward begins an iteration
         self.backward_active = 0  # backward calls in progress, all threads
         self.manual_steps = False  # profile().step() was called
-        self.watching_compiles = False  # torch.compile's compile callbacks registered
+        self.own_code = None  # adprof's code objects, for dynamo to skip (_compile.py)
         self.installed = False
         self._undo = []  # callables that remove what install() added, last first
         self._listener_failed = False
