@@ -146,8 +146,9 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
             post = _optim_module.register_optimizer_step_post_hook(
                 self._step_post_hook_outside_dynamo)
             self._undo.append(lambda: (pre.remove(), post.remove()))
-            self._patch(optim, "profile_hook_step",
-                        staticmethod(self._wrap_profile_hook_step(optim.profile_hook_step)))
+            if hasattr(optim, "profile_hook_step"):
+                self._patch(optim, "profile_hook_step",
+                            staticmethod(self._wrap_profile_hook_step(optim.profile_hook_step)))
         hooks_cls = torch.autograd.graph.saved_tensors_hooks
         self._patch(hooks_cls, "__enter__", self._wrap_hooks_enter(hooks_cls.__enter__))
         self._patch(hooks_cls, "__exit__", self._wrap_hooks_exit(hooks_cls.__exit__))
