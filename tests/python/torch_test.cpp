@@ -568,21 +568,32 @@ TEST(TorchRecording, OptimizerStepOnTheCpuIsOneScope) {
   EXPECT_EQ(marks_after["Flaky"], 4) << "each of Flaky's steps marks the next iteration";
 }
 
-// The explicit API under a plain `adprof run`: the model named as given, the caller's steps.
+// The explicit API under a plain `adprof run`: the model named as given, the caller's steps,
+// and a step that raises ends there.
 TEST(TorchRecording, ExplicitProfileApi) {
   SKIP_WITHOUT_TORCH();
   TempDir tmp;
   write_file(tmp / "explicit.py",
              "import torch, adprof.torch\n"
+             "class Flaky(torch.optim.Adam):  # its second step raises\n"
+             "    calls = 0\n"
+             "    def step(self, closure=None):\n"
+             "        Flaky.calls += 1\n"
+             "        if Flaky.calls == 2:\n"
+             "            raise FloatingPointError('a bad batch')\n"
+             "        return super().step(closure)\n"
              "net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),\n"
              "                          torch.nn.Linear(16, 1))\n"
-             "opt = torch.optim.Adam(net.parameters(), lr=0.01)\n"
+             "opt = Flaky(net.parameters(), lr=0.01)\n"
              "with adprof.torch.profile(net, opt, name='mynet') as prof:\n"
              "    for step in range(3):\n"
              "        prof.step(10 + step)\n"
              "        opt.zero_grad()\n"
              "        net(torch.randn(4, 8)).sum().backward()\n"
-             "        opt.step()\n"
+             "        try:\n"
+             "            opt.step()\n"
+             "        except FloatingPointError:\n"
+             "            print('a step raised')\n"
              "print('installed after:', adprof.torch.instrumentation())\n");
   SpawnOptions o;
   o.argv = {cli_path(),        "run", "--no-report", "-o",
@@ -593,13 +604,26 @@ TEST(TorchRecording, ExplicitProfileApi) {
   EXPECT_NE(r.out.find("installed after: None"), std::string::npos) << r.out;
   Result dump = run_cli({"dump", tmp / "t.adtrace"}, 300);
   std::vector<std::string> steps;
+  int step_scopes = 0;
+  std::map<std::string, int> open;  // thread -> op scopes open
   for (const std::string &line : lines_of(dump.out)) {
     std::istringstream fields(line);
     std::string time, thread, type, kind, value;
     fields >> time >> thread >> type >> kind >> value;
     if (type == "step") steps.push_back(value);
+    if (type == "op_begin") {
+      ++open[thread];
+      if (kind.starts_with("Flaky.step#")) ++step_scopes;
+    }
+    if (type == "op_end") --open[thread];
   }
   EXPECT_EQ(steps, (std::vector<std::string>{"10", "11", "12"}));
+  // The optimizer's class was hooked by PyTorch before profile() installed adprof: a step that
+  // raises ends there all the same (before, on 2.x, its scope stayed open until profile()
+  // ended and the third step was no step: 2 scopes).
+  EXPECT_EQ(step_scopes, 3);
+  for (const auto &[thread, depth] : open)
+    EXPECT_EQ(depth, 0) << thread << " ends with op scopes open";
   for (const char *name : {"mynet.0.weight", "mynet.2.bias.exp_avg", "mynet.0.weight.grad"})
     EXPECT_NE(dump.out.find(std::string("\"") + name + "\""), std::string::npos) << name;
 }

@@ -68,12 +68,17 @@ class OptimizerHooks:
 
     @_guarded()
     def _adopt_optimizer(self, opt):
+        cls = type(opt)
+        step = cls.step
         if not _HAS_GLOBAL_STEP_HOOKS:  # 1.13: wrap step of this optimizer's class
-            cls = type(opt)
-            step = cls.step
             if not hasattr(step, "__adprof_wrapped__"):
                 cls.step = self._wrap_step(step)
                 self._undo.append(lambda: setattr(cls, "step", step))
+        elif getattr(step, "hooked", False) and not hasattr(step, "__adprof_ends_raised__"):
+            # a class PyTorch hooked before adprof was installed (the explicit API's optimizer,
+            # made before profile()): its step ends a step that raises too
+            cls.step = self._end_raised_steps(step)
+            self._undo.append(lambda: setattr(cls, "step", step))
         self._track_state(opt)
 
     def _track_state(self, opt):
@@ -121,23 +126,26 @@ class OptimizerHooks:
 
     def _wrap_profile_hook_step(self, original):
         """2.x: Optimizer.profile_hook_step makes the step each optimizer class runs, the one
-        that calls the step hooks. A step that raises skips the post hooks: the wrapper ends it
-        there, as 1.13's wrapped step does in its finally (before, its scope stayed open over
-        the rest of the run and the thread's open steps never emptied again: the program's
-        later steps, after it caught the exception, were no steps). Nothing of adprof's runs
-        on the step's way when it returns."""
+        that calls the step hooks; ours ends a step that raises (_end_raised_steps)."""
         def profile_hook_step(func):
-            hooked = original(func)
-
-            @functools.wraps(hooked)
-            def step(*args, **kwargs):
-                try:
-                    return hooked(*args, **kwargs)
-                except BaseException:
-                    self._step_post_hook_outside_dynamo(args[0] if args else None, args, kwargs)
-                    raise
-            return step
+            return self._end_raised_steps(original(func))
         return profile_hook_step
+
+    def _end_raised_steps(self, hooked):
+        """`hooked`, a step that calls the step hooks, ending a step that raises: the post hooks
+        never run then, so the wrapper ends it, as 1.13's wrapped step does in its finally
+        (before, its scope stayed open over the rest of the run and the thread's open steps
+        never emptied again: the program's later steps, after it caught the exception, were no
+        steps). Nothing of adprof's runs on the step's way when it returns."""
+        @functools.wraps(hooked)
+        def step(*args, **kwargs):
+            try:
+                return hooked(*args, **kwargs)
+            except BaseException:
+                self._step_post_hook_outside_dynamo(args[0] if args else None, args, kwargs)
+                raise
+        step.__adprof_ends_raised__ = True
+        return step
 
     # 2.x: the global step hooks, called outside torch.compile's tracing (a compiled step).
     def _step_pre_hook_outside_dynamo(self, opt, args, kwargs):
