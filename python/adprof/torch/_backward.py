@@ -71,9 +71,7 @@ class BackwardHooks:
                 self.marked_since_forward = False
             with self.saved_lock:
                 self.backward_active += 1
-            if th.phase != P.PHASE_BACKWARD:
-                self.ctx.set_phase(P.PHASE_BACKWARD)
-                th.phase = P.PHASE_BACKWARD
+            self._enter_phase(th, P.PHASE_BACKWARD)
             self._tell("on_backward_begin", roots)
             try:
                 return original(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""Hook point 7, torch.compile (2.x).
+"""Hook point 6, torch.compile (2.x).
 
 Each compilation is an op scope, "torch.compile", role foreign, phase other. Dynamo compiles a
 frame the first time it runs, in the middle of whatever the program does then: a compiled
@@ -76,9 +76,7 @@ class CompileHooks:
             return
         ctx = self.ctx
         th.compile_scope = (ctx.set_role(P.ROLE_FOREIGN), th.phase)
-        if th.phase != P.PHASE_OTHER:
-            ctx.set_phase(P.PHASE_OTHER)
-            th.phase = P.PHASE_OTHER
+        self._enter_phase(th, P.PHASE_OTHER)
         ctx.op_begin(ctx.name("torch.compile"), next(self.instances))
 
     @_guarded()
@@ -91,9 +89,7 @@ class CompileHooks:
         ctx = self.ctx
         ctx.op_end()
         ctx.set_role(role)
-        if phase != th.phase:
-            ctx.set_phase(phase)
-            th.phase = phase
+        self._enter_phase(th, phase)
 
 
 def _own_code():

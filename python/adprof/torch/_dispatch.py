@@ -235,7 +235,8 @@ class DispatchHooks:
         if _compiling():  # torch.compile's tracing runs ops on fake tensors: no storage
             return func(*args, **kwargs) if kwargs else func(*args)
         ctx = self.ctx
-        # The op's phase; adprof is told only when it changes on this thread.
+        # The op's phase; adprof is told only when it changes on this thread (_enter_phase,
+        # inline on this hot path).
         if th.recompute:
             phase = P.PHASE_FORWARD  # checkpointing's forward, run again inside backward
         elif th.backward or (th.native and self.backward_active):

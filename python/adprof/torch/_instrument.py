@@ -283,6 +283,11 @@ class Instrumentation(DispatchHooks, SavedTensorHooks, ModuleHooks, BackwardHook
             phase = P.PHASE_FORWARD
         else:
             phase = P.PHASE_OTHER
+        self._enter_phase(th, phase)
+
+    def _enter_phase(self, th, phase):
+        """This thread's phase from now on; adprof is told only when it changes (_dispatch,
+        the hot path, does the same inline)."""
         if phase != th.phase:
             self.ctx.set_phase(phase)
             th.phase = phase

@@ -283,9 +283,7 @@ class ModuleHooks:
             self.saw_forward = True
             self.marked_since_forward = False
             self._start_iteration()
-            if th.phase != P.PHASE_FORWARD:
-                ctx.set_phase(P.PHASE_FORWARD)
-                th.phase = P.PHASE_FORWARD
+            self._enter_phase(th, P.PHASE_FORWARD)
 
     def _input_died(self, ptr):
         """The weakref callback that forgets an input when its tensor dies (one a step)."""

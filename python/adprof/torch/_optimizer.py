@@ -168,7 +168,7 @@ class OptimizerHooks:
         if len(stack) == 1:
             self._step_begin(opt, _closure(args[1:], kwargs))  # (args: the step's, self first)
 
-    # Also the end of a step that raised (_wrap_profile_hook_step): its post hook did not run.
+    # Also the end of a step that raised (_end_raised_steps): its post hook did not run.
     def _step_post_hook(self, opt, args, kwargs):
         stack = getattr(self.thread, "steps_open", None)
         if stack:
@@ -190,9 +190,7 @@ class OptimizerHooks:
                         self._adopt_param(p, "param%d" % len(self.param_paths))
         except Exception:
             pass
-        if th.phase != P.PHASE_OPTIMIZER:
-            self.ctx.set_phase(P.PHASE_OPTIMIZER)
-            th.phase = P.PHASE_OPTIMIZER
+        self._enter_phase(th, P.PHASE_OPTIMIZER)
         self._enter_step_scope(opt, closure, th)
         self._tell("on_step_begin", opt, self.steps)
 
